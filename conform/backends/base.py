@@ -1,0 +1,90 @@
+"""The backend protocol: the device under test, as DESIGN.md defines it.
+
+A backend is any object with these attributes; `Backend` is a convenient base class, not a
+requirement (third-party objects from `--device module:attr` or the `conform.backends`
+entry-point group only need the protocol).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class BackendProtocol(Protocol):
+    name: str
+    device: torch.device
+
+    def is_available(self) -> bool: ...
+    def to_device(self, t: torch.Tensor) -> torch.Tensor: ...
+    def to_cpu(self, t: torch.Tensor) -> torch.Tensor: ...
+    def synchronize(self) -> None: ...
+    def describe(self) -> dict[str, str]: ...
+
+
+class Backend:
+    """Shared behaviour of the built-in backends; subclasses set `name` and `device`."""
+
+    name = "base"
+    device = torch.device("cpu")
+    # Substrings of error messages meaning "the device does not support this dtype at all".
+    unsupported_dtype_patterns: tuple[str, ...] = ()
+    # Substrings of warnings meaning "this op silently ran on the CPU instead".
+    fallback_patterns: tuple[str, ...] = ()
+    # Meta tensors carry no values: only shapes and dtypes can be compared.
+    metadata_only = False
+
+    def is_available(self) -> bool:
+        return True
+
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.device)
+
+    def to_cpu(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to("cpu")
+
+    def synchronize(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, str]:
+        return {"backend": self.name, "device_name": cpu_model_name()}
+
+    def __repr__(self) -> str:
+        return f"<conform backend {self.name} on {self.device}>"
+
+
+def cpu_model_name() -> str:
+    """The CPU model, e.g. "AMD EPYC 7B13" or "Apple M2 Pro"."""
+    system = platform.system()
+    try:
+        if system == "Darwin":
+            return _run(["sysctl", "-n", "machdep.cpu.brand_string"]) or platform.processor()
+        if system == "Linux":
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return re.sub(r"\s+", " ", line.split(":", 1)[1]).strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def os_description() -> tuple[str, str]:
+    """(OS name, version): ("macOS", "14.4.1"), ("Linux", "6.1.0-...")."""
+    system = platform.system()
+    if system == "Darwin":
+        return "macOS", platform.mac_ver()[0]
+    return system, platform.release()
+
+
+def _run(cmd: list[str]) -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""

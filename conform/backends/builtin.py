@@ -1,0 +1,154 @@
+"""The built-in backends: cpu, mps, cuda, xpu, meta.
+
+The MPS and CUDA paths cannot run on conform's own CI (no Mac, no GPU); they are written from
+PyTorch's documented APIs: `torch.backends.mps`, `torch.mps.synchronize()`, `torch.cuda.*`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .base import Backend, _run, cpu_model_name, os_description
+
+
+class CPUBackend(Backend):
+    """The CPU as device under test; its reference is then the CPU in float64 ("golden")."""
+
+    name = "cpu"
+    device = torch.device("cpu")
+
+    def to_device(self, t):
+        # a copy, so that an in-place op on the device side cannot touch the reference's input
+        return t.clone()
+
+    def to_cpu(self, t):
+        return t
+
+
+class MPSBackend(Backend):
+    """Apple's Metal Performance Shaders backend (Apple silicon GPUs)."""
+
+    name = "mps"
+    device = torch.device("mps")
+    unsupported_dtype_patterns = (
+        "MPS framework doesn't support float64",
+        "Cannot convert a MPS Tensor to float64",
+        "not supported on MPS",
+        "unsupported on MPS",
+        "MPS does not support",
+        "is not supported by the MPS backend",
+    )
+    # PYTORCH_ENABLE_MPS_FALLBACK=1: "The operator 'aten::xxx' is not currently supported on the
+    # MPS backend and will fall back to run on the CPU. This may have performance implications."
+    fallback_patterns = ("will fall back to run on the CPU",)
+
+    def is_available(self) -> bool:
+        mps = getattr(torch.backends, "mps", None)
+        return bool(mps and mps.is_available())
+
+    def unavailable_reason(self) -> str:
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None:
+            return "this torch has no MPS support"
+        if not mps.is_built():
+            return "this torch was not built with MPS (install a macOS arm64 build)"
+        return "MPS is not available (needs an Apple silicon Mac with macOS 12.3 or later)"
+
+    def synchronize(self) -> None:
+        torch.mps.synchronize()
+
+    def describe(self) -> dict[str, str]:
+        os_name, os_version = os_description()
+        chip = _run(["sysctl", "-n", "machdep.cpu.brand_string"]) or cpu_model_name()
+        d = {
+            "backend": self.name,
+            "device_name": chip,  # "Apple M2 Pro": the GPU is part of the chip
+            "os": os_name,
+            "os_version": os_version,
+            "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK", "0"),
+        }
+        try:
+            d["gpu_cores"] = _run(["sysctl", "-n", "machdep.gpu.core_count"]) or ""
+            d["recommended_max_memory"] = str(torch.mps.recommended_max_memory())
+        except Exception:  # older torch: these APIs do not exist
+            pass
+        return d
+
+
+class CUDABackend(Backend):
+    """NVIDIA (or ROCm through the cuda device type) GPUs."""
+
+    name = "cuda"
+
+    def __init__(self, index: int = 0):
+        self.device = torch.device("cuda", index)
+
+    def is_available(self) -> bool:
+        return torch.cuda.is_available() and torch.cuda.device_count() > self.device.index
+
+    def unavailable_reason(self) -> str:
+        if not torch.backends.cuda.is_built():
+            return "this torch was not built with CUDA"
+        return "no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)"
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def describe(self) -> dict[str, str]:
+        os_name, os_version = os_description()
+        props = torch.cuda.get_device_properties(self.device)
+        driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={self.device.index}"])
+        return {
+            "backend": self.name,
+            "device_name": torch.cuda.get_device_name(self.device),  # "NVIDIA H200"
+            "os": os_name,
+            "os_version": os_version,
+            "driver_version": driver,
+            "cuda_version": str(torch.version.cuda or torch.version.hip or ""),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_bytes": str(props.total_memory),
+        }
+
+
+class XPUBackend(Backend):
+    """Intel GPUs through torch.xpu."""
+
+    name = "xpu"
+    device = torch.device("xpu")
+
+    def is_available(self) -> bool:
+        xpu = getattr(torch, "xpu", None)
+        return bool(xpu and xpu.is_available())
+
+    def unavailable_reason(self) -> str:
+        return "no XPU device is available (needs an Intel GPU and an XPU build of torch)"
+
+    def synchronize(self) -> None:
+        torch.xpu.synchronize()
+
+    def describe(self) -> dict[str, str]:
+        os_name, os_version = os_description()
+        return {"backend": self.name, "device_name": torch.xpu.get_device_name(0), "os": os_name, "os_version": os_version}
+
+
+class MetaBackend(Backend):
+    """Meta tensors: shape and dtype propagation only (the reference's values are not compared)."""
+
+    name = "meta"
+    device = torch.device("meta")
+    metadata_only = True
+
+    def to_cpu(self, t):
+        # meta tensors have no data; an empty CPU tensor of the same metadata stands in
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+
+    def describe(self) -> dict[str, str]:
+        os_name, os_version = os_description()
+        return {"backend": self.name, "device_name": "meta (no data)", "os": os_name, "os_version": os_version}
+
+
+BUILTIN = {"cpu": CPUBackend, "mps": MPSBackend, "cuda": CUDABackend, "xpu": XPUBackend, "meta": MetaBackend}
+# With no --device, the first available of these is tested.
+PREFERENCE = ("mps", "cuda", "xpu")

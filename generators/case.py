@@ -1,0 +1,295 @@
+"""A generated case: an op's arguments as *specs*, materialised identically on any device.
+
+Hypothesis draws `Case` objects (cheap, shrinkable, JSON-able). A case becomes real tensors only
+when the runner materialises it for one side:
+
+* values are made on the CPU from the spec's seed, so the device under test and the reference
+  see the same numbers;
+* the base tensor is copied to the target device and the strided layout (transposed, sliced,
+  expanded, channels_last, storage offset) is built *there*, because copying a strided CPU
+  tensor to MPS or CUDA yields a contiguous one and the layout would be lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
+
+# value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
+VALUE_KINDS = (
+    "real",
+    "positive",
+    "nonnegative",
+    "unit",
+    "open_unit",
+    "above_one",
+    "probability",
+    "nonzero",
+    "small",
+    "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
+    "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
+)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """"float32" for torch.float32."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor to build: logical shape, dtype, strided layout and how to draw its values."""
+
+    shape: tuple[int, ...]
+    dtype: str  # dtype name, e.g. "float32"
+    layout: str = "contiguous"  # one of LAYOUTS
+    values: str = "real"  # one of VALUE_KINDS
+    seed: int = 0
+    low: float | None = None  # optional explicit range, overrides the value kind's default
+    high: float | None = None
+    requires_grad: bool = False
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}")
+        if self.values not in VALUE_KINDS:
+            raise ValueError(f"unknown value kind {self.values!r}")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return dtype_from_name(self.dtype)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def base_shape(self) -> tuple[int, ...]:
+        """The shape of the contiguous tensor from which the layout is viewed."""
+        s = list(self.shape)
+        if self.layout == "transposed" and len(s) >= 2:
+            s[-1], s[-2] = s[-2], s[-1]
+        elif self.layout == "sliced" and len(s) >= 1:
+            s[0] = 2 * s[0]
+        elif self.layout == "expanded" and len(s) >= 1:
+            s[0] = 1 if s[0] > 0 else 0
+        elif self.layout == "offset":
+            return (self.numel + 1,)
+        return tuple(s)
+
+    def make_cpu_base(self) -> torch.Tensor:
+        """The base values on the CPU, a pure function of the spec (same on every call)."""
+        return _make_values(self.base_shape(), self.torch_dtype, self.values, self.seed, self.low, self.high)
+
+    def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
+        """View `base` (already on its final device) into this spec's layout and logical shape."""
+        t = base
+        if self.layout == "transposed" and t.dim() >= 2:
+            t = t.transpose(-1, -2)
+        elif self.layout == "sliced" and t.dim() >= 1:
+            t = t[::2]
+        elif self.layout == "expanded" and t.dim() >= 1:
+            t = t.expand(self.shape)
+        elif self.layout == "channels_last" and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        elif self.layout == "channels_last" and t.dim() == 5:
+            t = t.contiguous(memory_format=torch.channels_last_3d)
+        elif self.layout == "offset":
+            t = t[1:].view(self.shape)
+        return t
+
+    def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], *, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Build the tensor on a device. `dtype` overrides the spec's (used for the float64 golden run)."""
+        base = self.make_cpu_base()
+        if dtype is not None and base.dtype != dtype:
+            base = base.to(dtype)
+        t = self.apply_layout(to_device(base))
+        if self.requires_grad and t.dtype.is_floating_point or self.requires_grad and t.dtype.is_complex:
+            t = t.detach().requires_grad_(True)
+        return t
+
+    def describe(self) -> str:
+        extra = "" if self.layout == "contiguous" else f", {self.layout}"
+        return f"{self.dtype}{list(self.shape)}{extra}, {self.values}"
+
+
+def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if kind == "index":
+        hi = int(high if high is not None else 1)
+        lo = int(low if low is not None else 0)
+        return torch.randint(lo, max(hi, lo + 1), shape, generator=g, dtype=torch.int64).to(dtype)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        info = torch.iinfo(dtype)
+        lo = int(low) if low is not None else max(info.min, -9 if info.min < 0 else 0)
+        hi = int(high) if high is not None else min(info.max, 9)
+        if kind in ("positive", "nonzero", "above_one"):
+            lo = max(lo, 1)
+        return torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+    real_dtype = dtype.to_real() if dtype.is_complex else dtype
+    lo, hi = _RANGES.get(kind, (-3.0, 3.0))
+    lo = low if low is not None else lo
+    hi = high if high is not None else hi
+    gen_dtype = torch.float64
+    x = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
+    if kind == "nonzero":
+        x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)
+    if dtype.is_complex:
+        y = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
+        x = torch.complex(x, y)
+    if kind == "special" and x.numel() > 0:
+        specials = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype)
+        mask = torch.rand(shape, generator=g) < 0.25
+        pick = torch.randint(0, len(specials), shape, generator=g)
+        repl = specials[pick]
+        if dtype.is_complex:
+            repl = torch.complex(repl, torch.zeros_like(repl))
+        x = torch.where(mask, repl, x)
+    return x.to(dtype)
+
+
+_RANGES = {
+    "real": (-3.0, 3.0),
+    "special": (-3.0, 3.0),
+    "positive": (0.05, 4.0),
+    "nonnegative": (0.0, 4.0),
+    "unit": (-1.0, 1.0),
+    "open_unit": (-0.95, 0.95),
+    "above_one": (1.05, 4.0),
+    "probability": (0.0, 1.0),
+    "nonzero": (-3.0, 3.0),
+    "small": (-2.0, 2.0),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of one op: positional and keyword arguments, with TensorSpecs where tensors go.
+
+    Argument values are JSON-able Python values (int, float, bool, str, None, lists, tuples),
+    `TensorSpec`s, or tagged values for torch enums: {"dtype": "float32"}, {"layout": "strided"},
+    {"memory_format": "contiguous_format"}, {"device": "target"} (replaced by the side's device).
+    """
+
+    op: str  # qualname, "aten::add.Tensor"
+    args: tuple = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    def tensor_specs(self) -> list[TensorSpec]:
+        found: list[TensorSpec] = []
+        _walk(list(self.args) + list(self.kwargs.values()), found)
+        return found
+
+    def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], device: torch.device, *, dtype: torch.dtype | None = None):
+        """(args, kwargs) with real tensors on `device`. `dtype` upcasts floating tensors (golden run)."""
+
+        def build(v):
+            if isinstance(v, TensorSpec):
+                d = None
+                if dtype is not None and (v.torch_dtype.is_floating_point or v.torch_dtype.is_complex):
+                    d = torch.complex128 if v.torch_dtype.is_complex else dtype
+                return v.materialize(to_device, dtype=d)
+            if isinstance(v, tuple):
+                return tuple(build(x) for x in v)
+            if isinstance(v, list):
+                return [build(x) for x in v]
+            if isinstance(v, dict) and len(v) == 1:
+                ((k, x),) = v.items()
+                if k == "dtype":
+                    return dtype_from_name(x) if dtype is None or not dtype_from_name(x).is_floating_point else dtype
+                if k == "layout":
+                    return getattr(torch, x)
+                if k == "memory_format":
+                    return getattr(torch, x)
+                if k == "device":
+                    return device if x == "target" else torch.device(x)
+            return v
+
+        return tuple(build(a) for a in self.args), {k: build(v) for k, v in self.kwargs.items()}
+
+    # -- serialisation -----------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "args": _encode(list(self.args)), "kwargs": _encode(self.kwargs), "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Case":
+        return cls(op=d["op"], args=tuple(_decode(d["args"])), kwargs=_decode(d["kwargs"]), seed=d.get("seed", 0))
+
+    def describe(self) -> str:
+        """Short human form: add.Tensor(float32[3, 4], float32[4], alpha=2)."""
+        parts = [_short(a) for a in self.args] + [f"{k}={_short(v)}" for k, v in self.kwargs.items()]
+        return f"{self.op.split('::', 1)[-1]}({', '.join(parts)})"
+
+
+def _walk(v, found):
+    if isinstance(v, TensorSpec):
+        found.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _walk(x, found)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _walk(x, found)
+
+
+def _encode(v):
+    if isinstance(v, TensorSpec):
+        d = dataclasses.asdict(v)
+        d["shape"] = list(v.shape)
+        return {"__tensor__": d}
+    if isinstance(v, tuple):
+        return {"__tuple__": [_encode(x) for x in v]}
+    if isinstance(v, list):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _encode(x) for k, x in v.items()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"__float__": repr(v)}
+    return v
+
+
+def _decode(v):
+    if isinstance(v, dict):
+        if "__tensor__" in v:
+            d = dict(v["__tensor__"])
+            d["shape"] = tuple(d["shape"])
+            return TensorSpec(**d)
+        if "__tuple__" in v:
+            return tuple(_decode(x) for x in v["__tuple__"])
+        if "__float__" in v:
+            return float(v["__float__"])
+        return {k: _decode(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    return v
+
+
+def _short(v) -> str:
+    if isinstance(v, TensorSpec):
+        return v.describe()
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_short(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner})"
+    if isinstance(v, dict) and len(v) == 1:
+        ((k, x),) = v.items()
+        return f"{k}:{x}"
+    return json.dumps(v) if isinstance(v, str) else repr(v)
