@@ -1,0 +1,98 @@
+"""The store: schema versioning, clear errors on bad files, one result per cell."""
+
+import sqlite3
+
+import pytest
+from sqlalchemy import text
+
+from conform.errors import StoreError
+from conform.store import SCHEMA_VERSION, Store
+from opdb.spec import OpSpec
+
+ENV = {
+    "fingerprint": "f" * 32,
+    "torch_version": "2.13.0",
+    "backend": "cpu",
+    "device_name": "Test CPU",
+}
+OP = OpSpec(name="aten::relu", overload="", schema="aten::relu(Tensor self) -> Tensor", arguments=(), returns=("Tensor",), variant="functional", tags=("pointwise",), family="pointwise", kernels=("CPU",))
+
+
+def _result(**kw):
+    r = {"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, "message": ""}
+    r.update(kw)
+    return r
+
+
+def test_new_database_records_schema_version(tmp_path):
+    store = Store(tmp_path / "c.db")
+    assert store.schema_version() == SCHEMA_VERSION
+
+
+def test_result_is_recorded_once_per_cell(tmp_path):
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [OP])
+    assert store.record_result(run, _result()) is True
+    assert store.record_result(run, _result(outcome="mismatch")) is False
+    assert store.recorded_cells(run) == {("aten::relu", "float32")}
+
+
+def test_failure_case_and_repro_are_kept(tmp_path):
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [OP])
+    store.record_result(run, _result(outcome="mismatch", case={"op": "aten::relu", "args": [], "kwargs": {}}, repro="import torch\n"))
+    with store.engine.connect() as c:
+        case, repro = c.execute(text("SELECT f.\"case\", f.repro FROM failures f")).one()
+    assert "aten::relu" in case and repro.startswith("import torch")
+
+
+def test_same_environment_is_one_row(tmp_path):
+    store = Store(tmp_path / "c.db")
+    a = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
+    b = store.start_run(ENV, options={}, seed=2, ops_total=1, cells_planned=1)
+    assert store.get_run(a).environment_id == store.get_run(b).environment_id
+
+
+def test_newer_schema_is_a_clear_error(tmp_path):
+    path = tmp_path / "c.db"
+    Store(path).close()
+    with sqlite3.connect(path) as c:
+        c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (?, 'future', '2030-01-01')", (SCHEMA_VERSION + 5,))
+    with pytest.raises(StoreError, match="newer than this conform"):
+        Store(path)
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "c.db"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a readable conform database"):
+        Store(path)
+
+
+def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreError, match="not a conform database"):
+        Store(path)
+    with sqlite3.connect(path) as c:
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"customers"}
+
+
+def test_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "nope" / "c.db")
+
+
+def test_readonly_open_of_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="no conform database"):
+        Store(tmp_path / "c.db", readonly=True)
+
+
+def test_sqlite_uses_wal(tmp_path):
+    store = Store(tmp_path / "c.db")
+    with store.engine.connect() as c:
+        assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
