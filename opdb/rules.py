@@ -1,0 +1,164 @@
+"""Per-op rules from the human-editable TOML files in `opdb/rules/`.
+
+Each file is a table of tables; a key is a qualname ("aten::empty.memory_format") or a glob
+matched against the qualname with `fnmatch` ("aten::log*"). The fields map onto `OpRules`:
+
+```toml
+["aten::log*"]
+domain = "positive"
+reason = "log is real-valued only on (0, inf)"   # why; kept with the field it explains
+
+["aten::mm"]
+tolerances = { float16 = [1e-2, 1e-2] }         # dtype name (or "*") -> [rtol, atol]
+tolerance_reason = "accumulation order differs between BLAS libraries"
+```
+
+`reason` explains the entry; it becomes `untestable` when `untestable = true`, and is kept
+as `hints["reason"]` otherwise so a reviewer can see why a domain or nondeterminism was set.
+
+Precedence: files are read in name order, entries in file order. For each field, the most
+specific matching key wins: an exact qualname beats any glob, and among globs the one with more
+literal (non-wildcard) characters wins; on a tie the later entry wins. So `"aten::log1p"` overrides
+`"aten::log*"`, and a later file can override an earlier one with the same key.
+
+Automatic rules, applied beneath every file (a file can override them):
+  - ops tagged `nondeterministic_seeded` get `nondeterminism = "seeded"`;
+  - TorchScript builtins that the dispatcher does not know get `untestable` with the reason.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from opdb.spec import OpRules, Tolerance
+
+RULES_DIR = Path(__file__).with_name("rules")
+
+DOMAINS = ("real", "positive", "nonnegative", "unit", "open_unit", "above_one", "probability", "nonzero", "small")
+NONDETERMINISM = ("", "seeded", "uninitialized", "ties")
+_FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "reason")
+
+TORCHSCRIPT_REASON = "TorchScript builtin on Python values, not a dispatcher operator: no backend kernel to test"
+
+
+class RulesError(ValueError):
+    """A rules file is malformed; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class RuleEntry:
+    pattern: str  # qualname or glob
+    fields: dict[str, Any]
+    source: str  # "domains.toml"
+    order: int  # global position (file name order, then file order)
+
+    @property
+    def is_glob(self) -> bool:
+        return any(c in self.pattern for c in "*?[")
+
+    def specificity(self) -> tuple[int, int, int]:
+        literal = len(re.sub(r"\*|\?|\[[^\]]*\]", "", self.pattern))
+        return (0 if self.is_glob else 1, literal, self.order)
+
+    def matches(self, qualname: str) -> bool:
+        if self.is_glob:
+            return fnmatch.fnmatchcase(qualname, self.pattern)
+        return qualname == self.pattern
+
+
+def _validate(source: str, key: str, fields: Any) -> dict[str, Any]:
+    where = f"{source}: [{key!r}]"
+    if not isinstance(fields, dict):
+        raise RulesError(f"{where} must be a table")
+    if not key.startswith("aten::"):
+        raise RulesError(f"{where}: keys are qualnames or globs starting with 'aten::'")
+    unknown = set(fields) - set(_FIELDS)
+    if unknown:
+        raise RulesError(f"{where}: unknown field(s) {sorted(unknown)}; known: {list(_FIELDS)}")
+    out = dict(fields)
+    if "domain" in out and out["domain"] not in DOMAINS:
+        raise RulesError(f"{where}: domain {out['domain']!r} is not one of {DOMAINS}")
+    if "nondeterminism" in out and out["nondeterminism"] not in NONDETERMINISM:
+        raise RulesError(f"{where}: nondeterminism {out['nondeterminism']!r} is not one of {NONDETERMINISM}")
+    if "untestable" in out:
+        u = out["untestable"]
+        if u is True:
+            if not out.get("reason"):
+                raise RulesError(f"{where}: untestable = true needs a reason")
+            out["untestable"] = out["reason"]
+        elif not isinstance(u, str) or not u:
+            raise RulesError(f"{where}: untestable must be true (with reason) or a non-empty string")
+    if "tolerances" in out:
+        tols = {}
+        for dtype, pair in out["tolerances"].items():
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)):
+                raise RulesError(f"{where}: tolerances.{dtype} must be [rtol, atol]")
+            tols[dtype] = Tolerance(float(pair[0]), float(pair[1]))
+        out["tolerances"] = tols
+        if not out.get("tolerance_reason") and not out.get("reason"):
+            raise RulesError(f"{where}: tolerances need a tolerance_reason")
+    if "hints" in out and not isinstance(out["hints"], dict):
+        raise RulesError(f"{where}: hints must be a table")
+    return out
+
+
+def load_entries(directory: Path | str = RULES_DIR) -> tuple[RuleEntry, ...]:
+    """All entries of all `*.toml` files under `directory`, in precedence order (file name, then file)."""
+    entries: list[RuleEntry] = []
+    for path in sorted(Path(directory).glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise RulesError(f"{path.name}: {e}") from None
+        for key, fields in data.items():
+            entries.append(RuleEntry(key, _validate(path.name, key, fields), path.name, len(entries)))
+    return tuple(entries)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_entries() -> tuple[RuleEntry, ...]:
+    return load_entries(RULES_DIR)
+
+
+def rules_for(
+    qualname: str,
+    tags: tuple[str, ...] = (),
+    *,
+    dispatcher: bool = True,
+    entries: tuple[RuleEntry, ...] | None = None,
+) -> OpRules:
+    """The `OpRules` of one op: automatic rules, then matching file entries by increasing specificity."""
+    merged: dict[str, Any] = {}
+    if "nondeterministic_seeded" in tags:
+        merged["nondeterminism"] = "seeded"
+    if not dispatcher:
+        merged["untestable"] = TORCHSCRIPT_REASON
+    if entries is None:
+        entries = _default_entries()
+    hits = sorted((e for e in entries if e.matches(qualname)), key=RuleEntry.specificity)
+    hints: dict[str, Any] = {}
+    for e in hits:
+        for k, v in e.fields.items():
+            if k == "hints":
+                hints.update(v)
+            elif k == "reason":
+                if "untestable" not in e.fields:
+                    hints["reason"] = v
+            else:
+                merged[k] = v
+    if hints:
+        merged["hints"] = hints
+    return OpRules(**merged) if merged else _EMPTY
+
+
+_EMPTY = OpRules()
