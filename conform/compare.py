@@ -1,0 +1,363 @@
+"""Compare a device's results with the reference's: pair up, compare each pair, return records.
+
+Three steps, as in ``torch.testing._comparison``:
+
+1. pair: walk `actual` and `expected` together through tuples, lists (and torch's structseq
+   return types), giving each leaf an id path such as ``output[1]``;
+2. compare each pair of leaves (tensors, Python scalars, None, dtypes, strings);
+3. return one `Record` per leaf. Nothing here raises: a pair that cannot be compared becomes a
+   record of kind "structure" (or "error"), because the store needs a verdict, not a traceback.
+
+Rules for values:
+
+* integers and bools compare exactly;
+* floating values pass where ``|actual - expected| <= atol + rtol * |expected|``;
+* NaN equals NaN, but the NaN positions must match (kind "nan");
+* infinities must sit at the same positions with the same sign (kind "inf");
+* complex numbers are compared on their real and imaginary parts separately;
+* -0.0 and 0.0 are equal by default, as in torch.testing: most kernels legitimately produce
+  either (``x * 0``, ``a - a``, a fused multiply-add) and flagging them would drown real
+  findings. Ops whose contract includes the sign of zero (``copysign``, ``signbit``, ``neg``,
+  ``atan2``...) ask for it through ``check_sign_of_zero=True`` (kind "sign").
+
+Every record carries the measured error (greatest absolute, relative and ULP difference) and
+the tolerance used, whether or not the pair passed: the store keeps both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .tolerances import default_tolerance, is_inexact
+
+KINDS = ("ok", "structure", "shape", "dtype", "values", "nan", "inf", "sign", "error")
+
+Tolerance = Callable[[torch.dtype], tuple[float, float]]
+
+
+@dataclass
+class Record:
+    """The verdict on one pair of leaves."""
+
+    path: str  # "output[1]", "self (mutated)", "grad[self]"
+    kind: str = "ok"  # one of KINDS
+    message: str = ""
+    max_abs: float | None = None
+    max_rel: float | None = None
+    max_ulp: float | None = None
+    index: tuple[int, ...] | None = None  # where the greatest absolute difference is
+    mismatched: int = 0
+    total: int = 0
+    rtol: float | None = None
+    atol: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+# Historical name used in the brief: a record that did not pass is a mismatch.
+Mismatch = Record
+
+
+def failures(records: list[Record]) -> list[Record]:
+    return [r for r in records if not r.ok]
+
+
+def compare(
+    actual,
+    expected,
+    *,
+    tolerance: Tolerance | tuple[float, float] | None = None,
+    check_sign_of_zero: bool = False,
+    metadata_only: bool = False,
+    path: str = "output",
+) -> list[Record]:
+    """Records for every leaf of `actual` (device, already on the CPU) against `expected`.
+
+    `tolerance` maps a dtype to (rtol, atol); a fixed pair applies to every floating leaf;
+    None uses the per-dtype table. `metadata_only` compares structure, shape and dtype only.
+    """
+    if tolerance is None:
+        tol_fn: Tolerance = default_tolerance
+    elif callable(tolerance):
+        tol_fn = tolerance
+    else:
+        fixed = (float(tolerance[0]), float(tolerance[1]))
+        tol_fn = lambda dt: fixed if is_inexact(dt) else (0.0, 0.0)  # noqa: E731
+    records: list[Record] = []
+    try:
+        _pair(actual, expected, path, records, tol_fn, check_sign_of_zero, metadata_only)
+    except Exception as e:  # never raise: a comparison bug must not hide the case
+        records.append(Record(path, "error", f"cannot compare: {type(e).__name__}: {e} [{path}]"))
+    return records
+
+
+# -- pairing -------------------------------------------------------------------------------
+
+
+def _is_seq(x) -> bool:
+    return isinstance(x, (tuple, list)) and not isinstance(x, torch.Size)
+
+
+def _pair(a, e, path, out, tol_fn, sign, meta_only):
+    if _is_seq(a) and _is_seq(e):
+        if len(a) != len(e):
+            out.append(Record(path, "structure", f"sequence lengths differ: {len(a)} vs {len(e)} expected [{path}]"))
+            return
+        for i, (x, y) in enumerate(zip(a, e)):
+            _pair(x, y, f"{path}[{i}]", out, tol_fn, sign, meta_only)
+        return
+    if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
+        out.append(compare_tensors(a, e, path=path, tolerance=tol_fn(e.dtype), check_sign_of_zero=sign, metadata_only=meta_only))
+        return
+    if a is None and e is None:
+        out.append(Record(path))
+        return
+    if _is_scalar(a) and _is_scalar(e):
+        out.append(_compare_scalars(a, e, path, tol_fn, meta_only))
+        return
+    if type(a) is not type(e):
+        out.append(Record(path, "structure", f"{_kind_name(a)} vs {_kind_name(e)} expected [{path}]"))
+        return
+    if isinstance(a, torch.device):
+        out.append(Record(path))  # the two sides run on different devices by design
+        return
+    if a == e:
+        out.append(Record(path))
+    else:
+        out.append(Record(path, "values", f"{a!r} vs {e!r} expected [{path}]", mismatched=1, total=1))
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float, complex, torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _kind_name(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"Tensor {_dtype_name(x.dtype)}{list(x.shape)}"
+    if x is None:
+        return "None"
+    return type(x).__name__
+
+
+def _dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def _compare_scalars(a, e, path, tol_fn, meta_only) -> Record:
+    if isinstance(e, bool) or isinstance(a, bool) or (isinstance(e, int) and isinstance(a, int)):
+        if type(a) is not type(e) and (isinstance(a, bool) or isinstance(e, bool)):
+            return Record(path, "dtype", f"{type(a).__name__} vs {type(e).__name__} expected [{path}]")
+        if meta_only or a == e:
+            return Record(path, total=1)
+        return Record(path, "values", f"{a!r} vs {e!r} expected [{path}]", max_abs=float(abs(a - e)), mismatched=1, total=1)
+    dt = torch.complex128 if isinstance(a, complex) or isinstance(e, complex) else torch.float64
+    ta = torch.tensor(complex(a) if dt.is_complex else float(a), dtype=dt)
+    te = torch.tensor(complex(e) if dt.is_complex else float(e), dtype=dt)
+    # Python floats are computed by the kernel in the op's dtype; the table's float32 entry is
+    # the honest default when nothing says more.
+    rtol, atol = tol_fn(torch.float32)
+    return compare_tensors(ta, te, path=path, tolerance=(rtol, atol), metadata_only=meta_only)
+
+
+# -- tensors -------------------------------------------------------------------------------
+
+
+def compare_tensors(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    path: str = "output",
+    tolerance: tuple[float, float] | None = None,
+    check_sign_of_zero: bool = False,
+    metadata_only: bool = False,
+) -> Record:
+    """One record for one pair of tensors (actual already on the CPU)."""
+    try:
+        a, e = _plain(actual), _plain(expected)
+    except Exception as ex:
+        return Record(path, "error", f"cannot read tensor: {type(ex).__name__}: {ex} [{path}]")
+    if a.shape != e.shape:
+        return Record(path, "shape", f"shape {list(a.shape)} vs {list(e.shape)} expected [{path}]")
+    if a.dtype != e.dtype:
+        return Record(path, "dtype", f"dtype {_dtype_name(a.dtype)} vs {_dtype_name(e.dtype)} expected [{path}]")
+    rtol, atol = tolerance if tolerance is not None else default_tolerance(e.dtype)
+    total = e.numel()
+    if metadata_only:
+        return Record(path, total=total, rtol=rtol, atol=atol)
+    if total == 0:
+        return Record(path, rtol=rtol, atol=atol)
+    if not is_inexact(e.dtype):
+        return _compare_exact(a, e, path)
+    return _compare_inexact(a, e, path, rtol, atol, check_sign_of_zero)
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.dequantize()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t
+
+
+def _compare_exact(a, e, path) -> Record:
+    if e.dtype == torch.bool:
+        diff = a != e
+        absdiff = diff.to(torch.float64)
+    else:
+        diff = a != e
+        absdiff = (a.to(torch.float64) - e.to(torch.float64)).abs()
+    n = int(diff.sum())
+    total = e.numel()
+    flat = int(absdiff.reshape(-1).argmax()) if total else 0
+    index = _unravel(flat, tuple(e.shape))
+    max_abs = float(absdiff.reshape(-1)[flat]) if total else 0.0
+    if n == 0:
+        return Record(path, max_abs=0.0, max_rel=0.0, max_ulp=0.0, total=total, rtol=0.0, atol=0.0)
+    got, want = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
+    msg = (
+        f"Mismatched elements: {n} / {total} ({100.0 * n / total:.1f}%); greatest absolute difference "
+        f"{_fmt(max_abs)} at index {index} ({got!r} vs {want!r} expected; exact comparison) [{path}]"
+    )
+    return Record(path, "values", msg, max_abs=max_abs, index=index, mismatched=n, total=total, rtol=0.0, atol=0.0)
+
+
+def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
+    shape = tuple(e.shape)
+    spacing_dtype = e.dtype
+    if e.dtype.is_complex:
+        spacing_dtype = e.dtype.to_real()
+        a = torch.view_as_real(a.to(torch.complex128) if e.dtype != torch.complex128 else a)
+        e = torch.view_as_real(e.to(torch.complex128) if e.dtype != torch.complex128 else e)
+        parts = True
+    else:
+        a, e = a.to(torch.float64), e.to(torch.float64)
+        parts = False
+    total = math.prod(shape)
+    # NaN positions must agree
+    an, en = a.isnan(), e.isnan()
+    nan_bad = an != en
+    # infinities must agree in position and sign
+    ainf, einf = a.isinf(), e.isinf()
+    inf_bad = (ainf | einf) & ~(an | en) & (a != e)
+    finite = ~(an | en | ainf | einf)
+    absdiff = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
+    allowed = atol + rtol * e.abs()
+    val_bad = finite & (absdiff > allowed)
+    sign_bad = torch.zeros_like(val_bad)
+    if sign:
+        sign_bad = finite & (a == 0) & (e == 0) & (torch.signbit(a) != torch.signbit(e))
+    bad = nan_bad | inf_bad | val_bad | sign_bad
+    if parts:  # one logical element is bad if its real or imaginary part is
+        bad_el = bad.any(-1)
+    else:
+        bad_el = bad
+    n = int(bad_el.sum())
+
+    reldiff = torch.where(finite & (e != 0), absdiff / e.abs().clamp_min(1e-300), torch.zeros_like(a))
+    ulps = absdiff / _spacing(e, spacing_dtype)
+    max_abs = float(absdiff.max()) if absdiff.numel() else 0.0
+    max_rel = float(reldiff.max()) if reldiff.numel() else 0.0
+    max_ulp = float(torch.where(finite, ulps, torch.zeros_like(ulps)).max()) if ulps.numel() else 0.0
+    flat = int(absdiff.reshape(-1).argmax()) if absdiff.numel() else 0
+    rec = Record(path, max_abs=max_abs, max_rel=max_rel, max_ulp=max_ulp, total=total, rtol=rtol, atol=atol)
+    full_index = _unravel(flat, tuple(a.shape))
+    rec.index = full_index[:-1] if parts else full_index
+    if n == 0:
+        return rec
+    rec.mismatched = n
+    where = _part_suffix(full_index, parts)
+    head = f"Mismatched elements: {n} / {total} ({100.0 * n / total:.1f}%)"
+    if bool(nan_bad.any()):
+        i = _unravel(int(nan_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
+        got, want = a[i].item(), e[i].item()
+        rec.kind = "nan"
+        rec.index = i[:-1] if parts else i
+        rec.message = f"{head}; NaN mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
+    elif bool(inf_bad.any()):
+        i = _unravel(int(inf_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
+        got, want = a[i].item(), e[i].item()
+        rec.kind = "inf"
+        rec.index = i[:-1] if parts else i
+        rec.message = f"{head}; infinity mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
+    elif bool(val_bad.any()):
+        rec.kind = "values"
+        ratio = torch.where(val_bad, absdiff / allowed.clamp_min(1e-300), torch.zeros_like(a))
+        worst = int(ratio.reshape(-1).argmax())
+        wi = _unravel(worst, tuple(a.shape))
+        rel_msg = ""
+        if max_rel:
+            rel_msg = f"; greatest relative difference {_fmt(max_rel)} (up to {_fmt(rtol)} allowed)"
+        rec.message = (
+            f"{head}; greatest absolute difference {_fmt(max_abs)} at index {rec.index}{where} "
+            f"(up to {_fmt(atol)} allowed){rel_msg}; worst element {a[wi].item():.6g} vs {e[wi].item():.6g} expected"
+            f" [{path}]"
+        )
+    else:
+        i = _unravel(int(sign_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
+        rec.kind = "sign"
+        rec.index = i[:-1] if parts else i
+        rec.message = f"{head}; sign of zero differs at index {rec.index}{_part_suffix(i, parts)}: {a[i].item()!r} vs {e[i].item()!r} expected [{path}]"
+    return rec
+
+
+def _part_suffix(index, parts: bool) -> str:
+    if not parts or not index:
+        return ""
+    return " (imag)" if index[-1] == 1 else " (real)"
+
+
+def _spacing(e64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The distance between `e`'s value and the next representable number of `dtype` (one ULP)."""
+    fi = torch.finfo(dtype)
+    bits = round(-math.log2(fi.eps))  # explicit mantissa bits: 23 for float32
+    _, exp = torch.frexp(e64.nan_to_num(0.0, 0.0, 0.0))
+    ulp = torch.ldexp(torch.ones_like(e64), (exp - 1 - bits).to(torch.float64))
+    return ulp.clamp_min(fi.smallest_normal * fi.eps)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    idx = []
+    for s in reversed(shape):
+        if s == 0:
+            return tuple(0 for _ in shape)
+        idx.append(flat % s)
+        flat //= s
+    return tuple(reversed(idx))
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if math.isinf(x) or math.isnan(x):
+        return repr(x)
+    return f"{x:.3g}" if (abs(x) < 1e-3 or abs(x) >= 1e4) else f"{x:.4g}"
+
+
+def summary(records: list[Record]) -> dict[str, float | None]:
+    """The greatest errors over all records (for the store), and the tolerance of the worst pair."""
+    best: dict[str, float | None] = {"max_abs_err": None, "max_rel_err": None, "max_ulp_err": None, "rtol": None, "atol": None}
+    worst_ratio = -1.0
+    for r in records:
+        for key, val in (("max_abs_err", r.max_abs), ("max_rel_err", r.max_rel), ("max_ulp_err", r.max_ulp)):
+            if val is not None and not math.isnan(val) and (best[key] is None or val > best[key]):
+                best[key] = val
+        if r.rtol is not None:
+            ratio = (r.max_abs or 0.0) / (r.atol or 1e-300) if r.atol else (r.max_abs or 0.0)
+            if ratio > worst_ratio or best["rtol"] is None:
+                worst_ratio = ratio
+                best["rtol"], best["atol"] = r.rtol, r.atol
+    return best

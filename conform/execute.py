@@ -1,0 +1,629 @@
+"""Run one case on the reference and on the device under test, and judge it.
+
+`run_case(op, case, backend)` is the whole contract: it never raises (except
+KeyboardInterrupt / SystemExit) and returns a `CaseResult` whose `outcome` is one of DESIGN.md's.
+
+Sides. Every case runs on up to three sides, each with freshly materialised tensors so that
+nothing (in-place results, out= tensors, autograd graphs) is shared:
+
+* ``ref``: the CPU, in the case's own dtypes. It decides whether the input is valid at all.
+* ``golden``: the CPU in float64 (complex128), for cases with floating inputs. It is the truth
+  used to attribute a mismatch (device wrong, CPU wrong, or an ill-conditioned case), and it is
+  *the* reference when the device under test is the CPU itself (results are cast back to the
+  CPU's output dtypes and compared with that dtype's tolerance).
+* ``device``: the backend under test, materialised with ``case.materialize(backend.to_device,
+  backend.device)``.
+
+Validity. If the reference raises and so does the device, the case is not a valid case
+(``invalid=True``, outcome pass, not counted). If the reference raises and the device does not,
+the device is ``missing_error`` — unless the reference's error is a kernel gap of the CPU
+("not implemented for 'Half'"): then golden float64 stands in as the reference.
+
+Optional backend hook: ``backend.device_context()`` returning a context manager, entered around
+everything run_case does on the device side (materialising, the op, synchronising, backward).
+Backends that inject faults (tests/faulty.py) or set device-specific modes use it; backends
+without it are unaffected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import traceback as _traceback
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .compare import Record, compare, failures, summary
+from .outcomes import Outcome
+from .tolerances import is_inexact, tolerance_for
+
+
+@dataclass
+class CaseResult:
+    outcome: Outcome
+    phase: str = ""  # "forward" | "backward" | ""
+    message: str = ""
+    invalid: bool = False  # reference and device both rejected the input: not a valid case
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    max_ulp_err: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    device_golden_err: float | None = None  # max abs error of the device's output vs float64 golden
+    ref_golden_err: float | None = None  # max abs error of the CPU reference vs float64 golden
+    traceback: str = ""  # of the device-side exception, if any
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["outcome"] = str(self.outcome)
+        return d
+
+
+# -- error classification ------------------------------------------------------------------
+
+# A device (or the CPU) has no kernel for this op / dtype.
+NOT_IMPLEMENTED_PATTERNS = (
+    r"not implemented for '",
+    r"Could not run '.*' with arguments from the '.*' backend",
+    r"\bno kernel\b",
+    r"is not (currently )?implemented",
+    r"not currently implemented",
+    r"derivative for .* is not implemented",
+    r"does not have a kernel",
+    r"attempted to run this operator with Meta tensors",
+)
+_NOT_IMPLEMENTED_RE = re.compile("|".join(NOT_IMPLEMENTED_PATTERNS), re.IGNORECASE | re.DOTALL)
+
+
+def is_kernel_gap(exc: BaseException) -> bool:
+    """The error says "no kernel for this", not "your input is wrong"."""
+    return isinstance(exc, NotImplementedError) or bool(_NOT_IMPLEMENTED_RE.search(str(exc)))
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def classify_device_error(exc: BaseException, backend) -> Outcome:
+    text = str(exc)
+    for pat in getattr(backend, "unsupported_dtype_patterns", ()) or ():
+        if pat in text:
+            return Outcome.UNSUPPORTED_DTYPE
+    if is_kernel_gap(exc):
+        return Outcome.NOT_IMPLEMENTED
+    return Outcome.DEVICE_ERROR
+
+
+# -- sides ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Side:
+    """What one side produced: the return value and the tensors the op wrote to."""
+
+    result: Any = None
+    written: dict[str, Any] | None = None  # name -> tensor/list for mutated and out= arguments
+    inputs: tuple = ()  # (args, kwargs) after the call, for gathering tie indices
+    error: BaseException | None = None
+    traceback: str = ""
+    warnings: list[str] | None = None
+
+
+class _NoContext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _device_context(backend):
+    hook = getattr(backend, "device_context", None)
+    if hook is None:
+        return _NoContext()
+    return hook()
+
+
+def _bind(op, args, kwargs) -> dict[str, Any]:
+    """Schema argument name -> value, for positional and keyword arguments alike."""
+    bound = {}
+    names = [a.name for a in op.arguments]
+    for name, v in zip(names, args):
+        bound[name] = v
+    bound.update(kwargs)
+    return bound
+
+
+def _written_names(op) -> list[str]:
+    return [a.name for a in op.arguments if a.is_write or a.is_out]
+
+
+def _to_cpu(x, to_cpu):
+    if isinstance(x, torch.Tensor):
+        return to_cpu(x.detach())
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        items = [_to_cpu(v, to_cpu) for v in x]
+        return items if isinstance(x, list) else tuple(items)
+    return x
+
+
+def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False):
+    side = _Side()
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            caught = stack.enter_context(warnings.catch_warnings(record=True))
+            warnings.simplefilter("always")
+            if ctx is not None:
+                # warn-once C++ warnings (the MPS fallback's among them) must fire for every case
+                prev = torch.is_warn_always_enabled()
+                torch.set_warn_always(True)
+                stack.callback(torch.set_warn_always, prev)
+                stack.enter_context(ctx)
+            if not grad:
+                stack.enter_context(torch.no_grad())
+            args, kwargs = case.materialize(to_device, device, dtype=dtype)
+            torch.manual_seed(case.seed)
+            result = op.resolve()(*args, **kwargs)
+            if sync is not None:
+                sync()
+            bound = _bind(op, args, kwargs)
+            written = {n: bound[n] for n in _written_names(op) if n in bound}
+            side.inputs = (args, kwargs)
+            if grad:
+                side.result, side.written = result, written
+            else:
+                side.result = _to_cpu(result, to_cpu)
+                side.written = {n: _to_cpu(v, to_cpu) for n, v in written.items()}
+                side.inputs = (_to_cpu(args, to_cpu), {k: _to_cpu(v, to_cpu) for k, v in kwargs.items()})
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - anything a kernel raises is a verdict
+        side.error = e
+        side.traceback = _traceback.format_exc()
+    side.warnings = [str(w.message) for w in caught]
+    return side
+
+
+def _has_floating_inputs(case) -> bool:
+    if any(is_inexact(s.torch_dtype) for s in case.tensor_specs()):
+        return True
+
+    def walk(v):
+        if isinstance(v, dict) and len(v) == 1 and "dtype" in v:
+            return is_inexact(getattr(torch, str(v["dtype"]), torch.int64))
+        if isinstance(v, (list, tuple)):
+            return any(walk(x) for x in v)
+        return False
+
+    return any(walk(v) for v in list(case.args) + list(case.kwargs.values()))
+
+
+def _nondeterminism(op) -> str:
+    kind = getattr(op.rules, "nondeterminism", "") or ""
+    if not kind and "nondeterministic_seeded" in (op.tags or ()):
+        kind = "seeded"
+    return kind
+
+
+def _cast_like(golden, template):
+    """Golden float64 results cast to the reference's dtypes, leaf by leaf; None if shapes differ."""
+    if isinstance(golden, torch.Tensor) and isinstance(template, torch.Tensor):
+        if golden.shape != template.shape:
+            raise ValueError("golden shape differs")
+        return golden.to(template.dtype)
+    if isinstance(golden, (list, tuple)) and isinstance(template, (list, tuple)) and not isinstance(golden, torch.Size):
+        if len(golden) != len(template):
+            raise ValueError("golden structure differs")
+        items = [_cast_like(g, t) for g, t in zip(golden, template)]
+        return items if isinstance(template, list) else tuple(items)
+    if isinstance(golden, float) and isinstance(template, (int, bool)) and not isinstance(template, float):
+        return type(template)(golden)
+    return golden
+
+
+def _leaves(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        for v in x:
+            yield from _leaves(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _leaves(v)
+
+
+def _numel_ratio(op, case, outputs) -> int:
+    """How many input elements feed one output element: the error growth's `n` (at least 1)."""
+    ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
+    outs = [t.numel() for t in _leaves(outputs)]
+    if not ins:
+        return 1
+    biggest_in = max(ins)
+    if op.family in ("reduction", "linalg", "matmul", "conv", "convolution", "normalization", "loss"):
+        return max(1, biggest_in)
+    biggest_out = max(outs) if outs else 1
+    return max(1, math.ceil(biggest_in / max(1, biggest_out)))
+
+
+# -- comparing ----------------------------------------------------------------------------
+
+
+def _pairs(dev: _Side, ref_result, ref_written, op):
+    """(actual, expected, path) to compare: the return value, then each written argument."""
+    out = [(dev.result, ref_result, "output")]
+    for name, val in (ref_written or {}).items():
+        label = "out" if any(a.name == name and a.is_out for a in op.arguments) else "mutated"
+        out.append(((dev.written or {}).get(name), val, f"{name} ({label})"))
+    return out
+
+
+def _compare_all(pairs, tol, *, sign, meta_only):
+    records: list[Record] = []
+    for actual, expected, path in pairs:
+        records += compare(actual, expected, tolerance=tol, check_sign_of_zero=sign, metadata_only=meta_only, path=path)
+    return records
+
+
+def _max_abs_vs(actual, golden) -> float | None:
+    """The greatest absolute error of `actual`'s floating leaves against golden float64."""
+    worst = None
+    for a, g in zip(_leaves(actual), _leaves(golden)):
+        if not (is_inexact(a.dtype) and a.shape == g.shape):
+            continue
+        a64 = a.detach().to(torch.complex128 if a.is_complex() else torch.float64)
+        g64 = g.detach().to(a64.dtype)
+        finite = torch.isfinite(a64) & torch.isfinite(g64)
+        if a64.numel() == 0 or not bool(finite.any()):
+            continue
+        err = float(torch.where(finite, (a64 - g64).abs(), torch.zeros((), dtype=torch.float64)).max())
+        worst = err if worst is None else max(worst, err)
+    return worst
+
+
+def _statistics_records(dev_res, ref_res, path="output") -> list[Record]:
+    """Seeded random ops: shapes and dtypes must match, values only statistically."""
+    records = compare(dev_res, ref_res, metadata_only=True, path=path)
+    if failures(records):
+        return records
+    for i, (a, e) in enumerate(zip(_leaves(dev_res), _leaves(ref_res))):
+        p = f"{path}#{i}"
+        if a.numel() == 0:
+            continue
+        a64, e64 = a.detach().double() if not a.is_complex() else a.abs().double(), e.detach().double() if not e.is_complex() else e.abs().double()
+        af, ef = torch.isfinite(a64), torch.isfinite(e64)
+        if int(af.sum()) != int(ef.sum()) and (af.all() or ef.all()):
+            records.append(Record(p, "nan", f"{int((~af).sum())} non-finite values vs {int((~ef).sum())} expected [{p}]"))
+            continue
+        a64, e64 = a64[af], e64[ef]
+        if a64.numel() == 0 or e64.numel() == 0:
+            continue
+        lo, hi = float(e64.min()), float(e64.max())
+        span = max(hi - lo, abs(hi), abs(lo), 1e-12)
+        if float(a64.min()) < lo - span or float(a64.max()) > hi + span:
+            records.append(Record(p, "values", f"values span [{float(a64.min()):.4g}, {float(a64.max()):.4g}] far outside the reference's [{lo:.4g}, {hi:.4g}] [{p}]"))
+            continue
+        n = a64.numel()
+        if n >= 64:
+            std = float(e64.std()) if n > 1 else 0.0
+            dm = abs(float(a64.mean()) - float(e64.mean()))
+            if dm > 6 * std / math.sqrt(n) + 1e-6 * (abs(float(e64.mean())) + 1):
+                records.append(Record(p, "values", f"mean {float(a64.mean()):.4g} vs {float(e64.mean()):.4g} expected (statistical check, {n} samples) [{p}]"))
+                continue
+            va, ve = float(a64.var()), float(e64.var())
+            if ve > 0 and not (ve / 3 <= va <= ve * 3):
+                records.append(Record(p, "values", f"variance {va:.4g} vs {ve:.4g} expected (statistical check, {n} samples) [{p}]"))
+    return records
+
+
+def _tie_dim(op, inputs):
+    args, kwargs = inputs
+    bound = _bind(op, args, kwargs)
+    if "dim" in bound:
+        return bound["dim"]
+    for a in op.arguments:
+        if a.name == "dim":
+            if a.default in (None, "None"):
+                return None
+            try:
+                return int(a.default)
+            except ValueError:
+                return None
+    return None
+
+
+def _gather(inp: torch.Tensor, idx: torch.Tensor, dim):
+    if dim is None or inp.dim() == 0:
+        return inp.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
+    if idx.dim() == inp.dim():
+        return torch.take_along_dim(inp, idx, dim)
+    return torch.take_along_dim(inp, idx.unsqueeze(dim), dim).squeeze(dim)
+
+
+def _tie_records(op, dev: _Side, ref_result, ref_inputs, tol) -> list[Record]:
+    """Sort-like ops: values compared; integer index outputs compared by what they select."""
+    records: list[Record] = []
+    dev_leaves = list(_leaves(dev.result))
+    ref_leaves = list(_leaves(ref_result))
+    inp = next(iter(_leaves(ref_inputs[0])), None)
+    dim = _tie_dim(op, ref_inputs)
+    if len(dev_leaves) != len(ref_leaves) or inp is None:
+        return compare(dev.result, ref_result, tolerance=tol)
+    for i, (a, e) in enumerate(zip(dev_leaves, ref_leaves)):
+        path = f"output[{i}]" if len(ref_leaves) > 1 else "output"
+        if not is_inexact(e.dtype) and e.dtype != torch.bool and a.shape == e.shape and a.dtype == e.dtype:
+            try:
+                got, want = _gather(inp, a, dim), _gather(inp, e, dim)
+            except (IndexError, RuntimeError) as ex:
+                records.append(Record(path, "values", f"device indices cannot index the input: {first_line(ex)} [{path}]"))
+                continue
+            r = compare(got, want, tolerance=tol, path=f"{path} (selected values)")
+            records += r
+        else:
+            records += compare(a, e, tolerance=tol, path=path)
+    return records
+
+
+# -- backward ------------------------------------------------------------------------------
+
+
+def _grad_inputs(op, args, kwargs):
+    """Make floating/complex tensor inputs leaves that require grad; return them with their names."""
+    found: list[tuple[str, torch.Tensor]] = []
+    names = [a.name for a in op.arguments]
+
+    def prep(v, name):
+        if isinstance(v, torch.Tensor):
+            if is_inexact(v.dtype):
+                t = v.detach().requires_grad_(True)
+                found.append((name, t))
+                return t
+            return v
+        if isinstance(v, (list, tuple)):
+            items = [prep(x, f"{name}[{i}]") for i, x in enumerate(v)]
+            return items if isinstance(v, list) else tuple(items)
+        return v
+
+    new_args = tuple(prep(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args))
+    new_kwargs = {k: prep(v, k) for k, v in kwargs.items()}
+    return new_args, new_kwargs, found
+
+
+def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None):
+    """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them."""
+    try:
+        with contextlib.ExitStack() as stack:
+            if ctx is not None:
+                stack.enter_context(ctx)
+            stack.enter_context(torch.enable_grad())
+            args, kwargs = case.materialize(to_device, device, dtype=dtype)
+            args, kwargs, inputs = _grad_inputs(op, args, kwargs)
+            torch.manual_seed(case.seed)
+            result = op.resolve()(*args, **kwargs)
+            outs = [t for t in _leaves(result) if t.requires_grad and is_inexact(t.dtype)]
+            if not outs or not inputs:
+                return None, None, None, ""
+            if grad_outputs is None:
+                g = torch.Generator().manual_seed(case.seed + 1)
+                grad_outputs = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
+            gos = [to_device(go.to(o.dtype)) for go, o in zip(grad_outputs, outs)]
+            if len(gos) != len(outs):
+                raise RuntimeError(f"{len(outs)} differentiable outputs vs {len(gos)} on the reference")
+            grads = torch.autograd.grad(outs, [t for _, t in inputs], gos, allow_unused=True)
+            if sync is not None:
+                sync()
+            by_name = {}
+            for (name, t), gr in zip(inputs, grads):
+                by_name[name] = to_cpu(gr.detach()) if gr is not None else torch.zeros(t.shape, dtype=t.dtype)
+            return by_name, grad_outputs, None, ""
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001
+        return None, grad_outputs, e, _traceback.format_exc()
+
+
+# -- run_case ------------------------------------------------------------------------------
+
+
+def run_case(op, case, backend, *, grad: bool = True) -> CaseResult:
+    """Run `case` of `op` on the CPU reference and on `backend`; never raises (see module doc)."""
+    try:
+        return _run_case(op, case, backend, grad=grad)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - a bug in conform must not kill the sweep
+        return CaseResult(Outcome.DEVICE_ERROR, "", f"conform internal error: {first_line(e)}", traceback=_traceback.format_exc())
+
+
+def _cpu_copy(t):
+    return t.clone()
+
+
+def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
+    cpu = torch.device("cpu")
+    device_is_cpu = torch.device(backend.device).type == "cpu"
+    meta_only = bool(getattr(backend, "metadata_only", False))
+    nondet = _nondeterminism(op)
+    hints = getattr(op.rules, "hints", {}) or {}
+    floating = _has_floating_inputs(case)
+    want_golden = floating and not meta_only and nondet not in ("seeded", "uninitialized") and hints.get("golden", True)
+    sign = bool(hints.get("sign_of_zero", False))
+
+    ref = _run_side(op, case, to_device=_cpu_copy, device=cpu)
+    golden = _run_side(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float64) if want_golden else None
+    if golden is not None and golden.error is not None:
+        golden = None
+    dev = _run_side(
+        op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
+        sync=backend.synchronize, ctx=_device_context(backend),
+    )
+
+    # -- validity and errors -----------------------------------------------------------------
+    ref_result, ref_written = ref.result, ref.written
+    dtype_checked = True
+    if ref.error is not None:
+        gap = is_kernel_gap(ref.error) and golden is not None
+        if dev.error is not None:
+            if gap and device_is_cpu:
+                # the CPU is the device under test and lacks the kernel golden float64 has
+                return _error_result(dev, backend, "forward")
+            return CaseResult(Outcome.PASS, "forward", f"invalid case: the reference rejects it ({first_line(ref.error)})", invalid=True)
+        if not gap:
+            return CaseResult(Outcome.MISSING_ERROR, "forward", f"the CPU reference raised {first_line(ref.error)}; the device returned a result")
+        # the CPU has no kernel for this dtype: golden float64, cast to the device's dtypes, stands in
+        try:
+            ref_result = _cast_like(golden.result, dev.result)
+            ref_written = {k: _cast_like(v, (dev.written or {}).get(k)) for k, v in (golden.written or {}).items()}
+            dtype_checked = False
+        except (ValueError, TypeError, RuntimeError):
+            return CaseResult(Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True)
+    elif dev.error is not None:
+        return _error_result(dev, backend, "forward")
+
+    fallback = [w for w in dev.warnings or [] if any(p in w for p in getattr(backend, "fallback_patterns", ()) or ())]
+
+    # -- the expected values -------------------------------------------------------------------
+    golden_cast = golden_written = None
+    if golden is not None and dtype_checked:
+        try:
+            golden_cast = _cast_like(golden.result, ref_result)
+            golden_written = {k: _cast_like(v, ref_written.get(k)) for k, v in (golden.written or {}).items()}
+        except (ValueError, TypeError, RuntimeError):
+            golden_cast = None
+    expected, expected_written = ref_result, ref_written
+    if device_is_cpu and golden_cast is not None:
+        expected, expected_written = golden_cast, golden_written
+
+    n = _numel_ratio(op, case, ref_result)
+    tol = lambda dt: tolerance_for(op, dt, reduction_size=n)  # noqa: E731
+
+    # -- compare the forward results ---------------------------------------------------------
+    if meta_only or nondet == "uninitialized":
+        records = _compare_all(_pairs(dev, expected, expected_written, op), tol, sign=False, meta_only=True)
+    elif nondet == "seeded":
+        records = []
+        for actual, exp, path in _pairs(dev, expected, expected_written, op):
+            records += _statistics_records(actual, exp, path)
+    elif nondet == "ties":
+        records = _tie_records(op, dev, expected, ref.inputs, tol)
+        records += _compare_all(_pairs(dev, expected, expected_written, op)[1:], tol, sign=sign, meta_only=False)
+    else:
+        records = _compare_all(_pairs(dev, expected, expected_written, op), tol, sign=sign, meta_only=False)
+    if not dtype_checked:
+        records = [r for r in records if r.kind != "dtype"]
+
+    result = CaseResult(Outcome.PASS, "forward")
+    _fill_errors(result, records)
+    if golden is not None:
+        result.device_golden_err = _max_abs_vs((dev.result, list((dev.written or {}).values())), (golden.result, list((golden.written or {}).values())))
+        result.ref_golden_err = _max_abs_vs((ref.result, list((ref.written or {}).values())), (golden.result, list((golden.written or {}).values()))) if ref.error is None else None
+
+    bad = failures(records)
+    if bad:
+        meta_kinds = {"structure", "shape", "dtype", "error"}
+        if any(r.kind in meta_kinds for r in bad):
+            result.outcome = Outcome.META_MISMATCH
+            result.message = "; ".join(r.message for r in bad if r.kind in meta_kinds)
+            return result
+        # a second opinion: is the device right and the CPU reference wrong?
+        if not device_is_cpu and golden_cast is not None and nondet not in ("seeded",):
+            if nondet == "ties":
+                second = _tie_records(op, dev, golden_cast, ref.inputs, tol)
+            else:
+                second = _compare_all(_pairs(dev, golden_cast, golden_written, op), tol, sign=sign, meta_only=False)
+            if not failures(second):
+                result.message = (
+                    f"matches float64 golden; the CPU reference is off (CPU error {_e(result.ref_golden_err)} vs device "
+                    f"{_e(result.device_golden_err)}): {bad[0].message}"
+                )
+                return _with_fallback(result, fallback)
+        result.outcome = Outcome.MISMATCH
+        result.message = "; ".join(r.message for r in bad[:3]) + _attribution(result, bad)
+        if fallback:
+            result.message += f" (ran through the CPU fallback: {fallback[0].splitlines()[0]})"
+        return result
+
+    result = _with_fallback(result, fallback)
+    if result.outcome is not Outcome.PASS:
+        return result
+
+    # -- backward ----------------------------------------------------------------------------
+    if grad and op.variant == "functional" and floating and nondet not in ("seeded", "uninitialized") and ref.error is None:
+        back = _backward(op, case, backend, device_is_cpu=device_is_cpu, meta_only=meta_only, n=n, sign=sign)
+        if back is not None:
+            return back
+    return result
+
+
+def _with_fallback(result: CaseResult, fallback: list[str]) -> CaseResult:
+    if fallback:
+        result.outcome = Outcome.FALLBACK
+        result.message = fallback[0].splitlines()[0]
+    return result
+
+
+def _e(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _attribution(result: CaseResult, bad: list[Record]) -> str:
+    d, r = result.device_golden_err, result.ref_golden_err
+    if d is None or r is None:
+        return ""
+    worst = bad[0]
+    allowed = (worst.atol or 0.0) + (worst.rtol or 0.0)
+    if r > max(allowed, 10 * d if d else allowed) and d > allowed:
+        return f"; both far from golden: ill-conditioned case (device error {_e(d)} vs CPU {_e(r)}, golden float64)"
+    return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"
+
+
+def _fill_errors(result: CaseResult, records: list[Record]) -> None:
+    s = summary(records)
+    result.max_abs_err, result.max_rel_err, result.max_ulp_err = s["max_abs_err"], s["max_rel_err"], s["max_ulp_err"]
+    result.rtol, result.atol = s["rtol"], s["atol"]
+
+
+def _error_result(side: _Side, backend, phase: str) -> CaseResult:
+    outcome = classify_device_error(side.error, backend)
+    return CaseResult(outcome, phase, first_line(side.error), traceback=side.traceback)
+
+
+def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign) -> CaseResult | None:
+    """None when backward passes or cannot be checked; else the failing CaseResult."""
+    cpu = torch.device("cpu")
+    ref_grads, gos, ref_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu)
+    if ref_err is not None or ref_grads is None:
+        return None  # not differentiable, or the reference cannot do it: nothing to compare
+    expected = ref_grads
+    if device_is_cpu and not meta_only:
+        gold, _, gold_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float64, grad_outputs=[g.double() if not g.is_complex() else g.to(torch.complex128) for g in gos])
+        if gold_err is None and gold is not None and set(gold) == set(ref_grads):
+            expected = {k: gold[k].to(ref_grads[k].dtype) for k in ref_grads}
+    dev_grads, _, dev_err, tb = _run_backward(
+        op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
+        sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos,
+    )
+    if dev_err is not None:
+        outcome = classify_device_error(dev_err, backend)
+        return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
+    if dev_grads is None:
+        return CaseResult(Outcome.GRAD_MISMATCH, "backward", "the device's outputs do not require grad; the reference's do")
+    # gradients sum over output elements: their error grows with the outputs' size too
+    out_n = max([n] + [max(1, math.ceil(t.numel() / max(1, g.numel()))) for t in gos for g in expected.values()])
+    tol = lambda dt: tolerance_for(op, dt, reduction_size=out_n)  # noqa: E731
+    records: list[Record] = []
+    for name, want in expected.items():
+        got = dev_grads.get(name)
+        records += compare(got, want, tolerance=tol, check_sign_of_zero=sign, metadata_only=meta_only, path=f"grad[{name}]")
+    bad = failures(records)
+    if not bad:
+        return None
+    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]))
+    _fill_errors(result, records)
+    return result

@@ -1,0 +1,99 @@
+"""How close is close enough: one per-dtype table, op-rule overrides, and error growth.
+
+The table is torch.testing's (``torch.testing._comparison.default_tolerances``), so a result
+conform calls `pass` is one ``torch.testing.assert_close`` would also accept. A complex dtype
+takes the tolerance of its real part; integers and bools compare exactly.
+
+An op rule (``OpRules.tolerances``, keyed by dtype name or ``"*"``) overrides the table and is
+taken as-is: it is the op owner's statement, with its reason in ``OpRules.tolerance_reason``.
+
+Error growth. One output element of a reduction, a matmul or a convolution is the sum of
+``n`` rounded products; the rounding errors of a recursive sum of ``n`` terms grow like
+``sqrt(n)`` for random-sign errors (the worst case is ``n``; pairwise and blocked summation,
+which most kernels use, stays near ``log2(n)``). ``sqrt(n)`` is the middle ground: it absorbs
+the legitimate difference between two correct kernels that sum in different orders, and still
+flags a wrong result (a dropped term, a wrong index, a half-precision accumulator) by orders
+of magnitude. The table's tolerances are multiplied by ``sqrt(reduction_size)``; overrides are not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# (rtol, atol), exactly torch.testing's defaults
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+# Not in torch.testing's table: 8-bit floats get one unit of their own precision (eps), since
+# a correct kernel may round once differently.
+for _name, _rtol in (("float8_e4m3fn", 0.125), ("float8_e4m3fnuz", 0.125), ("float8_e5m2", 0.25), ("float8_e5m2fnuz", 0.25)):
+    _dt = getattr(torch, _name, None)
+    if isinstance(_dt, torch.dtype):
+        DEFAULT_TOLERANCES[_dt] = (_rtol, 1e-3)
+
+EXACT = (0.0, 0.0)
+
+
+def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    dt = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return dt
+
+
+def is_inexact(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def default_tolerance(dtype: torch.dtype | str) -> tuple[float, float]:
+    """(rtol, atol) of the table; (0, 0) for integer and bool dtypes."""
+    dt = as_dtype(dtype)
+    if not is_inexact(dt):
+        return EXACT
+    return DEFAULT_TOLERANCES.get(dt, DEFAULT_TOLERANCES[torch.float32])
+
+
+def growth(reduction_size: int) -> float:
+    """The factor by which tolerances grow for outputs that each sum `reduction_size` terms."""
+    return math.sqrt(reduction_size) if reduction_size > 1 else 1.0
+
+
+def override_for(op, dtype: torch.dtype | str) -> tuple[float, float] | None:
+    """The op rule's (rtol, atol) for this dtype (by name, then "*"), or None."""
+    rules = getattr(op, "rules", None)
+    table = getattr(rules, "tolerances", None) or {}
+    name = str(as_dtype(dtype)).removeprefix("torch.")
+    tol = table.get(name, table.get("*"))
+    if tol is None:
+        return None
+    if isinstance(tol, (tuple, list)):
+        return float(tol[0]), float(tol[1])
+    return float(tol.rtol), float(tol.atol)
+
+
+def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1) -> tuple[float, float]:
+    """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
+
+    Integer and bool results are always exact, whatever a rule says: an integer result is
+    either right or wrong.
+    """
+    dt = as_dtype(dtype)
+    if not is_inexact(dt):
+        return EXACT
+    rule = override_for(op, dt) if op is not None else None
+    if rule is not None:
+        return rule
+    rtol, atol = default_tolerance(dt)
+    g = growth(reduction_size)
+    return rtol * g, atol * g
