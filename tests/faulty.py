@@ -1,0 +1,358 @@
+"""Fault-injecting backends: the CPU with one realistic kernel bug each.
+
+They measure conform's finding power: a backend that is wrong in a known way must get the
+known outcome, through conform's normal path (``op.resolve()(*args)`` inside ``run_case``).
+
+Mechanism. Each backend is a `CPUBackend` subclass with a distinct `name` and a
+``device_context()`` hook, which ``conform.execute.run_case`` enters around everything it does
+on the device side (materialising inputs, the op, synchronising, backward). The hook returns a
+``TorchDispatchMode`` that sees every ATen call made in that window, after autograd, and hands
+the calls of the faulty op to the bug's function; every other call runs untouched. The
+reference and golden sides run outside the mode, so only the device side is wrong. Backward
+kernels (``sigmoid_backward``, ...) are dispatched through the same mode, so a bug can be in
+the gradient alone. A few bugs live in the backend itself instead (`to_device` rejecting
+float64, the way MPS does).
+
+Use: ``BACKENDS["alpha_ignored"]()`` is a backend; ``--device tests.faulty:AlphaIgnored``
+works too once the runner exists (each class is also a module attribute).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conform.backends import CPUBackend, MPSBackend
+
+aten = torch.ops.aten
+
+BACKENDS: dict[str, type[CPUBackend]] = {}
+
+
+class _FaultMode(TorchDispatchMode):
+    def __init__(self, targets, bug):
+        super().__init__()
+        self.targets = targets
+        self.bug = bug
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.targets:
+            return self.bug(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+class FaultyBackend(CPUBackend):
+    """The CPU, except for the bug in `bug` on the ops in `targets`."""
+
+    name = "faulty"
+    targets: frozenset = frozenset()
+    bug: Callable | None = None
+
+    def device_context(self):
+        return _FaultMode(self.targets, type(self).bug)
+
+    def describe(self) -> dict[str, str]:
+        d = super().describe()
+        d["fault"] = self.name
+        return d
+
+
+def fault(name: str, *targets, **attrs):
+    """Register `fn(func, args, kwargs)` as the bug of a new backend named "faulty-<name>"."""
+
+    def register(fn):
+        cls_name = "".join(p.title() for p in name.split("_"))
+        body = {"name": f"faulty-{name}", "targets": frozenset(targets), "bug": staticmethod(fn), "__doc__": fn.__doc__, **attrs}
+        cls = type(cls_name, (FaultyBackend,), body)
+        BACKENDS[name] = cls
+        globals()[cls_name] = cls
+        return cls
+
+    return register
+
+
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+# -- wrong values ---------------------------------------------------------------------------
+
+
+@fault("ignores_strides", aten.add.Tensor, aten.mul.Tensor)
+def _ignores_strides(func, args, kwargs):
+    """Reads non-contiguous inputs as if they were contiguous (the kernel ignores strides)."""
+    fixed = [
+        torch.as_strided(a, a.shape, _contiguous_strides(a.shape), a.storage_offset())
+        if isinstance(a, torch.Tensor) and not a.is_contiguous() and a.dim() >= 2 and 0 not in a.stride() else a
+        for a in args
+    ]
+    return func(*fixed, **kwargs)
+
+
+@fault("wrong_above_size", aten.sum.default, aten.sum.dim_IntList)
+def _wrong_above_size(func, args, kwargs):
+    """Above 1024 elements a second pass is needed; it drops the last partial block."""
+    x = args[0]
+    if x.numel() > 1024:
+        flat = x.reshape(-1).clone()
+        flat[1024:] = 0
+        x = flat.view(x.shape)
+    return func(x, *args[1:], **kwargs)
+
+
+@fault("nan_not_propagated", aten.maximum.default)
+def _nan_not_propagated(func, args, kwargs):
+    """maximum as where(a > b, a, b): a NaN in `a` is silently replaced by `b`."""
+    a, b = args
+    return torch.where(a > b, a, b)
+
+
+@fault("alpha_ignored", aten.add.Tensor, aten.sub.Tensor)
+def _alpha_ignored(func, args, kwargs):
+    """The `alpha` keyword never reaches the kernel."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "alpha"}
+    return func(*args, **kwargs)
+
+
+@fault("fp16_overflow", aten.linalg_vector_norm.default)
+def _fp16_overflow(func, args, kwargs):
+    """The sum of squares of a half-precision norm is accumulated in half and overflows."""
+    x = args[0]
+    if x.dtype == torch.float16:
+        return (x * x).sum().sqrt()  # reference accumulates in float32
+    return func(*args, **kwargs)
+
+
+@fault("wrong_on_broadcast", aten.mul.Tensor)
+def _wrong_on_broadcast(func, args, kwargs):
+    """When `other` is broadcast, only its first element is used."""
+    a, b = args[0], args[1]
+    if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) and b.shape != a.shape and b.numel() > 1:
+        return func(a, b.reshape(-1)[0], **kwargs)
+    return func(*args, **kwargs)
+
+
+@fault("inplace_view_not_written_back", aten.add_.Tensor, aten.mul_.Tensor)
+def _inplace_view_not_written_back(func, args, kwargs):
+    """In-place on a non-contiguous `self` runs on a contiguous copy that is never copied back."""
+    self = args[0]
+    if not self.is_contiguous():
+        return func(self.contiguous(), *args[1:], **kwargs)
+    return func(*args, **kwargs)
+
+
+@fault("reduction_off_by_one", aten.sum.dim_IntList)
+def _reduction_off_by_one(func, args, kwargs):
+    """The loop over the reduced dimension stops one element short."""
+    x, dims = args[0], args[1]
+    if dims and len(dims) == 1 and x.dim() > 0 and x.shape[dims[0]] > 1:
+        x = x.narrow(dims[0], 0, x.shape[dims[0]] - 1)
+    return func(x, *args[1:], **kwargs)
+
+
+@fault("sign_of_zero", aten.neg.default)
+def _sign_of_zero(func, args, kwargs):
+    """neg(x) as 0 - x: neg(0.0) is +0.0 instead of -0.0."""
+    return torch.zeros_like(args[0]) - args[0]
+
+
+@fault("empty_reduction", aten.sum.default, aten.sum.dim_IntList)
+def _empty_reduction(func, args, kwargs):
+    """The sum of nothing is NaN (0 / 0 in a mean-then-scale kernel) instead of 0."""
+    out = func(*args, **kwargs)
+    if args[0].numel() == 0 and out.is_floating_point():
+        return torch.full_like(out, float("nan"))
+    return out
+
+
+@fault("last_element_wrong", aten.exp.default)
+def _last_element_wrong(func, args, kwargs):
+    """The vectorised loop's scalar tail is skipped: the last element is left at 0."""
+    out = func(*args, **kwargs)
+    if out.numel() > 1:
+        out = out.clone()
+        out.view(-1)[-1] = 0
+    return out
+
+
+@fault("integer_only_wrong", aten.div.Tensor_mode)
+def _integer_only_wrong(func, args, kwargs):
+    """For integer dtypes, floor division truncates toward zero (wrong for negative quotients)."""
+    a, b = args[0], args[1]
+    if kwargs.get("rounding_mode") == "floor" and not a.is_floating_point():
+        return func(a, b, rounding_mode="trunc")
+    return func(*args, **kwargs)
+
+
+@fault("complex_wrong", aten.mul.Tensor)
+def _complex_wrong(func, args, kwargs):
+    """Complex multiply uses the conjugate of `other` (a sign error in the imaginary term)."""
+    a, b = args[0], args[1]
+    if isinstance(a, torch.Tensor) and a.is_complex():
+        return func(a, b.conj_physical() if isinstance(b, torch.Tensor) else b, **kwargs)
+    return func(*args, **kwargs)
+
+
+@fault("inf_clamped", aten.exp.default)
+def _inf_clamped(func, args, kwargs):
+    """Overflow saturates to the dtype's largest finite value instead of +inf."""
+    out = func(*args, **kwargs)
+    return out.nan_to_num(nan=float("nan"), posinf=torch.finfo(out.dtype).max)
+
+
+@fault("wrong_distribution", aten.uniform_.default, aten.rand_like.default)
+def _wrong_distribution(func, args, kwargs):
+    """The random generator's scale is doubled: rand gives [0, 2) instead of [0, 1)."""
+    out = func(*args, **kwargs)
+    return out.mul_(2)
+
+
+@fault("ties_last_index", aten.argmax.default)
+def _ties_last_index(func, args, kwargs):
+    """argmax returns the last of tied maxima instead of the first: legitimate, not a bug."""
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dim is None:
+        flipped = x.reshape(-1).flip(0)
+        return (x.numel() - 1 - func(flipped)).reshape(())
+    n = x.shape[dim]
+    return n - 1 - func(x.flip(dim), dim, *args[2:], **kwargs)
+
+
+@fault("argmax_wrong", aten.argmax.default)
+def _argmax_wrong(func, args, kwargs):
+    """argmax returns the position of the minimum (a flipped comparison)."""
+    return aten.argmin.default(*args, **kwargs)
+
+
+# -- wrong metadata -------------------------------------------------------------------------
+
+
+@fault("wrong_dtype_promotion", aten.add.Tensor)
+def _wrong_dtype_promotion(func, args, kwargs):
+    """int + float keeps the integer dtype of `self` (type promotion skipped)."""
+    out = func(*args, **kwargs)
+    return out.to(args[0].dtype) if isinstance(args[0], torch.Tensor) else out
+
+
+@fault("sum_keeps_int32", aten.sum.default, aten.sum.dim_IntList)
+def _sum_keeps_int32(func, args, kwargs):
+    """The sum of int32 stays int32 (torch promotes integer sums to int64)."""
+    out = func(*args, **kwargs)
+    return out.to(torch.int32) if args[0].dtype == torch.int32 else out
+
+
+@fault("keepdim_ignored", aten.sum.dim_IntList)
+def _keepdim_ignored(func, args, kwargs):
+    """keepdim=True is ignored: the reduced dimension is dropped."""
+    args = list(args)
+    if len(args) > 2:
+        args[2] = False
+    kwargs = {k: v for k, v in kwargs.items() if k != "keepdim"}
+    return func(*args, **kwargs)
+
+
+@fault("out_not_resized", aten.add.out)
+def _out_not_resized(func, args, kwargs):
+    """out= of the wrong shape is neither resized nor rejected: the result is dropped."""
+    out = kwargs["out"]
+    expected = torch.broadcast_shapes(args[0].shape, args[1].shape)
+    if tuple(out.shape) != tuple(expected):
+        return out
+    return func(*args, **kwargs)
+
+
+# -- errors and fallbacks -------------------------------------------------------------------
+
+
+@fault("missing_bounds_check", aten.index_select.default)
+def _missing_bounds_check(func, args, kwargs):
+    """Out-of-range indices are clamped instead of rejected."""
+    x, dim, index = args
+    return func(x, dim, index.clamp(0, x.shape[dim] - 1), **kwargs)
+
+
+@fault("bfloat16_not_implemented", aten.cos.default)
+def _bfloat16_not_implemented(func, args, kwargs):
+    """No bfloat16 kernel, with the message torch's dispatch macros give."""
+    if args[0].dtype == torch.bfloat16:
+        raise RuntimeError('"cos_vml_cpu" not implemented for \'BFloat16\'')
+    return func(*args, **kwargs)
+
+
+@fault("no_kernel", aten.erfinv.default)
+def _no_kernel(func, args, kwargs):
+    """The op has no kernel at all on this device (NotImplementedError, as MPS raises)."""
+    raise NotImplementedError(
+        "The operator 'aten::erfinv.out' is not currently implemented for the MPS device. If you want this op to be "
+        "considered for addition please comment on https://github.com/pytorch/pytorch/issues/141287"
+    )
+
+
+@fault("cpu_fallback", aten.erfinv.default, fallback_patterns=MPSBackend.fallback_patterns)
+def _cpu_fallback(func, args, kwargs):
+    """Runs, correctly, through the CPU fallback, warning as PYTORCH_ENABLE_MPS_FALLBACK=1 does."""
+    warnings.warn(
+        "The operator 'aten::erfinv.out' is not currently supported on the MPS backend and will fall back to run on "
+        "the CPU. This may have performance implications.",
+        UserWarning,
+    )
+    return func(*args, **kwargs)
+
+
+@fault("device_error", aten.cat.default)
+def _device_error(func, args, kwargs):
+    """The kernel fails for more than two inputs (a fixed-size argument buffer)."""
+    if len(args[0]) > 2:
+        raise RuntimeError("MPSGraph: failed to encode kernel: too many input tensors (3 > 2)")
+    return func(*args, **kwargs)
+
+
+@fault("grad_wrong", aten.sigmoid_backward.default)
+def _grad_wrong(func, args, kwargs):
+    """Only the gradient is wrong: sigmoid's backward forgets the (1 - y) factor."""
+    grad_output, y = args
+    return grad_output * y
+
+
+@fault("backward_not_implemented", aten.tanh_backward.default)
+def _backward_not_implemented(func, args, kwargs):
+    """The forward works; the backward kernel is missing."""
+    raise NotImplementedError("the derivative for 'tanh' is not implemented on this device")
+
+
+def _reject_float64(self, t):
+    if t.dtype == torch.float64:
+        raise TypeError(
+            "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+            "Please use float32 instead."
+        )
+    return t.clone()
+
+
+class Float64Rejected(FaultyBackend):
+    """Rejects float64 tensors on the way in, with MPS's message."""
+
+    name = "faulty-float64_rejected"
+    unsupported_dtype_patterns = MPSBackend.unsupported_dtype_patterns
+    to_device = _reject_float64
+
+
+BACKENDS["float64_rejected"] = Float64Rejected
+
+
+class Healthy(FaultyBackend):
+    """No bug at all, through the same dispatch-mode path: the control for false alarms."""
+
+    name = "faulty-none"
+
+
+BACKENDS["none"] = Healthy

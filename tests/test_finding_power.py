@@ -1,0 +1,116 @@
+"""Finding power: each fault-injecting backend of tests/faulty.py must get its known outcome.
+
+`BUGS` is the table (bug, backend factory, op, expected outcome). Today it is checked at the
+execute level, with one hand-built case per bug (`EXAMPLES`) that exposes it. Once the runner
+exists, the same table is meant to be driven through the real CLI (`conform run --device
+tests.faulty:<Class> --ops <op>`), where hypothesis has to *find* a case like the example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import opdb
+from conform.execute import run_case
+from conform.outcomes import Outcome
+from generators.case import Case
+from generators.case import TensorSpec as T
+from tests.faulty import BACKENDS
+
+O = Outcome
+
+# (bug, backend factory, op, expected outcome)
+BUGS = [
+    ("ignores_strides", BACKENDS["ignores_strides"], "aten::add.Tensor", O.MISMATCH),
+    ("wrong_above_size", BACKENDS["wrong_above_size"], "aten::sum", O.MISMATCH),
+    ("nan_not_propagated", BACKENDS["nan_not_propagated"], "aten::maximum", O.MISMATCH),
+    ("alpha_ignored", BACKENDS["alpha_ignored"], "aten::add.Tensor", O.MISMATCH),
+    ("fp16_overflow", BACKENDS["fp16_overflow"], "aten::linalg_vector_norm", O.MISMATCH),
+    ("wrong_on_broadcast", BACKENDS["wrong_on_broadcast"], "aten::mul.Tensor", O.MISMATCH),
+    ("inplace_view_not_written_back", BACKENDS["inplace_view_not_written_back"], "aten::add_.Tensor", O.MISMATCH),
+    ("reduction_off_by_one", BACKENDS["reduction_off_by_one"], "aten::sum.dim_IntList", O.MISMATCH),
+    ("sign_of_zero", BACKENDS["sign_of_zero"], "aten::neg", O.MISMATCH),
+    ("empty_reduction", BACKENDS["empty_reduction"], "aten::sum", O.MISMATCH),
+    ("last_element_wrong", BACKENDS["last_element_wrong"], "aten::exp", O.MISMATCH),
+    ("integer_only_wrong", BACKENDS["integer_only_wrong"], "aten::div.Tensor_mode", O.MISMATCH),
+    ("complex_wrong", BACKENDS["complex_wrong"], "aten::mul.Tensor", O.MISMATCH),
+    ("inf_clamped", BACKENDS["inf_clamped"], "aten::exp", O.MISMATCH),
+    ("wrong_distribution", BACKENDS["wrong_distribution"], "aten::rand_like", O.MISMATCH),
+    ("argmax_wrong", BACKENDS["argmax_wrong"], "aten::argmax", O.MISMATCH),
+    ("wrong_dtype_promotion", BACKENDS["wrong_dtype_promotion"], "aten::add.Tensor", O.META_MISMATCH),
+    ("sum_keeps_int32", BACKENDS["sum_keeps_int32"], "aten::sum", O.META_MISMATCH),
+    ("keepdim_ignored", BACKENDS["keepdim_ignored"], "aten::sum.dim_IntList", O.META_MISMATCH),
+    ("out_not_resized", BACKENDS["out_not_resized"], "aten::add.out", O.META_MISMATCH),
+    ("grad_wrong", BACKENDS["grad_wrong"], "aten::sigmoid", O.GRAD_MISMATCH),
+    ("missing_bounds_check", BACKENDS["missing_bounds_check"], "aten::index_select", O.MISSING_ERROR),
+    ("bfloat16_not_implemented", BACKENDS["bfloat16_not_implemented"], "aten::cos", O.NOT_IMPLEMENTED),
+    ("no_kernel", BACKENDS["no_kernel"], "aten::erfinv", O.NOT_IMPLEMENTED),
+    ("backward_not_implemented", BACKENDS["backward_not_implemented"], "aten::tanh", O.NOT_IMPLEMENTED),
+    ("float64_rejected", BACKENDS["float64_rejected"], "aten::add.Tensor", O.UNSUPPORTED_DTYPE),
+    ("cpu_fallback", BACKENDS["cpu_fallback"], "aten::erfinv", O.FALLBACK),
+    ("device_error", BACKENDS["device_error"], "aten::cat", O.DEVICE_ERROR),
+]
+
+# op rules some bugs need (the rule an op owner would write)
+RULES = {"sign_of_zero": {"hints": {"sign_of_zero": True}}}
+
+# one case per bug that exposes it
+EXAMPLES = {
+    "ignores_strides": Case("aten::add.Tensor", (T((3, 5), "float32", "transposed", seed=1), T((3, 5), "float32", seed=2))),
+    "wrong_above_size": Case("aten::sum", (T((40, 40), "float32", seed=1),)),
+    "nan_not_propagated": Case("aten::maximum", (T((4, 6), "float32", values="special", seed=8), T((4, 6), "float32", seed=4))),
+    "alpha_ignored": Case("aten::add.Tensor", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"alpha": 2}),
+    "fp16_overflow": Case("aten::linalg_vector_norm", (T((64,), "float16", low=-300, high=300, seed=1),)),
+    "wrong_on_broadcast": Case("aten::mul.Tensor", (T((3, 4), "float32", seed=1), T((4,), "float32", seed=2))),
+    "inplace_view_not_written_back": Case("aten::add_.Tensor", (T((3, 4), "float32", "sliced", seed=1), T((3, 4), "float32", seed=2))),
+    "reduction_off_by_one": Case("aten::sum.dim_IntList", (T((3, 5), "float32", seed=1), [1])),
+    "sign_of_zero": Case("aten::neg", (T((4, 4), "float32", values="special", seed=5),)),
+    "empty_reduction": Case("aten::sum", (T((0, 3), "float32"),)),
+    "last_element_wrong": Case("aten::exp", (T((17,), "float32", seed=1),)),
+    "integer_only_wrong": Case("aten::div.Tensor_mode", (T((8,), "int32", seed=2), T((8,), "int32", values="positive", seed=3)), {"rounding_mode": "floor"}),
+    "complex_wrong": Case("aten::mul.Tensor", (T((3, 4), "complex64", seed=1), T((3, 4), "complex64", seed=2))),
+    "inf_clamped": Case("aten::exp", (T((8,), "float32", low=80, high=100, seed=1),)),
+    "wrong_distribution": Case("aten::rand_like", (T((32, 32), "float32"),), seed=7),
+    "argmax_wrong": Case("aten::argmax", (T((5, 6), "float32", seed=1), 1)),
+    "wrong_dtype_promotion": Case("aten::add.Tensor", (T((3, 4), "int32", seed=1), T((3, 4), "float32", seed=2))),
+    "sum_keeps_int32": Case("aten::sum", (T((3, 4), "int32", seed=1),)),
+    "keepdim_ignored": Case("aten::sum.dim_IntList", (T((3, 4), "float32", seed=1), [1], True)),
+    "out_not_resized": Case("aten::add.out", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"out": T((0,), "float32")}),
+    "grad_wrong": Case("aten::sigmoid", (T((3, 4), "float32", seed=1),)),
+    "missing_bounds_check": Case("aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2))),
+    "bfloat16_not_implemented": Case("aten::cos", (T((3, 4), "bfloat16", seed=1),)),
+    "no_kernel": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
+    "backward_not_implemented": Case("aten::tanh", (T((3, 4), "float32", seed=1),)),
+    "float64_rejected": Case("aten::add.Tensor", (T((3, 4), "float64", seed=1), T((3, 4), "float64", seed=2))),
+    "cpu_fallback": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
+    "device_error": Case("aten::cat", ([T((2, 3), "float32", seed=1), T((1, 3), "float32", seed=2), T((2, 3), "float32", seed=3)],)),
+}
+
+
+def op_for(bug: str, op_name: str):
+    op = opdb.lookup(op_name)
+    extra = RULES.get(bug)
+    if extra:
+        op = dataclasses.replace(op, rules=dataclasses.replace(op.rules, **extra))
+    return op
+
+
+def test_every_bug_has_an_example_and_a_distinct_backend():
+    assert {b[0] for b in BUGS} == set(EXAMPLES)
+    assert len({b[1]().name for b in BUGS}) == len(BUGS)
+    assert len(BUGS) >= 20
+
+
+@pytest.mark.parametrize("bug,factory,op_name,expected", BUGS, ids=[b[0] for b in BUGS])
+def test_bug_is_found_at_execute_level(bug, factory, op_name, expected):
+    op = op_for(bug, op_name)
+    case = EXAMPLES[bug]
+    found = run_case(op, case, factory())
+    assert found.outcome == expected, f"{bug}: {found.outcome} ({found.phase}) {found.message}\n{found.traceback}"
+    assert not found.invalid
+    assert found.message  # a person can act on it
+    # the same case on a healthy CPU is clean: the outcome is the bug's, not the case's
+    healthy = run_case(op, case, BACKENDS["none"]())
+    assert healthy.outcome == O.PASS, f"{bug} on the healthy backend: {healthy.outcome} {healthy.message}"
