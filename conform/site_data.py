@@ -1,0 +1,353 @@
+"""What the site shows, read from the store in a few bulk queries.
+
+A full sweep is ~3,800 ops x 8 dtypes per environment; ten environments are ~300k results, so
+everything here reads plain rows (no ORM objects) and keeps, per environment, only the newest
+result of each cell: a later run's cell replaces an earlier one's, as in `conform report`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from .outcomes import FAILING, SEVERITY, Outcome
+from .store import CatalogEntry, Environment, Failure, Op, Result, Run, Store, Timing
+from .store import models
+
+# One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
+CODES = {
+    "pass": "P",
+    "mismatch": "M",
+    "grad_mismatch": "G",
+    "meta_mismatch": "T",
+    "not_implemented": "N",
+    "fallback": "F",
+    "unsupported_dtype": "U",
+    "device_error": "E",
+    "missing_error": "R",
+    "crash": "C",
+    "timeout": "H",
+    "skipped": "S",
+}
+UNKNOWN_CODE = "X"  # an outcome this conform does not know (a newer conform wrote it)
+UNTESTED_CODE = "-"
+RANK = {o.value: i for i, o in enumerate(SEVERITY)}  # most severe first
+FAILING_VALUES = frozenset(o.value for o in FAILING)
+DTYPE_ORDER = ["float32", "float16", "bfloat16", "float64", "complex64", "complex128", "int64", "int32", "int16", "int8", "uint8", "bool", "none"]
+SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
+REGRESSION_RATIO = 1.5  # device time grew by more than this factor between two environments
+
+
+def version_key(v: str):
+    """Sort key of a torch version: packaging's Version when it parses, else a tuple of numbers."""
+    try:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return (0, Version(v), "")
+        except InvalidVersion:
+            pass
+    except ImportError:
+        pass
+    nums = tuple(int(x) for x in re.findall(r"\d+", v)[:4])
+    return (1, nums, v)
+
+
+def outcome_rank(outcome: str) -> int:
+    return RANK.get(outcome, -1)  # unknown outcomes sort as the most severe: they need a look
+
+
+def worst(outcomes) -> str | None:
+    outcomes = list(outcomes)
+    return min(outcomes, key=outcome_rank) if outcomes else None
+
+
+@dataclass
+class Env:
+    id: int
+    key: str  # short, stable, file-name safe
+    kind: str
+    torch_version: str
+    torch_git: str
+    python_version: str
+    os: str
+    os_version: str
+    backend: str
+    device_name: str
+    hostname: str
+    details: dict
+    runs: list[dict] = field(default_factory=list)
+    catalog: dict[int, list] = field(default_factory=dict)  # op id -> declared kernels (newest run)
+    coverage_notes: dict[int, str] = field(default_factory=dict)
+    cells: dict[tuple[int, str], tuple] = field(default_factory=dict)  # (op id, dtype) -> result row
+    timings: dict[tuple[int, str, str], tuple] = field(default_factory=dict)  # (op, dtype, size) -> row
+
+    @property
+    def label(self) -> str:
+        dev = self.device_name or self.backend
+        return f"torch {self.torch_version} · {dev}"
+
+    @property
+    def short_label(self) -> str:
+        return f"{self.torch_version} {self.backend}"
+
+    @property
+    def last_run_at(self) -> str:
+        times = [r["started_at"] for r in self.runs if r["started_at"]]
+        return max(times).strftime("%Y-%m-%d %H:%M") if times else ""
+
+    @property
+    def ops_total(self) -> int:
+        return max([r["ops_total"] for r in self.runs] + [len(self.catalog)])
+
+    def outcome_counts(self) -> Counter:
+        return Counter(row[R_OUTCOME] for row in self.cells.values())
+
+    def ops_exercised(self) -> int:
+        return len({op for (op, _), row in self.cells.items() if row[R_EXAMPLES] > 0})
+
+    def ops_tested(self) -> int:
+        return len({op for op, _ in self.cells})
+
+    def to_json(self) -> dict:
+        counts = self.outcome_counts()
+        total = sum(counts.values())
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "label": self.label,
+            "torch": self.torch_version,
+            "backend": self.backend,
+            "device": self.device_name,
+            "os": f"{self.os} {self.os_version}".strip(),
+            "date": self.last_run_at,
+            "ops_total": self.ops_total,
+            "ops_exercised": self.ops_exercised(),
+            "cells": total,
+            "pass": counts.get("pass", 0),
+        }
+
+
+# result row layout (a tuple per cell, for speed)
+RESULT_COLUMNS = (
+    Result.id, Result.op_id, Result.dtype, Result.outcome, Result.phase, Result.examples_run, Result.examples_passed,
+    Result.max_abs_err, Result.max_rel_err, Result.max_ulp_err, Result.rtol, Result.atol, Result.device_golden_err,
+    Result.ref_golden_err, Result.message, Result.duration_s,
+)  # fmt: skip
+(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION) = range(16)
+TIMING_COLUMNS = (Timing.op_id, Timing.dtype, Timing.size_label, Timing.shape, Timing.numel, Timing.device_median_s, Timing.device_iqr_s, Timing.ref_median_s, Timing.ref_iqr_s, Timing.repeats, Timing.layout)
+(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT) = range(11)
+
+
+@dataclass
+class OpInfo:
+    id: int
+    qualname: str
+    variant: str
+    family: str
+    tags: list
+    schema: str
+    slug: str = ""
+
+    @property
+    def short_name(self) -> str:
+        return self.qualname.split("::", 1)[-1]
+
+
+@dataclass
+class SiteData:
+    envs: list[Env]  # measured environments with results, in column order
+    declared: list[Env]  # kind="declared" environments (kernels read from a release), if any
+    ops: dict[int, OpInfo]
+    dtypes: list[str]
+    failures: dict[int, tuple]  # result id -> (case, repro, traceback)
+    declared_kernels: dict[tuple[int, int], list[tuple[str, str]]]  # (env id, op id) -> [(key, how)]
+    generated_at: str
+
+    def op_envs(self, op_id: int) -> list[Env]:
+        return [e for e in self.envs if op_id in e.catalog or any((op_id, d) in e.cells for d in self.dtypes)]
+
+    def has_timings(self) -> bool:
+        return any(e.timings for e in self.envs)
+
+
+def _slugs(ops: dict[int, OpInfo]) -> None:
+    """File names of op pages: the short name, plus a hash where two names differ only in case
+    (they would collide on macOS and Windows file systems)."""
+    seen: set[str] = set()
+    for op in sorted(ops.values(), key=lambda o: o.qualname):
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", op.short_name) or "op"
+        if slug.lower() in seen or slug.startswith("."):
+            slug = f"{slug}-{hashlib.sha1(op.qualname.encode()).hexdigest()[:6]}"
+        seen.add(slug.lower())
+        op.slug = slug
+
+
+def env_sort_key(e: Env):
+    return (version_key(e.torch_version), e.device_name.lower(), e.backend, e.os, e.python_version, e.key)
+
+
+def load(store: Store) -> SiteData:
+    with store.engine.connect() as c:
+        ops = {
+            r.id: OpInfo(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "")
+            for r in c.execute(select(Op.id, Op.qualname, Op.variant, Op.family, Op.tags, Op.schema))
+        }
+        _slugs(ops)
+        envs: dict[int, Env] = {}
+        for r in c.execute(select(Environment.__table__)).mappings():
+            envs[r["id"]] = Env(
+                id=r["id"], key=r["fingerprint"][:10], kind=r["kind"] or "measured", torch_version=r["torch_version"] or "?",
+                torch_git=r["torch_git"] or "", python_version=r["python_version"] or "", os=r["os"] or "",
+                os_version=r["os_version"] or "", backend=r["backend"] or "", device_name=r["device_name"] or "",
+                hostname=r["hostname"] or "", details=r["details"] or {},
+            )  # fmt: skip
+        run_env: dict[int, int] = {}
+        for r in c.execute(select(Run.id, Run.uuid, Run.environment_id, Run.state, Run.started_at, Run.finished_at, Run.ops_total, Run.options, Run.seed).order_by(Run.started_at, Run.id)):
+            run_env[r.id] = r.environment_id
+            envs[r.environment_id].runs.append(dict(r._mapping))
+        # catalog: the newest run's entry wins
+        q = select(CatalogEntry.run_id, CatalogEntry.op_id, CatalogEntry.kernels, CatalogEntry.coverage).join(Run, CatalogEntry.run_id == Run.id).order_by(Run.started_at, Run.id)
+        for run_id, op_id, kernels, coverage in c.execute(q):
+            e = envs[run_env[run_id]]
+            e.catalog[op_id] = list(kernels or [])
+            if coverage:
+                e.coverage_notes[op_id] = coverage
+        q = select(Result.run_id, *RESULT_COLUMNS).join(Run, Result.run_id == Run.id).order_by(Run.started_at, Run.id, Result.id)
+        dtypes: set[str] = set()
+        for row in c.execute(q):
+            e = envs[run_env[row[0]]]
+            cell = tuple(row[1:])
+            e.cells[(cell[R_OP], cell[R_DTYPE])] = cell
+            dtypes.add(cell[R_DTYPE])
+        latest_ids = {cell[R_ID] for e in envs.values() for cell in e.cells.values() if cell[R_OUTCOME] != "pass"}
+        failures = {}
+        for rid, case, repro, tb in c.execute(select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback)):
+            if rid in latest_ids:
+                failures[rid] = (case, repro or "", tb or "")
+        q = select(Timing.run_id, *TIMING_COLUMNS).join(Run, Timing.run_id == Run.id).order_by(Run.started_at, Run.id, Timing.id)
+        for row in c.execute(q):
+            t = tuple(row[1:])
+            envs[run_env[row[0]]].timings[(t[T_OP], t[T_DTYPE], t[T_SIZE])] = t
+        declared_kernels: dict[tuple[int, int], list] = defaultdict(list)
+        DeclaredKernel = getattr(models, "DeclaredKernel", None)
+        if DeclaredKernel is not None:
+            try:
+                t = DeclaredKernel.__table__
+                for env_id, op_id, key, how in c.execute(select(t.c.environment_id, t.c.op_id, t.c.dispatch_key, t.c.how)):
+                    declared_kernels[(env_id, op_id)].append((key, how))
+            except Exception:  # an older database without the table: nothing declared
+                declared_kernels = defaultdict(list)
+    measured = sorted((e for e in envs.values() if e.kind != "declared" and (e.runs or e.cells)), key=env_sort_key)
+    declared_ids = {env_id for env_id, _ in declared_kernels}
+    declared = sorted((e for e in envs.values() if e.kind == "declared" and (e.id in declared_ids or e.runs)), key=env_sort_key)
+    order = {d: i for i, d in enumerate(DTYPE_ORDER)}
+    return SiteData(
+        envs=measured,
+        declared=declared,
+        ops=ops,
+        dtypes=sorted(dtypes, key=lambda d: (order.get(d, len(order)), d)),
+        failures=failures,
+        declared_kernels=dict(declared_kernels),
+        generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+# -- derived views ---------------------------------------------------------------------------
+
+
+def cell_codes(data: SiteData, env: Env, op_id: int) -> str | None:
+    """One character per dtype, or None when the op is absent from that environment."""
+    codes = []
+    any_result = False
+    for d in data.dtypes:
+        row = env.cells.get((op_id, d))
+        if row is None:
+            codes.append(UNTESTED_CODE)
+        else:
+            any_result = True
+            codes.append(CODES.get(row[R_OUTCOME], UNKNOWN_CODE))
+    if not any_result and op_id not in env.catalog:
+        return None
+    return "".join(codes)
+
+
+def changed(data: SiteData, op_id: int) -> bool:
+    """True when some dtype of this op has different outcomes in two environments."""
+    for d in data.dtypes:
+        seen = {e.cells[(op_id, d)][R_OUTCOME] for e in data.envs if (op_id, d) in e.cells}
+        if len(seen) > 1:
+            return True
+    return False
+
+
+@dataclass
+class Diff:
+    a: Env
+    b: Env
+    newly_failing: list[tuple] = field(default_factory=list)  # (op, dtype, outcome a, outcome b)
+    newly_passing: list[tuple] = field(default_factory=list)
+    other_changes: list[tuple] = field(default_factory=list)
+    new_ops: list[OpInfo] = field(default_factory=list)
+    removed_ops: list[OpInfo] = field(default_factory=list)
+    regressions: list[tuple] = field(default_factory=list)  # (op, dtype, size, time a, time b, ratio)
+    improvements: list[tuple] = field(default_factory=list)
+
+    @property
+    def slug(self) -> str:
+        return f"diff-{self.a.key}-{self.b.key}.html"
+
+
+def diff(data: SiteData, a: Env, b: Env) -> Diff:
+    """What changed from environment a to b. `conform.js` computes the same for any two columns
+    the reader picks; keep the two in step."""
+    out = Diff(a, b)
+    keys = set(a.cells) | set(b.cells)
+    for op_id, d in sorted(keys, key=lambda k: (data.ops[k[0]].qualname, k[1])):
+        ra, rb = a.cells.get((op_id, d)), b.cells.get((op_id, d))
+        if ra is None or rb is None:
+            continue
+        oa, ob = ra[R_OUTCOME], rb[R_OUTCOME]
+        if oa == ob:
+            continue
+        item = (data.ops[op_id], d, oa, ob)
+        if oa == "pass" and ob in FAILING_VALUES:
+            out.newly_failing.append(item)
+        elif oa in FAILING_VALUES and ob == "pass":
+            out.newly_passing.append(item)
+        else:
+            out.other_changes.append(item)
+    ops_a = set(a.catalog) | {op for op, _ in a.cells}
+    ops_b = set(b.catalog) | {op for op, _ in b.cells}
+    out.new_ops = sorted((data.ops[i] for i in ops_b - ops_a), key=lambda o: o.qualname)
+    out.removed_ops = sorted((data.ops[i] for i in ops_a - ops_b), key=lambda o: o.qualname)
+    for key in sorted(set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))):
+        ta, tb = a.timings[key][T_DEV], b.timings[key][T_DEV]
+        if not ta or not tb:
+            continue
+        item = (data.ops[key[0]], key[1], key[2], ta, tb, tb / ta)
+        if tb / ta > REGRESSION_RATIO:
+            out.regressions.append(item)
+        elif ta / tb > REGRESSION_RATIO:
+            out.improvements.append(item)
+    out.regressions.sort(key=lambda x: -x[5])
+    out.improvements.sort(key=lambda x: x[5])
+    return out
+
+
+def speedups(env: Env) -> list[tuple]:
+    """Per (op, dtype): the speedup (CPU time / device time) at the largest size timed."""
+    best: dict[tuple[int, str], tuple] = {}
+    for (op, d, _), t in env.timings.items():
+        if not t[T_DEV] or not t[T_REF]:
+            continue
+        cur = best.get((op, d))
+        if cur is None or (t[T_NUMEL], SIZE_ORDER.get(t[T_SIZE], 0)) > (cur[T_NUMEL], SIZE_ORDER.get(cur[T_SIZE], 0)):
+            best[(op, d)] = t
+    return [(op, d, t, t[T_REF] / t[T_DEV]) for (op, d), t in best.items()]

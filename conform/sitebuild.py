@@ -1,0 +1,334 @@
+"""`conform site`: the static website of stored results.
+
+The output folder works from file:// and from any static host: every asset is local, and the
+data the matrix and diff pages need comes as small `data/*.js` files that assign to
+`window.CONFORM_DATA` (Chromium refuses fetch() from file://, but loads <script src>). Pages are
+rendered with jinja2 with autoescaping on, and the JavaScript puts database strings into the page
+with textContent only, so an error message holding `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import jinja2
+
+from . import __version__, site_charts, site_data
+from .outcomes import SEVERITY
+from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
+
+CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
+MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
+SLOWEST_PER_ENV = 100  # rows of the "slowest relative to the CPU" table per environment
+
+
+def site_files() -> Path:
+    """The templates and static assets: installed as `conform.sitefiles`, or the repo's site/."""
+    try:
+        from importlib.resources import files
+
+        root = files("conform.sitefiles")
+        if root.joinpath("templates").is_dir():
+            return Path(str(root))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    here = Path(__file__).resolve().parent.parent / "site"
+    if (here / "templates").is_dir():
+        return here
+    raise FileNotFoundError("conform's site templates are missing (neither conform.sitefiles nor site/ was found)")
+
+
+@dataclass
+class BuildStats:
+    out: str
+    pages: int
+    files: int
+    bytes: int
+    largest_page: tuple[str, int]
+    largest_file: tuple[str, int]
+    seconds: float
+    environments: int
+    ops: int
+    cells: int
+
+
+def _js_data(name: str, payload) -> str:
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    # inert inside any HTML context, should a file ever be inlined
+    text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return f"window.CONFORM_DATA=window.CONFORM_DATA||{{}};window.CONFORM_DATA[{json.dumps(name)}]={text};\n"
+
+
+def _cut(text: str | None, limit: int = MAX_TEXT) -> tuple[str, int]:
+    """The text to show and how many characters were left out (shown on the page, never silent)."""
+    text = text or ""
+    return (text, 0) if len(text) <= limit else (text[:limit], len(text) - limit)
+
+
+class Builder:
+    def __init__(self, data: SiteData, out: Path):
+        self.data = data
+        self.out = out
+        self.files = site_files()
+        self.jinja = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.files / "templates")),
+            autoescape=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.jinja.filters["seconds"] = lambda s: site_charts.fmt_seconds(s) if s else "–"
+        self.jinja.filters["num"] = _num
+        self.jinja.filters["pct"] = lambda x: f"{100 * x:.1f}%"
+        self.jinja.globals.update(
+            version=__version__,
+            generated_at=data.generated_at,
+            outcome_order=[o.value for o in SEVERITY],
+            codes=CODES,
+            cut=_cut,
+        )
+        self.written: list[tuple[str, int]] = []
+
+    # -- output ---------------------------------------------------------------------------
+
+    def write(self, rel: str, text: str) -> None:
+        path = self.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = text.encode("utf-8")
+        path.write_bytes(raw)
+        self.written.append((rel, len(raw)))
+
+    def render(self, rel: str, template: str, **ctx) -> None:
+        root = "../" * rel.count("/")
+        self.write(rel, self.jinja.get_template(template).render(root=root, page=rel, **ctx))
+
+    # -- the site ---------------------------------------------------------------------------
+
+    def build(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        for old in ("ops", "data"):  # pages of ops or columns gone since the last build must not linger
+            if (self.out / old).is_dir():
+                shutil.rmtree(self.out / old)
+        shutil.copytree(self.files / "static", self.out / "static", dirs_exist_ok=True)
+        families = self.matrix_data()
+        self.timing_data(families)
+        self.write_index(families)
+        self.render("index.html", "index.html", envs=self.overview_rows(), declared=self.data.declared, title="Overview")
+        self.render("matrix.html", "matrix.html", families=families, envs=self.data.envs, title="Coverage matrix")
+        diffs = [site_data.diff(self.data, a, b) for a, b in zip(self.data.envs, self.data.envs[1:])]
+        for d in diffs:
+            self.render(d.slug, "diff.html", diff=d, diffs=diffs, envs=self.data.envs, title=f"Diff {d.a.short_label} → {d.b.short_label}", threshold=site_data.REGRESSION_RATIO)
+        self.render("diff.html", "diff.html", diff=None, diffs=diffs, envs=self.data.envs, title="Diff", threshold=site_data.REGRESSION_RATIO)
+        self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
+        op_tpl = self.jinja.get_template("op.html")
+        for op in self.data.ops.values():
+            rel = f"ops/{op.slug}.html"
+            self.write(rel, op_tpl.render(root="../", page=rel, title=op.qualname, **self.op_context(op)))
+
+    def overview_rows(self) -> list[dict]:
+        rows = []
+        for e in self.data.envs:
+            counts = e.outcome_counts()
+            total = sum(counts.values())
+            rows.append(
+                {
+                    "env": e,
+                    "counts": counts,
+                    "cells": total,
+                    "coverage": e.ops_exercised() / e.ops_total if e.ops_total else 0.0,
+                    "pass": counts.get("pass", 0) / total if total else 0.0,
+                    "timed": len({k[0] for k in e.timings}),
+                }
+            )
+        return rows
+
+    def matrix_data(self) -> list[dict]:
+        data = self.data
+        by_family: dict[str, list] = {}
+        for op in sorted(data.ops.values(), key=lambda o: o.qualname):
+            by_family.setdefault(op.family, []).append(op)
+        families = []
+        from opdb import FAMILIES
+
+        describe = dict(FAMILIES)
+        order = {name: i for i, (name, _) in enumerate(FAMILIES)}
+        for fam in sorted(by_family, key=lambda f: (order.get(f, len(order)), f)):
+            rows, summary = [], [Counter() for _ in data.envs]
+            changed_n = 0
+            for op in by_family[fam]:
+                cells = [site_data.cell_codes(data, e, op.id) for e in data.envs]
+                if all(c is None for c in cells) and data.envs:
+                    continue  # an op known only from another column set: nothing to show
+                ch = site_data.changed(data, op.id)
+                changed_n += ch
+                for i, e in enumerate(data.envs):
+                    for d in data.dtypes:
+                        r = e.cells.get((op.id, d))
+                        if r is not None:
+                            summary[i][r[R_OUTCOME]] += 1
+                rows.append([op.qualname, op.slug, op.variant, int(ch), cells])
+            if not rows:
+                continue
+            chunks = []
+            for k in range(0, len(rows), CHUNK_OPS):
+                name = f"matrix-{fam}" if len(rows) <= CHUNK_OPS else f"matrix-{fam}-{k // CHUNK_OPS}"
+                self.write(f"data/{name}.js", _js_data(name, {"family": fam, "ops": rows[k : k + CHUNK_OPS]}))
+                chunks.append(name)
+            families.append({"name": fam, "description": describe.get(fam, ""), "ops": len(rows), "changed": changed_n, "chunks": chunks, "summary": [dict(c) for c in summary], "timings": None})
+        return families
+
+    def write_index(self, families: list[dict]) -> None:
+        data = self.data
+        index = {
+            "envs": [e.to_json() for e in data.envs],
+            "dtypes": data.dtypes,
+            "codes": {v: k for k, v in CODES.items()} | {site_data.UNKNOWN_CODE: "unknown", site_data.UNTESTED_CODE: "not tested"},
+            "outcomes": [o.value for o in SEVERITY],
+            "failing": sorted(site_data.FAILING_VALUES),
+            "families": families,
+            "regression_ratio": site_data.REGRESSION_RATIO,
+            "has_timings": data.has_timings(),
+            "generated_at": data.generated_at,
+        }
+        self.write("data/index.js", _js_data("index", index))
+
+    def timing_data(self, families: list[dict]) -> None:
+        """Device medians per (op, dtype/size) per column, per family: the diff page's timing
+        regressions for any two columns."""
+        if not self.data.has_timings():
+            return
+        by_op: dict[int, list] = {}
+        for i, e in enumerate(self.data.envs):
+            for (op, d, size), t in e.timings.items():
+                if t[T_DEV]:
+                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = t[T_DEV]
+        per_family: dict[str, dict] = {}
+        for op_id, per_env in by_op.items():
+            op = self.data.ops[op_id]
+            per_family.setdefault(op.family, {})[op.qualname] = per_env
+        for fam in families:
+            fam["timings"] = f"timings-{fam['name']}" if fam["name"] in per_family else None
+            if fam["timings"]:
+                self.write(f"data/{fam['timings']}.js", _js_data(fam["timings"], per_family[fam["name"]]))
+
+    def op_context(self, op) -> dict:
+        data = self.data
+        envs = data.op_envs(op.id)
+        dtypes = [d for d in data.dtypes if any((op.id, d) in e.cells for e in envs)]
+        failures = []
+        for e in envs:
+            for d in dtypes:
+                r = e.cells.get((op.id, d))
+                if r is not None and r[R_OUTCOME] != "pass":
+                    f = data.failures.get(r[0])
+                    failures.append({"env": e, "dtype": d, "row": r, "case": json.dumps(f[0], indent=1) if f and f[0] is not None else "", "repro": f[1] if f else "", "traceback": f[2] if f else ""})
+        failures.sort(key=lambda x: (site_data.outcome_rank(x["row"][R_OUTCOME]), x["env"].torch_version, x["dtype"]))
+        charts, timing_rows = [], []
+        timed = [(e, k, t) for e in envs for k, t in e.timings.items() if k[0] == op.id]
+        for d in sorted({k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)):
+            sizes = sorted({(t[T_NUMEL], SIZE_ORDER.get(k[2], 9), k[2]) for _, k, t in timed if k[1] == d})
+            labels = [s[2] for s in sizes]
+            series = []
+            for e in envs:
+                ys = [e.timings.get((op.id, d, s)) for s in labels]
+                if any(ys):
+                    series.append((e.short_label, [t[T_DEV] if t else None for t in ys]))
+            if any(e.backend != "cpu" for e in envs):
+                ref = next(((f"CPU ({e.short_label})", [e.timings.get((op.id, d, s)) for s in labels]) for e in envs if any(e.timings.get((op.id, d, s)) for s in labels)), None)
+                if ref:
+                    series.append((ref[0], [t[T_REF] if t else None for t in ref[1]]))
+            charts.append(site_charts.line_chart(series, [f"{s[2]} ({s[0]:,})" for s in sizes], title=f"{op.short_name} {d}: device median time"))
+        for e, k, t in sorted(timed, key=lambda x: (site_data.env_sort_key(x[0]), x[1][1], x[2][T_NUMEL])):
+            timing_rows.append({"env": e, "dtype": k[1], "t": t, "speedup": (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None})
+        declared = [(e, data.declared_kernels.get((e.id, op.id), [])) for e in data.declared]
+        return {
+            "op": op,
+            "envs": envs,
+            "dtypes": dtypes,
+            "kernels": [(e, e.catalog.get(op.id), e.coverage_notes.get(op.id, "")) for e in envs],
+            "declared": declared,
+            "failures": failures,
+            "charts": charts,
+            "timings": timing_rows,
+            "changed": site_data.changed(data, op.id),
+        }
+
+    def perf(self) -> list[dict]:
+        out = []
+        for e in self.data.envs:
+            sp = site_data.speedups(e)
+            if not sp:
+                continue
+            sp.sort(key=lambda x: x[3])
+            slowest = [{"op": self.data.ops[op], "dtype": d, "t": t, "speedup": s} for op, d, t, s in sp[:SLOWEST_PER_ENV]]
+            values = [s for *_, s in sp]
+            values_sorted = sorted(values)
+            out.append(
+                {
+                    "env": e,
+                    "count": len(sp),
+                    "median": values_sorted[len(values_sorted) // 2],
+                    "slower": sum(1 for v in values if v < 1),
+                    "chart": site_charts.histogram(values, title=f"{e.label}: speedup per op and dtype (largest size)"),
+                    "slowest": slowest,
+                }
+            )
+        return out
+
+
+def _num(x) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return f"{x:,}"
+
+
+def build_site(store, out: str | os.PathLike) -> BuildStats:
+    started = time.perf_counter()
+    data = site_data.load(store)
+    b = Builder(data, Path(out))
+    b.build()
+    pages = [(r, n) for r, n in b.written if r.endswith(".html")]
+    static = [(f"static/{p.name}", p.stat().st_size) for p in (Path(out) / "static").rglob("*") if p.is_file()]
+    everything = b.written + static
+    return BuildStats(
+        out=str(out),
+        pages=len(pages),
+        files=len(everything),
+        bytes=sum(n for _, n in everything),
+        largest_page=max(pages, key=lambda x: x[1]),
+        largest_file=max(everything, key=lambda x: x[1]),
+        seconds=time.perf_counter() - started,
+        environments=len(data.envs),
+        ops=len(data.ops),
+        cells=sum(len(e.cells) for e in data.envs),
+    )
+
+
+@click.command("site")
+@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+@click.option("--out", "out", default="conform-site", show_default=True, metavar="DIR", help="output folder (rebuilt in place)")
+def site_command(db, out):
+    """Build the static website: overview, coverage matrix, one page per op, diffs, performance."""
+    from .store import Store
+
+    store = Store(db, readonly=True)
+    try:
+        stats = build_site(store, out)
+    finally:
+        store.close()
+    index = Path(out).resolve() / "index.html"
+    click.echo(
+        f"site: {stats.environments} environments, {stats.ops} ops, {stats.cells} cells -> {stats.pages} pages, "
+        f"{stats.files} files, {stats.bytes / 1e6:.1f} MB in {stats.seconds:.1f} s; "
+        f"largest page {stats.largest_page[0]} {stats.largest_page[1] / 1e3:.0f} kB"
+    )
+    click.echo(f"open {index.as_uri()}")

@@ -1,0 +1,462 @@
+/* conform's site: sortable tables, the lazily loaded coverage matrix, and the diff of any two
+   environments. Plain JavaScript, no dependencies. Data files are <script src="data/*.js"> that
+   assign to window.CONFORM_DATA, because Chromium refuses fetch() from file://.
+   Every string that came from the database goes into the page with textContent, never innerHTML. */
+(function () {
+  "use strict";
+  var D = (window.CONFORM_DATA = window.CONFORM_DATA || {});
+  var root = document.body.getAttribute("data-root") || "";
+  var ROW_LIMIT = 500; // rows rendered per family before a "show all" button
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) if (attrs[k] != null) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  /* Load data/<name>.js files not loaded yet, then call done(). */
+  var pending = {};
+  function load(names, done, failed) {
+    var left = 0;
+    names.forEach(function (n) {
+      if (D[n] !== undefined) return;
+      left++;
+      var cbs = pending[n];
+      var finish = function () {
+        if (--left === 0) done();
+      };
+      if (cbs) {
+        cbs.push(finish);
+        return;
+      }
+      pending[n] = [finish];
+      var s = el("script", { src: root + "data/" + n + ".js" });
+      s.onload = function () {
+        var list = pending[n];
+        delete pending[n];
+        list.forEach(function (f) { f(); });
+      };
+      s.onerror = function () {
+        delete pending[n];
+        if (failed) failed(n);
+      };
+      document.head.appendChild(s);
+    });
+    if (left === 0) done();
+  }
+
+  /* ---- sortable tables ---------------------------------------------------------------- */
+  function sortKey(td) {
+    var v = td ? td.getAttribute("data-sort") : null;
+    if (v == null) v = td ? td.textContent.trim() : "";
+    var n = parseFloat(v.replace(/,/g, ""));
+    return isNaN(n) || !/^-?[\d.,eE+-]+%?$/.test(v.replace(/\s/g, "")) ? { s: v.toLowerCase() } : { n: n };
+  }
+  function makeSortable(table) {
+    var ths = table.tHead ? table.tHead.rows[0].cells : [];
+    Array.prototype.forEach.call(ths, function (th, col) {
+      th.classList.add("sort");
+      th.title = "sort";
+      th.addEventListener("click", function () {
+        var asc = th.getAttribute("aria-sort") !== "ascending";
+        Array.prototype.forEach.call(ths, function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        var keyed = rows.map(function (r, i) { return { r: r, k: sortKey(r.cells[col]), i: i }; });
+        keyed.sort(function (a, b) {
+          var x = a.k, y = b.k, c;
+          if (x.n !== undefined && y.n !== undefined) c = x.n - y.n;
+          else if (x.n !== undefined) c = -1;
+          else if (y.n !== undefined) c = 1;
+          else c = x.s < y.s ? -1 : x.s > y.s ? 1 : 0;
+          return (asc ? c : -c) || a.i - b.i;
+        });
+        keyed.forEach(function (o) { body.appendChild(o.r); });
+      });
+    });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
+
+  /* ---- copy buttons of reproduction scripts -------------------------------------------- */
+  Array.prototype.forEach.call(document.querySelectorAll("button.copy"), function (b) {
+    b.addEventListener("click", function () {
+      var pre = b.closest(".repro").querySelector("pre");
+      var text = pre.textContent;
+      var ok = function () { b.textContent = "copied"; setTimeout(function () { b.textContent = "copy"; }, 1500); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).then(ok, function () { select(pre); });
+      } else {
+        select(pre);
+        try { if (document.execCommand("copy")) ok(); } catch (e) { /* selected: the reader copies */ }
+      }
+    });
+  });
+  function select(node) {
+    var r = document.createRange();
+    r.selectNodeContents(node);
+    var s = window.getSelection();
+    s.removeAllRanges();
+    s.addRange(r);
+  }
+
+  /* ---- shared helpers over the index ---------------------------------------------------- */
+  function index() {
+    var idx = D.index;
+    if (!idx) throw new Error("data/index.js did not load");
+    if (!idx._rank) {
+      idx._rank = {};
+      idx.outcomes.forEach(function (o, i) { idx._rank[o] = i; });
+      idx._failing = {};
+      idx.failing.forEach(function (o) { idx._failing[o] = true; });
+    }
+    return idx;
+  }
+  function outcomeOf(idx, code) { return idx.codes[code] || "unknown"; }
+  function worstOf(idx, codes) {
+    var best = null, bestRank = 1e9;
+    for (var i = 0; i < codes.length; i++) {
+      var o = outcomeOf(idx, codes[i]);
+      var r = o === "not tested" ? 1e6 : o in idx._rank ? idx._rank[o] : -1;
+      if (r < bestRank) { bestRank = r; best = o; }
+    }
+    return best || "not tested";
+  }
+  function cls(o) { return "o-" + o.replace(/ /g, "") ; }
+  function chunkNames(idx, fams) {
+    var names = [];
+    idx.families.forEach(function (f) { if (!fams || fams.indexOf(f.name) >= 0) names = names.concat(f.chunks); });
+    return names;
+  }
+  function familyRows(f) {
+    var rows = [];
+    f.chunks.forEach(function (c) { rows = rows.concat(D[c].ops); });
+    return rows;
+  }
+  function opLink(row) {
+    return el("a", { href: root + "ops/" + encodeURIComponent(row[1]) + ".html" }, row[0]);
+  }
+  function readHash() {
+    var out = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      if (!kv) return;
+      var i = kv.indexOf("=");
+      out[decodeURIComponent(i < 0 ? kv : kv.slice(0, i))] = i < 0 ? "1" : decodeURIComponent(kv.slice(i + 1));
+    });
+    return out;
+  }
+  function writeHash(obj) {
+    var parts = [];
+    for (var k in obj) if (obj[k]) parts.push(encodeURIComponent(k) + "=" + encodeURIComponent(obj[k]));
+    var h = parts.length ? "#" + parts.join("&") : "";
+    try { history.replaceState(null, "", h || location.pathname + location.search); } catch (e) { location.hash = h; }
+  }
+
+  /* ---- the coverage matrix ---------------------------------------------------------------- */
+  function matrix() {
+    var idx = index();
+    var table = document.getElementById("matrix");
+    var status = document.getElementById("f-status");
+    var f = {
+      text: document.getElementById("f-text"),
+      outcome: document.getElementById("f-outcome"),
+      family: document.getElementById("f-family"),
+      changed: document.getElementById("f-changed"),
+    };
+    document.getElementById("dtype-list").textContent = idx.dtypes.join(", ");
+    var expanded = {};
+    var showAll = {};
+    var bodies = {};
+    Array.prototype.forEach.call(table.tBodies, function (b) { bodies[b.getAttribute("data-family")] = b; });
+
+    var h = readHash();
+    if (h.q) f.text.value = h.q;
+    if (h.outcome) f.outcome.value = h.outcome;
+    if (h.family) f.family.value = h.family;
+    if (h.changed) f.changed.checked = true;
+
+    function matches(row, st) {
+      if (st.q && row[0].toLowerCase().indexOf(st.q) < 0) return false;
+      if (st.changed && !row[3]) return false;
+      if (st.outcome) {
+        var hit = false;
+        for (var i = 0; i < row[4].length && !hit; i++) {
+          var c = row[4][i];
+          if (c === null) continue;
+          for (var j = 0; j < c.length; j++) {
+            var o = outcomeOf(idx, c[j]);
+            if (st.outcome === "failing" ? idx._failing[o] : o === st.outcome) { hit = true; break; }
+          }
+        }
+        if (!hit) return false;
+      }
+      return true;
+    }
+
+    function cell(codes, prev) {
+      if (codes === null) {
+        var td0 = el("td", { class: "cell absent", title: "not in this torch's catalog" });
+        td0.textContent = "·";
+        return td0;
+      }
+      var worst = worstOf(idx, codes);
+      var td = el("td", { class: "cell " + cls(worst) + (prev !== undefined && prev !== null && prev !== codes ? " diffprev" : "") });
+      var lines = [];
+      for (var i = 0; i < codes.length; i++) {
+        var o = outcomeOf(idx, codes[i]);
+        lines.push(idx.dtypes[i] + ": " + o);
+        td.appendChild(el("span", { class: "d " + cls(o) }));
+      }
+      td.title = lines.join("\n");
+      td.setAttribute("data-outcome", worst);
+      return td;
+    }
+
+    function renderFamily(name, st, filtering) {
+      var body = bodies[name];
+      while (body.rows.length > 1) body.deleteRow(1);
+      var fam = idx.families.filter(function (x) { return x.name === name; })[0];
+      var rows = familyRows(fam).filter(function (r) { return !filtering || matches(r, st); });
+      var limit = showAll[name] ? rows.length : Math.min(rows.length, ROW_LIMIT);
+      var frag = document.createDocumentFragment();
+      for (var i = 0; i < limit; i++) {
+        var r = rows[i];
+        var tr = el("tr", { class: "oprow" + (r[3] ? " changed" : ""), "data-op": r[0] });
+        var th = el("th", { class: "opcol" });
+        if (r[3]) th.appendChild(el("span", { class: "changed-mark", title: "outcome differs between environments" }, "▲ "));
+        th.appendChild(opLink(r));
+        if (r[2] !== "functional") th.appendChild(el("span", { class: "sub" }, " " + r[2]));
+        tr.appendChild(th);
+        var prev;
+        for (var k = 0; k < r[4].length; k++) {
+          tr.appendChild(cell(r[4][k], prev));
+          if (r[4][k] !== null) prev = r[4][k];
+        }
+        frag.appendChild(tr);
+      }
+      if (limit < rows.length) {
+        var more = el("tr", { class: "more" });
+        var td = el("td", { colspan: String(1 + idx.envs.length) });
+        var b = el("button", { type: "button" }, "show all " + rows.length + " rows (" + (rows.length - limit) + " more)");
+        b.addEventListener("click", function () { showAll[name] = true; apply(); });
+        td.appendChild(b);
+        more.appendChild(td);
+        frag.appendChild(more);
+      }
+      body.appendChild(frag);
+      return rows.length;
+    }
+
+    function setOpen(name, open) {
+      var body = bodies[name];
+      body.classList.toggle("collapsed", !open);
+      var t = body.querySelector("button.toggle");
+      t.setAttribute("aria-expanded", open ? "true" : "false");
+      t.textContent = (open ? "▾ " : "▸ ") + name;
+    }
+
+    var generation = 0;
+    function apply() {
+      var st = { q: f.text.value.trim().toLowerCase(), outcome: f.outcome.value, family: f.family.value, changed: f.changed.checked };
+      writeHash({ q: f.text.value.trim(), outcome: st.outcome, family: st.family, changed: st.changed ? "1" : "" });
+      var filtering = !!(st.q || st.outcome || st.changed);
+      var fams = idx.families.map(function (x) { return x.name; }).filter(function (n) { return !st.family || n === st.family; });
+      var wanted = filtering ? fams : fams.filter(function (n) { return expanded[n] || st.family === n; });
+      var gen = ++generation;
+      status.textContent = "loading…";
+      load(chunkNames(idx, wanted), function () {
+        if (gen !== generation) return; // a newer filter state superseded this one
+        var shown = 0, total = 0;
+        idx.families.forEach(function (x) {
+          var name = x.name, body = bodies[name];
+          if (fams.indexOf(name) < 0) { body.hidden = true; return; }
+          if (wanted.indexOf(name) < 0) {
+            body.hidden = false;
+            while (body.rows.length > 1) body.deleteRow(1);
+            setOpen(name, false);
+            return;
+          }
+          var n = renderFamily(name, st, filtering);
+          total += n;
+          body.hidden = filtering && n === 0;
+          setOpen(name, true);
+          if (n) shown++;
+        });
+        status.textContent = filtering ? total + " ops match in " + shown + " families" : "";
+        table.setAttribute("data-ready", String(gen));
+      }, function (name) {
+        status.textContent = "could not load data/" + name + ".js";
+      });
+    }
+
+    Array.prototype.forEach.call(table.querySelectorAll("button.toggle"), function (b) {
+      b.addEventListener("click", function () {
+        var name = b.closest("tbody").getAttribute("data-family");
+        expanded[name] = b.getAttribute("aria-expanded") !== "true";
+        if (!expanded[name] && f.family.value === name) f.family.value = "";
+        apply();
+      });
+    });
+    document.getElementById("expand-all").addEventListener("click", function () {
+      idx.families.forEach(function (x) { expanded[x.name] = true; });
+      apply();
+    });
+    document.getElementById("collapse-all").addEventListener("click", function () {
+      expanded = {};
+      f.family.value = "";
+      apply();
+    });
+    var timer;
+    f.text.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(apply, 200); });
+    [f.outcome, f.family, f.changed].forEach(function (x) { x.addEventListener("change", apply); });
+    if (!h.family && !h.q && !h.outcome && !h.changed && idx.families.length) expanded[idx.families[0].name] = true;
+    apply();
+  }
+
+  /* ---- the diff of any two environments -------------------------------------------------- */
+  function computeDiff(idx, ia, ib) {
+    var out = { newly_failing: [], newly_passing: [], other_changes: [], new_ops: [], removed_ops: [], regressions: [], improvements: [] };
+    var rows = [];
+    idx.families.forEach(function (f) { rows = rows.concat(familyRows(f)); });
+    rows.sort(function (x, y) { return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0; });
+    var byName = {};
+    rows.forEach(function (r) {
+      byName[r[0]] = r;
+      var a = r[4][ia], b = r[4][ib];
+      if (a === null && b !== null) out.new_ops.push(r);
+      if (a !== null && b === null) out.removed_ops.push(r);
+      if (a === null || b === null) return;
+      for (var i = 0; i < a.length; i++) {
+        if (a[i] === "-" || b[i] === "-" || a[i] === b[i]) continue;
+        var oa = outcomeOf(idx, a[i]), ob = outcomeOf(idx, b[i]);
+        var item = [r, idx.dtypes[i], oa, ob];
+        if (oa === "pass" && idx._failing[ob]) out.newly_failing.push(item);
+        else if (idx._failing[oa] && ob === "pass") out.newly_passing.push(item);
+        else out.other_changes.push(item);
+      }
+    });
+    idx.families.forEach(function (f) {
+      if (!f.timings) return;
+      var t = D[f.timings];
+      Object.keys(t).sort().forEach(function (name) {
+        var ta = t[name][ia], tb = t[name][ib];
+        Object.keys(ta).sort().forEach(function (key) {
+          if (!(key in tb) || !ta[key] || !tb[key]) return;
+          var parts = key.split("/");
+          var item = [byName[name] || [name, name], parts[0], parts[1], ta[key], tb[key], tb[key] / ta[key]];
+          if (tb[key] / ta[key] > idx.regression_ratio) out.regressions.push(item);
+          else if (ta[key] / tb[key] > idx.regression_ratio) out.improvements.push(item);
+        });
+      });
+    });
+    out.regressions.sort(function (x, y) { return y[5] - x[5]; });
+    out.improvements.sort(function (x, y) { return x[5] - y[5]; });
+    return out;
+  }
+
+  function fmtSeconds(s) {
+    var units = [["s", 1], ["ms", 1e-3], ["µs", 1e-6], ["ns", 1e-9]];
+    for (var i = 0; i < units.length; i++) if (s >= units[i][1]) return (s / units[i][1]).toPrecision(3) + " " + units[i][0];
+    return s.toPrecision(2) + " s";
+  }
+
+  function renderDiff(idx, ia, ib, d, box) {
+    box.textContent = "";
+    var A = idx.envs[ia], B = idx.envs[ib];
+    var sections = [
+      ["newly-failing", "Newly failing", d.newly_failing, "cells"],
+      ["newly-passing", "Newly passing", d.newly_passing, "cells"],
+      ["other-changes", "Other outcome changes", d.other_changes, "cells"],
+      ["new-ops", "New ops", d.new_ops, "ops"],
+      ["removed-ops", "Removed ops", d.removed_ops, "ops"],
+      ["regressions", "Timing regressions (device time grew more than " + idx.regression_ratio + "×)", d.regressions, "timings"],
+      ["improvements", "Faster (device time shrank more than " + idx.regression_ratio + "×)", d.improvements, "timings"],
+    ];
+    var counts = el("p", { class: "counts" });
+    sections.forEach(function (s, i) {
+      var a = el("a", { href: "#" + s[0] }, s[1].replace(/ \(.*/, "") + " ");
+      a.appendChild(el("b", { id: "n-" + s[0] }, String(s[2].length)));
+      counts.appendChild(a);
+      if (i < sections.length - 1) counts.appendChild(document.createTextNode(" · "));
+    });
+    box.appendChild(counts);
+    sections.forEach(function (s) {
+      var h = el("h2", { id: s[0] }, s[1] + " ");
+      h.appendChild(el("span", { class: "sub" }, "(" + s[2].length + ")"));
+      box.appendChild(h);
+      if (!s[2].length) {
+        var none = s[3] === "timings" && !idx.has_timings ? "no timings" : "none";
+        box.appendChild(el("p", { class: "empty" }, none));
+        return;
+      }
+      if (s[3] === "ops") {
+        var ul = el("ul", { class: "oplist" });
+        s[2].forEach(function (r) { var li = el("li"); li.appendChild(opLink(r)); ul.appendChild(li); });
+        box.appendChild(ul);
+        return;
+      }
+      var table = el("table", { class: "sortable" });
+      var head = s[3] === "cells" ? ["op", "dtype", A.torch + " " + A.backend, B.torch + " " + B.backend] : ["op", "dtype", "size", A.torch + " " + A.backend, B.torch + " " + B.backend, "ratio"];
+      var tr = el("tr");
+      head.forEach(function (x) { tr.appendChild(el("th", null, x)); });
+      table.appendChild(el("thead")).appendChild(tr);
+      var body = el("tbody");
+      s[2].forEach(function (it) {
+        var row = el("tr");
+        var td = el("td");
+        td.appendChild(opLink(it[0]));
+        row.appendChild(td);
+        row.appendChild(el("td", null, it[1]));
+        if (s[3] === "cells") {
+          [it[2], it[3]].forEach(function (o) { var c = el("td"); c.appendChild(el("span", { class: "o " + cls(o) }, o)); row.appendChild(c); });
+        } else {
+          row.appendChild(el("td", null, it[2]));
+          row.appendChild(el("td", { class: "num", "data-sort": String(it[3]) }, fmtSeconds(it[3])));
+          row.appendChild(el("td", { class: "num", "data-sort": String(it[4]) }, fmtSeconds(it[4])));
+          row.appendChild(el("td", { class: "num", "data-sort": String(it[5]) }, it[5].toFixed(2) + "×"));
+        }
+        body.appendChild(row);
+      });
+      table.appendChild(body);
+      box.appendChild(table);
+      makeSortable(table);
+    });
+  }
+
+  function diffPage(isStatic) {
+    var idx = index();
+    var sa = document.getElementById("diff-a"), sb = document.getElementById("diff-b");
+    if (!sa) return;
+    var keys = idx.envs.map(function (e) { return e.key; });
+    if (isStatic) {
+      var go = function () { location.href = "diff.html#a=" + sa.value + "&b=" + sb.value; };
+      sa.addEventListener("change", go);
+      sb.addEventListener("change", go);
+      return;
+    }
+    var h = readHash();
+    if (keys.indexOf(h.a) >= 0) sa.value = h.a;
+    else if (keys.length > 1) sa.value = keys[keys.length - 2];
+    if (keys.indexOf(h.b) >= 0) sb.value = h.b;
+    var status = document.getElementById("diff-status");
+    var box = document.getElementById("diff-out");
+    var names = chunkNames(idx, null);
+    idx.families.forEach(function (f) { if (f.timings) names.push(f.timings); });
+    function run() {
+      writeHash({ a: sa.value, b: sb.value });
+      status.textContent = "loading…";
+      load(names, function () {
+        var ia = keys.indexOf(sa.value), ib = keys.indexOf(sb.value);
+        renderDiff(idx, ia, ib, computeDiff(idx, ia, ib), box);
+        status.textContent = ia === ib ? "the same environment on both sides" : "";
+        box.setAttribute("data-ready", sa.value + ":" + sb.value);
+      }, function (n) { status.textContent = "could not load data/" + n + ".js"; });
+    }
+    sa.addEventListener("change", run);
+    sb.addEventListener("change", run);
+    run();
+  }
+
+  window.Conform = { matrix: matrix, diffPage: diffPage, load: load, computeDiff: computeDiff };
+})();

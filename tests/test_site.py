@@ -1,0 +1,191 @@
+"""`conform site`: pages, escaping, lazy data, page sizes, and the built site in a real browser."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import sitedata
+from click.testing import CliRunner
+
+from conform.sitebuild import build_site, site_command
+from conform.store import Store
+
+MAX_PAGE = 2_000_000
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("site")
+    sitedata.make_two_versions(tmp / "c.db").close()
+    store = Store(tmp / "c.db", readonly=True)
+    stats = build_site(store, tmp / "out")
+    store.close()
+    return tmp / "out", stats
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if k in ("href", "src") and v:
+                self.refs.append(v)
+
+
+def local_target(page: Path, ref: str) -> Path | None:
+    parts = urlsplit(ref)
+    if parts.scheme or ref.startswith("#") or not parts.path:
+        return None
+    return (page.parent / unquote(parts.path)).resolve()
+
+
+def test_every_page_is_built(site):
+    out, stats = site
+    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "ops/add.Tensor.html", "ops/mm.html", "ops/new_op_in_214.html", "static/conform.js", "static/style.css", "data/index.js"):
+        assert (out / rel).is_file(), rel
+    assert stats.environments == 2
+    assert list(out.glob("diff-*-*.html")), "no precomputed diff of neighbouring environments"
+
+
+def test_ops_differing_only_in_case_get_distinct_pages(site):
+    out, _ = site
+    pages = {p.name.lower() for p in (out / "ops").iterdir()}
+    assert len(pages) == len(list((out / "ops").iterdir())) == len(sitedata.OPS_214)
+
+
+def test_database_strings_are_escaped(site):
+    out, _ = site
+    page = (out / "ops/add.Tensor.html").read_text()
+    assert "<script>window.__pwned" not in page
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page  # shown as text: message, script, traceback
+    assert page.count("&lt;script&gt;") >= 3
+    for f in (out / "data").iterdir():
+        assert "<" not in f.read_text(), f"{f.name} holds a raw '<'"
+
+
+def test_matrix_data_is_lazy_and_chunked(site):
+    out, _ = site
+    matrix = (out / "matrix.html").read_text()
+    assert "aten::add.Tensor" not in matrix  # rows come from data files, loaded when needed
+    assert {p.name for p in (out / "data").glob("matrix-*.js")} >= {"matrix-pointwise.js", "matrix-linalg.js", "matrix-shape.js"}
+    assert 'window.CONFORM_DATA["matrix-linalg"]' in (out / "data/matrix-linalg.js").read_text()
+
+
+def test_no_page_over_2mb_and_no_remote_assets(site):
+    out, _ = site
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert p.stat().st_size < MAX_PAGE, p
+        if p.suffix == ".html":
+            text = p.read_text()
+            assert not re.search(r'(src|href)="(https?:)?//', text), f"{p} loads a remote asset"
+
+
+def test_static_links_resolve(site):
+    out, _ = site
+    broken = []
+    for page in out.rglob("*.html"):
+        parser = Links()
+        parser.feed(page.read_text())
+        for ref in parser.refs:
+            target = local_target(page, ref)
+            if target is not None and not target.is_file():
+                broken.append(f"{page.relative_to(out)} -> {ref}")
+    assert not broken
+
+
+def test_diff_and_timings_are_shown(site):
+    out, _ = site
+    diff = next(out.glob("diff-*-*.html")).read_text()
+    assert re.search(r'id="n-newly-failing">1<', diff) and re.search(r'id="n-newly-passing">1<', diff)
+    assert re.search(r'id="n-new-ops">1<', diff) and re.search(r'id="n-regressions">3<', diff)
+    assert "<svg" in (out / "ops/mm.html").read_text()
+    assert "No timings for this op" in (out / "ops/relu.html").read_text()
+
+
+def test_empty_database_builds_a_site_that_says_so(tmp_path):
+    Store(tmp_path / "empty.db").close()
+    r = CliRunner().invoke(site_command, ["--db", str(tmp_path / "empty.db"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "No measured runs" in (tmp_path / "out/index.html").read_text()
+    assert "No timings in this database" in (tmp_path / "out/perf.html").read_text()
+
+
+# -- in a real browser ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (apt-get install chromium): browser tests skipped")
+    pytest.importorskip("websocket", reason="websocket-client is not installed (pip install '.[test]')")
+    b = Browser(binary)
+    yield b
+    b.close()
+
+
+def test_matrix_filters_in_browser(site, browser, tmp_path):
+    out, _ = site
+    b = browser
+    b.goto((out / "matrix.html").as_uri())
+    ready = lambda: b.eval("document.getElementById('matrix').getAttribute('data-ready')")  # noqa: E731
+    b.wait(ready, what="matrix rendering")
+    visible = "Array.from(document.querySelectorAll('tbody.family:not([hidden]):not(.collapsed) tr.oprow')).map(r => r.dataset.op)"
+
+    def set_filter(js):
+        before = ready()
+        b.eval(js)
+        b.wait(lambda: ready() != before, what="matrix re-rendering")
+        return b.eval(visible)
+
+    assert b.eval(visible) == ["aten::add.Tensor", "aten::new_op_in_214"]  # first family open by default
+    rows = set_filter("var t = document.getElementById('f-text'); t.value = 'SUM'; t.dispatchEvent(new Event('input'))")
+    assert rows == ["aten::sum"]
+    rows = set_filter("var t = document.getElementById('f-text'); t.value = ''; var o = document.getElementById('f-outcome'); o.value = 'mismatch'; o.dispatchEvent(new Event('change'))")
+    assert sorted(rows) == ["aten::add.Tensor", "aten::mm"]
+    rows = set_filter("var o = document.getElementById('f-outcome'); o.value = ''; var f = document.getElementById('f-family'); f.value = 'linalg'; f.dispatchEvent(new Event('change'))")
+    assert rows == ["aten::mm"]
+    rows = set_filter("document.getElementById('f-family').value = ''; var c = document.getElementById('f-changed'); c.checked = true; c.dispatchEvent(new Event('change'))")
+    assert sorted(rows) == ["aten::add.Tensor", "aten::mm"]  # rows whose outcome changed stand out
+    assert b.eval("document.querySelectorAll('tr.oprow.changed').length") == 2
+    assert "changed=1" in b.eval("location.hash")
+    # every link the script made resolves
+    hrefs = b.eval("Array.from(document.querySelectorAll('#matrix a[href]')).map(a => a.getAttribute('href'))")
+    assert hrefs and all(local_target(out / "matrix.html", h).is_file() for h in hrefs)
+    b.screenshot(tmp_path / "matrix.png")
+    assert (tmp_path / "matrix.png").stat().st_size > 10_000
+    assert b.errors() == []
+
+
+def test_pages_load_without_console_errors(site, browser):
+    out, _ = site
+    b = browser
+    for rel in ["index.html", "perf.html", "ops/add.Tensor.html", "ops/mm.html", next(out.glob("diff-*-*.html")).name]:
+        b.goto((out / rel).as_uri())
+        assert b.errors() == [], rel
+        assert b.eval("window.__pwned") is None, f"{rel} ran a script from the database"
+    b.eval("document.querySelector('table.sortable th').click()")  # sorting does not throw
+    assert b.errors() == []
+
+
+def test_diff_of_any_two_matches_the_precomputed_one(site, browser):
+    out, _ = site
+    b = browser
+    static = next(out.glob("diff-*-*.html"))
+    a, bkey = re.search(r'data-a="([^"]+)" data-b="([^"]+)"', static.read_text()).groups()
+    expected = {k: v for k, v in re.findall(r'id="n-([a-z-]+)">(\d+)<', static.read_text())}
+    b.goto((out / "diff.html").as_uri() + f"#a={a}&b={bkey}")
+    b.wait(lambda: b.eval("document.getElementById('diff-out').getAttribute('data-ready')"), what="diff")
+    got = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('#diff-out b[id^=n-]')).map(x => [x.id.slice(2), x.textContent]))")
+    assert got == expected
+    assert b.eval("document.getElementById('diff-out').textContent").count("aten::add.Tensor") >= 1
+    assert b.errors() == []
