@@ -1,0 +1,236 @@
+"""One cell (op x dtype): hypothesis drives the examples, conform.execute runs each case.
+
+This is what a pytest item of conform's suite calls. It never raises for anything the op or
+the device does: every behaviour ends up in a `CellResult`, the JSON-able record that travels to
+the controller in `report.user_properties`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback as tb
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, Verbosity, given
+from hypothesis.errors import Unsatisfiable
+
+from .outcomes import Outcome
+
+# Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
+# so the first occurrence ends the cell.
+CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBACK}
+
+
+@dataclass
+class CellSettings:
+    """How hard to try on one cell. Travels to xdist workers as a dict."""
+
+    examples: int = 10  # valid examples wanted per cell
+    grad: bool = True
+    seed: int = 0
+    max_numel: int = 4096  # elements per case (all tensors together)
+    cell_budget_s: float = 15.0  # generation time per cell before it stops asking for more
+    shrink_budget_s: float = 10.0  # time hypothesis may spend shrinking one failure
+    hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
+    derandomize: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class CellResult:
+    op: str
+    dtype: str
+    outcome: str = Outcome.SKIPPED.value
+    phase: str = ""
+    examples_run: int = 0
+    examples_passed: int = 0
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    max_ulp_err: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    device_golden_err: float | None = None
+    ref_golden_err: float | None = None
+    message: str = ""
+    case: dict | None = None  # the (minimal) case of a non-pass cell, Case.to_json()
+    repro: str = ""
+    traceback: str = ""
+    duration_s: float = 0.0
+    invalid_examples: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _CaseFailed(Exception):
+    """Raised inside the hypothesis test so that hypothesis shrinks the case."""
+
+    def __init__(self, result, case):
+        super().__init__(f"{result.outcome}: {result.message}")
+        self.result = result
+        self.case = case
+
+
+class _StopCell(BaseException):
+    """Ends the cell without shrinking: a cell-level fact was found, or the budget is spent.
+    A BaseException, so that hypothesis lets it through instead of treating it as a failure."""
+
+    def __init__(self, result=None, case=None):
+        super().__init__()
+        self.result = result
+        self.case = case
+
+
+def _set_shrink_budget(seconds: float) -> None:
+    # hypothesis caps shrinking at 300 s and 500 shrinks; a sweep of thousands of cells needs a
+    # much smaller cap. There is no public setting for it, hence the module attributes.
+    from hypothesis.internal.conjecture import engine
+
+    engine.MAX_SHRINKING_SECONDS = seconds
+
+
+def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callable | None = None, after_case: Callable | None = None) -> CellResult:
+    """Run one cell. `on_case(case)` is called before each case runs and `after_case()` after
+    (the worker uses them to record the case in flight and arm its hang watchdog)."""
+    import generators
+    from generators import Untestable
+
+    from . import execute
+
+    started = time.monotonic()
+    result = CellResult(op=op.qualname, dtype=dtype)
+    if op.rules.untestable:
+        result.message = f"untestable: {op.rules.untestable}"
+        return result
+    try:
+        strategy = generators.from_schema(op, dtype, max_numel=settings.max_numel)
+    except Untestable as e:
+        result.message = f"untestable: {e}"
+        return result
+
+    state = {"failing": False, "first_invalid": ""}
+    _set_shrink_budget(settings.shrink_budget_s)
+
+    def merge_errors(r) -> None:
+        for name in ("max_abs_err", "max_rel_err", "max_ulp_err", "device_golden_err", "ref_golden_err"):
+            v = getattr(r, name, None)
+            if v is not None and v == v:
+                cur = getattr(result, name)
+                setattr(result, name, v if cur is None else max(cur, v))
+        if getattr(r, "rtol", None) is not None:
+            result.rtol, result.atol = r.rtol, r.atol
+
+    def one_case(case) -> None:
+        if not state["failing"] and time.monotonic() - started > settings.cell_budget_s:
+            raise _StopCell()
+        if on_case:
+            on_case(case)
+        try:
+            r = execute.run_case(op, case, backend, grad=settings.grad)
+        finally:
+            if after_case:
+                after_case()
+        if state["failing"]:
+            # shrinking: only whether the case still fails matters
+            if r.outcome != Outcome.PASS and not r.invalid:
+                raise _CaseFailed(r, case)
+            hypothesis.reject()
+        if r.invalid:
+            result.invalid_examples += 1
+            state["first_invalid"] = state["first_invalid"] or r.message
+            if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run):
+                raise _StopCell()
+            hypothesis.reject()
+        result.examples_run += 1
+        merge_errors(r)
+        if r.outcome == Outcome.PASS:
+            result.examples_passed += 1
+            return
+        if Outcome(r.outcome) in CELL_LEVEL:
+            raise _StopCell(r, case)
+        state["failing"] = True
+        raise _CaseFailed(r, case)
+
+    one_case._hypothesis_internal_add_digest = f"{op.qualname}/{dtype}".encode()
+    database = None
+    if settings.hypothesis_db:
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        Path(settings.hypothesis_db).mkdir(parents=True, exist_ok=True)
+        database = DirectoryBasedExampleDatabase(settings.hypothesis_db)
+    test = hypothesis.settings(
+        max_examples=settings.examples,
+        deadline=None,
+        database=database,
+        derandomize=settings.derandomize,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=False,
+        print_blob=False,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+    )(given(strategy)(one_case))
+    if not settings.derandomize:
+        test = hypothesis.seed(_cell_seed(settings.seed, op.qualname, dtype))(test)
+
+    final = None
+    final_case = None
+    try:
+        test()
+    except _CaseFailed as e:
+        final, final_case = e.result, e.case
+    except _StopCell as e:
+        final, final_case = e.result, e.case
+    except Unsatisfiable:
+        pass
+    except Exception as e:  # a harness or generator bug: visible, never counted as pass
+        result.outcome = Outcome.SKIPPED.value
+        result.message = f"conform internal error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        result.traceback = tb.format_exc()
+        result.duration_s = time.monotonic() - started
+        return result
+
+    if final is not None:
+        result.outcome = Outcome(final.outcome).value
+        result.phase = final.phase
+        result.message = final.message
+        result.traceback = final.traceback
+        merge_errors(final)
+        result.case = final_case.to_json()
+        result.repro = _repro(op, final_case, backend)
+    elif result.examples_run > 0:
+        result.outcome = Outcome.PASS.value
+        result.message = f"{result.examples_passed} examples passed"
+    else:
+        result.outcome = Outcome.SKIPPED.value
+        reason = state["first_invalid"] or "the generator produced no case"
+        result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _invalid_limit(examples: int, valid: int) -> int:
+    """How many rejected inputs a cell tolerates. With no valid case yet, give up soon: the
+    generator will not find one by luck, and a sweep has thousands of cells to get through.
+    Once some inputs are valid, rejections only mean that part of the input space is invalid."""
+    return max(20, 2 * examples) if valid == 0 else 10 * examples
+
+
+def _repro(op, case, backend) -> str:
+    try:
+        from .repro import repro_script
+
+        return repro_script(op, case, backend.name)
+    except Exception as e:  # a repro is a convenience: its failure must not lose the result
+        return f"# could not build a reproduction script: {type(e).__name__}: {e}\n# case: {case.to_json()}\n"
+
+
+def _cell_seed(run_seed: int, op: str, dtype: str) -> int:
+    import zlib
+
+    return (run_seed * 1_000_003 + zlib.crc32(f"{op}/{dtype}".encode())) % (2**63)

@@ -1,0 +1,248 @@
+"""The `conform` command.
+
+Bad input (an unknown op or dtype, a device that is not available, an unreadable or foreign
+database) ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+
+import click
+
+from . import __version__
+from .errors import ConformError
+
+# Commands that live in their own modules, imported only when used: `conform --help` stays fast
+# and one broken optional feature cannot take the whole CLI down.
+LAZY_COMMANDS = {
+    "coverage": ("conform.coverage", "coverage_command"),
+    "merge": ("conform.merge", "merge_command"),
+    "site": ("conform.sitebuild", "site_command"),
+    "gate": ("conform.gate", "gate_command"),
+    "expectations": ("conform.expectations", "expectations_command"),
+    "declared": ("conform.declared", "declared_command"),
+    "bench": ("conform.timing", "bench_command"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        names = set(super().list_commands(ctx))
+        names |= {n for n, (mod, _) in LAZY_COMMANDS.items() if importlib.util.find_spec(mod) is not None}
+        return sorted(names)
+
+    def get_command(self, ctx, name):
+        if name in LAZY_COMMANDS:
+            mod, attr = LAZY_COMMANDS[name]
+            if importlib.util.find_spec(mod) is not None:
+                return getattr(importlib.import_module(mod), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="conform")
+def cli():
+    """Op coverage and numerical conformance of a PyTorch backend against the CPU."""
+
+
+db_option = click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@cli.command()
+@click.option("--ops", "ops", default="all", show_default=True, help="all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file")
+@click.option("--dtypes", default=None, help="comma-separated dtypes (default: float32,float16,bfloat16,float64,complex64,int64,uint8,bool)")
+@click.option("--device", default=None, help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)")
+@click.option("--examples", type=click.IntRange(1), default=None, help="valid examples per cell [default: 10]")
+@click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
+@click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores); at least 1, so a crash never takes the run down")
+@click.option("--no-grad", is_flag=True, help="skip backward comparisons")
+@click.option("--case-timeout", type=float, default=None, help="seconds before a case counts as hung [default: 60]")
+@click.option("--max-numel", type=click.IntRange(1), default=None, help="elements per case [default: 4096]")
+@click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
+@click.option("--derandomize", is_flag=True, help="same cases for the same op every time (for gating)")
+@click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+@db_option
+def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, resume, derandomize, junitxml, quiet, db):
+    """Sweep ops x dtypes on the device under test and store every cell's outcome."""
+    import pytest
+
+    from . import backends, selection
+    from .store import Store
+
+    # validate everything a user can get wrong before any worker starts
+    if resume is None:
+        backend = backends.resolve(device)
+        if device is None and backend.name == "cpu":
+            click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
+        selected = _select(ops)
+        if dtypes is not None:
+            selection.parse_dtypes(dtypes)
+    else:
+        selected = None
+    store = Store(db)
+    store.close()
+    n = _cpu_count() if workers == "auto" else _positive_int(workers, "-n")
+    args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
+    if db:
+        args += ["--conform-db", db]
+    if resume is not None:
+        args += ["--conform-resume", resume]
+    else:
+        args += ["--conform-ops", ops]
+        if device:
+            args += ["--conform-device", device]
+    for flag, value in (
+        ("--conform-dtypes", dtypes),
+        ("--conform-examples", examples),
+        ("--conform-seed", seed),
+        ("--conform-case-timeout", case_timeout),
+        ("--conform-max-numel", max_numel),
+        ("--junitxml", junitxml),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    if no_grad:
+        args.append("--conform-no-grad")
+    if derandomize:
+        args.append("--conform-derandomize")
+    if quiet:
+        args.remove("--conform-progress")
+    summary = _Summary()
+    started = time.monotonic()
+    with _quiet_stdout():
+        code = pytest.main(args, plugins=[summary])
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or summary.controller is None:
+        raise ConformError(summary.error or f"the run could not start (pytest exit status {int(code)})")
+    c = summary.controller
+    elapsed = time.monotonic() - started
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
+    click.echo(f"run {c.run_id} {c.state}: {c.recorded} cells in {elapsed:.0f} s ({counts}) -> {c.store.where}")
+    if selected is not None and len(selected) != len({q for q, _ in c.cells}):
+        pass
+    click.echo(f"next: conform report --run {c.run_id}" + (f" --db {db}" if db else ""))
+    if c.state == "interrupted":
+        click.echo(f"interrupted: continue with `conform run --resume {c.run_id}`" + (f" --db {db}" if db else ""), err=True)
+        sys.exit(130)
+
+
+class _Summary:
+    """A plugin object that lets `conform run` see the controller after pytest returns."""
+
+    controller = None
+    error = ""
+
+    def pytest_sessionstart(self, session):
+        self.controller = getattr(session.config, "_conform", None)
+
+    def pytest_internalerror(self, excrepr, excinfo):
+        self.error = str(excinfo.value)
+
+
+class _quiet_stdout:
+    """pytest's own terminal output (dots, summaries) is noise under a progress bar."""
+
+    def __enter__(self):
+        self.saved = os.dup(1)
+        self.devnull = os.open(os.devnull, os.O_WRONLY)
+        sys.stdout.flush()
+        os.dup2(self.devnull, 1)
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        os.close(self.devnull)
+
+
+def _positive_int(value: str, name: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConformError(f"{name} takes a number of workers or 'auto', not {value!r}") from None
+    if n < 1:
+        raise ConformError(f"{name} must be at least 1 (workers isolate crashes)")
+    return n
+
+
+def _select(expr: str):
+    from opdb import UnknownOpError
+
+    from . import selection
+
+    try:
+        return selection.select_ops(expr)
+    except UnknownOpError as e:
+        raise ConformError(str(e)) from None
+
+
+@cli.command()
+@click.argument("pattern", required=False, default="all")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per op, for machines")
+def ops(pattern, as_json):
+    """List the ATen operator overloads of the installed torch (the catalog)."""
+    import opdb
+
+    specs = _select(pattern)
+    if as_json:
+        click.echo(json.dumps({"count": len(specs), "counts": opdb.counts(specs), "ops": [s.to_dict() for s in specs]}, indent=1))
+        return
+    for s in specs:
+        click.echo(f"{s.qualname:<55} {s.variant:<10} {s.family:<12} {','.join(s.kernels)}")
+    counts = opdb.counts(specs)
+    click.echo(f"\n{len(specs)} ops")
+    for key, table in counts.items():
+        click.echo(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(table.items(), key=lambda kv: -kv[1])))
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
+@click.option("--run", "run_id", type=int, default=None, help="one run only (default: every environment, newest result per cell)")
+@db_option
+def report(fmt, run_id, db):
+    """Summarise stored results per environment (torch version x backend x chip)."""
+    from . import report as rep
+    from .store import Store
+
+    store = Store(db, readonly=True)
+    items = rep.summaries(store, run_id=run_id)
+    click.echo(rep.render(items, fmt))
+
+
+def main(argv=None) -> None:
+    from opdb import UnknownOpError
+
+    try:
+        cli.main(args=argv, prog_name="conform", standalone_mode=False)
+    except (ConformError, UnknownOpError) as e:
+        click.echo(f"conform: error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("conform: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("conform: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

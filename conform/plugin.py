@@ -1,0 +1,343 @@
+"""conform's pytest plugin: one test item per (op, dtype) cell, driven by pytest-xdist.
+
+Roles:
+* the **controller** (the pytest process you start; with -n 0 also the only worker) resolves the
+  backend, selects ops, opens the store, starts or resumes the run, writes the plan of cells,
+  and is the only process that writes results;
+* **workers** read the plan and the settings from `workerinput`, run cells, and send each
+  result back in `report.user_properties` as ("conform", dict).
+
+A worker that dies (segfault, abort, our own hang watchdog) is replaced by xdist; the controller
+records its cell as `crash` or `timeout`, with the case that was in flight, read from the file
+the worker wrote before running it.
+
+Active only when the collected tests include `conform.suite` (`conform run` does that, and so
+does `pytest --pyargs conform.suite`); the project's other test runs are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import __version__
+from .cell import CellResult, CellSettings, run_cell
+from .errors import ConformError
+from .outcomes import Outcome
+
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "uint8", "bool")
+PROPERTY = "conform"
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("conform", "conform: op conformance of a PyTorch backend")
+    g.addoption("--conform-device", default=None, help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)")
+    g.addoption("--conform-ops", default="all", help="ops: all, core, family:NAME, comma list, globs (add*), or @file (default: all)")
+    g.addoption("--conform-dtypes", default=",".join(DEFAULT_DTYPES), help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)})")
+    g.addoption("--conform-examples", type=int, default=CellSettings.examples, help=f"valid hypothesis examples per cell (default: {CellSettings.examples})")
+    g.addoption("--conform-seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
+    g.addoption("--conform-derandomize", action="store_true", default=False, help="derive every cell's examples from the op name alone (gating runs)")
+    g.addoption("--conform-db", default=None, help="SQLite path or SQLAlchemy URL (default: conform.db or $CONFORM_DB)")
+    g.addoption("--conform-no-grad", action="store_true", default=False, help="skip backward comparisons (default: compare gradients)")
+    g.addoption("--conform-max-numel", type=int, default=CellSettings.max_numel, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
+    g.addoption("--conform-case-timeout", type=float, default=60.0, help="seconds one case may run before it counts as a hang (default: 60)")
+    g.addoption("--conform-cell-budget", type=float, default=CellSettings.cell_budget_s, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
+    g.addoption("--conform-resume", default=None, metavar="RUN_ID|latest", help="continue a run: only cells it has not recorded yet run")
+    g.addoption("--conform-workdir", default=".conform", help="folder for the hypothesis example database and per-run files (default: .conform)")
+    g.addoption("--conform-progress", action="store_true", default=False, help="show a progress bar (conform run turns it on)")
+
+
+def _is_conform_session(config) -> bool:
+    if hasattr(config, "workerinput"):
+        return "conform" in config.workerinput
+    suite = str(Path(__file__).parent / "suite")
+    return any(a.split("::")[0].startswith(("conform.suite", suite)) for a in config.invocation_params.args)
+
+
+# -- controller ------------------------------------------------------------------------------
+
+
+class Controller:
+    """The controller's state: the store, the run, the plan, the progress bar."""
+
+    def __init__(self, config):
+        from opdb import UnknownOpError
+
+        from . import backends, environment, selection
+        from .store import Store
+
+        opt = config.getoption
+        self.config = config
+        self.store = Store(opt("conform_db"))
+        workdir = Path(opt("conform_workdir"))
+        resume = opt("conform_resume")
+        if resume:
+            run_id = self.store.latest_run_id() if resume == "latest" else int(resume)
+            run = self.store.get_run(run_id) if run_id else None
+            if run is None:
+                raise ConformError(f"no run {resume} to resume in {self.store.where}")
+            options = dict(run.options)
+            self.seed = run.seed
+        else:
+            options = {
+                "device": opt("conform_device"),
+                "ops": opt("conform_ops"),
+                "dtypes": opt("conform_dtypes"),
+                "examples": opt("conform_examples"),
+                "grad": not opt("conform_no_grad"),
+                "max_numel": opt("conform_max_numel"),
+                "case_timeout": opt("conform_case_timeout"),
+                "cell_budget": opt("conform_cell_budget"),
+                "derandomize": opt("conform_derandomize"),
+            }
+            self.seed = opt("conform_seed") if opt("conform_seed") is not None else random.randrange(2**31)
+        self.options = options
+        self.backend = backends.resolve(options["device"])
+        try:
+            ops = selection.select_ops(options["ops"])
+        except UnknownOpError as e:
+            raise ConformError(str(e)) from None
+        dtypes = selection.parse_dtypes(options["dtypes"])
+        cells = selection.plan_cells(ops, dtypes)
+        import opdb
+
+        catalog = opdb.catalog()
+        if resume:
+            self.run_id = run_id
+            done = self.store.recorded_cells(run_id)
+            cells = [c for c in cells if c not in done]
+            self.store.set_run_state(run_id, "running")
+        else:
+            env = environment.capture(self.backend)
+            self.run_id = self.store.start_run(
+                env, options=options, seed=self.seed, ops_total=len(catalog), cells_planned=len(cells), conform_version=__version__
+            )
+            self.store.record_catalog(self.run_id, catalog)
+        self.cells = cells
+        self.rundir = workdir / "runs" / f"{self.store.engine.url.database and Path(str(self.store.engine.url.database)).stem or 'db'}-{self.run_id}"
+        (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
+        self.plan_path = self.rundir / "plan.json"
+        self.plan_path.write_text(json.dumps([list(c) for c in cells]))
+        self.settings = CellSettings(
+            examples=options["examples"],
+            grad=options["grad"],
+            seed=self.seed,
+            max_numel=options["max_numel"],
+            cell_budget_s=options.get("cell_budget", CellSettings.cell_budget_s),
+            hypothesis_db=str(workdir / "hypothesis"),
+            derandomize=options.get("derandomize", False),
+        )
+        self.case_timeout = float(options.get("case_timeout", 60.0))
+        self.counts: dict[str, int] = {}
+        self.recorded = 0
+        self.progress = None
+        if opt("conform_progress"):
+            from tqdm import tqdm
+
+            self.progress = tqdm(total=len(cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05)
+
+    def workerinput(self) -> dict:
+        return {
+            "conform": True,
+            "conform_plan": str(self.plan_path),
+            "conform_rundir": str(self.rundir),
+            "conform_device": self.options["device"],
+            "conform_settings": self.settings.to_dict(),
+            "conform_case_timeout": self.case_timeout,
+        }
+
+    def record(self, result: dict) -> None:
+        if self.store.record_result(self.run_id, result):
+            self.recorded += 1
+            self.counts[result["outcome"]] = self.counts.get(result["outcome"], 0) + 1
+        if self.progress is not None:
+            self.progress.update(1)
+            self.progress.set_postfix_str(f"{result['op'].split('::')[-1]}[{result['dtype']}]", refresh=False)
+
+    def crash_result(self, report) -> dict:
+        """The result of a cell whose worker died: `crash`, or `timeout` if our watchdog killed it."""
+        cell = _cell_of_nodeid(report.nodeid)
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
+        inflight = _read_inflight(self.rundir, worker)
+        r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
+        if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell):
+            r.case = inflight.get("case")
+            desc = inflight.get("describe", "")
+            if inflight.get("timeout"):
+                r.outcome = Outcome.TIMEOUT.value
+                r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
+            else:
+                r.message = f"the worker process died while running {desc}"
+            r.examples_run = 1
+            if r.case is not None:
+                r.repro = _repro_from_json(cell[0], r.case, self.options["device"] or "auto")
+        else:
+            r.message = f"the worker process died ({report.longrepr}) before its case was recorded"
+        return r.to_dict()
+
+    def finish(self, exitstatus) -> None:
+        state = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "finished"
+        if self.progress is not None:
+            self.progress.close()
+        self.store.set_run_state(self.run_id, state)
+        self.state = state
+
+
+def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
+    try:
+        import opdb
+        from generators.case import Case
+
+        from .repro import repro_script
+
+        return repro_script(opdb.lookup(op_name), Case.from_json(case_json), device)
+    except Exception:
+        return ""
+
+
+def _cell_of_nodeid(nodeid: str) -> tuple[str, str]:
+    ident = nodeid[nodeid.index("[") + 1 : nodeid.rindex("]")]
+    short, dtype = ident.rsplit("/", 1)
+    return f"aten::{short}", dtype
+
+
+def _read_inflight(rundir: Path, worker: str) -> dict | None:
+    try:
+        return json.loads((rundir / "inflight" / f"{worker}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config._conform = None
+    config._conform_worker = None
+    if not _is_conform_session(config):
+        return
+    if hasattr(config, "workerinput"):
+        return
+    try:
+        config._conform = Controller(config)
+    except ConformError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def pytest_configure_node(node):
+    """xdist hook (controller side): what each worker needs to run cells."""
+    controller = node.config._conform
+    if controller is not None:
+        node.workerinput.update(controller.workerinput())
+
+
+def pytest_xdist_auto_num_workers(config):
+    return os.cpu_count() or 1
+
+
+# -- workers ---------------------------------------------------------------------------------
+
+
+class WorkerContext:
+    """A worker's backend, settings, and the in-flight record with its hang watchdog."""
+
+    def __init__(self, winput: dict, worker_id: str):
+        import torch
+
+        from . import backends
+        from .watchdog import Watchdog
+
+        # cases are small: one intra-op thread per worker beats oversubscribing the cores
+        torch.set_num_threads(1)
+        self.backend = backends.resolve(winput["conform_device"])
+        self.settings = CellSettings(**winput["conform_settings"])
+        self.cells = [tuple(c) for c in json.loads(Path(winput["conform_plan"]).read_text())]
+        self.watchdog = Watchdog(Path(winput["conform_rundir"]) / "inflight" / f"{worker_id}.json", float(winput["conform_case_timeout"]))
+
+    def run(self, cell) -> dict:
+        import opdb
+
+        op = opdb.lookup(cell[0])
+        current = {"op": op.qualname, "dtype": cell[1]}
+
+        def on_case(case):
+            self.watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
+
+        result = run_cell(op, cell[1], self.backend, self.settings, on_case=on_case, after_case=self.watchdog.disarm)
+        return result.to_dict()
+
+
+def _worker_context(config) -> WorkerContext:
+    if config._conform_worker is None:
+        if hasattr(config, "workerinput"):
+            winput, wid = config.workerinput, config.workerinput.get("workerid", "gw")
+        else:
+            winput, wid = config._conform.workerinput(), "main"
+        config._conform_worker = WorkerContext(winput, wid)
+    return config._conform_worker
+
+
+def pytest_generate_tests(metafunc):
+    if "conform_cell" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    if hasattr(config, "workerinput"):
+        cells = [tuple(c) for c in json.loads(Path(config.workerinput["conform_plan"]).read_text())]
+    elif config._conform is not None:
+        cells = config._conform.cells
+    else:
+        cells = []
+    metafunc.parametrize("conform_cell", cells, ids=[f"{op.split('::', 1)[1]}/{dt}" for op, dt in cells])
+
+
+@pytest.fixture
+def conform_context(request):
+    return _worker_context(request.config)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if _is_conform_session(config) and not items:
+        # every requested cell is already recorded (a finished run resumed): nothing to do
+        pass
+
+
+def pytest_runtest_logreport(report):
+    config = _CONFIG.get("config")
+    controller = getattr(config, "_conform", None) if config else None
+    if controller is None:
+        return
+    props = dict((k, v) for k, v in report.user_properties if k == PROPERTY) if report.user_properties else {}
+    if PROPERTY in props and report.when == "call":
+        controller.record(props[PROPERTY])
+    elif report.when == "???" or (report.failed and report.when == "call" and PROPERTY not in props):
+        controller.record(controller.crash_result(report))
+    elif report.failed and report.when == "setup":
+        cell = _cell_of_nodeid(report.nodeid)
+        r = CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}")
+        controller.record(r.to_dict())
+
+
+_CONFIG: dict = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _CONFIG["config"] = session.config
+
+
+def pytest_sessionfinish(session, exitstatus):
+    controller = getattr(session.config, "_conform", None)
+    if controller is not None:
+        controller.finish(exitstatus)
+
+
+def pytest_unconfigure(config):
+    worker = getattr(config, "_conform_worker", None)
+    if worker is not None:
+        worker.watchdog.stop()
+    controller = getattr(config, "_conform", None)
+    if controller is not None:
+        controller.store.close()

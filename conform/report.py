@@ -1,0 +1,130 @@
+"""Summaries of stored results: `conform report`, and the queries the site and the gate share."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+
+from .outcomes import SEVERITY, Outcome
+from .store import Environment, Op, Result, Run, Store
+
+
+@dataclass
+class EnvironmentSummary:
+    environment_id: int
+    torch_version: str
+    torch_git: str
+    backend: str
+    device_name: str
+    os: str
+    os_version: str
+    python_version: str
+    runs: list[int]
+    last_run_at: str
+    ops_total: int  # catalog size of that torch
+    ops_exercised: int  # ops with at least one cell that ran examples
+    ops_tested: int  # ops with at least one recorded cell
+    cells: dict[str, int] = field(default_factory=dict)  # outcome -> count
+
+    @property
+    def cells_total(self) -> int:
+        return sum(self.cells.values())
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["cells_total"] = self.cells_total
+        return d
+
+
+def latest_results(store: Store, environment_id: int, run_id: int | None = None):
+    """The newest Result of every cell (op x dtype) measured in an environment (or one run):
+    a later run's cell replaces an earlier one's, so partial re-runs refine a column."""
+    with store.session() as s:
+        q = select(Result, Op.qualname).join(Op, Result.op_id == Op.id).join(Run, Result.run_id == Run.id)
+        q = q.where(Run.environment_id == environment_id) if run_id is None else q.where(Result.run_id == run_id)
+        q = q.order_by(Run.started_at, Result.id)
+        latest: dict[tuple[str, str], Result] = {}
+        for res, qualname in s.execute(q):
+            latest[(qualname, res.dtype)] = res
+    return latest
+
+
+def summaries(store: Store, *, run_id: int | None = None) -> list[EnvironmentSummary]:
+    with store.session() as s:
+        if run_id is not None:
+            run = s.get(Run, run_id)
+            if run is None:
+                from .errors import ConformError
+
+                raise ConformError(f"no run {run_id} in {store.where}")
+            envs = [run.environment]
+        else:
+            envs = list(s.scalars(select(Environment).where(Environment.kind == "measured").order_by(Environment.id)))
+        out = []
+        for env in envs:
+            runs = list(s.scalars(select(Run).where(Run.environment_id == env.id).order_by(Run.started_at)))
+            if run_id is not None:
+                runs = [r for r in runs if r.id == run_id]
+            if not runs:
+                continue
+            latest = latest_results(store, env.id, run_id)
+            cells = Counter(r.outcome for r in latest.values())
+            exercised = {q for (q, _), r in latest.items() if r.examples_run > 0}
+            tested = {q for (q, _) in latest}
+            out.append(
+                EnvironmentSummary(
+                    environment_id=env.id,
+                    torch_version=env.torch_version,
+                    torch_git=env.torch_git,
+                    backend=env.backend,
+                    device_name=env.device_name,
+                    os=env.os,
+                    os_version=env.os_version,
+                    python_version=env.python_version,
+                    runs=[r.id for r in runs],
+                    last_run_at=runs[-1].started_at.isoformat(timespec="seconds"),
+                    ops_total=max(r.ops_total for r in runs),
+                    ops_exercised=len(exercised),
+                    ops_tested=len(tested),
+                    cells={o.value: cells[o.value] for o in reversed(SEVERITY) if cells.get(o.value)},
+                )
+            )
+        return out
+
+
+def render(items: list[EnvironmentSummary], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"environments": [e.to_dict() for e in items]}, indent=2)
+    outcomes = [o.value for o in reversed(SEVERITY) if any(e.cells.get(o.value) for e in items)]
+    header = ["torch", "backend", "device", "ops", "exercised", "cells"] + outcomes
+    rows = [
+        [
+            e.torch_version,
+            e.backend,
+            e.device_name,
+            str(e.ops_total),
+            f"{e.ops_exercised} ({100 * e.ops_exercised / max(e.ops_total, 1):.1f}%)",
+            str(e.cells_total),
+        ]
+        + [str(e.cells.get(o, 0)) for o in outcomes]
+        for e in items
+    ]
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths))  # noqa: E731
+    return "\n".join([fmt_row(header), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in rows])
+
+
+def count_failures(store: Store, run_id: int) -> Counter:
+    with store.session() as s:
+        rows = s.execute(select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)).all()
+    return Counter(dict(rows))
+
+
+PASSING = {Outcome.PASS.value}
