@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from opdb.families import FAMILY_NAMES, family_of
-from opdb.rules import rules_for
+from opdb.rules import matching_entries, merge_rules
 from opdb.spec import VARIANTS, ArgSpec, OpSpec
 
 KERNEL_KEYS = (
@@ -62,13 +62,29 @@ def _split_top_level(text: str) -> list[str]:
 _ALIAS_RX = re.compile(r"\((?:[a-z]+!?|\*)(?:\s*\|\s*[a-z]+!?)*(?:\s*->\s*[a-z*]+!?)?\)")
 
 
-def _jit_arguments(schema) -> tuple[ArgSpec, ...]:
-    """ArgSpecs of a schema torchgen cannot parse, spelled as the JIT schema string spells them."""
+def _argument_texts(schema) -> list[str]:
+    """The argument declarations of a schema string: ["Tensor self", "Scalar alpha=1", ...]."""
     text = str(schema)
     arg_text = text[text.index("(") + 1 : text.rindex(") ->")]
     pieces = [p for p in _split_top_level(arg_text) if p not in ("*", "...")]  # "..." is varargs
+    if len(pieces) != len(schema.arguments):
+        raise AssertionError(f"cannot split the arguments of {text}")
+    return pieces
+
+
+def _defaults(schema) -> dict[str, str]:
+    """Default literals as torch prints them ("[1, 1]", "None", "1"), by argument name."""
+    return {
+        a.name: piece.partition("=")[2].strip()
+        for a, piece in zip(schema.arguments, _argument_texts(schema))
+        if a.has_default_value()
+    }
+
+
+def _jit_arguments(schema) -> tuple[ArgSpec, ...]:
+    """ArgSpecs of a schema torchgen cannot parse, spelled as the JIT schema string spells them."""
     args = []
-    for jit_arg, piece in zip(schema.arguments, pieces, strict=True):
+    for jit_arg, piece in zip(schema.arguments, _argument_texts(schema)):
         decl, _, default = piece.partition("=")
         type_text = decl.strip().rsplit(" ", 1)[0]
         if jit_arg.alias_info is not None:
@@ -88,7 +104,7 @@ def _jit_arguments(schema) -> tuple[ArgSpec, ...]:
     return tuple(args)
 
 
-def _native_arguments(fs) -> tuple[ArgSpec, ...]:
+def _native_arguments(fs, defaults: dict[str, str]) -> tuple[ArgSpec, ...]:
     a = fs.arguments
     n_positional = len(a.flat_positional)
     out_ids = {id(x) for x in a.out}
@@ -97,12 +113,15 @@ def _native_arguments(fs) -> tuple[ArgSpec, ...]:
         args.append(ArgSpec(
             name=arg.name,
             type=str(arg.type),
-            default=arg.default,
+            default=defaults.get(arg.name),
             kwarg_only=i >= n_positional,
             is_write=bool(arg.annotation is not None and arg.annotation.is_write),
             is_out=id(arg) in out_ids,
         ))
     return tuple(args)
+
+
+_LIST_DEFAULT_RX = re.compile(r"=\[[^\]]*\]")
 
 
 def _native_return(r) -> str:
@@ -147,7 +166,7 @@ def _tags(base_name: str, overload: str) -> tuple[str, ...]:
         return ()
 
 
-def _build(schema) -> OpSpec:
+def _build(schema, rule_hits) -> OpSpec:
     from torchgen.model import FunctionSchema, SchemaKind
 
     name, overload = schema.name, schema.overload_name
@@ -155,11 +174,12 @@ def _build(schema) -> OpSpec:
     qualname = f"{name}.{overload}" if overload else name
     text = str(schema)
     try:
-        fs = FunctionSchema.parse(text[len("aten::"):])
+        # torch prints list defaults as "[1, 1]"; torchgen's grammar (native_functions.yaml) wants "[1,1]"
+        fs = FunctionSchema.parse(_LIST_DEFAULT_RX.sub(lambda m: m.group(0).replace(" ", ""), text[len("aten::"):]))
     except Exception:  # torchgen raises AssertionError / RuntimeError for grammar it lacks
         fs = None
     if fs is not None:
-        arguments = _native_arguments(fs)
+        arguments = _native_arguments(fs, _defaults(schema))
         returns = tuple(_native_return(r) for r in fs.returns)
         kind = fs.kind()
         # SchemaKind.mutable (writes an input that is not self, e.g. running stats) stays functional:
@@ -183,13 +203,15 @@ def _build(schema) -> OpSpec:
         family=family_of(name, tags, text, dispatcher=dispatcher),
         kernels=_kernels(qualname) if dispatcher else (),
         parsed=fs is not None,
-        rules=rules_for(qualname, tags, dispatcher=dispatcher),
+        rules=merge_rules(rule_hits.get(qualname, []), tags, dispatcher=dispatcher),
     )
 
 
 @functools.lru_cache(maxsize=None)
 def _catalog() -> tuple[OpSpec, ...]:
-    specs = [_build(s) for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
+    schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
+    rule_hits = matching_entries([f"{s.name}.{s.overload_name}" if s.overload_name else s.name for s in schemas])
+    specs = [_build(s, rule_hits) for s in schemas]
     specs.sort(key=lambda s: s.qualname)
     return tuple(specs)
 

@@ -59,7 +59,7 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"_?to_sparse.*", r"sparse_.*", r"_sparse.*", r"_?coalesce", r"_coalesced_?", r"is_coalesced",
         r"_?indices", r"_?values", r"crow_indices", r"col_indices", r"ccol_indices", r"row_indices",
         r"_nnz", r"_dimI", r"_dimV", r"dense_dim", r"_to_dense", r"to_dense", r"sspaddmm", r"smm",
-        r"hspmm", r"_spdiags", r"_validate_sparse_.*", r"_validate_compressed_sparse_indices",
+        r"hspmm", r"_spdiags", r"_cslt_.*", r"_spsolve", r"copy_sparse_to_sparse_?", r"_validate_sparse_.*", r"_validate_compressed_sparse_indices",
         r"_convert_indices_from_.*", r"_to_sparse_.*", r"_mask_projection", r"sparse_mask",
         r"_sparse_mask_projection", r"copy_sparse_to_sparse_", r"_sparse_broadcast_to.*",
         r"_nested_.*", r"nested_to_padded_tensor", r"to_padded_tensor", r"_jagged_to_padded_dense_forward",
@@ -68,7 +68,7 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("fft", _rx(r"fft_.*", r"_fft_.*", r"stft", r"istft", r"_cufft_.*")),
     ("attention", _rx(
         r".*scaled_dot_product.*", r"_flash_attention.*", r"_efficient_attention.*", r"_fused_sdp_choice",
-        r"_native_multi_head_attention", r"_transformer_encoder_layer_fwd", r"_triton_.*attention.*",
+        r"_native_multi_head_attention", r"_transformer_encoder_layer_fwd", r"_transform_bias_rescale_qkv", r"_triton_.*attention.*",
         r"_masked_softmax.*", r"_cudnn_attention.*", r"_fused_attention.*", r"_safe_softmax",
     )),
     ("rnn", _rx(
@@ -79,24 +79,24 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("conv", _rx(
         r"_?conv(olution)?(_.*|\d.*)?", r".*_convolution.*", r"_conv_depthwise2d.*", r"thnn_conv.*",
         r"slow_conv.*", r"_slow_conv.*", r"conv_tbc.*", r"im2col", r"col2im", r"_nnpack.*",
-        r"mkldnn_convolution.*", r"conv_depthwise3d",
+        r"mkldnn_convolution.*", r"conv_depthwise3d", r"mkldnn_reorder_conv\dd_weight",
     )),
     ("pooling", _rx(
         r".*max_pool.*", r".*avg_pool.*", r"_?adaptive_.*", r"fractional_max_pool.*", r".*lp_pool.*",
         r"max_unpool.*",
     )),
     ("upsample", _rx(
-        r"_?upsample_.*", r"_?grid_sampler.*", r"affine_grid_generator.*", r"_?interpolate.*",
+        r"_?upsample_.*", r".*grid_sampler.*", r".*affine_grid_generator.*", r"_?interpolate.*",
     )),
     ("norm", _rx(
         r".*batch_norm.*", r".*layer_norm.*", r".*group_norm.*", r".*instance_norm.*", r".*rms_norm.*",
-        r"_?weight_norm.*", r"_batch_norm_impl_index.*", r"_fused_rms_norm.*",
+        r"_?weight_norm.*", r"_batch_norm_impl_index.*", r"_fused_rms_norm.*", r"norm_except_dim",
     )),
     ("loss", _rx(
         r".*_loss.*", r"_?nll.*", r".*cross_entropy.*", r"_?ctc.*", r"kl_div.*", r"_?cosine_embedding.*",
     )),
     ("linalg", _rx(
-        r"_?linalg_.*", r"mm", r"_?bmm", r"matmul", r"_?addmm.*", r"addbmm", r"baddbmm", r"addmv_?",
+        r"_?linalg_.*", r"mm", r"_?bmm", r"matmul", r"_?addmm.*", r"addbmm_?", r"baddbmm_?", r"pairwise_distance", r"_scaled_grouped_mm.*", r"addmv_?",
         r"mv", r"dot", r"vdot", r"inner", r"outer", r"ger", r"addr_?", r"_?cholesky.*", r"_?svd.*",
         r"qr", r"inverse", r"_?det", r"logdet", r"slogdet", r"solve", r"_?triangular_solve.*",
         r"_?lu(_.*)?", r"lstsq", r"geqrf", r"orgqr", r"ormqr", r"pinverse", r"matrix_power",
@@ -110,7 +110,7 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     )),
     ("sort", _rx(
         r"_?sort.*", r"topk", r"kthvalue", r"_?unique.*", r"argsort", r"msort", r"nanmedian",
-        r"median", r"mode", r"searchsorted", r"bucketize",
+        r"median", r"mode", r"searchsorted", r"bucketize", r"(nan)?quantile",
     )),
     ("scan", _rx(
         r"cumsum_?", r"_?cumprod_?", r"_?cummax.*", r"_?cummin.*", r"_?logcumsumexp", r"cumulative_trapezoid",
@@ -119,7 +119,8 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("indexing", _rx(
         r"_?(unsafe_)?index.*", r"_index_put_impl_", r"gather.*", r"scatter.*", r"_?scatter_reduce.*",
         r"take.*", r"masked_(fill|scatter|select)(_backward)?_?", r"put_?", r"_?embedding.*",
-        r"_embedding_bag.*", r"nonzero.*", r"argwhere", r"_?unsafe_masked_index.*",
+        r"_embedding_bag.*", r"nonzero.*", r"argwhere", r"_?unsafe_masked_index.*", r"fill_diagonal_",
+        r"one_hot", r"_gather_sparse_backward",
     )),
     ("comparison", _rx(
         r"eq_?", r"ne_?", r"lt_?", r"le_?", r"gt_?", r"ge_?", r"greater(_equal)?_?", r"less(_equal)?_?",
@@ -131,13 +132,15 @@ _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"special_(log_)?softmax", r"softmin", r"hardtanh_?", r"elu_?", r"celu_?", r"selu_?",
         r"leaky_relu_?", r"softplus", r"softshrink", r"hardshrink", r"hardsigmoid_?", r"hardswish_?",
         r"glu", r"glu_jvp", r"log_sigmoid.*", r"threshold_?", r"rrelu_?", r"_?rrelu_with_noise.*",
+        r"infinitely_differentiable_gelu_backward",
     )),
 )
 
 # Random ops that take tensors (the factory rules below catch rand/randn/randint/randperm).
 _RANDOM_RX = _rx(
     r"bernoulli_?", r"multinomial", r"normal_?", r"_?.*dropout.*", r"poisson", r"_standard_gamma",
-    r"_sample_dirichlet", r"binomial", r"uniform_", r"random_", r"exponential_", r"geometric_",
+    r"_sample_dirichlet", r"binomial", r"_philox_.*", r"_sobol_engine_.*", r"_standard_gamma_grad",
+    r"_dirichlet_grad", r"uniform_", r"random_", r"exponential_", r"geometric_",
     r"log_normal_", r"cauchy_", r"_fused_dropout", r"_masked_scale", r"rrelu.*",
 )
 
@@ -163,7 +166,8 @@ _SHAPE_RX = _rx(
     r"numpy_T", r"mT", r"mH", r"T", r"H", r"adjoint", r"matrix_H", r"_reshape_alias", r"_?neg_view",
     r"_conj", r"lift(_fresh)?", r"resize_.*", r"_resize_output_?", r"_?unsafe_.*view.*",
     r"align_(to|as|tensors)", r"refine_names", r"rename_?", r"_?fw_primal", r"_make_dual",
-    r"_unpack_dual", r"real", r"imag", r"_?conj_physical_?", r"_?copy_from(_and_resize)?", r"copy_?",
+    r"_unpack_dual", r"real", r"imag", r"_mkldnn_(reshape|transpose_?)", r"_lazy_clone", r"resolve_(conj|neg)",
+    r"type_as", r"chalf", r"data", r"_?conj_physical_?", r"_?copy_from(_and_resize)?", r"copy_?",
     r"clone", r"_to_copy", r"to", r"_?to_(cpu|mkldnn|dense)", r"_autocast_to_.*", r"_nested_view_from.*",
 )
 
@@ -172,7 +176,7 @@ _REDUCTION_RX = _rx(
     r"std(_mean)?", r"var(_mean)?", r"norm", r"_?norm", r"native_norm", r"renorm_?", r"all", r"any",
     r"count_nonzero", r"logsumexp", r"special_logsumexp", r"argmax", r"argmin", r"dist", r"trapz",
     r"trapezoid", r"bincount", r"_?histc", r"_?histogram.*", r"_histogramdd.*", r"_?sum_to_size",
-    r"_?grad_sum_to_size",
+    r"_?grad_sum_to_size", r"_?segment_reduce", r"value_selecting_reduction_backward", r"cov", r"corrcoef",
 )
 
 _BACKWARD_RX = re.compile(
@@ -240,6 +244,6 @@ _POINTWISE_RX = _rx(
     r"minimum|fmax|fmin|hypot|nextafter|copysign|ldexp|frexp|logaddexp2?|xlogy|heaviside|gcd|lcm|"
     r"bitwise_\w+|logical_\w+|__\w+__|isnan|isinf|isfinite|isposinf|isneginf|isreal|nan_to_num|"
     r"deg2rad|rad2deg|angle|conj|positive|rsub|masked_fill|sgn|exponent|hardtanh|softplus|"
-    r"fill|zero|polar|complex|view_as_real|view_as_complex|_chunk_grad_outputs_efficient_attention|_cast_\w+|"
+    r"_add_relu|fill|zero|polar|complex|view_as_real|view_as_complex|_chunk_grad_outputs_efficient_attention|_cast_\w+|"
     r"_?foobar|_amp_\w+|_fused_\w+_|_functional_\w+)_?"
 )

@@ -1,10 +1,12 @@
 """Per-op rules from the human-editable TOML files in `opdb/rules/`.
 
 Each file is a table of tables; a key is a qualname ("aten::empty.memory_format") or a glob
-matched against the qualname with `fnmatch` ("aten::log*"). The fields map onto `OpRules`:
+matched against the qualname with `fnmatch` ("aten::sort*"). A key may also list alternatives in
+braces, as shells do: "aten::log{,_}{,.*}" is "aten::log", "aten::log.*", "aten::log_" and "aten::log_.*"
+(every overload of log and log_, but not log_softmax or logit). The fields map onto `OpRules`:
 
 ```toml
-["aten::log*"]
+["aten::log{,_}{,.*}"]
 domain = "positive"
 reason = "log is real-valued only on (0, inf)"   # why; kept with the field it explains
 
@@ -13,13 +15,14 @@ tolerances = { float16 = [1e-2, 1e-2] }         # dtype name (or "*") -> [rtol, 
 tolerance_reason = "accumulation order differs between BLAS libraries"
 ```
 
-`reason` explains the entry; it becomes `untestable` when `untestable = true`, and is kept
-as `hints["reason"]` otherwise so a reviewer can see why a domain or nondeterminism was set.
+`reason` explains the entry; it becomes the `untestable` text when `untestable = true`, and is
+kept as `hints["reasons"][field]` for the other fields it set (`{"domain": "log is ..."}`), so a
+report can say why a domain or a nondeterminism was chosen.
 
 Precedence: files are read in name order, entries in file order. For each field, the most
 specific matching key wins: an exact qualname beats any glob, and among globs the one with more
-literal (non-wildcard) characters wins; on a tie the later entry wins. So `"aten::log1p"` overrides
-`"aten::log*"`, and a later file can override an earlier one with the same key.
+literal (non-wildcard) characters wins; on a tie the later entry wins. So `"aten::sort.stable"`
+overrides `"aten::sort*"`, and a later file can override an earlier one with the same key.
 
 Automatic rules, applied beneath every file (a file can override them):
   - ops tagged `nondeterministic_seeded` get `nondeterminism = "seeded"`;
@@ -55,25 +58,62 @@ class RulesError(ValueError):
     """A rules file is malformed; the message names the file and key."""
 
 
-@dataclass(frozen=True)
+def expand_braces(pattern: str) -> list[str]:
+    """"aten::log{,_}{,.*}" -> ["aten::log", "aten::log.*", "aten::log_", "aten::log_.*"]."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    head, tail = pattern[: m.start()], pattern[m.end():]
+    return [x for alt in m.group(1).split(",") for x in expand_braces(head + alt + tail)]
+
+
+@dataclass(frozen=True, eq=False)
 class RuleEntry:
-    pattern: str  # qualname or glob
+    pattern: str  # qualname or glob, braces already expanded
     fields: dict[str, Any]
     source: str  # "domains.toml"
     order: int  # global position (file name order, then file order)
+    key: str = ""  # the key as written in the file
 
-    @property
+    @functools.cached_property
     def is_glob(self) -> bool:
         return any(c in self.pattern for c in "*?[")
 
     def specificity(self) -> tuple[int, int, int]:
+        """Sort key, least specific first: globs before exact names, fewer literal characters first,
+        then file order."""
         literal = len(re.sub(r"\*|\?|\[[^\]]*\]", "", self.pattern))
         return (0 if self.is_glob else 1, literal, self.order)
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        """The glob as a multiline regex, so one search can scan a newline-joined list of names."""
+        return re.compile("^" + _glob_to_regex(self.pattern) + "$", re.M)
 
     def matches(self, qualname: str) -> bool:
         if self.is_glob:
             return fnmatch.fnmatchcase(qualname, self.pattern)
         return qualname == self.pattern
+
+
+def _glob_to_regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        end = pattern.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out.append(r"[^\n]*")
+        elif c == "?":
+            out.append(r"[^\n]")
+        elif end != -1:
+            body = pattern[i + 1 : end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
 
 
 def _validate(source: str, key: str, fields: Any) -> dict[str, Any]:
@@ -121,13 +161,40 @@ def load_entries(directory: Path | str = RULES_DIR) -> tuple[RuleEntry, ...]:
         except tomllib.TOMLDecodeError as e:
             raise RulesError(f"{path.name}: {e}") from None
         for key, fields in data.items():
-            entries.append(RuleEntry(key, _validate(path.name, key, fields), path.name, len(entries)))
+            checked = _validate(path.name, key, fields)
+            order = len(entries)
+            entries.extend(RuleEntry(p, checked, path.name, order, key) for p in expand_braces(key))
     return tuple(entries)
 
 
 @functools.lru_cache(maxsize=None)
 def _default_entries() -> tuple[RuleEntry, ...]:
     return load_entries(RULES_DIR)
+
+
+def matching_entries(
+    qualnames: list[str], entries: tuple[RuleEntry, ...] | None = None
+) -> dict[str, list[RuleEntry]]:
+    """For many ops at once: qualname -> the entries that match it, in increasing specificity.
+
+    Each glob is one regex search over all names joined by newlines, which keeps the catalog's
+    cold build fast (hundreds of patterns x thousands of ops).
+    """
+    if entries is None:
+        entries = _default_entries()
+    known = set(qualnames)
+    blob = "\n".join(qualnames)
+    hits: dict[str, list[RuleEntry]] = {}
+    for e in entries:
+        if e.is_glob:
+            names = {m.group(0) for m in e.regex.finditer(blob)}
+        else:
+            names = {e.pattern} & known
+        for name in names:
+            hits.setdefault(name, []).append(e)
+    for found in hits.values():
+        found.sort(key=RuleEntry.specificity)
+    return hits
 
 
 def rules_for(
@@ -138,24 +205,29 @@ def rules_for(
     entries: tuple[RuleEntry, ...] | None = None,
 ) -> OpRules:
     """The `OpRules` of one op: automatic rules, then matching file entries by increasing specificity."""
+    return merge_rules(matching_entries([qualname], entries).get(qualname, []), tags, dispatcher=dispatcher)
+
+
+def merge_rules(hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True) -> OpRules:
+    """Automatic rules from the tags, overridden field by field by `hits` (least specific first)."""
     merged: dict[str, Any] = {}
     if "nondeterministic_seeded" in tags:
         merged["nondeterminism"] = "seeded"
     if not dispatcher:
         merged["untestable"] = TORCHSCRIPT_REASON
-    if entries is None:
-        entries = _default_entries()
-    hits = sorted((e for e in entries if e.matches(qualname)), key=RuleEntry.specificity)
     hints: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
     for e in hits:
         for k, v in e.fields.items():
             if k == "hints":
                 hints.update(v)
             elif k == "reason":
-                if "untestable" not in e.fields:
-                    hints["reason"] = v
+                for explained in e.fields.keys() - {"reason", "untestable"}:
+                    reasons[explained] = v
             else:
                 merged[k] = v
+    if reasons:
+        hints["reasons"] = reasons
     if hints:
         merged["hints"] = hints
     return OpRules(**merged) if merged else _EMPTY
