@@ -233,6 +233,13 @@ def _argmax_wrong(func, args, kwargs):
     return aten.argmin.default(*args, **kwargs)
 
 
+@fault("other_random_stream", aten.uniform_.default, aten.rand_like.default)
+def _other_random_stream(func, args, kwargs):
+    """Not a bug: the device's generator gives a different stream of the same distribution."""
+    torch.manual_seed(987654321)
+    return func(*args, **kwargs)
+
+
 # -- wrong metadata -------------------------------------------------------------------------
 
 

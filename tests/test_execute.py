@@ -1,0 +1,270 @@
+"""run_case: each outcome from a backend that earns it, and no false alarms on a healthy CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import opdb
+from conform.backends import CPUBackend, MetaBackend
+from conform.execute import CaseResult, run_case
+from conform.outcomes import Outcome
+from generators.case import Case
+from generators.case import TensorSpec as T
+from tests.faulty import BACKENDS
+
+O = Outcome
+
+
+def f32(*shape, **kw):
+    return T(tuple(shape), kw.pop("dtype", "float32"), seed=kw.pop("seed", len(shape) + sum(shape)), **kw)
+
+
+# ~30 ops x dtypes x layouts a correct CPU must pass against float64 golden, forward and backward
+CLEAN = [
+    ("aten::add.Tensor", (f32(3, 4, seed=1), f32(4, seed=2)), {"alpha": 2}),
+    ("aten::add.Tensor", (f32(3, 4, dtype="float16", seed=1), f32(3, 4, dtype="float16", seed=2)), {}),
+    ("aten::add.Tensor", (f32(3, 4, dtype="bfloat16", seed=1, layout="transposed"), f32(3, 4, dtype="bfloat16", seed=2)), {}),
+    ("aten::add.Tensor", (f32(3, 4, dtype="int32", seed=1), f32(3, 4, dtype="int64", seed=2)), {}),
+    ("aten::sub.Tensor", (f32(5, 2, seed=3, layout="sliced"), f32(5, 2, seed=4)), {}),
+    ("aten::mul.Tensor", (f32(3, 4, dtype="complex64", seed=1), f32(3, 4, dtype="complex64", seed=2)), {}),
+    ("aten::div.Tensor", (f32(6, seed=1), f32(6, seed=2, values="nonzero")), {}),
+    ("aten::div.Tensor_mode", (f32(8, dtype="int32", seed=2), f32(8, dtype="int32", seed=3, values="positive")), {"rounding_mode": "floor"}),
+    ("aten::exp", (f32(4, 5, seed=5, values="special"),), {}),
+    ("aten::log", (f32(4, 5, seed=6, values="positive"),), {}),
+    ("aten::sqrt", (f32(4, 5, dtype="float16", seed=7, values="nonnegative"),), {}),
+    ("aten::sin", (f32(2, 3, 4, seed=8, layout="offset"),), {}),
+    ("aten::tanh", (f32(2, 3, 4, dtype="bfloat16", seed=9),), {}),
+    ("aten::sigmoid", (f32(7, seed=10),), {}),
+    ("aten::relu", (f32(7, seed=11),), {}),
+    ("aten::neg", (f32(4, 4, seed=5, values="special"),), {}),
+    ("aten::abs", (f32(4, 4, dtype="int16", seed=12),), {}),
+    ("aten::maximum", (f32(4, 6, seed=8, values="special"), f32(4, 6, seed=4)), {}),
+    ("aten::where.self", (f32(3, 3, dtype="bool", seed=1), f32(3, 3, seed=2), f32(3, 3, seed=3)), {}),
+    ("aten::sum", (f32(40, 40, seed=1),), {}),
+    ("aten::sum.dim_IntList", (f32(3, 5, dtype="float16", seed=1), [1], True), {}),
+    ("aten::sum", (f32(0, 3),), {}),
+    ("aten::mean.dim", (f32(6, 7, seed=2), [0]), {}),
+    ("aten::var.correction", (f32(6, 7, seed=3), [1]), {"correction": 1}),
+    ("aten::prod", (f32(6, seed=4, values="small"),), {}),
+    ("aten::amax", (f32(4, 5, seed=5), [1]), {}),
+    ("aten::argmax", (f32(5, 6, seed=1), 1), {}),
+    ("aten::max.dim", (f32(5, 6, dtype="int32", seed=1), 1), {}),
+    ("aten::sort", (f32(5, 6, seed=1),), {}),
+    ("aten::topk", (f32(5, 6, dtype="int64", seed=2), 3), {}),
+    ("aten::cumsum", (f32(5, 6, dtype="float16", seed=1), 1), {}),
+    ("aten::mm", (f32(30, 40, seed=1), f32(40, 5, seed=2)), {}),
+    ("aten::mm", (f32(30, 40, dtype="bfloat16", seed=1), f32(40, 5, dtype="bfloat16", seed=2)), {}),
+    ("aten::bmm", (f32(2, 3, 4, seed=1), f32(2, 4, 5, seed=2, layout="transposed")), {}),
+    ("aten::_softmax", (f32(5, 6, seed=1), 1, False), {}),
+    ("aten::_log_softmax", (f32(5, 6, seed=2), 0, False), {}),
+    ("aten::linalg_vector_norm", (f32(64, dtype="float16", low=-300, high=300, seed=1),), {}),
+    ("aten::index_select", (f32(5, 3, seed=1), 0, T((4,), "int64", values="index", high=5, seed=2)), {}),
+    ("aten::gather", (f32(4, 5, seed=1), 1, T((4, 2), "int64", values="index", high=5, seed=2)), {}),
+    ("aten::cat", ([f32(2, 3, seed=1), f32(1, 3, seed=2)],), {}),
+    ("aten::permute", (f32(2, 3, 4, seed=1), [2, 0, 1]), {}),
+    ("aten::clamp", (f32(3, 4, seed=1),), {"min": -1.0, "max": 1.0}),
+    ("aten::bitwise_and.Tensor", (f32(5, 6, dtype="int32", seed=1), f32(5, 6, dtype="int32", seed=2)), {}),
+    ("aten::eq.Tensor", (f32(5, 6, dtype="int8", seed=1), f32(5, 6, dtype="int8", seed=2)), {}),
+    ("aten::lt.Tensor", (f32(5, 6, dtype="float16", seed=1), f32(5, 6, dtype="float16", seed=2)), {}),
+    ("aten::add_.Tensor", (f32(3, 4, seed=1, layout="sliced"), f32(3, 4, seed=2)), {}),
+    ("aten::mul_.Tensor", (f32(3, 4, seed=1, layout="transposed"), f32(4, seed=2)), {}),
+    ("aten::add.out", (f32(3, 4, seed=1), f32(3, 4, seed=2)), {"out": T((0,), "float32")}),
+    ("aten::sort.values", (f32(4, 5, seed=3),), {"values": T((4, 5), "float32"), "indices": T((4, 5), "int64")}),
+    ("aten::rand_like", (f32(32, 32),), {}),
+    ("aten::empty_like", (f32(3, 4),), {}),
+]
+
+
+@pytest.mark.parametrize("op_name,args,kwargs", CLEAN, ids=[f"{i}-{c[0].split('::')[1]}" for i, c in enumerate(CLEAN)])
+def test_healthy_cpu_against_golden_raises_no_false_alarm(op_name, args, kwargs):
+    case = Case(op_name, args, kwargs, seed=3)
+    result = run_case(opdb.lookup(op_name), case, CPUBackend())
+    assert result.outcome == O.PASS, f"{case.describe()}: {result.outcome} ({result.phase}) {result.message}\n{result.traceback}"
+    assert not result.invalid
+
+
+def test_clean_set_covers_about_thirty_distinct_ops():
+    assert len({c[0] for c in CLEAN}) >= 30
+
+
+def _run(bug: str, op_name: str, case: Case) -> CaseResult:
+    return run_case(opdb.lookup(op_name), case, BACKENDS[bug]())
+
+
+def test_wrong_value_is_a_mismatch_with_measured_errors_and_golden_attribution():
+    r = _run("alpha_ignored", "aten::add.Tensor", Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(3, 4, seed=2)), {"alpha": 2}))
+    assert r.outcome == O.MISMATCH and r.phase == "forward"
+    assert r.message.startswith("Mismatched elements: ")
+    assert "allowed" in r.message and "[output]" in r.message
+    assert r.max_abs_err > 0.1 and r.max_rel_err > 0 and r.max_ulp_err > 1
+    assert (r.rtol, r.atol) == (1.3e-6, 1e-5)
+    assert r.device_golden_err > 0.1 and r.ref_golden_err < 1e-5
+    assert "golden float64" in r.message
+
+
+def test_wrong_dtype_is_a_meta_mismatch():
+    r = _run("wrong_dtype_promotion", "aten::add.Tensor", Case("aten::add.Tensor", (f32(3, dtype="int32"), f32(3))))
+    assert r.outcome == O.META_MISMATCH
+    assert "dtype int32 vs float32 expected" in r.message
+
+
+def test_not_implemented_error_is_not_implemented():
+    r = _run("no_kernel", "aten::erfinv", Case("aten::erfinv", (f32(3, values="open_unit"),)))
+    assert r.outcome == O.NOT_IMPLEMENTED and r.phase == "forward"
+    assert "NotImplementedError" in r.message and "NotImplementedError" in r.traceback
+
+
+def test_device_that_fails_to_raise_is_missing_error():
+    case = Case("aten::index_select", (f32(5, 3), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
+    r = _run("missing_bounds_check", "aten::index_select", case)
+    assert r.outcome == O.MISSING_ERROR
+    assert "IndexError" in r.message
+
+
+def test_both_sides_rejecting_the_input_is_an_invalid_case_not_a_finding():
+    case = Case("aten::index_select", (f32(5, 3), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
+    r = run_case(opdb.lookup("aten::index_select"), case, CPUBackend())
+    assert r.invalid and r.outcome == O.PASS
+
+
+def test_fallback_warning_is_fallback_every_time():
+    case = Case("aten::erfinv", (f32(3, values="open_unit"),))
+    for _ in range(2):  # the real MPS warning is warn-once; conform must still see it each case
+        r = _run("cpu_fallback", "aten::erfinv", case)
+        assert r.outcome == O.FALLBACK
+        assert "fall back to run on the CPU" in r.message
+
+
+def test_float64_rejection_is_unsupported_dtype():
+    r = _run("float64_rejected", "aten::add.Tensor", Case("aten::add.Tensor", (f32(3, dtype="float64"), f32(3, dtype="float64"))))
+    assert r.outcome == O.UNSUPPORTED_DTYPE
+    assert "float64" in r.message
+
+
+def test_wrong_gradient_is_grad_mismatch_and_names_the_input():
+    r = _run("grad_wrong", "aten::sigmoid", Case("aten::sigmoid", (f32(3, 4),)))
+    assert r.outcome == O.GRAD_MISMATCH and r.phase == "backward"
+    assert "grad[self]" in r.message
+
+
+def test_gradient_is_not_checked_when_grad_is_off():
+    r = run_case(opdb.lookup("aten::sigmoid"), Case("aten::sigmoid", (f32(3, 4),)), BACKENDS["grad_wrong"](), grad=False)
+    assert r.outcome == O.PASS
+
+
+def test_missing_backward_kernel_is_not_implemented_in_backward():
+    r = _run("backward_not_implemented", "aten::tanh", Case("aten::tanh", (f32(3, 4),)))
+    assert (r.outcome, r.phase) == (O.NOT_IMPLEMENTED, "backward")
+
+
+def test_other_device_exception_is_device_error_with_its_first_line():
+    case = Case("aten::cat", ([f32(2, 3), f32(1, 3), f32(2, 3)],))
+    r = _run("device_error", "aten::cat", case)
+    assert r.outcome == O.DEVICE_ERROR
+    assert r.message == "RuntimeError: MPSGraph: failed to encode kernel: too many input tensors (3 > 2)"
+
+
+def test_tied_indices_that_select_equal_values_pass():
+    ties = Case("aten::argmax", (T((4, 6), "float32", low=0, high=0.0),  1))  # all zeros: every index is a tie
+    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["ties_last_index"]()).outcome == O.PASS
+    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["argmax_wrong"]()).outcome == O.PASS  # argmin of ties: a tie too
+    distinct = Case("aten::argmax", (f32(4, 6), 1))
+    assert run_case(opdb.lookup("aten::argmax"), distinct, BACKENDS["argmax_wrong"]()).outcome == O.MISMATCH
+
+
+def test_sign_of_zero_is_checked_only_when_the_op_asks():
+    case = Case("aten::neg", (f32(4, 4, seed=5, values="special"),))
+    op = opdb.lookup("aten::neg")
+    assert run_case(op, case, BACKENDS["sign_of_zero"]()).outcome == O.PASS
+    strict = dataclasses.replace(op, rules=dataclasses.replace(op.rules, hints={"sign_of_zero": True}))
+    r = run_case(strict, case, BACKENDS["sign_of_zero"]())
+    assert r.outcome == O.MISMATCH and "sign of zero" in r.message
+
+
+def test_seeded_random_ops_compare_statistics_not_values():
+    op = opdb.lookup("aten::rand_like")
+    case = Case("aten::rand_like", (f32(32, 32),), seed=7)
+
+    # another device's generator: the same distribution from a different random stream
+    assert run_case(op, case, BACKENDS["other_random_stream"]()).outcome == O.PASS
+    r = run_case(op, case, BACKENDS["none"]())
+    assert r.outcome == O.PASS
+    assert run_case(op, case, BACKENDS["wrong_distribution"]()).outcome == O.MISMATCH
+
+
+def test_meta_backend_compares_metadata_only():
+    case = Case("aten::mm", (f32(3, 4), f32(4, 5)))
+    r = run_case(opdb.lookup("aten::mm"), case, MetaBackend())
+    assert r.outcome == O.PASS, r.message
+
+
+def test_run_case_never_raises_on_a_broken_backend():
+    class Broken(CPUBackend):
+        name = "broken"
+
+        def to_cpu(self, t):
+            raise MemoryError("out of device memory while copying back")
+
+    r = run_case(opdb.lookup("aten::add.Tensor"), Case("aten::add.Tensor", (f32(3), f32(3))), Broken())
+    assert r.outcome == O.DEVICE_ERROR
+    assert "MemoryError" in r.message
+
+
+def test_kernel_gap_on_the_cpu_reference_falls_back_to_golden_on_other_devices():
+    # a device (not the CPU) that has a kernel the CPU lacks is compared with golden float64
+    class PretendGPU(CPUBackend):
+        name = "pretend"
+        device = torch.device("meta")  # not "cpu": the CPU is then only the reference
+
+        def to_device(self, t):
+            return t.clone()
+
+    from conform import execute
+
+    r = execute.run_case(opdb.lookup("aten::add.Tensor"), Case("aten::add.Tensor", (f32(3), f32(3))), PretendGPU())
+    assert r.outcome == O.PASS, r.message
+
+
+# -- reproduction scripts ------------------------------------------------------------------
+
+
+def test_repro_script_rebuilds_exactly_the_case_tensors_with_torch_only():
+    from conform.repro import repro_script
+
+    specs = [
+        T((3, 4), "float32", "transposed", values="special", seed=5),
+        T((2, 3), "float16", "sliced", seed=1),
+        T((2, 3, 4), "complex64", "offset", seed=2),
+        T((1, 4), "int32", "expanded", values="positive", seed=3),
+        T((5,), "int64", values="index", low=2, high=7, seed=4),
+        T((2, 3, 4, 5), "bfloat16", "channels_last", seed=6),
+        T((3,), "bool", seed=7),
+    ]
+    case = Case("aten::cat", (specs[:2],), {"dim": 0}, seed=1)
+    script = repro_script(opdb.lookup("aten::cat"), case, "mps")
+    assert "import generators" not in script and "import conform" not in script
+    namespace: dict = {}
+    exec(compile(script.split("\ntry:\n", 1)[0], "<repro>", "exec"), namespace)  # definitions only
+    for spec in specs:
+        fields = {k: getattr(spec, k) for k in ("layout", "values", "seed", "low", "high")}
+        built = namespace["make"](list(spec.shape), spec.dtype, **fields)
+        want = spec.materialize(lambda t: t.clone())
+        assert built.shape == want.shape and built.stride() == want.stride() and built.dtype == want.dtype
+        assert torch.equal(built.nan_to_num(), want.nan_to_num()), spec
+
+
+def test_repro_script_runs_and_reports_both_sides(tmp_path):
+    import subprocess
+    import sys
+
+    from conform.repro import repro_script
+
+    case = Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(4, seed=2)), {"alpha": 2})
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(opdb.lookup("aten::add.Tensor"), case, "cpu"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "output: 0 / 12 elements differ" in done.stdout
