@@ -87,8 +87,11 @@ class RuleEntry:
 
     @functools.cached_property
     def regex(self) -> re.Pattern[str]:
-        """The glob as a multiline regex, so one search can scan a newline-joined list of names."""
-        return re.compile("^" + _glob_to_regex(self.pattern) + "$", re.M)
+        """The glob as a regex over newline-delimited names ("\\naten::add\\n..."), group 1 the name.
+
+        Anchoring on a literal "\\n" rather than ^ under re.M keeps the literal prefix ("\\naten::log")
+        that lets the regex engine skip ahead."""
+        return re.compile("\n(" + _glob_to_regex(self.pattern) + ")(?=\n)")
 
     def matches(self, qualname: str) -> bool:
         if self.is_glob:
@@ -183,11 +186,11 @@ def matching_entries(
     if entries is None:
         entries = _default_entries()
     known = set(qualnames)
-    blob = "\n".join(qualnames)
+    blob = "\n" + "\n".join(qualnames) + "\n"
     hits: dict[str, list[RuleEntry]] = {}
     for e in entries:
         if e.is_glob:
-            names = {m.group(0) for m in e.regex.finditer(blob)}
+            names = {m.group(1) for m in e.regex.finditer(blob)}
         else:
             names = {e.pattern} & known
         for name in names:
