@@ -7,8 +7,10 @@ About 300 TorchScript builtins on Python values ("aten::append.t", "aten::len.Di
 outside that grammar; their arguments come from the JIT schema and `parsed` is False.
 
 `kernels` lists the dispatch keys of `KERNEL_KEYS` that have a kernel registered in *this
-process*. It describes the install, not the operator: a CPU-only build registers no CUDA, MPS or
-XPU kernels, so those keys never appear there even for ops that have them in a CUDA build.
+process*. It describes the install, not the operator: a CPU-only build does not register the CUDA,
+MPS or XPU kernels, so those keys are absent there even for ops that have them in a CUDA or macOS
+build (the torch 2.13 CPU wheel shows two strays: aten::_foreach_mm on CUDA and
+aten::linalg_lu_solve.out on MPS). Ask the device under test, not this field, what it implements.
 TorchScript-only builtins (not known to the c10 dispatcher) have no kernels at all.
 """
 
