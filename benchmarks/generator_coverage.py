@@ -1,0 +1,194 @@
+"""How many catalog ops does the generator reach? Probe every op on the CPU and summarise.
+
+    python benchmarks/generator_coverage.py [--examples 5] [--jobs 2] [--ops REGEX] [--output results.json]
+
+Ops run in worker subprocesses, a chunk at a time, because some ops crash the process on random
+inputs; a crash is recorded against the op in flight and the worker restarts after it. Each op
+has a time cap; one that exceeds it is recorded as a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# cells tried in order until one has a valid case: an op is exercised if some dtype works
+FALLBACK_DTYPES = ("float32", "int64", "bool", "complex64")
+
+
+def load_catalog():
+    try:
+        import opdb
+
+        return list(opdb.catalog()), "opdb"
+    except Exception:  # opdb not there yet: a minimal parse of torch's schemas
+        from generators.testing import aten_catalog
+
+        return aten_catalog(), "generators.testing"
+
+
+# -- worker --------------------------------------------------------------------------------------
+
+
+class _OpTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _OpTimeout()
+
+
+def worker(indices: list[int], examples: int, cap: float) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    from generators import cell_dtypes
+    from generators.coverage_probe import probe
+
+    catalog, _ = load_catalog()
+    signal.signal(signal.SIGALRM, _alarm)
+    for i in indices:
+        op = catalog[i]
+        print(f"START {i}", flush=True)
+        t0 = time.time()
+        valid, reason, cell = 0, None, None
+        signal.setitimer(signal.ITIMER_REAL, cap)
+        try:
+            cells = cell_dtypes(op, list(FALLBACK_DTYPES))
+            first_reason = None
+            for cell in cells:
+                valid, reason = probe(op, cell, examples=examples, stop_after=1)
+                first_reason = first_reason or reason
+                if valid or (reason or "").startswith("untestable"):
+                    break
+            reason = None if valid else first_reason
+        except _OpTimeout:
+            valid, reason = 0, "timeout"
+        except Exception as exc:  # never let one op end the worker
+            valid, reason = 0, f"probe error: {type(exc).__name__}: {exc}"[:200]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        rec = {"i": i, "op": op.qualname, "valid": valid, "reason": reason, "cell": cell, "seconds": round(time.time() - t0, 3)}
+        print("RESULT " + json.dumps(rec), flush=True)
+
+
+# -- controller ----------------------------------------------------------------------------------
+
+
+def run_chunk(indices, examples, cap, results, catalog):
+    """Run `indices` in a worker; restart after a crash or hang, skipping the op in flight."""
+    pending = list(indices)
+    while pending:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", ",".join(map(str, pending)), "--examples", str(examples), "--cap", str(cap)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")},
+        )
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)], daemon=True).start()
+        in_flight = None
+        while True:
+            try:
+                line = lines.get(timeout=cap * 2 + 30)
+            except queue.Empty:
+                proc.kill()
+                proc.wait()
+                if in_flight is not None:
+                    results[in_flight] = {"i": in_flight, "op": catalog[in_flight].qualname, "valid": 0, "reason": "timeout (hard)"}
+                break
+            if line is None:
+                proc.wait()
+                if in_flight is not None:
+                    results[in_flight] = {"i": in_flight, "op": catalog[in_flight].qualname, "valid": 0, "reason": f"crash (exit status {proc.returncode})"}
+                break
+            if line.startswith("START "):
+                in_flight = int(line.split()[1])
+            elif line.startswith("RESULT "):
+                rec = json.loads(line[7:])
+                results[rec["i"]] = rec
+                in_flight = None
+        pending = [i for i in pending if i not in results]
+
+
+def is_public_functional(op) -> bool:
+    return not op.base_name.startswith("_") and op.variant == "functional"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=int, default=5, help="cases drawn per op and dtype (default 5)")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    ap.add_argument("--cap", type=float, default=10.0, help="seconds per op before it counts as a timeout (default 10)")
+    ap.add_argument("--chunk", type=int, default=200, help="ops per worker process (default 200)")
+    ap.add_argument("--ops", default=None, help="only ops whose qualname matches this regex")
+    ap.add_argument("--output", default=None, help="write per-op results as JSON here")
+    ap.add_argument("--top", type=int, default=25, help="failure reasons to list (default 25)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker is not None:
+        worker([int(x) for x in args.worker.split(",") if x], args.examples, args.cap)
+        return 0
+
+    t0 = time.time()
+    catalog, source = load_catalog()
+    indices = [i for i, op in enumerate(catalog) if args.ops is None or re.search(args.ops, op.qualname)]
+    chunks = [indices[k : k + args.chunk] for k in range(0, len(indices), args.chunk)]
+    results: dict[int, dict] = {}
+    work: queue.Queue = queue.Queue()
+    for c in chunks:
+        work.put(c)
+
+    def drain():
+        while True:
+            try:
+                c = work.get_nowait()
+            except queue.Empty:
+                return
+            run_chunk(c, args.examples, args.cap, results, catalog)
+
+    threads = [threading.Thread(target=drain) for _ in range(max(1, args.jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - t0
+
+    total = len(indices)
+    ok = sum(1 for i in indices if results.get(i, {}).get("valid"))
+    pub = [i for i in indices if is_public_functional(catalog[i])]
+    pub_ok = sum(1 for i in pub if results.get(i, {}).get("valid"))
+    reasons = collections.Counter()
+    for i in indices:
+        r = results.get(i, {})
+        if not r.get("valid"):
+            reasons[r.get("reason") or "no result"] += 1
+    print(f"catalog: {source}; examples per op and dtype: {args.examples}; jobs: {args.jobs}")
+    print(f"total ops:            {total}")
+    print(f"ops with >=1 valid:   {ok} ({100 * ok / max(total, 1):.1f}%)")
+    print(f"public functional:    {pub_ok} / {len(pub)} ({100 * pub_ok / max(len(pub), 1):.1f}%)")
+    print(f"crashes: {sum(v for k, v in reasons.items() if k.startswith('crash'))}; timeouts: {sum(v for k, v in reasons.items() if k.startswith('timeout'))}")
+    print(f"elapsed: {elapsed:.0f} s")
+    print("top failure reasons:")
+    for reason, n in reasons.most_common(args.top):
+        print(f"  {n:5d}  {reason}")
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump([results.get(i, {"i": i, "op": catalog[i].qualname, "valid": 0, "reason": "no result"}) for i in indices], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,502 @@
+"""One strategy per schema argument type, drawn in the context of the case so far.
+
+Types come in native_functions.yaml spelling ("Tensor?", "int[2]", "SymInt[]", "ScalarType?")
+or, for TorchScript builtins, the JIT spelling ("t[]", "List[int]", "Optional[str]"); `normalize`
+maps both onto the first. Argument *names* carry meaning a type does not (`dim` is a dimension,
+`index` an index tensor, `eps` a small positive float), and the tables below use it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from hypothesis import strategies as st
+
+from generators.case import TensorSpec
+from generators.strategies import INT_DTYPES, from_dtype, is_complex, is_floating, tensors
+
+# types that cannot be generated, with the reason shown to users
+UNSUPPORTED = {
+    "Dimname": "named tensors (Dimname arguments) are not generated",
+    "Dimname[]": "named tensors (Dimname arguments) are not generated",
+    "Storage": "takes a raw Storage, which conform does not generate",
+    "Stream": "takes a device Stream, which conform does not generate",
+    "Any": "takes an argument of type Any",
+    "AnyEnumType": "takes a TorchScript enum",
+    "Future": "takes a TorchScript Future",
+    "RRef": "takes a distributed RRef",
+    "Dict": "takes a TorchScript Dict",
+    "Tuple": "takes a TorchScript Tuple",
+    "__torch__": "takes a TorchScript class instance",
+    "Await": "takes a TorchScript Await",
+    "Capsule": "takes a PyCapsule",
+}
+
+_DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "axis", "axis0", "axis1", "dimension", "ch_axis", "source", "destination", "start_dim", "end_dim"}
+
+# str arguments: the values an op accepts, by argument name (first = simplest)
+STR_VALUES = {
+    "reduce": ("sum", "prod", "mean", "amax", "amin"),
+    "rounding_mode": ("trunc", "floor"),
+    "approximate": ("none", "tanh"),
+    "norm": ("backward", "ortho", "forward"),
+    "UPLO": ("L", "U"),
+    "uplo": ("L", "U"),
+    "side": ("left", "right"),
+    "indexing": ("ij", "xy"),
+    "interpolation": ("linear", "lower", "higher", "midpoint", "nearest"),
+    "ord": ("fro", "nuc"),
+    "padding": ("valid", "same"),
+    "mode": ("reduced", "complete"),
+    "driver": ("gelsy",),
+    "fillchar": (" ",),
+    "separator": (",",),
+}
+
+
+def normalize(t: str) -> str:
+    """JIT spelling -> native spelling: "List[int]" -> "int[]", "Optional[t]" -> "t?", "Tensor(a!)" -> "Tensor"."""
+    t = re.sub(r"\([a-z0-9!* |]*\)", "", t)  # alias annotations
+    m = re.fullmatch(r"Optional\[(.*)\]", t)
+    if m:
+        return normalize(m.group(1)) + "?"
+    m = re.fullmatch(r"List\[(.*)\]", t)
+    if m:
+        return normalize(m.group(1)) + "[]"
+    return t
+
+
+def base(t: str) -> str:
+    """"int[2]?" -> "int[]", "Tensor?" -> "Tensor"."""
+    t = normalize(t).rstrip("?")
+    if t.endswith("]") and "[" in t:
+        t = t[: t.index("[")] + "[]"
+    return t
+
+
+def list_size(t: str) -> int | None:
+    t = normalize(t).rstrip("?")
+    if t.endswith("]") and "[" in t:
+        inner = t[t.index("[") + 1 : -1]
+        return int(inner) if inner.isdigit() else None
+    return None
+
+
+def _generatable(b: str) -> bool:
+    return b in _KNOWN or (b.endswith("[]") and b[:-2] in _KNOWN_ELEMS)
+
+
+def unsupported(arg) -> str | None:
+    """Why `arg` cannot be generated, or None. Optional/defaulted arguments can always be left out."""
+    b = base(arg.type)
+    head = re.split(r"[\[(]", b, maxsplit=1)[0]
+    for key, reason in UNSUPPORTED.items():
+        if reason and (b == key or head == key or b.startswith(key)):
+            if arg.default is not None or normalize(arg.type).endswith("?"):
+                return None
+            return f"argument '{arg.name}' {reason}"
+    if _generatable(b):
+        return None
+    if arg.default is not None or normalize(arg.type).endswith("?"):
+        return None
+    return f"argument '{arg.name}' has type {arg.type}, which conform does not generate"
+
+
+def _omittable(arg) -> bool:
+    return arg.default is not None
+
+
+def draw_arg(arg, ctx):
+    """The value of one (non-out) argument, or schema.OMIT to leave it out."""
+    from generators.schema import OMIT
+
+    t = normalize(arg.type)
+    b = base(t)
+    optional = t.endswith("?")
+    if not _generatable(b):
+        return OMIT if _omittable(arg) else None
+    label = f"arg {arg.name}"
+    if _omittable(arg) and not ctx.draw(st.booleans(), label=f"{label} given"):
+        return OMIT
+    if optional and b not in ("Tensor",) and ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+        return None
+    drawer = _DRAWERS.get(b)
+    if drawer is None:
+        drawer = _draw_jit_generic_list if b.endswith("[]") else _draw_jit_generic
+    return drawer(arg, ctx, label)
+
+
+# -- tensors -----------------------------------------------------------------------------------
+
+
+def broadcast_shapes(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+    """Shapes that broadcast to `shape` (the same shape first): trailing dims, some sides set to 1."""
+    rank = len(shape)
+    return st.tuples(st.integers(0, rank), st.lists(st.booleans(), min_size=rank, max_size=rank)).map(
+        lambda t: tuple(1 if ones else s for s, ones in zip(shape, t[1]))[t[0] :]
+    ) if rank else st.just(())
+
+
+def _is_index_name(name: str) -> bool:
+    return name in ("index", "indices", "idx", "offsets") or name.endswith("_indices")
+
+
+def _draw_tensor(arg, ctx, label):
+    name = arg.name
+    first = not any(isinstance(v, TensorSpec) for v in ctx.drawn.values())
+    if normalize(arg.type).endswith("?") and not first and ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+        return None
+    if _is_index_name(name):
+        return ctx.draw(index_tensors(ctx), label=label)
+    if name in ("mask",):
+        shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{label} shape")
+        return ctx.draw(tensors(dtype="bool", shape=shape), label=label)
+    if first:
+        shape = ctx.shape
+    else:
+        shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
+    return ctx.draw(
+        tensors(dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write),
+        label=label,
+    )
+
+
+def _domain(ctx) -> str:
+    return ctx.values if ctx.values else "real"
+
+
+def index_tensors(ctx, *, high: int | None = None, shape=None) -> st.SearchStrategy[TensorSpec]:
+    """int64 index tensors in range: of the last drawn `dim`'s size, else of the main tensor's numel."""
+    if high is None:
+        dim = ctx.drawn.get("dim")
+        if isinstance(dim, int) and ctx.rank:
+            high = ctx.size(dim)
+        else:
+            high = max(math.prod(ctx.shape), 1) if ctx.rank else 1
+    if shape is None:
+        shape = st.integers(0, 4).map(lambda n: (n,))
+    if high <= 0:
+        # nothing is in range of an empty dim: only an empty index is valid
+        empty = lambda sh: (0,) + tuple(sh[1:]) if sh else (0,)  # noqa: E731
+        shape = shape.map(empty) if isinstance(shape, st.SearchStrategy) else empty(tuple(shape))
+    return tensors(dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous")
+
+
+def _draw_tensor_list(arg, ctx, label):
+    out = []
+    for i, shape in enumerate(ctx.list_shapes):
+        if arg.type.rstrip("?").endswith("?[]") and ctx.draw(st.booleans(), label=f"{label}[{i}] none"):
+            out.append(None)
+            continue
+        out.append(ctx.draw(tensors(dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write), label=f"{label}[{i}]"))
+    return out
+
+
+def _draw_optional_tensor_list(arg, ctx, label):
+    """Tensor?[] is almost always advanced indexing: one index tensor (or None) per leading dim."""
+    if ctx.rank == 0:
+        return [None]
+    k = ctx.draw(st.integers(1, ctx.rank), label=f"{label} count")
+    n = ctx.draw(st.integers(0, 3), label=f"{label} len")
+    out = []
+    for i in range(k):
+        if i < k - 1 and ctx.draw(st.integers(0, 3), label=f"{label}[{i}] none") == 0:
+            out.append(None)
+        else:
+            out.append(ctx.draw(index_tensors(ctx, high=ctx.shape[i], shape=(n,)), label=f"{label}[{i}]"))
+    return out
+
+
+def out_values(arg, ctx):
+    """out= arguments: an empty tensor that the op resizes (a wrong size and a non-contiguous out
+    are the runner's variants, see `generators.variants`)."""
+    dtype = out_dtype(arg, ctx)
+    if base(arg.type) == "Tensor[]":
+        return [TensorSpec(shape=(0,), dtype=dtype) for _ in ctx.list_shapes]
+    return TensorSpec(shape=(0,), dtype=dtype)
+
+
+def out_dtype(arg, ctx) -> str:
+    name = arg.name
+    if "indices" in name or name in ("index", "argmax", "argmin", "counts", "inverse"):
+        return "int64"
+    return ctx.dtype
+
+
+# -- scalars -----------------------------------------------------------------------------------
+
+
+def _literal(arg):
+    d = arg.default
+    if d is None:
+        return None
+    try:
+        if d in ("True", "False"):
+            return d == "True"
+        if d.startswith(("'", '"')):
+            return d[1:-1]
+        return int(d)
+    except ValueError:
+        try:
+            return float(d)
+        except ValueError:
+            return None
+
+
+def dims(ctx, *, allow_negative: bool = True) -> st.SearchStrategy[int]:
+    r = max(ctx.rank, 1)
+    lo = -r if allow_negative else 0
+    # shrink towards 0 (the first dim) rather than towards -r
+    return st.integers(0, r - 1) | st.integers(lo, -1) if allow_negative else st.integers(0, r - 1)
+
+
+def _draw_int(arg, ctx, label):
+    name = arg.name
+    if name in _DIM_NAMES:
+        value = ctx.draw(dims(ctx), label=label)
+        if name in ("dim2", "dim1") and ctx.rank >= 2:
+            other = ctx.drawn.get("dim1" if name == "dim2" else "dim0")
+            if isinstance(other, int) and other % ctx.rank == value % ctx.rank and name == "dim2":
+                value = (value + 1) % ctx.rank
+        return value
+    if name == "reduction":
+        return ctx.draw(st.integers(0, 2), label=label)
+    if name in ("groups", "group"):
+        return 1
+    if name == "k":
+        d = ctx.drawn.get("dim", -1)
+        size = ctx.size(d if isinstance(d, int) else -1)
+        return ctx.draw(st.integers(min(1, size), max(size, 0)), label=label)
+    if name in ("chunks", "sections", "split_size", "n", "N", "steps", "window_length", "num_classes", "repeats", "diagonal", "offset", "decimals", "edge_order", "p", "bins", "ndim"):
+        lo = 1 if name in ("chunks", "sections", "split_size", "edge_order") else 0
+        return ctx.draw(st.integers(lo, 3), label=label)
+    if name in ("padding_idx", "ignore_index"):
+        return ctx.draw(st.sampled_from([-100, -1, 0]), label=label)
+    if name == "high":
+        return ctx.draw(st.integers(1, 10), label=label)
+    if name == "low":
+        return ctx.draw(st.integers(-3, 0), label=label)
+    lit = _literal(arg)
+    if isinstance(lit, int) and not isinstance(lit, bool):
+        return ctx.draw(st.sampled_from([lit, 0, 1, 2]), label=label)
+    return ctx.draw(st.integers(0, 3), label=label)
+
+
+def _draw_int_list(arg, ctx, label):
+    name = arg.name
+    size = list_size(arg.type)
+    if name in ("dim", "dims", "axis", "dim_list") and ctx.op.base_name in ("permute", "permute_copy", "_permute"):
+        return ctx.draw(st.permutations(list(range(ctx.rank))), label=label)
+    if name in ("dim", "dims", "axis", "dim_list", "opt_dim"):
+        r = max(ctx.rank, 1)
+        n = size if size is not None else ctx.draw(st.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
+        return ctx.draw(st.lists(st.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
+    if name in ("size", "shape", "sizes") and ctx.op.has_tensor_inputs:
+        numel = math.prod(ctx.shape)
+        options = [list(ctx.shape), [numel], [-1], [1] + list(ctx.shape)]
+        return ctx.draw(st.sampled_from(options), label=label)
+    if name in ("size", "shape", "sizes", "output_size") and size is None:
+        return list(ctx.draw(shapes_small(), label=label))
+    if name == "stride" and size is None:
+        target = ctx.drawn.get("size", list(ctx.shape))
+        return _contiguous_strides(target)
+    if name == "normalized_shape":
+        k = ctx.draw(st.integers(0, ctx.rank), label=f"{label} len")
+        return list(ctx.shape[ctx.rank - k :])
+    if name == "pad":
+        k = ctx.draw(st.integers(1, max(1, min(ctx.rank, 3))), label=f"{label} len")
+        return ctx.draw(st.lists(st.integers(0, 2), min_size=2 * k, max_size=2 * k), label=label)
+    lo, hi = _INT_LIST_RANGES.get(name, (0, 3))
+    n = size if size is not None else ctx.draw(st.integers(1, 2), label=f"{label} len")
+    return ctx.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n), label=label)
+
+
+_INT_LIST_RANGES = {
+    "kernel_size": (1, 2),
+    "stride": (1, 2),
+    "padding": (0, 0),
+    "dilation": (1, 1),
+    "output_padding": (0, 0),
+    "repeats": (1, 2),
+    "split_sizes": (0, 2),
+    "shifts": (-2, 2),
+}
+
+
+def shapes_small():
+    from generators.strategies import shapes
+
+    return shapes(max_dims=3, max_side=4, max_numel=64)
+
+
+def _contiguous_strides(size) -> list[int]:
+    strides, acc = [], 1
+    for s in reversed(list(size)):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return list(reversed(strides))
+
+
+_FLOAT_NAMED = {
+    "p": st.sampled_from([0.5, 0.0, 1.0, 0.2]),
+    "dropout": st.sampled_from([0.0, 0.5]),
+    "dropout_p": st.sampled_from([0.0, 0.5]),
+    "eps": st.sampled_from([1e-5, 1e-3]),
+    "epsilon": st.sampled_from([1e-5, 1e-3]),
+    "momentum": st.sampled_from([0.1, 0.9]),
+    "lambd": st.sampled_from([0.5, 1.0]),
+    "lr": st.sampled_from([0.01, 0.1]),
+    "weight_decay": st.sampled_from([0.0, 0.01]),
+    "beta1": st.just(0.9),
+    "beta2": st.just(0.999),
+    "margin": st.sampled_from([1.0, 0.5]),
+    "delta": st.sampled_from([1.0, 0.5]),
+    "beta": st.sampled_from([1.0, 0.5]),
+    "std": st.sampled_from([1.0, 0.5]),
+    "mean": st.sampled_from([0.0, 1.0]),
+    "scale": st.sampled_from([1.0, 0.5]),
+    "q": st.sampled_from([0.5, 0.0, 1.0, 0.25]),
+    "rcond": st.just(1e-7),
+    "atol": st.just(1e-7),
+    "rtol": st.just(1e-7),
+    "max_norm": st.sampled_from([1.0, 2.0]),
+    "norm_type": st.sampled_from([2.0, 1.0]),
+    "from": st.just(0.0),
+    "to": st.just(1.0),
+    "low": st.just(0.0),
+    "high": st.just(1.0),
+    "sigma": st.just(1.0),
+    "median": st.just(0.0),
+}
+
+
+def _draw_float(arg, ctx, label):
+    s = _FLOAT_NAMED.get(arg.name)
+    if s is None:
+        lit = _literal(arg)
+        options = st.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
+        s = st.sampled_from([float(lit)]) | options if isinstance(lit, (int, float)) and not isinstance(lit, bool) else options
+    return ctx.draw(s, label=label)
+
+
+def _draw_float_list(arg, ctx, label):
+    n = list_size(arg.type) or ctx.draw(st.integers(1, 3), label=f"{label} len")
+    return ctx.draw(st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=n, max_size=n), label=label)
+
+
+def _draw_scalar(arg, ctx, label):
+    if arg.name in ("min", "max") and base(arg.type) == "Scalar":
+        return ctx.draw(from_dtype(ctx.dtype, min_value=0 if ctx.dtype == "uint8" else -2, max_value=2), label=label)
+    if is_complex(ctx.dtype) and ctx.draw(st.booleans(), label=f"{label} complex"):
+        return complex(ctx.draw(st.integers(-2, 2), label=label), 1.0)
+    return ctx.draw(from_dtype(ctx.dtype), label=label)
+
+
+def _draw_scalar_list(arg, ctx, label):
+    n = len(ctx.list_shapes)
+    return [ctx.draw(from_dtype(ctx.dtype), label=f"{label}[{i}]") for i in range(n)]
+
+
+def _draw_bool(arg, ctx, label):
+    if arg.name in ("pin_memory", "non_blocking"):
+        return False
+    return ctx.draw(st.booleans(), label=label)
+
+
+def _draw_bool_list(arg, ctx, label):
+    n = list_size(arg.type) or 2
+    return ctx.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=label)
+
+
+def _draw_str(arg, ctx, label):
+    values = STR_VALUES.get(arg.name)
+    if arg.name == "reduce" and ctx.op.base_name in ("scatter", "scatter_"):
+        values = ("add", "multiply")
+    lit = _literal(arg)
+    if values is None:
+        if isinstance(lit, str):
+            return lit
+        return ctx.draw(st.sampled_from(["a", "ab", ""]), label=label)
+    if isinstance(lit, str) and lit not in values:
+        values = (lit,) + tuple(values)
+    return ctx.draw(st.sampled_from(values), label=label)
+
+
+def _draw_str_list(arg, ctx, label):
+    return ctx.draw(st.lists(st.sampled_from(["a", "b"]), max_size=2), label=label)
+
+
+def _draw_scalar_type(arg, ctx, label):
+    return {"dtype": ctx.dtype}
+
+
+def _draw_layout(arg, ctx, label):
+    return {"layout": "strided"}
+
+
+def _draw_device(arg, ctx, label):
+    return {"device": "target"}
+
+
+def _draw_memory_format(arg, ctx, label):
+    options = ["contiguous_format", "preserve_format"]
+    if ctx.rank == 4:
+        options.append("channels_last")
+    return {"memory_format": ctx.draw(st.sampled_from(options), label=label)}
+
+
+def _draw_generator(arg, ctx, label):
+    return None
+
+
+def _draw_complex(arg, ctx, label):
+    return complex(ctx.draw(st.integers(-2, 2), label=label), ctx.draw(st.integers(-2, 2), label=f"{label} imag"))
+
+
+def _draw_jit_generic(arg, ctx, label):
+    """TorchScript builtins' type variables (t, t1, number): an int is as good as any."""
+    return ctx.draw(st.integers(0, 3), label=label)
+
+
+def _draw_jit_generic_list(arg, ctx, label):
+    return ctx.draw(st.lists(st.integers(0, 3), max_size=3), label=label)
+
+
+_DRAWERS = {
+    "Tensor": _draw_tensor,
+    "Tensor[]": _draw_tensor_list,
+    "int": _draw_int,
+    "SymInt": _draw_int,
+    "int[]": _draw_int_list,
+    "SymInt[]": _draw_int_list,
+    "float": _draw_float,
+    "float[]": _draw_float_list,
+    "Scalar": _draw_scalar,
+    "Scalar[]": _draw_scalar_list,
+    "bool": _draw_bool,
+    "bool[]": _draw_bool_list,
+    "str": _draw_str,
+    "str[]": _draw_str_list,
+    "ScalarType": _draw_scalar_type,
+    "Layout": _draw_layout,
+    "Device": _draw_device,
+    "MemoryFormat": _draw_memory_format,
+    "Generator": _draw_generator,
+    "complex": _draw_complex,
+    "number": _draw_jit_generic,
+    "t": _draw_jit_generic,
+    "t1": _draw_jit_generic,
+    "t2": _draw_jit_generic,
+    "t[]": _draw_jit_generic_list,
+    "complex[]": _draw_float_list,
+}
+_KNOWN = set(_DRAWERS) | {"Tensor?[]"}
+_KNOWN_ELEMS = {"int", "SymInt", "float", "bool", "str", "t", "Tensor", "Tensor?", "Scalar", "complex"}
+
+
+def _dispatch_optional_tensor_list(arg, ctx, label):
+    return _draw_optional_tensor_list(arg, ctx, label)
+
+
+_DRAWERS["Tensor?[]"] = _dispatch_optional_tensor_list

@@ -1,0 +1,88 @@
+"""Does the generator reach an op? Draw cases and run them on the CPU only.
+
+`probe` is the generator's own coverage measure: a case counts as valid when the CPU runs it
+without raising (the same test the runner applies to the reference). It never compares values.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+
+from generators.schema import Untestable, from_schema
+
+_CPU = torch.device("cpu")
+
+
+def _identity(t):
+    return t
+
+
+def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_after: int | None = None) -> tuple[int, str | None]:
+    """(number of valid cases among `examples` drawn, reason when none was valid).
+
+    The reason is the Untestable reason, or the most common CPU error, shortened to one line.
+    `stop_after`: stop drawing after this many valid cases (a coverage scan needs one).
+    """
+    try:
+        strategy = from_schema(op, dtype, max_numel=max_numel)
+    except Untestable as exc:
+        return 0, f"untestable: {exc}"
+    fn = op.resolve()
+    valid = 0
+    errors: dict[str, int] = {}
+
+    class _Enough(Exception):
+        pass
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def run(case):
+        nonlocal valid
+        args, kwargs = case.materialize(_identity, _CPU)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(*args, **kwargs)
+        except Exception as exc:  # the reference rejected the input: an invalid case
+            key = error_key(exc)
+            errors[key] = errors.get(key, 0) + 1
+            return
+        valid += 1
+        if stop_after is not None and valid >= stop_after:
+            raise _Enough
+
+    try:
+        run()
+    except _Enough:
+        pass
+    except Unsatisfiable:
+        return valid, "generator: every drawn case was rejected"
+    except Exception as exc:  # an error while generating (a generator bug)
+        if valid:
+            return valid, None
+        return 0, "generator error: " + error_key(exc)
+    if valid:
+        return valid, None
+    if not errors:
+        return 0, "no case drawn"
+    return 0, max(errors, key=errors.get)
+
+
+def error_key(exc: BaseException) -> str:
+    """A short, groupable form of an error: type and first line, numbers and shapes blanked."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    msg = re.sub(r"\[[-0-9, ]*\]", "[N]", msg)
+    msg = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", msg)
+    return f"{type(exc).__name__}: {msg[:160]}"

@@ -1,0 +1,148 @@
+"""`from_schema(op, dtype)`: the case strategy of any operator overload, driven by its schema.
+
+Arguments are drawn in schema order into a `Context`, so later arguments see earlier ones: a
+`dim` is drawn within the rank of the tensor before it, an `index` within the size of that dim,
+a second tensor broadcasts against the first. Family builders (`generators.families`) fill in
+what a schema cannot say (a convolution's weight shape, an SPD matrix, ...) by pre-drawing some
+arguments; the generic strategies of this module fill the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hypothesis import strategies as st
+
+from generators import argtypes
+from generators.case import Case, TensorSpec
+from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
+
+
+class Untestable(Exception):
+    """No case can be generated for this op; `str(exc)` is the reason shown to users."""
+
+
+# sentinel: leave the argument out of the call so the schema default applies
+OMIT = object()
+
+
+@dataclass
+class Context:
+    """What has been drawn so far for one case; argument strategies read it."""
+
+    op: Any  # OpSpec
+    dtype: str  # the cell dtype for tensors; "float32" stands in for the "none" cell
+    cell: str  # the cell as requested ("none" for ops without tensor inputs)
+    max_numel: int
+    draw: Callable
+    values: str = "real"  # the op's input domain (OpRules.domain)
+    shape: tuple[int, ...] = ()  # the main tensor's shape
+    list_shapes: list[tuple[int, ...]] = field(default_factory=list)  # shapes for Tensor[] args
+    per_tensor: int = DEFAULT_MAX_NUMEL
+    fixed: dict[str, Any] = field(default_factory=dict)  # pre-drawn by a family builder
+    drawn: dict[str, Any] = field(default_factory=dict)
+    hints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int) -> int:
+        if not self.shape:
+            return 1
+        return self.shape[dim % self.rank]
+
+
+def cell_dtypes(op, requested: list[str]) -> list[str]:
+    """The dtype cells of `op` among `requested` dtype names.
+
+    Ops with tensor inputs, and factories with a dtype argument (whose value is the cell), get
+    every requested dtype: which of them the op accepts is the reference's call, not ours. Ops
+    without either (TorchScript builtins, factories without a dtype) get the single cell "none".
+    """
+    if op.has_tensor_inputs:
+        return list(requested)
+    if any(argtypes.normalize(a.type).rstrip("?") == "ScalarType" for a in op.arguments if not a.is_out):
+        return list(requested)
+    return ["none"]
+
+
+def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.SearchStrategy[Case]:
+    """Cases for `op` in the cell `dtype` (a dtype name, or "none"), at most `max_numel` elements each.
+
+    Raises `Untestable` when no case can be generated; the reason says why.
+    """
+    if max_numel < 1:
+        raise ValueError("max_numel must be positive")
+    if dtype != "none" and dtype not in DTYPE_NAMES and dtype not in ("complex128", "uint16", "uint32", "uint64"):
+        raise ValueError(f"unknown dtype cell {dtype!r}")
+    rules = getattr(op, "rules", None)
+    if rules is not None and rules.untestable:
+        raise Untestable(rules.untestable)
+    from generators import families
+
+    builder = families.builder_for(op)
+    # check every argument type up front, so Untestable is raised here and not mid-draw
+    for arg in op.arguments:
+        if arg.name in getattr(builder, "provides", ()):
+            continue
+        problem = argtypes.unsupported(arg)
+        if problem:
+            raise Untestable(problem)
+    return _cases(op, dtype, max_numel, builder)
+
+
+@st.composite
+def _cases(draw, op, cell, max_numel, builder):
+    rules = getattr(op, "rules", None)
+    ctx = Context(
+        op=op,
+        dtype="float32" if cell == "none" else cell,
+        cell=cell,
+        max_numel=max_numel,
+        draw=draw,
+        values=(rules.domain if rules is not None else "real") or "real",
+        hints=dict(rules.hints) if rules is not None else {},
+    )
+    n_tensors = sum(3 if argtypes.normalize(a.type).startswith("Tensor") and "[]" in a.type else 1 for a in op.arguments if a.is_tensor_like) or 1
+    ctx.per_tensor = max(1, max_numel // n_tensors)
+    ctx.shape = draw(shapes(max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape")
+    n_list = draw(st.integers(1, 3), label="list_len")
+    ctx.list_shapes = [ctx.shape] * n_list
+    if builder is not None:
+        builder(ctx)
+    args: list = []
+    kwargs: dict = {}
+    positional_open = True
+    for arg in op.arguments:
+        if arg.name in ctx.fixed:
+            value = ctx.fixed[arg.name]
+        elif arg.is_out:
+            value = argtypes.out_values(arg, ctx)
+        else:
+            value = argtypes.draw_arg(arg, ctx)
+        if value is OMIT:
+            if not arg.kwarg_only:
+                positional_open = False
+            continue
+        ctx.drawn[arg.name] = value
+        if arg.kwarg_only or arg.is_out or not positional_open:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    seed = draw(st.integers(0, 2**31 - 1), label="seed")
+    case = Case(op=op.qualname, args=tuple(args), kwargs=kwargs, seed=seed)
+    return _enforce_cap(case, max_numel)
+
+
+def _enforce_cap(case: Case, max_numel: int) -> Case:
+    """Family builders size tensors from their own rules; a last guard keeps the element cap."""
+    total = sum(t.numel for t in case.tensor_specs())
+    if total <= max_numel:
+        return case
+    from hypothesis import reject
+
+    reject()

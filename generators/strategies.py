@@ -1,0 +1,178 @@
+"""Basic hypothesis strategies: dtypes, shapes, layouts, tensor specs and Python scalars.
+
+Everything here produces *specs* (`TensorSpec`, plain Python values), never real tensors: specs
+are cheap to draw, shrink well and serialise to JSON. `Case.materialize` builds the tensors.
+Orderings matter for shrinking: the first element of every `sampled_from` is the simplest choice
+(contiguous layout, plain real values), so a failing case shrinks towards it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from generators.case import LAYOUTS, TensorSpec
+
+# the dtype cells conform tests by default, simplest first
+DTYPE_NAMES = (
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "complex64",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+COMPLEX_DTYPES = ("complex64", "complex128")
+INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
+
+DEFAULT_MAX_NUMEL = 4096
+
+
+def is_floating(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES or dtype == "float8_e4m3fn"
+
+
+def is_complex(dtype: str) -> bool:
+    return dtype.startswith("complex")
+
+
+def dtypes(*, kinds: tuple[str, ...] = ("float", "complex", "int", "bool")) -> st.SearchStrategy[str]:
+    """Dtype names, restricted to the given kinds ("float", "complex", "int", "bool")."""
+    unknown = set(kinds) - {"float", "complex", "int", "bool"}
+    if unknown:
+        raise ValueError(f"unknown dtype kinds {sorted(unknown)}")
+    names = [
+        n
+        for n in DTYPE_NAMES
+        if ("float" in kinds and n in FLOAT_DTYPES)
+        or ("complex" in kinds and n in COMPLEX_DTYPES)
+        or ("int" in kinds and n in INT_DTYPES)
+        or ("bool" in kinds and n == "bool")
+    ]
+    return st.sampled_from(names)
+
+
+def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
+    """Shrink the largest sides until the shape holds at most `max_numel` elements."""
+    shape = list(shape)
+    while math.prod(shape) > max_numel:
+        i = max(range(len(shape)), key=lambda j: shape[j])
+        shape[i] = max(1, shape[i] // 2) if shape[i] > 1 else 0
+    return tuple(shape)
+
+
+def shapes(
+    *,
+    min_dims: int = 0,
+    max_dims: int = 4,
+    min_side: int = 0,
+    max_side: int = 5,
+    max_numel: int = DEFAULT_MAX_NUMEL,
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Small shapes: 0-d, empty (a zero-size dim) and size-1 dims included; at most `max_numel` elements.
+
+    Sides shrink towards 1 rather than 0 (`min_side` permitting): an empty tensor is a special
+    case worth drawing, not the minimal one.
+    """
+    if not 0 <= min_dims <= max_dims:
+        raise ValueError(f"need 0 <= min_dims <= max_dims, got {min_dims}, {max_dims}")
+    if not 0 <= min_side <= max_side:
+        raise ValueError(f"need 0 <= min_side <= max_side, got {min_side}, {max_side}")
+    if max_numel < 1:
+        raise ValueError("max_numel must be positive")
+    lo = max(min_side, 1) if max_side >= 1 else 0
+    sides = st.lists(st.integers(lo, max_side), min_size=min_dims, max_size=max_dims)
+    if min_side == 0 and lo > 0:
+        # a zero-size dim in about one draw of 16; "no zero" is what shrinks
+        zero_at = st.one_of(st.none(), st.none(), st.none(), st.integers(0, max(max_dims - 1, 0)))
+        base = st.tuples(sides, st.integers(0, 3), zero_at).map(
+            lambda t: [0 if t[1] == 3 and t[2] is not None and t[0] and i == t[2] % len(t[0]) else s for i, s in enumerate(t[0])]
+        )
+    else:
+        base = sides
+    return base.map(lambda s: _cap(s, max_numel))
+
+
+def layouts(shape: tuple[int, ...], *, writable: bool = False) -> st.SearchStrategy[str]:
+    """The strided layouts that make sense for `shape` ("contiguous" first, the simplest).
+
+    `writable`: the tensor will be written to, so no expanded (stride-0) layout, whose aliasing
+    elements a write rejects.
+    """
+    return st.sampled_from(valid_layouts(shape, writable=writable))
+
+
+def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str]:
+    rank = len(shape)
+    out = ["contiguous"]
+    if rank >= 2 and shape[-1] != shape[-2] or rank >= 2 and shape[-1] > 1:
+        out.append("transposed")
+    if rank >= 1:
+        out.append("sliced")
+    if rank >= 1 and shape[0] > 1 and not writable:
+        out.append("expanded")
+    if rank in (4, 5):
+        out.append("channels_last")
+    out.append("offset")
+    assert all(x in LAYOUTS for x in out)
+    return out
+
+
+# value kinds a "real"-domain tensor may draw, simplest first
+_REAL_VALUE_KINDS = ("real", "special")
+
+
+def tensors(
+    *,
+    dtype: str,
+    shape: st.SearchStrategy[tuple[int, ...]] | tuple[int, ...] | None = None,
+    values: str = "real",
+    layout: str | None = None,
+    writable: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+) -> st.SearchStrategy[TensorSpec]:
+    """TensorSpecs of one dtype. `values` is an op domain ("real", "positive", ...) or "index".
+
+    A "real" domain sometimes draws "special" values (NaN, +-inf, -0.0, subnormals) for floating
+    dtypes; a restricted domain never does.
+    """
+    shape_st = shapes() if shape is None else (st.just(tuple(shape)) if isinstance(shape, tuple) else shape)
+    value_st = (
+        st.sampled_from(_REAL_VALUE_KINDS) if values == "real" and is_floating(dtype) else st.just(values)
+    )
+
+    def build(sh):
+        lay = st.just(layout) if layout is not None else layouts(sh, writable=writable)
+        return st.builds(
+            TensorSpec,
+            shape=st.just(sh),
+            dtype=st.just(dtype),
+            layout=lay,
+            values=value_st,
+            seed=st.integers(0, 2**31 - 1),
+            low=st.just(low),
+            high=st.just(high),
+        )
+
+    return shape_st.flatmap(build)
+
+
+def from_dtype(dtype: str, *, min_value: float = -3, max_value: float = 3) -> st.SearchStrategy:
+    """Python scalars fit for a tensor of `dtype`: bool, int or float (a Scalar argument)."""
+    if dtype == "bool":
+        return st.booleans()
+    if dtype in INT_DTYPES:
+        lo = 0 if dtype == "uint8" else int(min_value)
+        return st.integers(max(lo, int(min_value)), int(max_value))
+    return st.one_of(
+        st.integers(int(min_value), int(max_value)),
+        st.floats(min_value, max_value, allow_nan=False, width=32).map(lambda x: round(x, 3)),
+    )

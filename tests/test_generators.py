@@ -1,0 +1,248 @@
+"""Meta tests of the generators: what they promise about the cases they draw."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
+
+import generators
+from generators import Case, TensorSpec, Untestable, cell_dtypes, from_schema, layouts, shapes, tensors
+from generators.testing import opspec
+
+CPU = torch.device("cpu")
+FAST = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _drawn(strategy, *, examples: int = 100) -> list:
+    """Values a strategy draws (generation only, no shrinking: fast)."""
+    seen = []
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(value):
+        seen.append(value)
+
+    collect()
+    return seen
+
+
+def _identity(t):
+    return t
+
+
+def _materialize(case: Case):
+    return case.materialize(_identity, CPU)
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+LOG = opspec("aten::log(Tensor self) -> Tensor", domain="positive")
+ADD = opspec("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+SUM_DIM = opspec("aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+AMAX = opspec("aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
+GATHER = opspec("aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")
+INDEX_SELECT = opspec("aten::index_select(Tensor self, int dim, Tensor index) -> Tensor")
+ZEROS = opspec("aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor")
+ADD_OUT = opspec("aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")
+
+
+# -- layouts -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layout, shape",
+    [("transposed", (3, 4)), ("sliced", (3, 2)), ("expanded", (3, 2)), ("channels_last", (2, 3, 2, 2)), ("offset", (2, 3))],
+)
+def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
+    spec = TensorSpec(shape=shape, dtype="float32", layout=layout, seed=1)
+    t = spec.materialize(_identity)
+    assert tuple(t.shape) == shape
+    if layout == "expanded":
+        assert t.stride(0) == 0
+    elif layout == "offset":
+        assert t.storage_offset() > 0
+    elif layout == "channels_last":
+        assert t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    else:
+        assert not t.is_contiguous()
+
+
+@FAST
+@given(st.data())
+def test_drawn_layouts_hold_their_promise(data):
+    spec = data.draw(tensors(dtype="float32", shape=shapes(min_dims=2, min_side=2)), label="spec")
+    t = spec.materialize(_identity)
+    assert tuple(t.shape) == spec.shape
+    if spec.layout in ("transposed", "sliced", "expanded"):
+        assert not t.is_contiguous()
+    if spec.layout == "offset":
+        assert t.storage_offset() == 1
+
+
+def test_writable_layouts_are_never_expanded():
+    for shape in [(3,), (3, 4), (2, 2, 2, 2)]:
+        assert "expanded" not in generators.strategies.valid_layouts(shape, writable=True)
+        assert "expanded" in generators.strategies.valid_layouts(shape)
+
+
+# -- shapes and the element cap ---------------------------------------------------------------------
+
+
+@FAST
+@given(shapes(max_dims=6, max_side=9, max_numel=50))
+def test_shapes_respect_the_element_cap(shape):
+    assert len(shape) <= 6 and math.prod(shape) <= 50
+
+
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_cases_respect_max_numel(data):
+    op = data.draw(st.sampled_from([ADD, SUM_DIM, GATHER, ADD_OUT]), label="op")
+    case = data.draw(from_schema(op, "float32", max_numel=20), label="case")
+    assert sum(t.numel for t in case.tensor_specs()) <= 20
+
+
+def test_shapes_reach_0d_empty_and_size_one():
+    assert find(shapes(), lambda s: s == ()) == ()
+    assert 0 in find(shapes(min_dims=1), lambda s: 0 in s)
+    assert find(shapes(min_dims=2), lambda s: s[1] == 1 and s[0] > 1)
+
+
+# -- domains, dims and indices ---------------------------------------------------------------------
+
+
+@FAST
+@given(from_schema(LOG, "float32"))
+def test_domain_holds_log_inputs_are_positive(case):
+    (x,), _ = _materialize(case)
+    assert bool((x > 0).all())
+
+
+@FAST
+@given(st.data())
+def test_reduction_dims_are_within_rank(data):
+    op = data.draw(st.sampled_from([SUM_DIM, AMAX]), label="op")
+    case = data.draw(from_schema(op, "float32"), label="case")
+    args, kwargs = _materialize(case)
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", [])
+    for d in dim or []:
+        assert -max(x.dim(), 1) <= d < max(x.dim(), 1)
+    assert len(set(d % max(x.dim(), 1) for d in dim or [])) == len(dim or [])
+
+
+@FAST
+@given(st.data())
+def test_indices_are_in_range(data):
+    op = data.draw(st.sampled_from([GATHER, INDEX_SELECT]), label="op")
+    case = data.draw(from_schema(op, "float32"), label="case")
+    args, kwargs = _materialize(case)
+    x, dim, index = args[0], args[1], args[2]
+    assert index.dtype == torch.int64
+    size = x.shape[dim] if x.dim() else 1
+    if index.numel():
+        assert int(index.min()) >= 0 and int(index.max()) < size
+    op.resolve()(*args, **kwargs)  # in range, so the CPU accepts it
+
+
+def test_generic_cases_are_mostly_valid_on_cpu():
+    from generators.coverage_probe import probe
+
+    for op in (ADD, SUM_DIM, GATHER, INDEX_SELECT, ZEROS, ADD_OUT):
+        valid, reason = probe(op, "float32", examples=10)
+        assert valid >= 5, (op.qualname, reason)
+
+
+def test_special_values_are_drawn_for_real_domains():
+    specs = [s for s in _drawn(tensors(dtype="float32", shape=(4, 4)), examples=50) if s.values == "special"]
+    assert specs
+    assert any(not bool(torch.isfinite(s.materialize(_identity)).all()) for s in specs)
+    assert all(s.values != "special" for s in _drawn(tensors(dtype="float32", shape=(4, 4), values="positive"), examples=20))
+
+
+# -- cells, untestable, arguments -------------------------------------------------------------------
+
+
+def test_cell_dtypes():
+    requested = ["float32", "int64"]
+    assert cell_dtypes(ADD, requested) == requested
+    assert cell_dtypes(ZEROS, requested) == requested
+    arange_out = opspec("aten::arange.out(Scalar end, *, Tensor(a!) out) -> Tensor(a!)")
+    assert cell_dtypes(arange_out, requested) == ["none"]
+
+
+def test_untestable_reasons():
+    with pytest.raises(Untestable, match="declared"):
+        from_schema(opspec("aten::log(Tensor self) -> Tensor", untestable="declared by a rule"), "float32")
+    with pytest.raises(Untestable, match="Storage"):
+        from_schema(opspec("aten::set_.source_Storage(Tensor(a!) self, Storage source) -> Tensor(a!)"), "float32")
+
+
+@FAST
+@given(from_schema(ZEROS, "float16"))
+def test_factory_dtype_argument_is_the_cell(case):
+    args, kwargs = _materialize(case)
+    if "dtype" in kwargs and kwargs["dtype"] is not None:
+        assert kwargs["dtype"] == torch.float16
+    if "device" in kwargs and kwargs["device"] is not None:
+        assert kwargs["device"] == CPU
+
+
+@FAST
+@given(from_schema(ADD_OUT, "float32"))
+def test_out_arguments_are_tensor_specs_in_kwargs(case):
+    assert isinstance(case.kwargs["out"], TensorSpec)
+
+
+def test_keyword_defaults_are_sometimes_left_out():
+    given_alpha = {"alpha" in c.kwargs for c in _drawn(from_schema(ADD, "float32"), examples=50)}
+    assert given_alpha == {True, False}
+
+
+# -- serialisation and shrinking --------------------------------------------------------------------
+
+
+@FAST
+@given(st.data())
+def test_case_json_round_trip(data):
+    op = data.draw(st.sampled_from([ADD, SUM_DIM, GATHER, ZEROS, ADD_OUT]), label="op")
+    case = data.draw(from_schema(op, "float32"), label="case")
+    import json
+
+    again = Case.from_json(json.loads(json.dumps(case.to_json())))
+    assert again == case
+    a1, k1 = _materialize(case)
+    a2, k2 = _materialize(again)
+    for x, y in zip(_tensors((a1, k1)), _tensors((a2, k2))):
+        assert torch.equal(x, y) or (x.is_floating_point() and torch.allclose(x, y, equal_nan=True))
+
+
+def test_shrinking_reaches_a_minimal_case_for_an_injected_fault():
+    """A 'backend' that breaks on any tensor with more than 3 elements: the failure shrinks to 4."""
+    failures = []
+
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+    @given(from_schema(ADD, "float32"))
+    def prop(case):
+        if any(t.numel > 3 for t in case.tensor_specs()):
+            failures.append(case)
+            raise AssertionError("injected fault")
+
+    with pytest.raises(AssertionError, match="injected fault"):
+        prop()
+    smallest = failures[-1]
+    assert max(t.numel for t in smallest.tensor_specs()) == 4
+    assert all(t.layout == "contiguous" for t in smallest.tensor_specs())
