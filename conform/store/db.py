@@ -3,10 +3,18 @@
 One writer: only the controller process of a run (never an xdist worker) opens a `Store` for
 writing. Each result is written in its own small transaction as it arrives, so a crash or a
 kill -9 loses at most the cell in flight.
+
+A fleet is several runs (one controller per machine) writing into one database, e.g. PostgreSQL,
+at the same time. Every write here is therefore safe against a concurrent writer doing the same:
+rows that must be unique (an environment's fingerprint, an op's qualname, a run's cell) are
+inserted with "on conflict do nothing" and read back, and creating or upgrading the schema is
+serialised by a lock (an advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sqlite3
 import uuid as uuidlib
@@ -14,14 +22,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import create_engine, event, inspect, select, text
+from sqlalchemy import String, create_engine, delete, event, insert, inspect, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import StoreError
 from . import migrations
-from .models import SCHEMA_VERSION, CatalogEntry, Environment, Failure, Op, Result, Run, SchemaMigration, utcnow
+from .models import SCHEMA_VERSION, CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, utcnow
 
 DEFAULT_DB = "conform.db"
 
@@ -73,6 +81,33 @@ def _sqlite_pragmas(readonly: bool):
     return on_connect
 
 
+def _finite(obj):
+    """obj with NaN and infinities as strings: PostgreSQL's json type rejects bare NaN."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _json_dumps(obj) -> str:
+    try:
+        return json.dumps(obj, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(obj))
+
+
+# PostgreSQL text cannot hold NUL characters (SQLite can); a traceback or message may carry one.
+def _text(value):
+    return value.replace("\x00", "\\x00") if isinstance(value, str) else value
+
+
+# An arbitrary constant: the key of the advisory lock that serialises schema changes on PostgreSQL.
+_SCHEMA_LOCK_KEY = 0x636F6E66  # "conf"
+
+
 class Store:
     """A conform database. `Store(None)` opens ./conform.db (or $CONFORM_DB)."""
 
@@ -82,6 +117,7 @@ class Store:
         self.readonly = readonly
         url = make_url(self.url)
         self.is_sqlite = url.drivername.startswith("sqlite")
+        self.is_postgresql = url.get_backend_name() == "postgresql"
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
             db = url.database
@@ -99,9 +135,17 @@ class Store:
                 if readonly:
                     self.url = f"sqlite:///file:{p}?mode=ro&uri=true"
             kwargs["connect_args"] = {"timeout": 30}
+        else:
+            # a fleet's database is on the network: survive a server restart between writes
+            kwargs["pool_pre_ping"] = True
+            if url.get_backend_name() == "postgresql":
+                kwargs["json_serializer"] = _json_dumps
         try:
             self.engine: Engine = create_engine(self.url, **kwargs)
-        except (ArgumentError, ImportError, SQLAlchemyError) as e:
+        except ImportError as e:
+            hint = " (pip install 'conform[postgres]')" if url.get_backend_name() == "postgresql" else ""
+            raise StoreError(f"cannot open database {self.where}: {_first_line(e)}{hint}") from None
+        except (ArgumentError, SQLAlchemyError) as e:
             raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(readonly))
@@ -114,29 +158,50 @@ class Store:
     def _check_schema(self, *, create: bool) -> None:
         try:
             with self.engine.connect() as conn:
-                tables = set(inspect(conn).get_table_names())
+                state = self._schema_state(conn)
         except (DatabaseError, sqlite3.DatabaseError) as e:
             raise StoreError(f"{self.where} is not a readable conform database: {_first_line(e)}") from None
         except SQLAlchemyError as e:
             raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
-        if SchemaMigration.__tablename__ not in tables:
-            if tables and not create:
-                raise StoreError(f"{self.where} is not a conform database (it has tables {', '.join(sorted(tables)[:5])})")
-            if tables - {SchemaMigration.__tablename__}:
-                raise StoreError(f"{self.where} is not a conform database (it has tables {', '.join(sorted(tables)[:5])})")
-            if not create:
-                raise StoreError(f"{self.where} is empty: no conform results there yet")
-            self._guard(lambda: migrations.create_all(self.engine))
+        if state == SCHEMA_VERSION:
             return
-        version = self.schema_version()
+        if state is None and not create:
+            raise StoreError(f"{self.where} is empty: no conform results there yet")
+        if state is not None and state < SCHEMA_VERSION and self.readonly:
+            raise StoreError(f"{self.where} has schema version {state}; open it writable once to migrate it to {SCHEMA_VERSION}")
+        # Create or upgrade under a lock, looking again once it is held: several fleet machines
+        # may open the same fresh (or old) database at once, and only one must change it.
+        self._guard(self._change_schema)
+
+    def _schema_state(self, conn) -> int | None:
+        """The schema version (None: an empty database); StoreError if foreign or too new."""
+        tables = set(inspect(conn).get_table_names())
+        if SchemaMigration.__tablename__ not in tables:
+            if tables:
+                raise StoreError(f"{self.where} is not a conform database (it has tables {', '.join(sorted(tables)[:5])})")
+            return None
+        v = conn.execute(text(f"SELECT MAX(version) FROM {SchemaMigration.__tablename__}")).scalar()
+        version = int(v or 0)
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.where} has schema version {version}, newer than this conform understands ({SCHEMA_VERSION}); upgrade conform"
             )
-        if version < SCHEMA_VERSION:
-            if self.readonly:
-                raise StoreError(f"{self.where} has schema version {version}; open it writable once to migrate it to {SCHEMA_VERSION}")
-            self._guard(lambda: migrations.upgrade(self.engine, version))
+        return version
+
+    def _change_schema(self) -> None:
+        with self.engine.connect() as conn:
+            if self.is_sqlite:
+                # pysqlite leaves DDL outside a transaction unless one is begun by hand; IMMEDIATE
+                # takes the write lock now (waiting up to busy_timeout for another writer).
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif self.is_postgresql:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            state = self._schema_state(conn)
+            if state is None:
+                migrations.create_all(conn)
+            elif state < SCHEMA_VERSION:
+                migrations.upgrade(conn, state)
+            conn.commit()
 
     def schema_version(self) -> int:
         with self.engine.connect() as conn:
@@ -181,23 +246,28 @@ class Store:
     # -- environments and runs ---------------------------------------------------------------
 
     def environment_id(self, env: dict[str, Any]) -> int:
-        """The id of the environment with this fingerprint, created if new."""
+        """The id of the environment with this fingerprint, created if new (one row per
+        fingerprint even when several machines create it at the same moment)."""
+        columns = {c.key: c for c in Environment.__table__.columns}
+        row = {}
+        for k, v in env.items():
+            if k in columns and k not in ("id", "created_at"):
+                length = getattr(columns[k].type, "length", None) if isinstance(columns[k].type, String) else None
+                row[k] = v[:length] if length and isinstance(v, str) else v
+        if "details" in row:
+            row["details"] = dict(row["details"] or {})
+
+        def find(s: Session):
+            return s.scalar(select(Environment.id).where(Environment.fingerprint == env["fingerprint"]))
 
         def go(s: Session) -> int:
-            found = s.scalar(select(Environment.id).where(Environment.fingerprint == env["fingerprint"]))
-            if found is not None:
-                return found
-            fields = {c.key for c in Environment.__table__.columns} - {"id", "created_at"}
-            e = Environment(**{k: v for k, v in env.items() if k in fields})
-            s.add(e)
-            s.flush()
-            return e.id
+            found = find(s)
+            if found is None:
+                self._insert_ignoring_conflict(s, Environment, [row], ["fingerprint"])
+                found = find(s)
+            return found
 
-        try:
-            return self.write(go)
-        except StoreError:
-            # another writer created it between our check and insert
-            return self.write(go)
+        return self._write_retrying(go)
 
     def start_run(self, env: dict[str, Any], *, options: dict[str, Any], seed: int, ops_total: int, cells_planned: int, conform_version: str = "") -> int:
         env_id = self.environment_id(env)
@@ -241,21 +311,29 @@ class Store:
 
     def op_ids(self, specs) -> dict[str, int]:
         """Ids for these OpSpecs, inserting the ones not yet known (in one transaction)."""
-        missing = [sp for sp in specs if sp.qualname not in self._op_ids]
-        if missing:
-
-            def go(s: Session):
-                known = dict(s.execute(select(Op.qualname, Op.id)).all())
-                for sp in missing:
-                    if sp.qualname not in known:
-                        op = Op(qualname=sp.qualname, variant=sp.variant, family=sp.family, tags=list(sp.tags), schema=sp.schema)
-                        s.add(op)
-                        s.flush()
-                        known[sp.qualname] = op.id
-                return known
-
-            self._op_ids.update(self.write(go))
+        rows = [
+            {"qualname": sp.qualname, "variant": sp.variant, "family": sp.family, "tags": list(sp.tags), "schema": sp.schema}
+            for sp in specs
+            if sp.qualname not in self._op_ids
+        ]
+        self._ensure_ops(rows)
         return {sp.qualname: self._op_ids[sp.qualname] for sp in specs}
+
+    def _ensure_ops(self, rows: list[dict[str, Any]]) -> None:
+        """Insert the ops (dicts of Op columns) not yet stored; remember every id."""
+        missing = {r["qualname"]: r for r in rows if r["qualname"] not in self._op_ids}
+        if not missing:
+            return
+
+        def go(s: Session):
+            known = dict(s.execute(select(Op.qualname, Op.id)).all())
+            new = [r for q, r in missing.items() if q not in known]
+            if new:
+                self._insert_ignoring_conflict(s, Op, new, ["qualname"])
+                known = dict(s.execute(select(Op.qualname, Op.id)).all())
+            return known
+
+        self._op_ids.update(self._write_retrying(go))
 
     def op_id(self, qualname: str) -> int | None:
         if qualname not in self._op_ids:
@@ -270,7 +348,10 @@ class Store:
         ids = self.op_ids(specs)
 
         def go(s: Session):
-            s.add_all(CatalogEntry(run_id=run_id, op_id=ids[sp.qualname], kernels=list(sp.kernels)) for sp in specs)
+            have = set(s.scalars(select(CatalogEntry.op_id).where(CatalogEntry.run_id == run_id)))
+            rows = {ids[sp.qualname]: list(sp.kernels) for sp in specs if ids[sp.qualname] not in have}
+            if rows:
+                s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": i, "kernels": k} for i, k in rows.items()])
 
         self.write(go)
 
@@ -283,20 +364,37 @@ class Store:
         if op_id is None:
             raise StoreError(f"result for an op not in the catalog: {r['op']}")
 
+        values = {k: r[k] for k in RESULT_FIELDS if k in r and r[k] is not None}
+        if "message" in values:
+            values["message"] = _text(values["message"])
+        failure = None
+        if r.get("case") is not None or r.get("repro") or r.get("traceback"):
+            failure = {"case": r.get("case"), "repro": _text(r.get("repro") or ""), "traceback": _text(r.get("traceback") or "")}
+
         def go(s: Session) -> bool:
             exists = s.scalar(select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == r["dtype"]))
             if exists is not None:
                 return False
-            res = Result(run_id=run_id, op_id=op_id, dtype=r["dtype"], **{k: r[k] for k in RESULT_FIELDS if k in r and r[k] is not None})
-            if r.get("case") is not None or r.get("repro") or r.get("traceback"):
-                res.failure = Failure(case=r.get("case"), repro=r.get("repro") or "", traceback=r.get("traceback") or "")
-            s.add(res)
+            # another writer may record the same cell between that check and this insert
+            stmt = self._conflict_insert(Result, ["run_id", "op_id", "dtype"])
+            if stmt is None:
+                res = Result(run_id=run_id, op_id=op_id, dtype=r["dtype"], **values)
+                s.add(res)
+                s.flush()
+                result_id = res.id
+            else:
+                row = {"run_id": run_id, "op_id": op_id, "dtype": r["dtype"], "created_at": utcnow(), **values}
+                result_id = s.scalar(stmt.values(row).returning(Result.id))
+                if result_id is None:
+                    return False
+            if failure is not None:
+                s.execute(insert(Failure), [{"result_id": result_id, **failure}])
             return True
 
         try:
             return self.write(go)
         except StoreError as e:
-            if isinstance(e.__context__, IntegrityError) or "UNIQUE" in str(e):
+            if isinstance(e.__context__, IntegrityError):
                 return False
             raise
 
@@ -305,6 +403,74 @@ class Store:
         with self.session() as s:
             rows = s.execute(select(Op.qualname, Result.dtype).join(Op, Result.op_id == Op.id).where(Result.run_id == run_id)).all()
         return {(q, d) for q, d in rows}
+
+    # -- declared kernels --------------------------------------------------------------------
+
+    def record_declared(self, env: dict[str, Any], kernels: dict[str, dict[str, str]], ops: dict[str, dict[str, Any]] | None = None) -> int:
+        """Store what a torch release declares: `kernels` maps an op's qualname to {dispatch key:
+        how} (see models.DeclaredKernel). `ops` may give Op columns (schema, variant) for ops not
+        stored yet. Replaces whatever that environment held, in one transaction. Returns its id."""
+        env = dict(env, kind="declared")
+        env_id = self.environment_id(env)
+        ops = ops or {}
+        self._ensure_ops([{"qualname": q, **{k: v for k, v in ops.get(q, {}).items() if k != "qualname"}} for q in kernels])
+        rows = [
+            {"environment_id": env_id, "op_id": self._op_ids[q], "dispatch_key": key, "how": how}
+            for q, by_key in kernels.items()
+            for key, how in by_key.items()
+        ]
+
+        def go(s: Session):
+            s.execute(delete(DeclaredKernel).where(DeclaredKernel.environment_id == env_id))
+            if rows:
+                s.execute(insert(DeclaredKernel), rows)
+            e = s.get(Environment, env_id)
+            e.details = dict(env.get("details") or {})
+
+        self._write_retrying(go)
+        return env_id
+
+    def declared_kernels(self, environment_id: int) -> dict[str, dict[str, str]]:
+        """{qualname: {dispatch key: how}} as stored by record_declared."""
+        out: dict[str, dict[str, str]] = {}
+        with self.session() as s:
+            q = (
+                select(Op.qualname, DeclaredKernel.dispatch_key, DeclaredKernel.how)
+                .join(Op, DeclaredKernel.op_id == Op.id)
+                .where(DeclaredKernel.environment_id == environment_id)
+            )
+            for qualname, key, how in s.execute(q):
+                out.setdefault(qualname, {})[key] = how
+        return out
+
+    # -- concurrent writers ------------------------------------------------------------------
+
+    def _conflict_insert(self, model, index_elements: list[str]):
+        """An INSERT that skips a row whose unique key exists, where the database can say so."""
+        name = self.engine.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        elif name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            return None
+        return dialect_insert(model).on_conflict_do_nothing(index_elements=index_elements)
+
+    def _insert_ignoring_conflict(self, s: Session, model, rows: list[dict[str, Any]], index_elements: list[str]) -> None:
+        stmt = self._conflict_insert(model, index_elements)
+        if stmt is None:
+            s.execute(insert(model), rows)  # a conflict raises; _write_retrying tries again
+        else:
+            s.execute(stmt, rows)
+
+    def _write_retrying(self, fn, attempts: int = 5):
+        """write(fn), again after a conflict with a concurrent writer (fn must look before it inserts)."""
+        for attempt in range(attempts):
+            try:
+                return self.write(fn)
+            except StoreError as e:
+                if not isinstance(e.__context__, IntegrityError) or attempt == attempts - 1:
+                    raise
 
     def close(self) -> None:
         self.engine.dispose()

@@ -4,29 +4,37 @@ A fresh database is created at `SCHEMA_VERSION` directly. An older database is b
 date by applying, in order, every step whose version is above the database's; each applied step
 is recorded in the `conform_schema` table. To change the schema: edit models.py, bump
 SCHEMA_VERSION, and append a `(version, description, function(connection))` step here.
+
+Both functions take a connection whose transaction the caller holds (and, with several writers,
+locks: see `Store._check_schema`), so a schema is created or upgraded all at once or not at all.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
-from .models import SCHEMA_VERSION, Base, SchemaMigration
+from .models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
+
+
+def _add_declared_kernels(conn: Connection) -> None:
+    DeclaredKernel.__table__.create(conn, checkfirst=True)
+
 
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
-MIGRATIONS: list[tuple[int, str, callable]] = []
+MIGRATIONS: list[tuple[int, str, callable]] = [
+    (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
+]
 
 
-def create_all(engine: Engine) -> None:
-    with engine.begin() as conn:
-        Base.metadata.create_all(conn)
-        conn.execute(SchemaMigration.__table__.insert(), [{"version": SCHEMA_VERSION, "description": "initial schema"}])
+def create_all(conn: Connection) -> None:
+    Base.metadata.create_all(conn)
+    conn.execute(SchemaMigration.__table__.insert(), [{"version": SCHEMA_VERSION, "description": "initial schema"}])
 
 
-def upgrade(engine: Engine, from_version: int) -> None:
-    with engine.begin() as conn:
-        for version, description, step in MIGRATIONS:
-            if version > from_version:
-                step(conn)
-                conn.execute(SchemaMigration.__table__.insert(), [{"version": version, "description": description}])
-        # tables added since (new tables need no data migration)
-        Base.metadata.create_all(conn)
+def upgrade(conn: Connection, from_version: int) -> None:
+    for version, description, step in MIGRATIONS:
+        if version > from_version:
+            step(conn)
+            conn.execute(SchemaMigration.__table__.insert(), [{"version": version, "description": description}])
+    # tables added since (new tables need no data migration)
+    Base.metadata.create_all(conn)

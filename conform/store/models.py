@@ -12,7 +12,7 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def utcnow() -> dt.datetime:
@@ -92,6 +92,23 @@ class CatalogEntry(Base):
     op_id: Mapped[int] = mapped_column(ForeignKey("ops.id"), primary_key=True)
     kernels: Mapped[list[Any]] = mapped_column(default=list)
     coverage: Mapped[str] = mapped_column(String(300), default="")  # why not exercised, if known
+
+
+class DeclaredKernel(Base):
+    """What a torch release's native_functions.yaml declares for an op and one dispatch key: the
+    "declared" side shown beside measured outcomes. Rows belong to a kind="declared" environment.
+
+    dispatch_key is a backend key (CPU, CUDA, MPS, XPU, Meta, SparseCPU, ...) with how "kernel" (its
+    own dispatch entry) or "structured_delegate" (the kernel of the out= op it delegates to); or a
+    composite key (CompositeImplicitAutograd, CompositeExplicitAutograd, ...) with how
+    "composite_implicit" / "composite_explicit": available on every backend through decomposition.
+    """
+
+    __tablename__ = "declared_kernels"
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), primary_key=True)
+    op_id: Mapped[int] = mapped_column(ForeignKey("ops.id"), primary_key=True)
+    dispatch_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    how: Mapped[str] = mapped_column(String(24))
 
 
 class Result(Base):
