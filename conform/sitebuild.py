@@ -26,7 +26,8 @@ from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, SIZE_ORDER, T_DEV, T_NUMEL
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
-SLOWEST_PER_ENV = 100  # rows of the "slowest relative to the CPU" table per environment
+SLOWEST_PER_ENV = 100
+DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive diff lists all  # rows of the "slowest relative to the CPU" table per environment
 
 
 def site_files() -> Path:
@@ -93,8 +94,13 @@ class Builder:
             outcome_order=[o.value for o in SEVERITY],
             codes=CODES,
             cut=_cut,
+            row_limit=DIFF_ROWS,
         )
         self.written: list[tuple[str, int]] = []
+        self.timings_by_op: dict[int, list] = {}
+        for e in data.envs:
+            for k, t in e.timings.items():
+                self.timings_by_op.setdefault(k[0], []).append((e, k, t))
 
     # -- output ---------------------------------------------------------------------------
 
@@ -127,10 +133,9 @@ class Builder:
             self.render(d.slug, "diff.html", diff=d, diffs=diffs, envs=self.data.envs, title=f"Diff {d.a.short_label} → {d.b.short_label}", threshold=site_data.REGRESSION_RATIO)
         self.render("diff.html", "diff.html", diff=None, diffs=diffs, envs=self.data.envs, title="Diff", threshold=site_data.REGRESSION_RATIO)
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
-        op_tpl = self.jinja.get_template("op.html")
+        self.render("op.html", "op.html", title="Op")
         for op in self.data.ops.values():
-            rel = f"ops/{op.slug}.html"
-            self.write(rel, op_tpl.render(root="../", page=rel, title=op.qualname, **self.op_context(op)))
+            self.write(f"data/op/{op.slug}.js", _js_data(f"op/{op.slug}", self.op_payload(op)))
 
     def overview_rows(self) -> list[dict]:
         rows = []
@@ -218,46 +223,68 @@ class Builder:
             if fam["timings"]:
                 self.write(f"data/{fam['timings']}.js", _js_data(fam["timings"], per_family[fam["name"]]))
 
-    def op_context(self, op) -> dict:
+    def op_payload(self, op) -> dict:
+        """Everything op.html?op=<slug> shows for one op, as compact JSON: long texts (messages,
+        scripts, tracebacks) are stored once per op and referred to by index."""
         data = self.data
+        col = {e.key: i for i, e in enumerate(data.envs)}
         envs = data.op_envs(op.id)
         dtypes = [d for d in data.dtypes if any((op.id, d) in e.cells for e in envs)]
-        failures = []
+        texts: list = []
+        seen: dict[str, int] = {}
+
+        def text(value) -> int | None:
+            if not value:
+                return None
+            if value not in seen:
+                shown, left = _cut(value)
+                seen[value] = len(texts)
+                texts.append([shown, left])
+            return seen[value]
+
+        cells = []
         for e in envs:
             for d in dtypes:
                 r = e.cells.get((op.id, d))
-                if r is not None and r[R_OUTCOME] != "pass":
-                    f = data.failures.get(r[0])
-                    failures.append({"env": e, "dtype": d, "row": r, "case": json.dumps(f[0], indent=1) if f and f[0] is not None else "", "repro": f[1] if f else "", "traceback": f[2] if f else ""})
-        failures.sort(key=lambda x: (site_data.outcome_rank(x["row"][R_OUTCOME]), x["env"].torch_version, x["dtype"]))
-        charts, timing_rows = [], []
-        timed = [(e, k, t) for e in envs for k, t in e.timings.items() if k[0] == op.id]
+                if r is None:
+                    continue
+                f = data.failures.get(r[0]) if r[R_OUTCOME] != "pass" else None
+                failure = None
+                if f:
+                    failure = [text(f[1]), text(f[2]), text(json.dumps(f[0], indent=1)) if f[0] is not None else None]
+                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure])
+        timed = self.timings_by_op.get(op.id, [])
+        charts, timings = [], []
         for d in sorted({k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)):
             sizes = sorted({(t[T_NUMEL], SIZE_ORDER.get(k[2], 9), k[2]) for _, k, t in timed if k[1] == d})
-            labels = [s[2] for s in sizes]
+            labels = [sz[2] for sz in sizes]
             series = []
             for e in envs:
-                ys = [e.timings.get((op.id, d, s)) for s in labels]
+                ys = [e.timings.get((op.id, d, sz)) for sz in labels]
                 if any(ys):
                     series.append((e.short_label, [t[T_DEV] if t else None for t in ys]))
-            if any(e.backend != "cpu" for e in envs):
-                ref = next(((f"CPU ({e.short_label})", [e.timings.get((op.id, d, s)) for s in labels]) for e in envs if any(e.timings.get((op.id, d, s)) for s in labels)), None)
-                if ref:
-                    series.append((ref[0], [t[T_REF] if t else None for t in ref[1]]))
-            charts.append(site_charts.line_chart(series, [f"{s[2]} ({s[0]:,})" for s in sizes], title=f"{op.short_name} {d}: device median time"))
-        for e, k, t in sorted(timed, key=lambda x: (site_data.env_sort_key(x[0]), x[1][1], x[2][T_NUMEL])):
-            timing_rows.append({"env": e, "dtype": k[1], "t": t, "speedup": (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None})
-        declared = [(e, data.declared_kernels.get((e.id, op.id), [])) for e in data.declared]
+            ref = next((e for e in envs if any(e.timings.get((op.id, d, sz)) for sz in labels)), None)
+            if ref is not None and ref.backend != "cpu":
+                series.append((f"CPU ({ref.short_label})", [(ref.timings.get((op.id, d, sz)) or (None,) * 11)[T_REF] for sz in labels]))
+            # build-time SVG: every label in it went through markupsafe.escape
+            charts.append(str(site_charts.line_chart(series, [f"{sz[2]} ({sz[0]:,})" for sz in sizes], title=f"{op.short_name} {d}: device median time")))
+        for e, k, t in sorted(timed, key=lambda x: (col[x[0].key], x[1][1], x[2][T_NUMEL])):
+            timings.append([col[e.key], k[1], k[2], t[3], t[T_NUMEL], t[T_DEV], t[T_REF], (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None])
         return {
-            "op": op,
-            "envs": envs,
-            "dtypes": dtypes,
-            "kernels": [(e, e.catalog.get(op.id), e.coverage_notes.get(op.id, "")) for e in envs],
-            "declared": declared,
-            "failures": failures,
-            "charts": charts,
-            "timings": timing_rows,
+            "qualname": op.qualname,
+            "family": op.family,
+            "variant": op.variant,
+            "tags": op.tags,
+            "schema": op.schema,
             "changed": site_data.changed(data, op.id),
+            "dtypes": dtypes,
+            "envs": [col[e.key] for e in envs],
+            "kernels": [[col[e.key], e.catalog.get(op.id), e.coverage_notes.get(op.id, "")] for e in envs],
+            "declared": [[e.torch_version, e.backend, data.declared_kernels.get((e.id, op.id), [])] for e in data.declared],
+            "cells": cells,
+            "texts": texts,
+            "charts": charts,
+            "timings": timings,
         }
 
     def perf(self) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from conform.store import Store, Timing
 from opdb.spec import OpSpec
 
+EVIL_DEVICE = "Test CPU <script>window.__pwned = 3</script>"
 EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
 
 
@@ -57,5 +58,5 @@ def make_two_versions(path) -> Store:
     t213 = {("aten::mm", "float32", s): (t, 2 * t) for s, t in (("small", 1e-5), ("medium", 1e-4), ("large", 1e-3))}
     t214 = {("aten::mm", "float32", s): (3 * t, 2 * t) for s, t in (("small", 1e-5), ("medium", 1e-4), ("large", 1e-3))}
     add_run(store, env("2.13.0"), OPS_213, o213, timings=t213)
-    add_run(store, env("2.14.1"), OPS_214, o214, timings=t214)
+    add_run(store, env("2.14.1", device=EVIL_DEVICE), OPS_214, o214, timings=t214)
     return store

@@ -39,34 +39,40 @@ class Links(HTMLParser):
 
 
 def local_target(page: Path, ref: str) -> Path | None:
+    """The file a local link needs: op.html?op=X needs data/op/X.js as well as op.html."""
     parts = urlsplit(ref)
     if parts.scheme or ref.startswith("#") or not parts.path:
         return None
-    return (page.parent / unquote(parts.path)).resolve()
+    target = (page.parent / unquote(parts.path)).resolve()
+    if target.name == "op.html" and target.is_file():
+        op = dict(q.split("=", 1) for q in parts.query.split("&") if "=" in q).get("op")
+        return target.parent / "data" / "op" / f"{unquote(op or '')}.js"
+    return target
 
 
 def test_every_page_is_built(site):
     out, stats = site
-    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "ops/add.Tensor.html", "ops/mm.html", "ops/new_op_in_214.html", "static/conform.js", "static/style.css", "data/index.js"):
+    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "op.html", "data/op/add.Tensor.js", "data/op/mm.js", "data/op/new_op_in_214.js", "static/conform.js", "static/style.css", "data/index.js"):
         assert (out / rel).is_file(), rel
     assert stats.environments == 2
     assert list(out.glob("diff-*-*.html")), "no precomputed diff of neighbouring environments"
 
 
-def test_ops_differing_only_in_case_get_distinct_pages(site):
+def test_ops_differing_only_in_case_get_distinct_data_files(site):
     out, _ = site
-    pages = {p.name.lower() for p in (out / "ops").iterdir()}
-    assert len(pages) == len(list((out / "ops").iterdir())) == len(sitedata.OPS_214)
+    files = list((out / "data/op").iterdir())
+    assert len({p.name.lower() for p in files}) == len(files) == len(sitedata.OPS_214)
 
 
 def test_database_strings_are_escaped(site):
     out, _ = site
-    page = (out / "ops/add.Tensor.html").read_text()
-    assert "<script>window.__pwned" not in page
-    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page  # shown as text: message, script, traceback
-    assert page.count("&lt;script&gt;") >= 3
-    for f in (out / "data").iterdir():
+    for f in (out / "data").rglob("*.js"):
         assert "<" not in f.read_text(), f"{f.name} holds a raw '<'"
+    assert "\\u003cscript>window.__pwned" in (out / "data/op/add.Tensor.js").read_text()
+    for page in ("index.html", "matrix.html", "diff.html", next(out.glob("diff-*-*.html")).name):
+        text = (out / page).read_text()
+        assert "<script>window.__pwned" not in text, page
+        assert "&lt;script&gt;window.__pwned = 3&lt;/script&gt;" in text, page  # the device name, as text
 
 
 def test_matrix_data_is_lazy_and_chunked(site):
@@ -105,8 +111,7 @@ def test_diff_and_timings_are_shown(site):
     diff = next(out.glob("diff-*-*.html")).read_text()
     assert re.search(r'id="n-newly-failing">1<', diff) and re.search(r'id="n-newly-passing">1<', diff)
     assert re.search(r'id="n-new-ops">1<', diff) and re.search(r'id="n-regressions">3<', diff)
-    assert "<svg" in (out / "ops/mm.html").read_text()
-    assert "No timings for this op" in (out / "ops/relu.html").read_text()
+    assert "<svg" in (out / "data/op/mm.js").read_text().replace("\\u003c", "<")
 
 
 def test_empty_database_builds_a_site_that_says_so(tmp_path):
@@ -169,12 +174,32 @@ def test_matrix_filters_in_browser(site, browser, tmp_path):
 def test_pages_load_without_console_errors(site, browser):
     out, _ = site
     b = browser
-    for rel in ["index.html", "perf.html", "ops/add.Tensor.html", "ops/mm.html", next(out.glob("diff-*-*.html")).name]:
-        b.goto((out / rel).as_uri())
+    for rel in ["index.html", "perf.html", "diff.html", "op.html?op=add.Tensor", "op.html?op=mm", "op.html?op=relu", next(out.glob("diff-*-*.html")).name]:
+        b.goto((out / "index.html").as_uri().replace("index.html", rel))
+        if rel.startswith("op.html"):
+            b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what=f"{rel} rendering")
         assert b.errors() == [], rel
         assert b.eval("window.__pwned") is None, f"{rel} ran a script from the database"
-    b.eval("document.querySelector('table.sortable th').click()")  # sorting does not throw
-    assert b.errors() == []
+        b.eval("document.querySelector('table.sortable th') && document.querySelector('table.sortable th').click()")  # sorting does not throw
+        assert b.errors() == [], rel
+
+
+def test_op_page_shows_results_failures_and_timings(site, browser):
+    out, _ = site
+    b = browser
+    b.goto((out / "op.html").as_uri() + "?op=add.Tensor")
+    b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what="op page")
+    text = b.eval("document.getElementById('op-page').innerText")
+    assert "aten::add.Tensor" in text and "Reproduction script" in text and "changed" in text
+    assert "<script>window.__pwned = 1</script>" in text  # the message shows as text, not as markup
+    assert b.eval("document.querySelectorAll('section.failure').length") == 1
+    assert "No timings for this op" in text
+    b.goto((out / "op.html").as_uri() + "?op=mm")
+    b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what="op page")
+    assert b.eval("document.querySelectorAll('#op-page svg.chart circle').length") >= 6
+    b.goto((out / "op.html").as_uri() + "?op=no_such_op")
+    b.wait(lambda: "No op" in b.eval("document.getElementById('op-page').innerText"), what="missing-op message")
+    assert all("no_such_op" in e for e in b.errors())  # only the failed load of its data file
 
 
 def test_diff_of_any_two_matches_the_precomputed_one(site, browser):

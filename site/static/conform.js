@@ -80,7 +80,7 @@
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
 
   /* ---- copy buttons of reproduction scripts -------------------------------------------- */
-  Array.prototype.forEach.call(document.querySelectorAll("button.copy"), function (b) {
+  function bindCopy(b) {
     b.addEventListener("click", function () {
       var pre = b.closest(".repro").querySelector("pre");
       var text = pre.textContent;
@@ -92,7 +92,8 @@
         try { if (document.execCommand("copy")) ok(); } catch (e) { /* selected: the reader copies */ }
       }
     });
-  });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("button.copy"), bindCopy);
   function select(node) {
     var r = document.createRange();
     r.selectNodeContents(node);
@@ -135,7 +136,7 @@
     return rows;
   }
   function opLink(row) {
-    return el("a", { href: root + "ops/" + encodeURIComponent(row[1]) + ".html" }, row[0]);
+    return el("a", { href: root + "op.html?op=" + encodeURIComponent(row[1]) }, row[0]);
   }
   function readHash() {
     var out = {};
@@ -458,5 +459,160 @@
     run();
   }
 
-  window.Conform = { matrix: matrix, diffPage: diffPage, load: load, computeDiff: computeDiff };
+
+  /* ---- one op: op.html?op=<slug>, data from data/op/<slug>.js ---------------------------- */
+  function num(x) {
+    if (x === null || x === undefined) return "–";
+    if (typeof x === "number" && !Number.isInteger(x)) return Number(x.toPrecision(3)).toString();
+    return String(x);
+  }
+  function badge(o) { return el("span", { class: "o " + cls(o in (index()._rank) ? o : "unknown") }, o); }
+  function table(head, rows, sortable) {
+    var t = el("table", sortable ? { class: "sortable" } : null);
+    var tr = el("tr");
+    head.forEach(function (h) { tr.appendChild(el("th", h[1] ? { class: h[1] } : null, h[0])); });
+    t.appendChild(el("thead")).appendChild(tr);
+    var body = t.appendChild(el("tbody"));
+    rows.forEach(function (cells) {
+      var r = body.appendChild(el("tr"));
+      cells.forEach(function (c) {
+        var td = el("td", c && c.cls ? { class: c.cls } : null);
+        if (c && c.sort !== undefined) td.setAttribute("data-sort", String(c.sort));
+        var v = c && c.node !== undefined ? c.node : c && c.text !== undefined ? c.text : c;
+        if (v instanceof Node) td.appendChild(v);
+        else td.textContent = v === null || v === undefined ? "" : String(v);
+        r.appendChild(td);
+      });
+    });
+    if (sortable) makeSortable(t);
+    return t;
+  }
+  function envNode(e) {
+    var s = el("span");
+    s.appendChild(el("span", { class: "env" }, "torch " + e.torch + " "));
+    s.appendChild(el("span", { class: "dev" }, e.device || e.backend));
+    return s;
+  }
+  function cutText(box, texts, i, what) {
+    var t = texts[i];
+    box.appendChild(el("pre", what === "script" ? { class: "script" } : null, t[0]));
+    if (t[1]) box.appendChild(el("p", { class: "sub" }, "… " + t[1] + " more characters of this " + what + " are in the database."));
+  }
+
+  function opPage() {
+    var idx = index();
+    var page = document.getElementById("op-page");
+    var status = document.getElementById("op-status");
+    var slug = new URLSearchParams(location.search).get("op") || readHash().op;
+    if (!slug || !/^[A-Za-z0-9_.-]+$/.test(slug)) { status.textContent = "No op named in the address (op.html?op=add.Tensor)."; return; }
+    load(["op/" + slug], function () { renderOp(idx, D["op/" + slug], page); }, function () {
+      status.textContent = "No op " + slug + " in this site.";
+    });
+  }
+
+  function renderOp(idx, op, page) {
+    page.textContent = "";
+    document.title = op.qualname + " · conform";
+    var envs = idx.envs;
+    var crumbs = el("p", { class: "crumbs" });
+    crumbs.appendChild(el("a", { href: root + "matrix.html#family=" + encodeURIComponent(op.family) }, op.family));
+    crumbs.appendChild(document.createTextNode(" / " + op.variant + (op.tags.length ? " · tags: " + op.tags.join(", ") : "")));
+    page.appendChild(crumbs);
+    var h1 = page.appendChild(el("h1", { class: "opname" }, op.qualname));
+    if (op.changed) h1.appendChild(el("span", { class: "changed-mark", title: "outcome differs between environments" }, " ▲ changed"));
+    page.appendChild(el("pre", { class: "schema" }, op.schema || "(no schema recorded)"));
+
+    page.appendChild(el("h2", null, "Declared kernels"));
+    if (op.kernels.length) {
+      page.appendChild(table([["environment"], ["dispatch keys with a kernel"], ["note"]], op.kernels.map(function (k) {
+        return [{ node: envNode(envs[k[0]]), sort: k[0] }, k[1] === null ? "not in this torch's catalog" : k[1].join(", ") || "–", k[2]];
+      }), true));
+    } else page.appendChild(el("p", { class: "empty" }, "Not in the catalog of any measured environment."));
+    if (op.declared.length) {
+      page.appendChild(el("h3", null, "Declared by releases"));
+      page.appendChild(table([["torch"], ["backend"], ["declared"]], op.declared.map(function (d) {
+        return [d[0], d[1], d[2].map(function (x) { return x[0] + " (" + x[1] + ")"; }).join(", ") || "nothing declared"];
+      })));
+    }
+
+    page.appendChild(el("h2", null, "Results"));
+    var byCell = {};
+    op.cells.forEach(function (c) { byCell[c[0] + "|" + c[1]] = c; });
+    if (!op.cells.length) page.appendChild(el("p", { class: "empty" }, "No results for this op yet."));
+    else {
+      var legend = page.appendChild(el("div", { class: "legend" }));
+      idx.outcomes.forEach(function (o) { legend.appendChild(badge(o)); legend.appendChild(document.createTextNode(" ")); });
+      var grid = table([["environment"]].concat(op.dtypes.map(function (d) { return [d]; })), op.envs.map(function (ei) {
+        return [{ node: envNode(envs[ei]) }].concat(op.dtypes.map(function (d) {
+          var c = byCell[ei + "|" + d];
+          if (!c) return { node: el("span", { class: "o o-untested" }, "–") };
+          var box = el("span");
+          box.appendChild(badge(c[2]));
+          box.appendChild(el("div", { class: "sub" }, c[5] + "/" + c[4] + " ex" + (c[6] !== null ? " · abs " + num(c[6]) : "")));
+          return { node: box };
+        }));
+      }));
+      grid.className = "results";
+      page.appendChild(el("div", { class: "scroll" })).appendChild(grid);
+      page.appendChild(el("h3", null, "Details"));
+      var head = [["environment"], ["dtype"], ["outcome"], ["phase"], ["examples", "num"], ["passed", "num"], ["max abs err", "num"], ["max rel err", "num"], ["max ulp", "num"], ["rtol / atol", "num"], ["device vs golden", "num"], ["CPU vs golden", "num"], ["time (s)", "num"], ["message"]];
+      var details = table(head, op.cells.map(function (c) {
+        var msg = c[13] === null ? "" : op.texts[c[13]][0];
+        return [{ node: envNode(envs[c[0]]), sort: c[0] }, c[1], { node: badge(c[2]), sort: idx._rank[c[2]] }, c[3], { text: c[4], cls: "num" }, { text: c[5], cls: "num" },
+          { text: num(c[6]), sort: c[6] === null ? -1 : c[6], cls: "num" }, { text: num(c[7]), sort: c[7] === null ? -1 : c[7], cls: "num" }, { text: num(c[8]), sort: c[8] === null ? -1 : c[8], cls: "num" },
+          { text: num(c[9]) + " / " + num(c[10]), cls: "num" }, { text: num(c[11]), cls: "num" }, { text: num(c[12]), cls: "num" }, { text: num(c[14]), sort: c[14], cls: "num" },
+          { text: msg.length > 300 ? msg.slice(0, 300) + "… (see below)" : msg, cls: "msg" }];
+      }), true);
+      details.classList.add("details");
+      page.appendChild(el("div", { class: "scroll" })).appendChild(details);
+    }
+
+    page.appendChild(el("h2", null, "Failing cases"));
+    var failing = op.cells.filter(function (c) { return c[2] !== "pass"; });
+    failing.sort(function (a, b) { return (idx._rank[a[2]] === undefined ? -1 : idx._rank[a[2]]) - (idx._rank[b[2]] === undefined ? -1 : idx._rank[b[2]]) || a[0] - b[0]; });
+    if (!failing.length) page.appendChild(el("p", { class: "empty" }, "No failing or skipped cells."));
+    failing.forEach(function (c) {
+      var sec = page.appendChild(el("section", { class: "failure", id: "f-" + envs[c[0]].key + "-" + c[1] }));
+      var h = sec.appendChild(el("h3"));
+      h.appendChild(badge(c[2]));
+      h.appendChild(document.createTextNode(" " + c[1] + " on "));
+      h.appendChild(envNode(envs[c[0]]));
+      if (c[3]) h.appendChild(el("span", { class: "sub" }, " (" + c[3] + ")"));
+      if (c[13] !== null) cutText(sec, op.texts, c[13], "message");
+      var f = c[15];
+      if (f && f[0] !== null) {
+        var repro = sec.appendChild(el("div", { class: "repro" }));
+        var head = repro.appendChild(el("div", { class: "repro-head" }, "Reproduction script "));
+        bindCopy(head.appendChild(el("button", { type: "button", class: "copy" }, "copy")));
+        cutText(repro, op.texts, f[0], "script");
+      } else if (c[2] !== "skipped") sec.appendChild(el("p", { class: "sub" }, "No minimal case was recorded for this cell."));
+      [[f && f[2], "minimal case (JSON)", "case"], [f && f[1], "traceback", "traceback"]].forEach(function (x) {
+        if (x[0] === null || x[0] === undefined) return;
+        var d = sec.appendChild(el("details"));
+        d.appendChild(el("summary", null, x[1]));
+        cutText(d, op.texts, x[0], x[2]);
+      });
+    });
+
+    page.appendChild(el("h2", null, "Timings"));
+    if (!op.timings.length) {
+      page.appendChild(el("p", { class: "empty" }, idx.has_timings ? "No timings for this op." : "No timings in this database (timing is a separate serial pass: conform bench)."));
+    } else {
+      var charts = page.appendChild(el("div", { class: "charts" }));
+      op.charts.forEach(function (svg) {
+        // drawn by conform at build time, every label escaped there
+        var holder = el("div");
+        holder.innerHTML = svg;
+        charts.appendChild(holder);
+      });
+      page.appendChild(table([["environment"], ["dtype"], ["size"], ["shape"], ["elements", "num"], ["device median", "num"], ["CPU median", "num"], ["speedup", "num"]], op.timings.map(function (t) {
+        return [{ node: envNode(envs[t[0]]), sort: t[0] }, t[1], t[2], (t[3] || []).join("×"), { text: t[4].toLocaleString("en-US"), sort: t[4], cls: "num" },
+          { text: t[5] ? fmtSeconds(t[5]) : "–", sort: t[5] || 0, cls: "num" }, { text: t[6] ? fmtSeconds(t[6]) : "–", sort: t[6] || 0, cls: "num" },
+          { text: t[7] ? t[7].toFixed(2) + "×" : "–", sort: t[7] || 0, cls: "num" }];
+      }), true));
+    }
+    page.setAttribute("data-ready", "1");
+  }
+
+  window.Conform = { opPage: opPage, matrix: matrix, diffPage: diffPage, load: load, computeDiff: computeDiff };
 })();
