@@ -138,23 +138,26 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 after_case()
         if state["failing"]:
             # shrinking: only whether the case still fails matters
-            if r.outcome != Outcome.PASS and not r.invalid:
-                raise _CaseFailed(r, case)
-            hypothesis.reject()
-        if r.invalid:
-            result.invalid_examples += 1
-            state["first_invalid"] = state["first_invalid"] or r.message
-            if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run):
-                raise _StopCell()
-            hypothesis.reject()
-        result.examples_run += 1
-        merge_errors(r)
-        if r.outcome == Outcome.PASS:
-            result.examples_passed += 1
-            return
-        if Outcome(r.outcome) in CELL_LEVEL:
-            raise _StopCell(r, case)
-        state["failing"] = True
+            if r.outcome == Outcome.PASS or r.invalid:
+                hypothesis.reject()
+        else:
+            if r.invalid:
+                result.invalid_examples += 1
+                state["first_invalid"] = state["first_invalid"] or r.message
+                if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run):
+                    raise _StopCell()
+                hypothesis.reject()
+            result.examples_run += 1
+            merge_errors(r)
+            if r.outcome == Outcome.PASS:
+                result.examples_passed += 1
+                return
+            if Outcome(r.outcome) in CELL_LEVEL:
+                raise _StopCell(r, case)
+            state["failing"] = True
+        # One raise statement for the first failure and every shrink step: hypothesis tells bugs
+        # apart by where they are raised, and two sites made it call the shrunk case a different
+        # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
         raise _CaseFailed(r, case)
 
     one_case._hypothesis_internal_add_digest = f"{op.qualname}/{dtype}".encode()
