@@ -70,12 +70,13 @@ def _cpu_count() -> int:
 @click.option("--no-grad", is_flag=True, help="skip backward comparisons")
 @click.option("--case-timeout", type=float, default=None, help="seconds before a case counts as hung [default: 60]")
 @click.option("--max-numel", type=click.IntRange(1), default=None, help="elements per case [default: 4096]")
+@click.option("--memory-limit", default=None, metavar="GiB|auto|none", help="address-space cap per worker [default: auto = 4 GiB on cpu/meta, none on GPUs]")
 @click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
 @click.option("--derandomize", is_flag=True, help="same cases for the same op every time (for gating)")
 @click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option
-def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, resume, derandomize, junitxml, quiet, db):
+def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, memory_limit, resume, derandomize, junitxml, quiet, db):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
     import pytest
 
@@ -95,7 +96,7 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     store = Store(db)
     store.close()
     n = _cpu_count() if workers == "auto" else _positive_int(workers, "-n")
-    args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
+    args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
     if db:
         args += ["--conform-db", db]
     if resume is not None:
@@ -110,6 +111,7 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
         ("--conform-seed", seed),
         ("--conform-case-timeout", case_timeout),
         ("--conform-max-numel", max_numel),
+        ("--conform-memory-limit", memory_limit),
         ("--junitxml", junitxml),
     ):
         if value is not None:

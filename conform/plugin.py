@@ -47,6 +47,7 @@ def pytest_addoption(parser):
     g.addoption("--conform-max-numel", type=int, default=CellSettings.max_numel, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
     g.addoption("--conform-case-timeout", type=float, default=60.0, help="seconds one case may run before it counts as a hang (default: 60)")
     g.addoption("--conform-cell-budget", type=float, default=CellSettings.cell_budget_s, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
+    g.addoption("--conform-memory-limit", default="auto", metavar="GiB|auto|none", help="address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on (default: auto = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)")
     g.addoption("--conform-resume", default=None, metavar="RUN_ID|latest", help="continue a run: only cells it has not recorded yet run")
     g.addoption("--conform-workdir", default=".conform", help="folder for the hypothesis example database and per-run files (default: .conform)")
     g.addoption("--conform-progress", action="store_true", default=False, help="show a progress bar (conform run turns it on)")
@@ -133,6 +134,10 @@ class Controller:
             derandomize=options.get("derandomize", False),
         )
         self.case_timeout = float(options.get("case_timeout", 60.0))
+        self.memory_limit = _memory_limit_bytes(opt("conform_memory_limit"), self.backend)
+        from .watchdog import Monitor
+
+        self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
         self.recorded = 0
         self.progress = None
@@ -149,6 +154,7 @@ class Controller:
             "conform_device": self.options["device"],
             "conform_settings": self.settings.to_dict(),
             "conform_case_timeout": self.case_timeout,
+            "conform_memory_limit": self.memory_limit,
         }
 
     def record(self, result: dict) -> None:
@@ -181,6 +187,7 @@ class Controller:
         return r.to_dict()
 
     def finish(self, exitstatus) -> None:
+        self.monitor.stop()
         state = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "finished"
         if self.progress is not None:
             self.progress.close()
@@ -241,6 +248,29 @@ def pytest_xdist_auto_num_workers(config):
 # -- workers ---------------------------------------------------------------------------------
 
 
+def _memory_limit_bytes(value: str, backend) -> int | None:
+    if value in ("none", "0", None):
+        return None
+    if value == "auto":
+        return 4 << 30 if backend.device.type in ("cpu", "meta") else None
+    try:
+        return int(float(value) * (1 << 30))
+    except ValueError:
+        raise ConformError(f"--memory-limit takes GiB, 'auto' or 'none', not {value!r}") from None
+
+
+def _apply_memory_limit(limit: int | None) -> None:
+    if not limit:
+        return
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    except (ImportError, ValueError, OSError):  # not on this OS: the element cap still holds
+        pass
+
+
 class WorkerContext:
     """A worker's backend, settings, and the in-flight record with its hang watchdog."""
 
@@ -252,9 +282,12 @@ class WorkerContext:
 
         # cases are small: one intra-op thread per worker beats oversubscribing the cores
         torch.set_num_threads(1)
+        if worker_id != "main":  # never cap the controller's own process
+            _apply_memory_limit(winput.get("conform_memory_limit"))
         self.backend = backends.resolve(winput["conform_device"])
         self.settings = CellSettings(**winput["conform_settings"])
         self.cells = [tuple(c) for c in json.loads(Path(winput["conform_plan"]).read_text())]
+        _warm_up()
         self.watchdog = Watchdog(Path(winput["conform_rundir"]) / "inflight" / f"{worker_id}.json", float(winput["conform_case_timeout"]))
 
     def run(self, cell) -> dict:
@@ -268,6 +301,22 @@ class WorkerContext:
 
         result = run_cell(op, cell[1], self.backend, self.settings, on_case=on_case, after_case=self.watchdog.disarm)
         return result.to_dict()
+
+
+def _warm_up() -> None:
+    """Pay the first-call costs (lazy imports, dispatcher caches, hypothesis internals) before the
+    hang watchdog starts counting, on the CPU alone so that a faulty device is not touched."""
+    import generators
+    import opdb
+    from generators.case import Case, TensorSpec
+
+    from . import execute
+    from .backends import CPUBackend
+
+    op = opdb.lookup("aten::add.Tensor")
+    x = TensorSpec(shape=(2, 3), dtype="float32", requires_grad=True)
+    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend())
+    generators.from_schema(op, "float32")
 
 
 def _worker_context(config) -> WorkerContext:

@@ -5,6 +5,9 @@ dies (segfault, abort), the controller reads that file and records the cell as `
 case in flight. If a case runs past its time limit, the watchdog thread marks the file as a
 timeout and ends the process with os._exit: a kernel stuck in native code cannot be interrupted
 any other way, and xdist replaces the worker so the sweep goes on.
+
+A kernel that hangs while holding the GIL would stop that thread too, so the controller runs a
+`Monitor` as well: it reads the same files and kills a worker whose case is far past its limit.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class Watchdog:
 
     def arm(self, record: dict) -> None:
         """A case is about to run: record it, and start its clock."""
-        record = {**record, "limit_s": self.limit_s, "pid": os.getpid()}
+        record = {**record, "limit_s": self.limit_s, "pid": os.getpid(), "started": time.time()}
         _write(self.path, record)
         with self._lock:
             self._record = record
@@ -42,6 +45,8 @@ class Watchdog:
     def disarm(self) -> None:
         with self._lock:
             self._deadline = None
+            idle = {"op": self._record.get("op"), "dtype": self._record.get("dtype"), "idle": True, "pid": os.getpid()}
+        _write(self.path, idle)
 
     def stop(self) -> None:
         self._stopped = True
@@ -68,7 +73,41 @@ class Watchdog:
             os._exit(TIMEOUT_EXIT_STATUS)
 
 
+class Monitor:
+    """Controller side: kill a worker whose case runs `grace_s` past its limit (the worker's own
+    watchdog could not act, e.g. a kernel holding the GIL). The cell is then recorded as timeout."""
+
+    def __init__(self, folder: Path, *, grace_s: float = 10.0, period_s: float = 1.0):
+        self.folder = Path(folder)
+        self.grace_s = grace_s
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="conform-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        import signal
+
+        while not self._stop.wait(self.period_s):
+            for path in self.folder.glob("*.json"):
+                try:
+                    record = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if record.get("idle") or record.get("timeout") or "started" not in record:
+                    continue
+                if time.time() - record["started"] > record.get("limit_s", 60) + self.grace_s:
+                    _write(path, {**record, "timeout": True})
+                    try:
+                        os.kill(record["pid"], signal.SIGKILL)
+                    except (OSError, KeyError):
+                        pass
+
+
 def _write(path: Path, record: dict) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, path)

@@ -1,0 +1,45 @@
+"""Running the `conform` command as a user would, in a subprocess, and reading its database."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+
+
+def conform_env(**extra) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(TESTS.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("CONFORM_DB", None)
+    env.update(extra)
+    return env
+
+
+def conform(*args, cwd, timeout=300, check=False) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "conform.cli", *map(str, args)]
+    proc = subprocess.run(cmd, cwd=cwd, env=conform_env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"conform {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def popen_conform(*args, cwd) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "conform.cli", *map(str, args)]
+    return subprocess.Popen(cmd, cwd=cwd, env=conform_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def cells(db: Path, run_id: int | None = None) -> list[tuple[str, str, str]]:
+    """(qualname, dtype, outcome) of every stored result, duplicates included."""
+    with sqlite3.connect(db) as c:
+        q = "SELECT o.qualname, r.dtype, r.outcome FROM results r JOIN ops o ON o.id = r.op_id"
+        rows = c.execute(q + (" WHERE r.run_id = ?" if run_id else ""), (run_id,) if run_id else ()).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def run_states(db: Path) -> dict[int, str]:
+    with sqlite3.connect(db) as c:
+        return dict(c.execute("SELECT id, state FROM runs").fetchall())
