@@ -308,21 +308,20 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
     """What changed from environment a to b. `conform.js` computes the same for any two columns
     the reader picks; keep the two in step."""
     out = Diff(a, b)
-    keys = set(a.cells) | set(b.cells)
-    for op_id, d in sorted(keys, key=lambda k: (data.ops[k[0]].qualname, k[1])):
-        ra, rb = a.cells.get((op_id, d)), b.cells.get((op_id, d))
-        if ra is None or rb is None:
+    for key, ra in a.cells.items():
+        rb = b.cells.get(key)
+        if rb is None or ra[R_OUTCOME] == rb[R_OUTCOME]:
             continue
         oa, ob = ra[R_OUTCOME], rb[R_OUTCOME]
-        if oa == ob:
-            continue
-        item = (data.ops[op_id], d, oa, ob)
+        item = (data.ops[key[0]], key[1], oa, ob)
         if oa == "pass" and ob in FAILING_VALUES:
             out.newly_failing.append(item)
         elif oa in FAILING_VALUES and ob == "pass":
             out.newly_passing.append(item)
         else:
             out.other_changes.append(item)
+    for items in (out.newly_failing, out.newly_passing, out.other_changes):
+        items.sort(key=lambda x: (x[0].qualname, x[1]))
     ops_a = set(a.catalog) | {op for op, _ in a.cells}
     ops_b = set(b.catalog) | {op for op, _ in b.cells}
     out.new_ops = sorted((data.ops[i] for i in ops_b - ops_a), key=lambda o: o.qualname)

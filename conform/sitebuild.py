@@ -97,6 +97,7 @@ class Builder:
             row_limit=DIFF_ROWS,
         )
         self.written: list[tuple[str, int]] = []
+        self.changed: dict[int, bool] = {}
         self.timings_by_op: dict[int, list] = {}
         for e in data.envs:
             for k, t in e.timings.items():
@@ -171,7 +172,7 @@ class Builder:
                 cells = [site_data.cell_codes(data, e, op.id) for e in data.envs]
                 if all(c is None for c in cells) and data.envs:
                     continue  # an op known only from another column set: nothing to show
-                ch = site_data.changed(data, op.id)
+                ch = self.changed[op.id] = site_data.changed(data, op.id)
                 changed_n += ch
                 for i, e in enumerate(data.envs):
                     for d in data.dtypes:
@@ -276,7 +277,7 @@ class Builder:
             "variant": op.variant,
             "tags": op.tags,
             "schema": op.schema,
-            "changed": site_data.changed(data, op.id),
+            "changed": self.changed.get(op.id, False),
             "dtypes": dtypes,
             "envs": [col[e.key] for e in envs],
             "kernels": [[col[e.key], e.catalog.get(op.id), e.coverage_notes.get(op.id, "")] for e in envs],
