@@ -14,7 +14,7 @@ import re
 from hypothesis import strategies as st
 
 from generators.case import TensorSpec
-from generators.strategies import INT_DTYPES, from_dtype, is_complex, is_floating, tensors
+from generators.strategies import INT_DTYPES, draw_tensor, from_dtype, is_complex, is_floating
 
 # types that cannot be generated, with the reason shown to users
 UNSUPPORTED = {
@@ -148,26 +148,24 @@ def _draw_tensor(arg, ctx, label):
     if normalize(arg.type).endswith("?") and not first and ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
         return None
     if _is_index_name(name):
-        return ctx.draw(index_tensors(ctx), label=label)
+        return draw_index(ctx, label=label)
     if name in ("mask",):
         shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{label} shape")
-        return ctx.draw(tensors(dtype="bool", shape=shape), label=label)
+        return draw_tensor(ctx.draw, dtype="bool", shape=shape, label=label)
     if first:
         shape = ctx.shape
     else:
         shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
-    return ctx.draw(
-        tensors(dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write),
-        label=label,
-    )
+    return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
 
 
 def _domain(ctx) -> str:
     return ctx.values if ctx.values else "real"
 
 
-def index_tensors(ctx, *, high: int | None = None, shape=None) -> st.SearchStrategy[TensorSpec]:
-    """int64 index tensors in range: of the last drawn `dim`'s size, else of the main tensor's numel."""
+def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index") -> TensorSpec:
+    """An int64 index tensor in range: of `high`, else of the last drawn `dim`'s size, else of
+    the main tensor's numel. `shape` defaults to a 1-d shape of length 0 to 4."""
     if high is None:
         dim = ctx.drawn.get("dim")
         if isinstance(dim, int) and ctx.rank:
@@ -175,12 +173,15 @@ def index_tensors(ctx, *, high: int | None = None, shape=None) -> st.SearchStrat
         else:
             high = max(math.prod(ctx.shape), 1) if ctx.rank else 1
     if shape is None:
-        shape = st.integers(0, 4).map(lambda n: (n,))
+        shape = (ctx.draw(_index_lengths, label=f"{label} len"),)
+    shape = tuple(shape)
     if high <= 0:
         # nothing is in range of an empty dim: only an empty index is valid
-        empty = lambda sh: (0,) + tuple(sh[1:]) if sh else (0,)  # noqa: E731
-        shape = shape.map(empty) if isinstance(shape, st.SearchStrategy) else empty(tuple(shape))
-    return tensors(dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous")
+        shape = (0,) + shape[1:] if shape else (0,)
+    return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label)
+
+
+_index_lengths = st.integers(0, 4)
 
 
 def _draw_tensor_list(arg, ctx, label):
@@ -189,7 +190,7 @@ def _draw_tensor_list(arg, ctx, label):
         if arg.type.rstrip("?").endswith("?[]") and ctx.draw(st.booleans(), label=f"{label}[{i}] none"):
             out.append(None)
             continue
-        out.append(ctx.draw(tensors(dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write), label=f"{label}[{i}]"))
+        out.append(draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=f"{label}[{i}]"))
     return out
 
 
@@ -204,7 +205,7 @@ def _draw_optional_tensor_list(arg, ctx, label):
         if i < k - 1 and ctx.draw(st.integers(0, 3), label=f"{label}[{i}] none") == 0:
             out.append(None)
         else:
-            out.append(ctx.draw(index_tensors(ctx, high=ctx.shape[i], shape=(n,)), label=f"{label}[{i}]"))
+            out.append(draw_index(ctx, high=ctx.shape[i], shape=(n,), label=f"{label}[{i}]"))
     return out
 
 

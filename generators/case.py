@@ -35,6 +35,8 @@ VALUE_KINDS = (
     "small",
     "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
     "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
+    "invertible",  # square matrices (last two dims) made diagonally dominant: well-conditioned
+    "spd",  # symmetric (Hermitian) positive definite matrices: M @ M^H + n * I
 )
 
 
@@ -144,6 +146,8 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> 
             lo = max(lo, 1)
         return torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64).to(dtype)
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
+    if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
+        return _make_matrices(shape, dtype, kind, g)
     lo, hi = _RANGES.get(kind, (-3.0, 3.0))
     lo = low if low is not None else lo
     hi = high if high is not None else hi
@@ -163,6 +167,21 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> 
             repl = torch.complex(repl, torch.zeros_like(repl))
         x = torch.where(mask, repl, x)
     return x.to(dtype)
+
+
+def _make_matrices(shape, dtype: torch.dtype, kind: str, g: torch.Generator) -> torch.Tensor:
+    """Well-conditioned square matrices: diagonally dominant, or SPD (Hermitian for complex)."""
+    n = shape[-1]
+    cdt = torch.complex128 if dtype.is_complex else torch.float64
+    m = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+    if dtype.is_complex:
+        m = torch.complex(m, torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1)
+    eye = torch.eye(n, dtype=cdt)
+    if kind == "spd":
+        m = m @ m.mT.conj() + n * eye
+    else:
+        m = m + (n + 1) * eye
+    return m.to(dtype)
 
 
 _RANGES = {

@@ -8,6 +8,7 @@ operator base name with leading underscores and a trailing inplace underscore st
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 _BUILDERS: dict[str, Callable] = {}
@@ -30,9 +31,12 @@ def key(name: str) -> str:
 
 
 def builder_for(op):
+    """The builder for `op`: by name (leading "_" and inplace "_" stripped), else by opdb family."""
     b = _BUILDERS.get(op.base_name)
     if b is None:
         b = _BUILDERS.get(key(op.base_name))
+    if b is None:
+        b = _FAMILY_BUILDERS.get(getattr(op, "family", ""))
     return b
 
 
@@ -40,12 +44,12 @@ def builder_for(op):
 
 from hypothesis import strategies as st  # noqa: E402
 
-from generators.argtypes import dims, index_tensors  # noqa: E402
-from generators.strategies import tensors  # noqa: E402
+from generators.argtypes import dims, draw_index  # noqa: E402
+from generators.strategies import draw_tensor  # noqa: E402
 
 
 def _tensor(ctx, shape, *, label, dtype=None, values=None, writable=False):
-    return ctx.draw(tensors(dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", writable=writable), label=label)
+    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", writable=writable, label=label)
 
 
 def _sub_shape(ctx, shape, *, label, at=None, at_max=4):
@@ -80,7 +84,7 @@ def gather_like(ctx):
         high = max(1, _numel(ctx.shape))
     for name in ("index", "indices"):
         if name in names:
-            ctx.fixed[name] = ctx.draw(index_tensors(ctx, high=high, shape=ishape), label=name)
+            ctx.fixed[name] = draw_index(ctx, high=high, shape=ishape, label=name)
     if "src" in names:
         src_type = next(a.type for a in ctx.op.arguments if a.name == "src")
         if src_type.startswith("Tensor"):
@@ -101,7 +105,7 @@ def index_dim_like(ctx):
     dim = ctx.draw(dims(ctx), label="dim")
     ctx.fixed["dim"] = dim
     n = ctx.draw(st.integers(0, 4), label="index len") if ctx.rank else 1
-    ctx.fixed["index"] = ctx.draw(index_tensors(ctx, high=ctx.size(dim), shape=(n,)), label="index")
+    ctx.fixed["index"] = draw_index(ctx, high=ctx.size(dim), shape=(n,), label="index")
     if "source" in names:
         shape = list(ctx.shape)
         if shape:
@@ -138,6 +142,474 @@ def take_like(ctx):
     high = max(1, _numel(ctx.shape))
     if _numel(ctx.shape) == 0:
         n = 0
-    ctx.fixed["index"] = ctx.draw(index_tensors(ctx, high=high, shape=(n,)), label="index")
+    ctx.fixed["index"] = draw_index(ctx, high=high, shape=(n,), label="index")
     if "source" in names:
         ctx.fixed["source"] = _tensor(ctx, (n,), label="source")
+
+
+# -- symbolic shapes -------------------------------------------------------------------------------
+
+
+def symbolic(ctx, spec: dict[str, str], *, min_size: int = 1, max_size: int = 4) -> None:
+    """Pre-draw the tensors of `spec`, {arg name: "b n k"}: each letter is one size, drawn once.
+
+    A digit is a literal size; ":kind" after the dims sets the value kind ("invertible", "spd",
+    "index<letter>" for indices below that size, "pivots"); a leading "?" marks an argument that
+    may be None. Arguments the op does not have are skipped, so one spec serves several overloads.
+    """
+    names = {a.name: a for a in ctx.op.arguments}
+    sizes: dict[str, int] = {}
+
+    def size(token: str) -> int:
+        digits = token[: len(token) - len(token.lstrip("0123456789"))]
+        letter = token[len(digits) :]
+        if not letter:
+            return int(digits)
+        if letter not in sizes:
+            sizes[letter] = ctx.draw(st.integers(min_size, max_size), label=f"size {letter}")
+        return int(digits or 1) * sizes[letter]
+
+    first = True
+    for name, text in spec.items():
+        arg = names.get(name)
+        if arg is None or not arg.type.startswith("Tensor"):
+            continue
+        maybe_none = text.startswith("?")
+        text = text.lstrip("?")
+        dims_text, _, kind = text.partition(":")
+        shape = tuple(size(x) for x in dims_text.split())
+        if maybe_none and ctx.draw(st.booleans(), label=f"{name} none"):
+            ctx.fixed[name] = None
+            continue
+        if kind.startswith("index"):
+            high = size(kind[5:]) if kind[5:] else 1
+            ctx.fixed[name] = draw_index(ctx, high=high, shape=shape, label=name)
+        elif kind == "pivots":
+            ctx.fixed[name] = draw_tensor(ctx.draw, dtype="int32", shape=shape, values="index", low=1, high=shape[-1] + 1 if shape else 2, layout="contiguous", label=name)
+        else:
+            ctx.fixed[name] = _tensor(ctx, shape, values=kind or None, label=name, writable=arg.is_write)
+        if first:
+            ctx.shape = shape
+            first = False
+
+
+def table(entries: dict[str, dict[str, str] | list[dict[str, str]]]):
+    """Register a `symbolic` builder per op name; a list of specs is a choice of alternatives."""
+    for op_name, spec in entries.items():
+
+        def build(ctx, spec=spec):
+            chosen = ctx.draw(st.sampled_from(spec), label="shape family") if isinstance(spec, list) else spec
+            symbolic(ctx, chosen)
+
+        build.provides = ()
+        _BUILDERS[op_name] = build
+
+
+_MM = {"self": "n k", "mat2": "k m"}
+_ADDMM = {"self": "n m", "mat1": "n k", "mat2": "k m"}
+table(
+    {
+        "mm": _MM,
+        "bmm": {"self": "b n k", "mat2": "b k m"},
+        "addmm": [_ADDMM, {"self": "m", "mat1": "n k", "mat2": "k m"}],
+        "addmm_activation": _ADDMM,
+        "baddbmm": {"self": "b n m", "batch1": "b n k", "batch2": "b k m"},
+        "addbmm": {"self": "n m", "batch1": "b n k", "batch2": "b k m"},
+        "addmv": {"self": "n", "mat": "n k", "vec": "k"},
+        "addr": {"self": "n m", "vec1": "n", "vec2": "m"},
+        "mv": {"self": "n k", "vec": "k"},
+        "dot": {"self": "k", "tensor": "k"},
+        "vdot": {"self": "k", "other": "k"},
+        "outer": {"self": "n", "vec2": "m"},
+        "ger": {"self": "n", "vec2": "m"},
+        "inner": {"self": "n k", "other": "m k"},
+        "linear": {"input": "b k", "weight": "m k", "bias": "?m"},
+        "mkldnn_linear": {"self": "b k", "weight": "m k", "bias": "?m"},
+        "matmul": [
+            {"self": "n k", "other": "k m"},
+            {"self": "b n k", "other": "k m"},
+            {"self": "k", "other": "k m"},
+            {"self": "b n k", "other": "b k m"},
+            {"self": "n k", "other": "k"},
+        ],
+        "bilinear": {"input1": "b i", "input2": "b j", "weight": "o i j", "bias": "?o"},
+        "cross": {"self": "n 3", "other": "n 3"},
+        "linalg_cross": {"self": "n 3", "other": "n 3"},
+        "cdist": {"x1": "b p m", "x2": "b r m"},
+        "cdist_forward": {"x1": "b p m", "x2": "b r m"},
+        "euclidean_dist": {"x1": "p m", "x2": "r m"},
+        "prelu": {"self": "n c", "weight": "c"},
+        "prelu_kernel": {"self": "n c", "weight": "c"},
+        "cholesky_solve": {"self": "n k", "input2": "n n:invertible"},
+        "cholesky_solve_helper": {"self": "n k", "A": "n n:invertible"},
+        "linalg_solve": [{"A": "b n n:invertible", "B": "b n k"}, {"A": "n n:invertible", "B": "n"}],
+        "linalg_solve_ex": {"A": "b n n:invertible", "B": "b n k"},
+        "triangular_solve": {"self": "n k", "A": "n n:invertible"},
+        "linalg_solve_triangular": {"self": "n n:invertible", "B": "n k"},
+        "lu_solve": {"self": "n k", "LU_data": "n n:invertible", "LU_pivots": "n:pivots"},
+        "linalg_lu_solve": {"LU": "n n:invertible", "pivots": "n:pivots", "B": "n k"},
+        "lu_unpack": {"LU_data": "n n:invertible", "LU_pivots": "n:pivots"},
+        "linalg_lstsq": {"self": "m n", "b": "m k"},
+        "orgqr": {"self": "4 2", "input2": "2"},
+        "linalg_householder_product": {"input": "4 2", "tau": "2"},
+        "ormqr": {"self": "4 2", "input2": "2", "input3": "4 k"},
+        "linalg_vecdot": {"x": "n k", "y": "n k"},
+        "embedding": {"weight": "v d", "indices": "b:indexv"},
+        "embedding_dense_backward": {"grad_output": "b d", "indices": "b:indexv"},
+        "gru_cell": {"input": "n i", "hx": "n h", "w_ih": "3h i", "w_hh": "3h h", "b_ih": "?3h", "b_hh": "?3h"},
+        "rnn_tanh_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
+        "rnn_relu_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
+        "nll_loss": [{"self": "n c", "target": "n:indexc", "weight": "?c"}, {"self": "c", "target": ":indexc", "weight": "?c"}],
+        "nll_loss_nd": {"self": "n c", "target": "n:indexc", "weight": "?c"},
+        "nll_loss_forward": {"self": "n c", "target": "n:indexc", "weight": "?c"},
+        "nll_loss2d": {"self": "n c h w", "target": "n h w:indexc", "weight": "?c"},
+        "nll_loss2d_forward": {"self": "n c h w", "target": "n h w:indexc", "weight": "?c"},
+        "cross_entropy_loss": [{"self": "n c", "target": "n:indexc", "weight": "?c"}, {"self": "n c", "target": "n c:probability"}],
+        "multi_margin_loss": {"self": "n c", "target": "n:indexc", "weight": "?c"},
+        "multilabel_margin_loss": {"self": "n c", "target": "n c:indexc"},
+        "multilabel_margin_loss_forward": {"self": "n c", "target": "n c:indexc"},
+        "binary_cross_entropy": {"self": "n c:probability", "target": "n c:probability", "weight": "?n c"},
+        "cosine_embedding_loss": {"input1": "n d", "input2": "n d", "target": "n"},
+        "margin_ranking_loss": {"input1": "n", "input2": "n", "target": "n"},
+        "hinge_embedding_loss": {"self": "n", "target": "n"},
+        "triplet_margin_loss": {"anchor": "n d", "positive": "n d", "negative": "n d"},
+    }
+)
+
+
+# -- convolution, pooling, upsampling, padding --------------------------------------------------------
+
+
+def _spatial_rank(ctx, default=None) -> int:
+    m = re.search(r"([123])d", ctx.op.base_name)
+    if m:
+        return int(m.group(1))
+    return default or ctx.draw(st.integers(1, 3), label="spatial dims")
+
+
+def _list_arg(ctx, name, values):
+    """Set an int-list argument if the op has it, sized to its schema length when fixed."""
+    arg = next((a for a in ctx.op.arguments if a.name == name), None)
+    if arg is None:
+        return
+    if not arg.type.startswith(("int", "SymInt")):
+        return
+    if "[]" in arg.type or "[" not in arg.type:
+        ctx.fixed[name] = list(values) if "[" in arg.type else values[0]
+    else:
+        ctx.fixed[name] = list(values)
+
+
+@family(
+    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "mkldnn_convolution", "slow_conv3d", "slow_conv3d_forward", "thnn_conv2d", "slow_conv_transpose2d",
+    "slow_conv_transpose3d", "slow_conv2d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
+    "convolution_mode", "conv_depthwise2d", "conv_tbc", "nnpack_spatial_convolution",
+)
+def convolution(ctx):
+    """input (N, C_in, *spatial), weight (C_out, C_in / groups, *kernel) or transposed (C_in, C_out / groups, *kernel)."""
+    names = _arg_names(ctx)
+    base = ctx.op.base_name.lstrip("_")
+    d = _spatial_rank(ctx, 2 if "2d" in base else None)
+    transposed = "transpose" in base
+    if "transposed" in names:
+        transposed = ctx.draw(st.booleans(), label="transposed")
+        ctx.fixed["transposed"] = transposed
+    groups = ctx.draw(st.integers(1, 2), label="groups") if "groups" in names else 1
+    cin = groups * ctx.draw(st.integers(1, 2), label="c_in per group")
+    cout = groups * ctx.draw(st.integers(1, 2), label="c_out per group")
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
+    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
+    spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    if base == "conv_tbc":
+        # time, batch, channels; weight (kernel, C_in, C_out)
+        ctx.fixed["self"] = _tensor(ctx, (spatial[0], n, cin), label="self")
+        ctx.fixed["weight"] = _tensor(ctx, (k[0], cin, cout), label="weight")
+        ctx.fixed["bias"] = _tensor(ctx, (cout,), label="bias")
+        ctx.fixed["pad"] = padding[0]
+        return
+    in_name = "input" if "input" in names else "self"
+    ctx.shape = (n, cin, *spatial)
+    ctx.fixed[in_name] = _tensor(ctx, ctx.shape, label=in_name)
+    wshape = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
+    ctx.fixed["weight"] = _tensor(ctx, wshape, label="weight")
+    if "bias" in names:
+        ctx.fixed["bias"] = None if ctx.draw(st.booleans(), label="no bias") else _tensor(ctx, (cout,), label="bias")
+    if "groups" in names:
+        ctx.fixed["groups"] = groups
+    _list_arg(ctx, "kernel_size", k)
+    _list_arg(ctx, "stride", stride)
+    _list_arg(ctx, "dilation", dilation)
+    pad_arg = next((a for a in ctx.op.arguments if a.name == "padding"), None)
+    if pad_arg is not None and pad_arg.type.startswith("str"):
+        ctx.fixed["padding"] = "valid"
+    else:
+        _list_arg(ctx, "padding", padding)
+    _list_arg(ctx, "output_padding", [0] * d)
+
+
+@family(
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "mkldnn_max_pool2d",
+    "mkldnn_max_pool3d", "quantized_max_pool1d", "quantized_max_pool2d", "quantized_max_pool3d",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d",
+)
+def pooling(ctx):
+    d = _spatial_rank(ctx)
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 3), label="channels")
+    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    padding = [ctx.draw(st.integers(0, k[i] // 2), label=f"padding[{i}]") for i in range(d)]
+    spatial = [k[i] + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    ctx.shape = ((c,) if unbatched else (n, c)) + tuple(spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    _list_arg(ctx, "kernel_size", k)
+    _list_arg(ctx, "stride", stride)
+    _list_arg(ctx, "padding", padding)
+    _list_arg(ctx, "dilation", [1] * d)
+    if "divisor_override" in _arg_names(ctx):
+        ctx.fixed["divisor_override"] = None
+
+
+@family(
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "mkldnn_adaptive_avg_pool2d",
+)
+def adaptive_pooling(ctx):
+    d = _spatial_rank(ctx)
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 3), label="channels")
+    spatial = [ctx.draw(st.integers(1, 5), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    _list_arg(ctx, "output_size", [ctx.draw(st.integers(1, 3), label=f"output[{i}]") for i in range(d)])
+
+
+@family("fractional_max_pool2d", "fractional_max_pool3d")
+def fractional_pooling(ctx):
+    d = _spatial_rank(ctx)
+    n, c = 1, ctx.draw(st.integers(1, 2), label="channels")
+    spatial = [ctx.draw(st.integers(3, 5), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    _list_arg(ctx, "kernel_size", [2] * d)
+    _list_arg(ctx, "output_size", [2] * d)
+    ctx.fixed["random_samples"] = _tensor(ctx, (n, c, d), values="probability", label="random_samples")
+
+
+@family(
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_nearest_exact1d",
+    "upsample_nearest_exact2d", "upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+    "upsample_bicubic2d", "upsample_trilinear3d", "upsample_bilinear2d_aa", "upsample_bicubic2d_aa",
+)
+def upsampling(ctx):
+    d = _spatial_rank(ctx)
+    names = _arg_names(ctx)
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 3), label="channels")
+    spatial = [ctx.draw(st.integers(1, 4), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    in_name = "input" if "input" in names else "self"
+    ctx.fixed[in_name] = _tensor(ctx, ctx.shape, label=in_name)
+    out = [ctx.draw(st.integers(1, 6), label=f"output[{i}]") for i in range(d)]
+    if "scale_factors" in names:
+        if ctx.draw(st.booleans(), label="by scale"):
+            ctx.fixed["output_size"] = None
+            ctx.fixed["scale_factors"] = [ctx.draw(st.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)]
+        else:
+            ctx.fixed["output_size"] = out
+            ctx.fixed["scale_factors"] = None
+    else:
+        _list_arg(ctx, "output_size", out)
+    for name in names:
+        if name.startswith("scales"):
+            ctx.fixed[name] = None
+
+
+@family(
+    "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+    "replication_pad3d", "pad_circular", "pad_enum", "constant_pad_nd", "pad",
+)
+def padding_modes(ctx):
+    """Reflection pads must be smaller than the input; the input is (N, C, *spatial) or unbatched."""
+    base = ctx.op.base_name.lstrip("_")
+    d = _spatial_rank(ctx, None if base.startswith(("reflection", "replication")) else 1)
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 2), label="channels")
+    spatial = [ctx.draw(st.integers(2, 4), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self", writable=False)
+    pads = []
+    for i in range(d):
+        limit = spatial[d - 1 - i] - 1
+        pads += [ctx.draw(st.integers(0, limit), label=f"pad[{2 * i}]"), ctx.draw(st.integers(0, limit), label=f"pad[{2 * i + 1}]")]
+    for name in ("padding", "pad"):
+        if name in _arg_names(ctx):
+            ctx.fixed[name] = pads
+    if base == "pad" and "mode" in _arg_names(ctx):
+        ctx.fixed["mode"] = ctx.draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]), label="mode")
+        if ctx.fixed["mode"] != "constant":
+            ctx.fixed["value"] = None
+
+
+# -- normalisation ---------------------------------------------------------------------------------
+
+
+@family(
+    "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_functional",
+    "native_batch_norm_legit_no_training", "batch_norm_impl_index", "instance_norm", "cudnn_batch_norm",
+    "miopen_batch_norm", "batch_norm_with_update", "batch_norm_no_update", "batch_norm_with_update_functional",
+)
+def batch_norm(ctx):
+    """(N, C, *) input with per-channel weight, bias and running stats (running_var > 0).
+
+    Running stats are always given when `training` is False: without them some CPU kernels
+    crash the process instead of raising.
+    """
+    names = _arg_names(ctx)
+    n = ctx.draw(st.integers(2, 3), label="batch")
+    c = ctx.draw(st.integers(1, 3), label="channels")
+    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    for name in ("weight", "bias"):
+        if name in names:
+            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+    if "running_mean" in names:
+        ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
+        ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
+    for name in ("momentum", "exponential_average_factor"):
+        if name in names:
+            ctx.fixed[name] = 0.1
+    for name in ("eps", "epsilon"):
+        if name in names:
+            ctx.fixed[name] = 1e-5
+
+
+@family("layer_norm", "native_layer_norm", "rms_norm", "fused_rms_norm", "fused_layer_norm")
+def layer_norm(ctx):
+    names = _arg_names(ctx)
+    k = ctx.draw(st.integers(1, max(1, ctx.rank)), label="normalized dims") if ctx.rank else 0
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        k = 1
+    normalized = list(ctx.shape[ctx.rank - k :])
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    ctx.fixed["normalized_shape"] = normalized
+    for name in ("weight", "bias"):
+        if name in names:
+            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, tuple(normalized), label=name)
+
+
+@family("group_norm", "native_group_norm")
+def group_norm(ctx):
+    names = _arg_names(ctx)
+    g = ctx.draw(st.integers(1, 2), label="groups")
+    c = g * ctx.draw(st.integers(1, 2), label="channels per group")
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    for name in ("weight", "bias"):
+        if name in names:
+            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+    if "num_groups" in names:
+        ctx.fixed["num_groups"] = g
+    if "group" in names:
+        hxw = 1
+        for s in spatial:
+            hxw *= s
+        ctx.fixed.update({"N": n, "C": c, "HxW": hxw, "group": g})
+
+
+# -- order statistics and shape ops ------------------------------------------------------------------
+
+
+@family("topk", "kthvalue")
+def topk_like(ctx):
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    dim = ctx.draw(dims(ctx), label="dim")
+    ctx.fixed["dim"] = dim
+    size = ctx.size(dim)
+    ctx.fixed["k"] = ctx.draw(st.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else st.just(0), label="k")
+
+
+@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
+def positional_dims(ctx):
+    """Index, start and length arguments within the size of the chosen dim."""
+    names = _arg_names(ctx)
+    base = ctx.op.base_name.lstrip("_").removesuffix("_")
+    if base in ("tril_indices", "triu_indices"):
+        ctx.fixed["row"] = ctx.draw(st.integers(0, 4), label="row")
+        ctx.fixed["col"] = ctx.draw(st.integers(0, 4), label="col")
+        return
+    if ctx.rank == 0 or base in ("diagonal", "diag_embed", "tril", "triu", "select_scatter", "narrow", "select"):
+        if ctx.rank < 2:
+            ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    r = ctx.rank
+    if base in ("unsqueeze", "unsqueeze_copy"):
+        ctx.fixed["dim"] = ctx.draw(st.integers(-r - 1, r), label="dim")
+        return
+    dim = ctx.draw(dims(ctx), label="dim")
+    size = ctx.size(dim)
+    if "dim" in names and next(a for a in ctx.op.arguments if a.name == "dim").type.startswith(("int", "SymInt")):
+        ctx.fixed["dim"] = dim
+    if base in ("select", "select_copy"):
+        ctx.fixed["index"] = ctx.draw(st.integers(-size, size - 1) if size else st.just(0), label="index")
+    elif base in ("select_scatter",):
+        idx = ctx.draw(st.integers(0, size - 1) if size else st.just(0), label="index")
+        ctx.fixed["index"] = idx
+        src_shape = tuple(s for i, s in enumerate(ctx.shape) if i != dim % r)
+        ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
+    elif base in ("narrow", "narrow_copy"):
+        start = ctx.draw(st.integers(0, size), label="start")
+        ctx.fixed["start"] = start
+        ctx.fixed["length"] = ctx.draw(st.integers(0, size - start), label="length")
+    elif base in ("unflatten",):
+        ctx.fixed["sizes"] = [1, size] if ctx.draw(st.booleans(), label="split") else [size, -1] if size else [size]
+    elif base in ("split_with_sizes",):
+        a = ctx.draw(st.integers(0, size), label="first")
+        ctx.fixed["split_sizes"] = [a, size - a]
+    elif base == "unfold":
+        ctx.fixed["dimension"] = dim
+        ctx.fixed["size"] = ctx.draw(st.integers(0, size), label="size")
+        ctx.fixed["step"] = ctx.draw(st.integers(1, 2), label="step")
+    elif base in ("diagonal", "diag_embed"):
+        for a, b in (("dim1", "dim2"),):
+            if a in names:
+                ctx.fixed[a] = 0
+                ctx.fixed[b] = 1
+    elif base in ("movedim", "moveaxis"):
+        src = next(a for a in ctx.op.arguments if a.name == "source")
+        if src.type.startswith("int["):
+            ctx.fixed["source"] = [dim]
+            ctx.fixed["destination"] = [ctx.draw(dims(ctx), label="destination")]
+        else:
+            ctx.fixed["source"] = dim
+            ctx.fixed["destination"] = ctx.draw(dims(ctx), label="destination")
+
+
+_FAMILY_BUILDERS: dict[str, Callable] = {}
+
+
+def _linalg_default(ctx):
+    """Square (batched) matrices, well-conditioned; symmetric positive definite where the op
+    needs a Cholesky factorisation or a Hermitian eigenproblem."""
+    name = ctx.op.base_name
+    kind = "spd" if any(w in name for w in ("cholesky", "eigh", "eigvalsh", "ldl")) else "invertible"
+    n = ctx.draw(st.integers(1, 4), label="n")
+    batch = ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch")
+    ctx.shape = (*batch, n, n)
+    if ctx.values in ("real", "", None):
+        ctx.values = kind
+
+
+_FAMILY_BUILDERS["linalg"] = _linalg_default
+_FAMILY_BUILDERS["fft"] = lambda ctx: None

@@ -8,6 +8,7 @@ Orderings matter for shrinking: the first element of every `sampled_from` is the
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hypothesis import strategies as st
@@ -127,6 +128,38 @@ def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str
 
 # value kinds a "real"-domain tensor may draw, simplest first
 _REAL_VALUE_KINDS = ("real", "special")
+_real_value_kinds = st.sampled_from(_REAL_VALUE_KINDS)
+_seeds = st.integers(0, 2**31 - 1)
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_choices(shape: tuple[int, ...], writable: bool) -> st.SearchStrategy[str]:
+    return st.sampled_from(valid_layouts(shape, writable=writable))
+
+
+def draw_tensor(
+    draw,
+    *,
+    dtype: str,
+    shape: tuple[int, ...],
+    values: str = "real",
+    layout: str | None = None,
+    writable: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    label: str = "tensor",
+) -> TensorSpec:
+    """Draw one TensorSpec of a known shape with `draw` (a composite's or `st.data()`'s).
+
+    This is `tensors()` without building a strategy per call: generators draw hundreds of
+    tensors per op, and strategy construction dominated their cost.
+    """
+    shape = tuple(shape)
+    if layout is None:
+        layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
+    kind = draw(_real_value_kinds, label=f"{label} values") if values == "real" and is_floating(dtype) else values
+    seed = draw(_seeds, label=f"{label} seed")
+    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high)
 
 
 def tensors(
@@ -145,24 +178,13 @@ def tensors(
     dtypes; a restricted domain never does.
     """
     shape_st = shapes() if shape is None else (st.just(tuple(shape)) if isinstance(shape, tuple) else shape)
-    value_st = (
-        st.sampled_from(_REAL_VALUE_KINDS) if values == "real" and is_floating(dtype) else st.just(values)
-    )
 
-    def build(sh):
-        lay = st.just(layout) if layout is not None else layouts(sh, writable=writable)
-        return st.builds(
-            TensorSpec,
-            shape=st.just(sh),
-            dtype=st.just(dtype),
-            layout=lay,
-            values=value_st,
-            seed=st.integers(0, 2**31 - 1),
-            low=st.just(low),
-            high=st.just(high),
-        )
+    @st.composite
+    def build(draw):
+        sh = draw(shape_st, label="shape")
+        return draw_tensor(draw, dtype=dtype, shape=sh, values=values, layout=layout, writable=writable, low=low, high=high)
 
-    return shape_st.flatmap(build)
+    return build()
 
 
 def from_dtype(dtype: str, *, min_value: float = -3, max_value: float = 3) -> st.SearchStrategy:

@@ -1,0 +1,55 @@
+"""Variants of a drawn case for inplace and out= overloads.
+
+The runner runs an out= case several ways, because out handling is where backends slip: with
+the out tensor the generator drew (empty: the op resizes it), preallocated to the exact result
+shape, wrongly sized (the op must resize it, with a warning), and non-contiguous (the op must
+write through the strides, or copy back). Only the runner knows the result shapes (from the
+reference run), so it passes them in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from generators.case import Case, TensorSpec
+
+OUT_VARIANTS = ("as_drawn", "preallocated", "wrong_size", "noncontiguous")
+
+
+def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tuple[int, ...]]]) -> dict[str, Case]:
+    """{variant name: case} for each of OUT_VARIANTS, given the result shape of each out argument.
+
+    `result_shapes` maps an out argument's name (`[a.name for a in op.out_args]`) to the shape
+    the op produces for it (a list of shapes for a Tensor[] out). Arguments missing from it keep
+    their drawn spec.
+    """
+    variants = {"as_drawn": case}
+    for variant in OUT_VARIANTS[1:]:
+        kwargs = dict(case.kwargs)
+        for name, shape in result_shapes.items():
+            spec = case.kwargs.get(name)
+            if isinstance(spec, list):
+                kwargs[name] = [_out_spec(s, tuple(sh), variant) for s, sh in zip(spec, shape)]
+            elif isinstance(spec, TensorSpec):
+                kwargs[name] = _out_spec(spec, tuple(shape), variant)
+        variants[variant] = dataclasses.replace(case, kwargs=kwargs)
+    return variants
+
+
+def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorSpec:
+    if variant == "preallocated":
+        return dataclasses.replace(spec, shape=shape, layout="contiguous")
+    if variant == "wrong_size":
+        wrong = tuple(shape[:-1]) + (shape[-1] + 1,) if shape else (2,)
+        return dataclasses.replace(spec, shape=wrong, layout="contiguous")
+    if variant == "noncontiguous":
+        # a step-2 slice is non-contiguous for every shape with a leading dim > 1; the
+        # transposed layout covers matrices whose leading dim is 1
+        layout = "transposed" if len(shape) >= 2 and shape[0] <= 1 and shape[-1] > 1 else "sliced" if shape else "offset"
+        return dataclasses.replace(spec, shape=shape, layout=layout)
+    raise ValueError(f"unknown out variant {variant!r}")
+
+
+def inplace_target(case: Case):
+    """The argument an inplace op mutates (its first positional argument), to compare after the call."""
+    return case.args[0] if case.args else None
