@@ -417,7 +417,8 @@ class Store:
         rows = [
             {"environment_id": env_id, "op_id": self._op_ids[q], "dispatch_key": key, "how": how}
             for q, by_key in kernels.items()
-            for key, how in by_key.items()
+            # an op declared with no kernel anywhere still counts in that release's total
+            for key, how in (by_key.items() if by_key else [("", "none")])
         ]
 
         def go(s: Session):
@@ -440,7 +441,9 @@ class Store:
                 .where(DeclaredKernel.environment_id == environment_id)
             )
             for qualname, key, how in s.execute(q):
-                out.setdefault(qualname, {})[key] = how
+                by_key = out.setdefault(qualname, {})
+                if key:
+                    by_key[key] = how
         return out
 
     # -- concurrent writers ------------------------------------------------------------------

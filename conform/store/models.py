@@ -102,6 +102,7 @@ class DeclaredKernel(Base):
     own dispatch entry) or "structured_delegate" (the kernel of the out= op it delegates to); or a
     composite key (CompositeImplicitAutograd, CompositeExplicitAutograd, ...) with how
     "composite_implicit" / "composite_explicit": available on every backend through decomposition.
+    An op the release declares with no kernel at all has one row with dispatch_key "" and how "none".
     """
 
     __tablename__ = "declared_kernels"
