@@ -1,0 +1,468 @@
+"""Declared kernels: what a torch release's native_functions.yaml says each backend implements.
+
+Every torch wheel, of any platform and version since 1.12, carries
+`torchgen/packaged/ATen/native/native_functions.yaml`. Read straight from the zip (nothing is
+installed or imported), it says for each ATen overload which dispatch keys have a kernel:
+
+- `dispatch: {CPU, CUDA: add_out, MPS: add_out_mps}`: a kernel for each key (keys may be joined
+  with commas);
+- `structured_delegate: add.out`: the functional and in-place variants run the kernels of the out=
+  op they delegate to (an op may have both: its own sparse kernels plus a delegate for dense ones);
+- `CompositeImplicitAutograd` (also the default when there is neither a dispatch table nor a
+  delegate) and `CompositeExplicitAutograd[NonFunctional]`: one kernel for every backend, built
+  from other ops, so the op is available on a backend through decomposition;
+- `autogen: foo.out`: an out= overload generated from the functional one (composite explicit).
+
+The result is stored as a kind="declared" environment per torch version (see
+models.DeclaredKernel), shown by the site beside what was measured. Queries for the site:
+`declared_coverage`, `declared_ops`, `declared_vs_measured`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import sysconfig
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import ConformError
+
+YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
+BACKEND_KEYS = ("MPS", "CUDA", "CPU", "XPU")
+# the device under test's backend name -> its dispatch key
+KEY_OF_BACKEND = {"mps": "MPS", "cuda": "CUDA", "cpu": "CPU", "xpu": "XPU", "meta": "Meta"}
+
+# Composite keys registered for every backend, with how they make an op available there.
+# "Math" and "DefaultBackend" are the names these keys had before torch 1.10.
+COMPOSITE = {
+    "CompositeImplicitAutograd": "composite_implicit",
+    "Math": "composite_implicit",
+    "CompositeExplicitAutograd": "composite_explicit",
+    "DefaultBackend": "composite_explicit",
+    "CompositeExplicitAutogradNonFunctional": "composite_explicit",
+    # only for nested tensors: kept, but it makes nothing available on a dense backend
+    "CompositeImplicitAutogradNestedTensor": "composite_implicit",
+}
+_RENAMED = {"Math": "CompositeImplicitAutograd", "DefaultBackend": "CompositeExplicitAutograd"}
+_EXPLICIT_FOR_ALL = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+# bump when declared_kernels() changes what it computes: cached results are recomputed
+PARSER_VERSION = 3
+KERNEL_HOWS = ("kernel", "structured_delegate")
+COMPOSITE_HOWS = ("composite_implicit", "composite_explicit")
+
+
+@dataclass
+class DeclaredRelease:
+    """What one torch release declares: {qualname: {dispatch key: how}} and where it came from."""
+
+    torch_version: str
+    torch_git: str
+    source: str  # wheel file name, or "installed"
+    platform: str
+    yaml_sha256: str
+    kernels: dict[str, dict[str, str]]
+    schemas: dict[str, str] = field(default_factory=dict)
+
+    def environment(self) -> dict[str, Any]:
+        from .environment import fingerprint_of
+
+        # The yaml is the same on every platform of a release: identity is version + git hash.
+        env = {
+            "kind": "declared",
+            "torch_version": self.torch_version,
+            "torch_git": self.torch_git,
+            "backend": "declared",
+            "details": {"source": self.source, "platform": self.platform, "yaml_sha256": self.yaml_sha256, "ops_total": str(len(self.kernels))},
+        }
+        env["fingerprint"] = fingerprint_of(env)
+        return env
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# -- reading native_functions.yaml --------------------------------------------------------------
+
+
+def _load_yaml(text: str | bytes) -> list[dict]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    entries = yaml.load(text, Loader=loader)
+    if not isinstance(entries, list):
+        raise ConformError("native_functions.yaml is not a list of functions")
+    return [e for e in entries if isinstance(e, dict) and "func" in e]
+
+
+def _op_name(func: str) -> str:
+    return func.split("(", 1)[0].strip()
+
+
+def _qualname(name: str) -> str:
+    return name if "::" in name else f"aten::{name}"
+
+
+def _dispatch(entry: dict) -> dict[str, str]:
+    """{dispatch key: how} of an entry's own dispatch table, comma-joined keys split."""
+    out: dict[str, str] = {}
+    for keys in entry.get("dispatch") or {}:
+        if keys == "__line__":
+            continue
+        for key in str(keys).split(","):
+            key = key.strip()
+            if key:
+                out[_RENAMED.get(key, key)] = COMPOSITE.get(key, "kernel")
+    return out
+
+
+def declared_kernels(text: str | bytes) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """({qualname: {dispatch key: how}}, {qualname: schema}) from native_functions.yaml's text."""
+    entries = _load_yaml(text)
+    own = {}
+    for e in entries:
+        by_key = _dispatch(e)
+        if e.get("ufunc_inner_loop"):
+            # ufunc codegen writes the CPU and CUDA kernels of these structured out= ops
+            by_key.setdefault("CPU", "kernel")
+            by_key.setdefault("CUDA", "kernel")
+        own[_op_name(e["func"])] = by_key
+    kernels: dict[str, dict[str, str]] = {}
+    schemas: dict[str, str] = {}
+    implicit_only = set()
+    for e in entries:
+        name = _op_name(e["func"])
+        by_key = dict(own[name])
+        delegate = e.get("structured_delegate")
+        if delegate:
+            for key, how in own.get(str(delegate).strip(), {}).items():
+                by_key.setdefault(key, "structured_delegate" if how == "kernel" else how)
+        elif "dispatch" not in e:
+            # torchgen's default; an explicit empty `dispatch: {}` means no kernel at all
+            by_key["CompositeImplicitAutograd"] = "composite_implicit"
+            implicit_only.add(name)
+        kernels[_qualname(name)] = by_key
+        schemas[_qualname(name)] = _qualname(str(e["func"]).strip())
+    for e in entries:
+        if _op_name(e["func"]) in implicit_only:
+            continue  # torch registers no generated out= op for a decomposing one
+        for name in str(e.get("autogen") or "").split(","):
+            name = name.strip()
+            if name and _qualname(name) not in kernels:
+                kernels[_qualname(name)] = {"CompositeExplicitAutograd": "composite_explicit"}
+    return kernels, schemas
+
+
+def how_on(by_key: dict[str, str], key: str) -> str | None:
+    """How an op is available on a dispatch key: its kernel first, as the dispatcher picks it,
+    then a composite explicit kernel, then decomposition; None when it is not available."""
+    if key in by_key and by_key[key] in KERNEL_HOWS:
+        return by_key[key]
+    if any(k in by_key for k in _EXPLICIT_FOR_ALL):
+        return "composite_explicit"
+    if "CompositeImplicitAutograd" in by_key:
+        return "composite_implicit"
+    return None
+
+
+# -- wheels and the installed torch -------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+_GIT_RE = re.compile(r"^git_version\s*=\s*['\"]([^'\"]*)['\"]", re.M)
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "conform" / "declared"
+
+
+def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredRelease:
+    """What a torch wheel declares. The result is cached per wheel (file name, size, mtime)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ConformError(f"cannot read wheel {path}: {e.strerror}") from None
+    key = hashlib.sha256(f"{path.name}:{st.st_size}:{st.st_mtime_ns}:{PARSER_VERSION}".encode()).hexdigest()[:24]
+    cached = _cache_dir() / f"{key}.json"
+    if cache and cached.exists():
+        try:
+            return DeclaredRelease(**json.loads(cached.read_text()))
+        except (ValueError, TypeError):
+            pass  # a damaged cache entry is recomputed
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            if YAML_IN_WHEEL not in names:
+                raise ConformError(f"{path.name} has no {YAML_IN_WHEEL} (torch wheels carry it from 1.12 on)")
+            text = z.read(YAML_IN_WHEEL)
+            version_py = z.read("torch/version.py").decode() if "torch/version.py" in names else ""
+    except zipfile.BadZipFile:
+        raise ConformError(f"{path} is not a wheel (not a zip file)") from None
+    version = _VERSION_RE.search(version_py)
+    git = _GIT_RE.search(version_py)
+    # torch-2.4.1-cp310-none-macosx_11_0_arm64.whl: the platform tag is the last part
+    platform = path.name[:-4].split("-")[-1] if path.name.endswith(".whl") else ""
+    release = _release(text, version.group(1) if version else path.name.split("-")[1], git.group(1) if git else "", path.name, platform)
+    if cache:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(release.to_json()))
+            tmp.replace(cached)
+        except OSError:
+            pass  # no cache is only slower
+    return release
+
+
+def read_installed() -> DeclaredRelease:
+    """What the installed torch declares (without importing torch)."""
+    spec = importlib.util.find_spec("torchgen")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConformError("torch is not installed here (no torchgen package)")
+    yaml_path = Path(list(spec.submodule_search_locations)[0]) / "packaged/ATen/native/native_functions.yaml"
+    if not yaml_path.exists():
+        raise ConformError(f"the installed torch has no {yaml_path}")
+    version = importlib.metadata.version("torch")
+    git = ""
+    torch_spec = importlib.util.find_spec("torch")
+    if torch_spec is not None and torch_spec.submodule_search_locations:
+        vp = Path(list(torch_spec.submodule_search_locations)[0]) / "version.py"
+        if vp.exists():
+            text = vp.read_text()
+            m, g = _VERSION_RE.search(text), _GIT_RE.search(text)
+            version = m.group(1) if m else version
+            git = g.group(1) if g else ""
+    return _release(yaml_path.read_bytes(), version, git, "installed", sysconfig.get_platform())
+
+
+def _release(text: bytes, version: str, git: str, source: str, platform: str) -> DeclaredRelease:
+    kernels, schemas = declared_kernels(text)
+    return DeclaredRelease(
+        torch_version=version,
+        torch_git=git,
+        source=source,
+        platform=platform,
+        yaml_sha256=hashlib.sha256(text).hexdigest(),
+        kernels=kernels,
+        schemas=schemas,
+    )
+
+
+def _variant(qualname: str) -> str:
+    name, _, overload = qualname.split("::", 1)[-1].partition(".")
+    if overload == "out" or overload.endswith("_out") or overload.startswith("out"):
+        return "out"
+    if name.endswith("_") and not name.startswith("__"):
+        return "inplace"
+    return "functional"
+
+
+def record(store, release: DeclaredRelease) -> int:
+    """Store a release's declared kernels (replacing that environment's); its environment id."""
+    env = release.environment()
+    ops = {q: {"schema": release.schemas.get(q, ""), "variant": _variant(q)} for q in release.kernels}
+    return store.record_declared(env, release.kernels, ops)
+
+
+# -- queries for the site and the CLI -----------------------------------------------------------
+
+
+def version_key(version: str) -> tuple:
+    """Sort torch versions numerically: 1.12.1 < 1.13.0 < 2.0.0 < 2.10.0 (local labels last)."""
+    base, _, local = version.partition("+")
+    parts = []
+    for p in re.split(r"[.]", base):
+        m = re.match(r"(\d+)(.*)", p)
+        parts.append((int(m.group(1)), m.group(2)) if m else (-1, p))
+    return (tuple(parts), local)
+
+
+def declared_environments(store) -> list:
+    """Declared environments, oldest torch first."""
+    from sqlalchemy import select
+
+    from .store import Environment
+
+    with store.session() as s:
+        envs = list(s.scalars(select(Environment).where(Environment.kind == "declared")))
+    return sorted(envs, key=lambda e: (version_key(e.torch_version), e.id))
+
+
+def declared_ops(store, environment_id: int, *, keys=BACKEND_KEYS) -> dict[str, dict[str, str]]:
+    """{qualname: {key: how}} for one declared environment, resolved per backend key: "kernel",
+    "structured_delegate", "composite_explicit" or "composite_implicit"; a key is absent where
+    the op is not available at all."""
+    out = {}
+    for qualname, by_key in store.declared_kernels(environment_id).items():
+        out[qualname] = {k: h for k in keys if (h := how_on(by_key, k)) is not None}
+    return out
+
+
+def declared_coverage(store, *, keys=BACKEND_KEYS) -> list[dict[str, Any]]:
+    """One row per declared torch version and backend key, oldest version first:
+    {environment_id, torch_version, torch_git, dispatch_key, ops_with_kernel, ops_via_composite,
+    ops_unavailable, ops_total} — ops_with_kernel counts kernels and structured delegates,
+    ops_via_composite ops that only decompose (composite implicit or explicit)."""
+    rows = []
+    for env in declared_environments(store):
+        ops = declared_ops(store, env.id, keys=keys)
+        for key in keys:
+            hows = [by_key.get(key) for by_key in ops.values()]
+            kernel = sum(h in KERNEL_HOWS for h in hows)
+            composite = sum(h in COMPOSITE_HOWS for h in hows)
+            rows.append(
+                {
+                    "environment_id": env.id,
+                    "torch_version": env.torch_version,
+                    "torch_git": env.torch_git,
+                    "dispatch_key": key,
+                    "ops_with_kernel": kernel,
+                    "ops_via_composite": composite,
+                    "ops_unavailable": len(ops) - kernel - composite,
+                    "ops_total": len(ops),
+                }
+            )
+    return rows
+
+
+def declared_environment_for(store, torch_version: str) -> int | None:
+    """The declared environment of this torch version ("2.13.0+cpu" matches "2.13.0")."""
+    want = torch_version.partition("+")[0]
+    exact = [e for e in declared_environments(store) if e.torch_version == torch_version]
+    same = exact or [e for e in declared_environments(store) if e.torch_version.partition("+")[0] == want]
+    return same[-1].id if same else None
+
+
+# outcomes that say a declared kernel does not work (unsupported_dtype is a kernel refusing a
+# dtype it never claimed, and skipped says nothing)
+_BROKEN = frozenset({"mismatch", "grad_mismatch", "meta_mismatch", "not_implemented", "fallback", "device_error", "missing_error", "crash", "timeout"})
+
+
+def declared_vs_measured(store, environment_id: int, *, declared_environment_id: int | None = None) -> dict[str, Any]:
+    """Declared beside measured for one measured environment (its backend's dispatch key, the
+    declared environment of its torch version unless given):
+
+    {"declared_environment_id", "dispatch_key",
+     "declared_failing": {qualname: [outcomes]}  - a kernel is declared, yet a cell fails,
+     "composite_passing": {qualname: how}         - no kernel declared, passes by decomposition,
+     "undeclared_measured": [qualname]}           - measured, but not in that yaml at all.
+    None where no declared environment matches."""
+    from .report import latest_results
+    from .store import Environment
+
+    with store.session() as s:
+        env = s.get(Environment, environment_id)
+        if env is None:
+            raise ConformError(f"no environment {environment_id} in {store.where}")
+        backend, version = env.backend, env.torch_version
+    key = KEY_OF_BACKEND.get(backend.split(":")[0], backend)
+    declared_id = declared_environment_id or declared_environment_for(store, version)
+    if declared_id is None:
+        return None
+    declared = declared_ops(store, declared_id, keys=(key,))
+    outcomes: dict[str, set[str]] = {}
+    for (qualname, _dtype), res in latest_results(store, environment_id).items():
+        outcomes.setdefault(qualname, set()).add(res.outcome)
+    failing, via_composite, undeclared = {}, {}, []
+    for qualname, seen in sorted(outcomes.items()):
+        if qualname not in declared:
+            undeclared.append(qualname)
+            continue
+        how = declared[qualname].get(key)
+        if how in KERNEL_HOWS and seen & _BROKEN:
+            failing[qualname] = sorted(seen & _BROKEN)
+        elif how in COMPOSITE_HOWS and "pass" in seen:
+            via_composite[qualname] = how
+    return {"declared_environment_id": declared_id, "dispatch_key": key, "declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}
+
+
+def render_coverage(rows: list[dict[str, Any]], fmt: str, *, keys=BACKEND_KEYS) -> str:
+    """A table of declared coverage: one line per torch version, kernels / total per key."""
+    if fmt == "json":
+        return json.dumps(rows, indent=1)
+    by_version: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_version.setdefault(r["torch_version"], {})[r["dispatch_key"]] = r
+    header = ["torch", "ops"] + [f"{k} kernels" for k in keys] + [f"{k} +composite" for k in keys[:1]]
+    lines = []
+    for version, per_key in by_version.items():
+        total = next(iter(per_key.values()))["ops_total"]
+        cells = [version, str(total)]
+        for k in keys:
+            r = per_key.get(k)
+            cells.append(f"{r['ops_with_kernel']} ({100 * r['ops_with_kernel'] / max(total, 1):.1f}%)" if r else "")
+        first = per_key.get(keys[0])
+        if first:
+            avail = first["ops_with_kernel"] + first["ops_via_composite"]
+            cells.append(f"{avail} ({100 * avail / max(total, 1):.1f}%)")
+        lines.append(cells)
+    if fmt == "markdown":
+        out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in range(len(header))) + "|"]
+        out += ["| " + " | ".join(c) + " |" for c in lines]
+        return "\n".join(out)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    fmt_row = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([fmt_row(header)] + [fmt_row(c) for c in lines])
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def _wheels(paths) -> list[Path]:
+    out = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(p.glob("torch-*.whl"))
+            if not found:
+                raise ConformError(f"no torch-*.whl in {p}")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+@click.command("declared")
+@click.option("--wheel", "wheels", multiple=True, metavar="PATH", help="a torch wheel of any platform and version (or a folder of them); repeatable")
+@click.option("--installed", is_flag=True, help="the installed torch")
+@click.option("--keys", default=",".join(BACKEND_KEYS), show_default=True, help="dispatch keys to count")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
+@click.option("--no-cache", is_flag=True, help="parse wheels again even when a cached result exists")
+@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+def declared_command(wheels, installed, keys, fmt, no_cache, db):
+    """Store which ops each backend has a kernel for, as declared by torch releases.
+
+    Reads native_functions.yaml from each --wheel (fetch one for any platform with
+    `pip download --no-deps --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.10
+    torch==2.4.1`) or from the installed torch, stores it as a "declared" environment per torch
+    version, and prints declared coverage of every declared version in the database. Without
+    --wheel or --installed it only prints.
+    """
+    from .store import Store
+
+    key_list = tuple(k.strip() for k in keys.split(",") if k.strip())
+    if not key_list:
+        raise ConformError("--keys needs at least one dispatch key, e.g. MPS")
+    releases = [read_wheel(w, cache=not no_cache) for w in _wheels(wheels)]
+    if installed:
+        releases.append(read_installed())
+    if releases:
+        store = Store(db)
+        for rel in releases:
+            env_id = record(store, rel)
+            click.echo(f"torch {rel.torch_version} ({rel.source}): {len(rel.kernels)} ops -> declared environment {env_id}", err=True)
+    else:
+        store = Store(db, readonly=True)
+    rows = declared_coverage(store, keys=key_list)
+    if not rows:
+        raise ConformError(f"no declared environments in {store.where}: add some with --wheel PATH or --installed")
+    click.echo(render_coverage(rows, fmt, keys=key_list))
