@@ -35,6 +35,10 @@ def builder_for(op):
     b = _BUILDERS.get(op.base_name)
     if b is None:
         b = _BUILDERS.get(key(op.base_name))
+    if b is None and "_backward" in op.base_name:
+        # a backward op takes its forward op's arguments: the forward's builder draws them
+        fwd = op.base_name.split("_backward", 1)[0]
+        b = _BUILDERS.get(fwd) or _BUILDERS.get(key(fwd))
     if b is None:
         b = _FAMILY_BUILDERS.get(getattr(op, "family", ""))
     return b
@@ -426,6 +430,8 @@ def upsampling(ctx):
             ctx.fixed["scale_factors"] = None
     else:
         _list_arg(ctx, "output_size", out)
+    if "input_size" in names:
+        ctx.fixed["input_size"] = list(ctx.shape)
     for name in names:
         if name.startswith("scales"):
             ctx.fixed[name] = None
@@ -483,6 +489,9 @@ def batch_norm(ctx):
     if "running_mean" in names:
         ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
         ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
+    for name in ("save_mean", "save_invstd", "save_var"):
+        if name in names:
+            ctx.fixed[name] = _tensor(ctx, (c,), values="positive", label=name)
     for name in ("momentum", "exponential_average_factor"):
         if name in names:
             ctx.fixed[name] = 0.1

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from generators import argtypes
+from generators import argtypes, backward
 from generators.case import Case, TensorSpec
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
 
@@ -114,21 +114,29 @@ def _cases(draw, op, cell, max_numel, builder):
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:
         builder(ctx)
-    args: list = []
-    kwargs: dict = {}
-    positional_open = True
-    for arg in op.arguments:
+    deferred = backward.deferred_args(op) if backward.is_backward(op) else ()
+    values: dict = {}
+    for arg in [a for a in op.arguments if a.name not in deferred] + [a for a in op.arguments if a.name in deferred]:
         if arg.name in ctx.fixed:
             value = ctx.fixed[arg.name]
+        elif arg.name in deferred:
+            value = backward.draw_grad(arg, ctx)
         elif arg.is_out:
             value = argtypes.out_values(arg, ctx)
         else:
             value = argtypes.draw_arg(arg, ctx)
+        values[arg.name] = value
+        if value is not OMIT:
+            ctx.drawn[arg.name] = value
+    args: list = []
+    kwargs: dict = {}
+    positional_open = True
+    for arg in op.arguments:
+        value = values[arg.name]
         if value is OMIT:
             if not arg.kwarg_only:
                 positional_open = False
             continue
-        ctx.drawn[arg.name] = value
         if arg.kwarg_only or arg.is_out or not positional_open:
             kwargs[arg.name] = value
         else:

@@ -1,0 +1,92 @@
+"""Backward ops: the incoming gradient must have the shape of the forward op's output.
+
+A schema says `grad_output` is a Tensor, not which shape. For an op named `<fwd>_backward` the
+other arguments (input, weight, kernel sizes, ...) are drawn first; then the forward op is run
+on the CPU with the arguments it shares by name (cases are small; the meta device would be
+cheaper per call but routes many ops through Python decompositions that import torch._dynamo,
+seconds per process), and the gradient takes its output shape. When that fails (no forward op, arguments it cannot take) the gradient takes the main
+shape, which is right for the pointwise backwards.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from generators.case import Case, TensorSpec
+from generators.strategies import draw_tensor
+
+GRAD_NAMES = ("grad_output", "grad_out", "grad", "gO", "grad_y")
+_CPU = torch.device("cpu")
+
+
+def is_backward(op) -> bool:
+    return "_backward" in op.base_name
+
+
+def forward_name(op) -> str:
+    return op.base_name.split("_backward", 1)[0]
+
+
+def deferred_args(op) -> tuple[str, ...]:
+    return tuple(a.name for a in op.arguments if a.name in GRAD_NAMES and not a.is_out)
+
+
+def draw_grad(arg, ctx):
+    drawn = ctx.drawn
+    if isinstance(drawn.get("input_size"), list) and isinstance(drawn.get("output_size"), list):
+        # resampling backwards: (N, C, *output_size)
+        shape = tuple(drawn["input_size"][: len(drawn["input_size"]) - len(drawn["output_size"])]) + tuple(drawn["output_size"])
+    else:
+        shape = forward_output_shape(ctx.op, drawn)
+    if shape is None:
+        shape = ctx.shape
+    if arg.type.endswith("?") and ctx.draw(st.integers(0, 5), label=f"{arg.name} none") == 0:
+        return None
+    return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, label=arg.name)
+
+
+def _identity(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
+    """The shape of the forward op's (first) output for the drawn arguments, run on the CPU."""
+    packet = getattr(torch.ops.aten, forward_name(op), None)
+    if packet is None:
+        stripped = forward_name(op).lstrip("_")
+        packet = getattr(torch.ops.aten, stripped, None)
+    if packet is None:
+        return None
+    for overload in ["default"] + [o for o in packet.overloads() if o != "default"]:
+        fwd = getattr(packet, overload, None)
+        if fwd is None:
+            continue
+        schema = fwd._schema
+        if any(a.is_out for a in schema.arguments):
+            continue
+        kwargs = {}
+        ok = True
+        for a in schema.arguments:
+            if a.name in drawn:
+                kwargs[a.name] = drawn[a.name]
+            elif a.has_default_value():
+                continue
+            elif str(a.type).startswith("Optional"):
+                kwargs[a.name] = None
+            else:
+                ok = False
+                break
+        if not ok:
+            continue
+        try:
+            _, real = Case(op="forward", kwargs=kwargs).materialize(_identity, _CPU)
+            with torch.no_grad():
+                out = fwd(**real)
+        except Exception:  # this overload does not take these arguments: try the next
+            continue
+        if isinstance(out, (tuple, list)):
+            out = out[0] if out else None
+        if isinstance(out, torch.Tensor):
+            return tuple(out.shape)
+    return None
