@@ -1,0 +1,208 @@
+"""A kernel timer: `measure(fn)` -> median and interquartile range of one call's time.
+
+Why each step is there:
+
+* The device is synchronised before every clock read. Accelerators run asynchronously: without
+  a synchronise, the clock measures how fast the host *queues* kernels, not how fast they run.
+* The first call is never timed (lazy initialisation, allocator growth, kernel compilation), and
+  a short warm-up lets caches and clock frequencies settle.
+* Calls are timed in blocks of `number` calls, with `number` calibrated so that one block lasts
+  far longer than both the clock's effective resolution and the cost of one synchronise + clock
+  read: their error, spread over the block, becomes negligible.
+* Several blocks are taken; the median per-call time resists outliers (a scheduler hiccup on a
+  shared machine hits one block, not the median) and the interquartile range says how noisy the
+  measurement was, which is what the regression check (`conform.timing`) weighs changes against.
+* Where the device has timing events (CUDA, MPS, XPU), an event pair around each block measures
+  the time on the device's own timeline as well: with the wall-clock time it separates launch
+  overhead from kernel time.
+
+The same timer times the device and the CPU reference, so their ratio is like against like.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+# a timed block lasts at least this many times the clock's effective resolution ...
+RESOLUTION_FACTOR = 1000
+# ... and at least this many times the cost of one synchronise + clock read
+OVERHEAD_FACTOR = 100
+# blocks aimed for within min_run_time (each block lasts about min_run_time / TARGET_BLOCKS)
+TARGET_BLOCKS = 20
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Per-call times of one function, in seconds."""
+
+    median: float
+    iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
+    number: int  # calls per timed block
+    times: tuple[float, ...]  # per-call time of each block
+    kernel_median: float | None = None  # on the device's timeline (timing events), if it has them
+    kernel_iqr: float | None = None
+    wall_s: float = 0.0  # everything measure() spent: warm-up, calibration and the blocks
+
+    @property
+    def blocks(self) -> int:
+        return len(self.times)
+
+    @property
+    def repeats(self) -> int:
+        """Calls that were timed (calibration and warm-up calls not included)."""
+        return self.number * len(self.times)
+
+    def __str__(self) -> str:
+        return f"{_fmt(self.median)} per call (IQR {_fmt(self.iqr)}, {self.blocks} blocks x {self.number})"
+
+
+def _fmt(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+_resolution_cache: dict[Callable, float] = {}
+
+
+def clock_resolution(clock: Callable[[], float] = time.perf_counter) -> float:
+    """The clock's effective resolution: the smallest positive step between two successive
+    reads. It includes the cost of a read, which `time.get_clock_info` does not (that reports
+    1 ns for perf_counter on Linux, while two reads are some 50 ns apart)."""
+    if clock in _resolution_cache:
+        return _resolution_cache[clock]
+    best = math.inf
+    for _ in range(200):
+        a = clock()
+        b = clock()
+        while b == a:
+            b = clock()
+        best = min(best, b - a)
+    _resolution_cache[clock] = best
+    return best
+
+
+def _noop() -> None:
+    pass
+
+
+def device_events(device: torch.device | str) -> Callable[[], tuple] | None:
+    """A factory of (start, end) timing-event pairs for `device`'s type, or None where the device
+    has no timing events (the CPU, meta, most out-of-tree devices)."""
+    kind = torch.device(device).type
+    module = {"cuda": getattr(torch, "cuda", None), "mps": getattr(torch, "mps", None), "xpu": getattr(torch, "xpu", None)}.get(kind)
+    event = getattr(module, "Event", None) if module is not None else None
+    if event is None:
+        return None
+    return lambda: (event(enable_timing=True), event(enable_timing=True))
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    synchronize: Callable[[], None] | None = None,
+    events: Callable[[], tuple] | None = None,
+    min_run_time: float = 0.05,
+    max_run_time: float | None = None,
+    warmup: float = 0.005,
+    min_blocks: int = 5,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Time `fn()`: median and IQR of its per-call time over blocks of calibrated length.
+
+    `synchronize` waits for the device to finish queued work; it is called before every clock
+    read. `events` (see `device_events`) adds kernel times on the device's timeline.
+    Blocks are taken until `min_run_time` seconds of blocks and `min_blocks` blocks are done, or,
+    for very slow calls, `max_run_time` (default 20 x min_run_time, at least 1 s) and 3 blocks.
+    """
+    if min_run_time <= 0:
+        raise ValueError("min_run_time must be positive")
+    if min_blocks < 1:
+        raise ValueError("min_blocks must be at least 1")
+    sync = synchronize or _noop
+    max_run_time = max(20 * min_run_time, 1.0) if max_run_time is None else max_run_time
+    wall_start = time.perf_counter()
+
+    def block(number: int) -> tuple[float, float | None]:
+        pair = events() if events is not None else None
+        sync()
+        t0 = clock()
+        if pair is not None:
+            pair[0].record()
+        for _ in itertools.repeat(None, number):
+            fn()
+        if pair is not None:
+            pair[1].record()
+        sync()
+        t1 = clock()
+        kernel = pair[0].elapsed_time(pair[1]) / 1e3 if pair is not None else None  # ms -> s
+        return t1 - t0, kernel
+
+    # first call: lazy initialisation, allocations; never timed
+    fn()
+    sync()
+
+    # the cost of one synchronise + clock read, which each block pays once
+    overheads = []
+    for _ in range(5):
+        sync()
+        a = clock()
+        sync()
+        overheads.append(clock() - a)
+    overhead = statistics.median(overheads)
+    target = max(RESOLUTION_FACTOR * clock_resolution(clock), OVERHEAD_FACTOR * overhead, min_run_time / TARGET_BLOCKS)
+
+    # warm-up, then calibrate: grow the block until it lasts `target`
+    end_warmup = time.perf_counter() + warmup
+    while time.perf_counter() < end_warmup:
+        fn()
+    sync()
+    number = 1
+    while True:
+        elapsed, _ = block(number)
+        if elapsed >= target:
+            break
+        per_call = elapsed / number
+        want = math.ceil(1.2 * target / per_call) if per_call > 0 else number * 100
+        number = min(number * 100, max(number * 2, want))
+
+    times: list[float] = []
+    kernels: list[float] = []
+    total = 0.0
+    while True:
+        elapsed, kernel = block(number)
+        times.append(elapsed / number)
+        if kernel is not None:
+            kernels.append(kernel / number)
+        total += elapsed
+        if total >= min_run_time and len(times) >= min_blocks:
+            break
+        if total >= max_run_time and len(times) >= min(3, min_blocks):
+            break
+
+    median, iqr = _median_iqr(times)
+    kmedian, kiqr = _median_iqr(kernels) if kernels else (None, None)
+    return Measurement(
+        median=median,
+        iqr=iqr,
+        number=number,
+        times=tuple(times),
+        kernel_median=kmedian,
+        kernel_iqr=kiqr,
+        wall_s=time.perf_counter() - wall_start,
+    )
+
+
+def _median_iqr(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], 0.0
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q2, q3 - q1

@@ -1,0 +1,249 @@
+"""The timing pass: the timer's logic, the bench command's stored rows, and noise-aware regressions.
+
+Nothing here asserts how fast anything is: timings on a shared machine are noise. Clock-driven
+tests use a fake clock whose time advances only when the timed function "runs".
+"""
+
+import ctypes
+import json
+import time
+
+import pytest
+import torch
+from click.testing import CliRunner
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conform import timing
+from conform.backends import CPUBackend
+from conform.errors import ConformError
+from conform.store import Store
+from conform.timer import TARGET_BLOCKS, measure
+
+ENV = {"fingerprint": "t" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "Test CPU"}
+
+
+class FakeClock:
+    """Time moves by `tick` per read (so reads are distinguishable) and by `cost` per fn() call."""
+
+    def __init__(self, cost: float, tick: float = 1e-9):
+        self.now = 0.0
+        self.cost = cost
+        self.tick = tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def fn(self):
+        self.now += self.cost
+
+
+# -- the timer -----------------------------------------------------------------------------
+
+
+def test_calibrated_blocks_outlast_the_target_and_give_the_true_per_call_time():
+    clock = FakeClock(cost=1e-6)
+    m = measure(clock.fn, clock=clock, min_run_time=0.01, warmup=0.0)
+    # one call is far below the clock-overhead floor: the block must hold many calls
+    assert m.number * 1e-6 >= 0.01 / TARGET_BLOCKS
+    assert m.median == pytest.approx(1e-6, rel=1e-3)
+    assert m.iqr == pytest.approx(0.0, abs=1e-9)
+    assert m.blocks >= 5 and m.repeats == m.number * m.blocks
+
+
+def test_slow_calls_are_timed_one_per_block_and_stop_at_max_run_time():
+    clock = FakeClock(cost=2.0)  # two "seconds" a call
+    m = measure(clock.fn, clock=clock, min_run_time=0.05, max_run_time=5.0, warmup=0.0)
+    assert m.number == 1
+    assert m.median == pytest.approx(2.0, rel=1e-6)
+    assert m.blocks == 3  # 3 blocks pass max_run_time; never fewer than 3 for a median and IQR
+
+
+def test_median_of_a_sleeping_function_is_its_duration():
+    # real clock: a logic check with a generous bound, not a speed test
+    m = measure(lambda: time.sleep(0.002), min_run_time=0.03, warmup=0.0)
+    assert 0.0019 <= m.median <= 0.02
+    assert m.iqr >= 0.0
+    fast = measure(lambda: time.sleep(0.0001), min_run_time=0.03, warmup=0.0)
+    assert fast.number > 1  # calibration grew the block past the target length
+    assert fast.median < m.median
+
+
+def test_device_is_synchronised_before_every_clock_read():
+    log = []
+
+    def clock():
+        log.append("clock")
+        return time.perf_counter()
+
+    m = measure(lambda: log.append("fn"), synchronize=lambda: log.append("sync"), clock=clock, min_run_time=0.005, warmup=0.0)
+    assert m.blocks >= 5
+    reads = [i for i, e in enumerate(log) if e == "clock"]
+    assert reads
+    for i in reads:
+        before = [e for e in log[:i] if e != "clock"]
+        # the last thing before reading the clock was a synchronise, never an unsynchronised call
+        assert not before or before[-1] == "sync", log[max(0, i - 5) : i + 1]
+    assert log.count("sync") >= 2 * m.blocks
+
+
+def test_device_events_give_a_kernel_time():
+    recorded = []
+
+    class Event:
+        def __init__(self):
+            self.at = None
+
+        def record(self):
+            self.at = len(recorded)
+            recorded.append(self)
+
+        def elapsed_time(self, end):  # milliseconds, as torch.cuda.Event reports
+            return 3.0
+
+    m = measure(lambda: None, events=lambda: (Event(), Event()), min_run_time=0.005, warmup=0.0)
+    assert m.kernel_median == pytest.approx(3e-3 / m.number)
+    assert measure(lambda: None, min_run_time=0.005).kernel_median is None
+
+
+# -- sizes, inputs ---------------------------------------------------------------------------
+
+
+def test_sizes_parse_and_bad_sizes_are_clear_errors():
+    assert timing.parse_sizes("large=1e6, small=1e3,medium=100000") == {"small": 1000, "medium": 100000, "large": 1000000}
+    for bad in ("small", "small=0", "=5", "x=abc", ""):
+        with pytest.raises(ConformError):
+            timing.parse_sizes(bad)
+
+
+def test_scaling_keeps_equal_dimensions_equal():
+    from generators import Case, TensorSpec
+
+    case = Case("aten::mm", (TensorSpec((3, 4), "float32", layout="transposed", values="special"), TensorSpec((4, 5), "float32")))
+    scaled = timing.scale_case(case, 10_000, "uniform")
+    a, b = scaled.tensor_specs()
+    assert a.shape[1] == b.shape[0]  # the inner dimension still matches
+    assert 10_000 / 3 <= max(a.numel, b.numel) <= 30_000
+    assert a.layout == "contiguous" and a.values == "real"
+
+
+# -- the pass over a stored run --------------------------------------------------------------
+
+CELLS = [("aten::add.Tensor", "pass"), ("aten::relu", "pass"), ("aten::sum", "pass"), ("aten::neg", "mismatch")]
+SIZES = {"small": 64, "medium": 512, "large": 4096}
+
+
+@pytest.fixture()
+def stored_run(tmp_path):
+    import opdb
+
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(ENV, options={}, seed=1, ops_total=4, cells_planned=4)
+    store.record_catalog(run, [opdb.lookup(q) for q, _ in CELLS])
+    for q, outcome in CELLS:
+        store.record_result(run, {"op": q, "dtype": "float32", "outcome": outcome, "examples_run": 3, "examples_passed": 3})
+    return store, run
+
+
+def test_bench_stores_every_size_of_each_passing_cell(stored_run):
+    store, run = stored_run
+    summary = timing.bench(store, run, CPUBackend(), sizes=SIZES, min_run_time=0.002, isolate=False)
+    rows = timing.load_timings(store, run)
+    got = {(r["op"], r["size_label"]) for r in rows}
+    assert got == {(q, label) for q, o in CELLS if o == "pass" for label in SIZES}, summary.skipped
+    for r in rows:
+        target = SIZES[r["size_label"]]
+        assert target / 3 <= r["numel"] <= target * 3
+        assert r["numel"] == __import__("math").prod(r["shape"])
+        assert r["layout"] == "contiguous" and r["dtype"] == "float32"
+        assert r["device_median_s"] > 0 and r["ref_median_s"] > 0 and r["repeats"] >= 5
+        assert r["speedup"] == pytest.approx(r["ref_median_s"] / r["device_median_s"])
+    # timing again replaces, never duplicates
+    timing.bench(store, run, CPUBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
+    assert len(timing.load_timings(store, run)) == len(rows)
+
+
+def test_bench_command_json(stored_run):
+    from conform.cli import cli
+
+    store, run = stored_run
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--db", store.url.removeprefix("sqlite:///"), "--run", str(run), "--ops", "aten::relu", "--sizes", "small=64,large=4096", "--min-time", "0.002", "--format", "json", "-q", "--no-isolate"],
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["timings"] == 2 and out["cells"] == 1
+    assert {r["size_label"] for r in out["rows"]} == {"small", "large"}
+
+
+class _CrashOnRelu(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.relu.default:
+            ctypes.string_at(0)  # a segfault, as a broken kernel would cause
+        return func(*args, **(kwargs or {}))
+
+
+class CrashingBackend(CPUBackend):
+    """The CPU, except that relu on the device side kills the process."""
+
+    def device_context(self):
+        return _CrashOnRelu()
+
+
+def test_a_crashing_op_costs_only_its_own_cell(stored_run):
+    store, run = stored_run
+    # cells run in name order: add.Tensor is timed before relu kills the child process
+    summary = timing.bench(store, run, CrashingBackend(), ops=["aten::relu", "aten::add.Tensor"], sizes={"small": 64}, min_run_time=0.002)
+    assert {r["op"] for r in timing.load_timings(store, run)} == {"aten::add.Tensor"}
+    assert [(o, reason.split(" (")[0]) for o, _, _, reason in summary.skipped] == [("aten::relu", "crashed the timing process")]
+
+
+def test_bench_refuses_to_run_in_a_parallel_worker(stored_run, monkeypatch):
+    store, run = stored_run
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    with pytest.raises(ConformError, match="parallel worker"):
+        timing.bench(store, run, CPUBackend(), sizes=SIZES)
+
+
+# -- regressions -----------------------------------------------------------------------------
+
+
+def _row(op, size, median, iqr, shape=(10, 10)):
+    return {
+        "op": op, "dtype": "float32", "size_label": size, "shape": list(shape), "layout": "contiguous", "numel": 100,
+        "device_median_s": median, "device_iqr_s": iqr, "device_kernel_s": None, "ref_median_s": 1e-3, "ref_iqr_s": 1e-5, "repeats": 100,
+    }
+
+
+def test_a_regression_must_beat_both_the_percentage_and_the_spread(stored_run):
+    store, base = stored_run
+    new = store.start_run(ENV, options={}, seed=2, ops_total=4, cells_planned=4)
+    timing.record_timings(store, base, [
+        _row("aten::add.Tensor", "small", 100e-6, 1e-6),  # +50%, tight: regression
+        _row("aten::add.Tensor", "large", 100e-6, 40e-6),  # +50%, but inside the spread: noise
+        _row("aten::relu", "small", 100e-6, 0.1e-6),  # +5%, tight: below the percentage
+        _row("aten::relu", "large", 100e-6, 1e-6),  # -50%: an improvement
+        _row("aten::sum", "small", 100e-6, 1e-6, shape=(5, 20)),  # other shape: not comparable
+    ])
+    timing.record_timings(store, new, [
+        _row("aten::add.Tensor", "small", 150e-6, 1e-6),
+        _row("aten::add.Tensor", "large", 150e-6, 20e-6),
+        _row("aten::relu", "small", 105e-6, 0.1e-6),
+        _row("aten::relu", "large", 50e-6, 1e-6),
+        _row("aten::sum", "small", 300e-6, 1e-6, shape=(10, 10)),
+    ])
+    regressions = timing.timing_regressions(store, base, new, pct=0.10)
+    assert [(c.op, c.size_label) for c in regressions] == [("aten::add.Tensor", "small")]
+    assert regressions[0].ratio == pytest.approx(1.5)
+    changes = timing.timing_changes(store, base, new, pct=0.10)
+    assert {(c.op, c.size_label, c.kind) for c in changes} == {("aten::add.Tensor", "small", "regression"), ("aten::relu", "large", "improvement")}
+    # a looser percentage lets the +5% through: the percentage threshold is real
+    assert ("aten::relu", "small") in {(c.op, c.size_label) for c in timing.timing_regressions(store, base, new, pct=0.01)}
+
+
+def test_significance_needs_both_thresholds():
+    assert timing.is_significant(1.0, 0.01, 1.2, 0.01, pct=0.1)
+    assert not timing.is_significant(1.0, 0.15, 1.2, 0.1, pct=0.1)  # inside the spread
+    assert not timing.is_significant(1.0, 0.0, 1.05, 0.0, pct=0.1)  # below the percentage
+    assert not timing.is_significant(0.0, 0.0, 1.0, 0.0)  # no baseline
