@@ -102,7 +102,7 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     if resume is not None:
         args += ["--conform-resume", resume]
     else:
-        args += ["--conform-ops", ops]
+        args.append(f"--conform-ops={ops}")  # joined: pytest would expand a separate "@file" argument itself
         if device:
             args += ["--conform-device", device]
     for flag, value in (
