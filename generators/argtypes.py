@@ -219,7 +219,13 @@ def out_values(arg, ctx):
 
 
 def out_dtype(arg, ctx) -> str:
+    """The dtype the functional counterpart returns for this out (when it could be run), else a guess."""
     name = arg.name
+    outs = [a.name for a in ctx.op.arguments if a.is_out]
+    known = ctx.hints.get("out dtypes") or []
+    i = outs.index(name) if name in outs else -1
+    if 0 <= i < len(known) and known[i]:
+        return known[i]
     if "indices" in name or name in ("index", "argmax", "argmin", "counts", "inverse"):
         return "int64"
     return ctx.dtype

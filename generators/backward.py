@@ -90,3 +90,44 @@ def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
         if isinstance(out, torch.Tensor):
             return tuple(out.shape)
     return None
+
+
+# -- out= dtypes -----------------------------------------------------------------------------------
+
+_FUNCTIONAL_CACHE: dict[str, object] = {}
+
+
+def functional_of(op):
+    """The functional overload with the same inputs as the out= overload `op`, or None."""
+    if op.qualname in _FUNCTIONAL_CACHE:
+        return _FUNCTIONAL_CACHE[op.qualname]
+    found = None
+    packet = getattr(torch.ops.aten, op.base_name, None)
+    wanted = [a.name for a in op.arguments if not a.is_out]
+    if packet is not None:
+        for overload in packet.overloads():
+            fn = getattr(packet, overload, None)
+            args = fn._schema.arguments if fn is not None else []
+            if any(a.is_out for a in args):
+                continue
+            if [a.name for a in args] == wanted:
+                found = fn
+                break
+    _FUNCTIONAL_CACHE[op.qualname] = found
+    return found
+
+
+def out_dtypes(op, drawn: dict) -> list[str] | None:
+    """Result dtypes of the functional counterpart of out= op `op`, run on the CPU, in order."""
+    fn = functional_of(op)
+    if fn is None:
+        return None
+    kwargs = {a.name: drawn[a.name] for a in op.arguments if not a.is_out and a.name in drawn}
+    try:
+        _, real = Case(op="functional", kwargs=kwargs).materialize(_identity, _CPU)
+        with torch.no_grad():
+            out = fn(**real)
+    except Exception:  # the functional rejects these inputs: the out op will too
+        return None
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [str(t.dtype).removeprefix("torch.") if isinstance(t, torch.Tensor) else None for t in outs]

@@ -260,6 +260,23 @@ table(
         "linalg_vecdot": {"x": "n k", "y": "n k"},
         "embedding": {"weight": "v d", "indices": "b:indexv"},
         "embedding_dense_backward": {"grad_output": "b d", "indices": "b:indexv"},
+        "histogramdd": {"self": "n 2"},
+        "histogramdd_bin_edges": {"self": "n 2"},
+        "histogramdd_from_bin_cts": {"self": "n 2"},
+        "histogramdd_from_bin_tensors": {"self": "n 2"},
+        "quantile": [{"self": "n", "q": "k:probability"}, {"self": "n", "q": ":probability"}],
+        "nanquantile": [{"self": "n", "q": "k:probability"}, {"self": "n", "q": ":probability"}],
+        "searchsorted": {"sorted_sequence": "n", "self": "k"},
+        "bucketize": {"self": "k", "boundaries": "n"},
+        "pixel_unshuffle": {"self": "n c 2h 2w"},
+        "pixel_shuffle": {"self": "n 4c h w"},
+        "view_as_complex": {"self": "n 2"},
+        "view_as_complex_copy": {"self": "n 2"},
+        "glu_jvp": {"glu": "n k", "x": "n 2k", "dx": "n 2k"},
+        "grid_sampler_2d": {"input": "n c h w", "grid": "n h w 2:unit"},
+        "grid_sampler_3d": {"input": "n c d h w", "grid": "n d h w 3:unit"},
+        "grid_sampler": {"input": "n c h w", "grid": "n h w 2:unit"},
+        "affine_grid_generator": {"theta": "n 2 3"},
         "gru_cell": {"input": "n i", "hx": "n h", "w_ih": "3h i", "w_hh": "3h h", "b_ih": "?3h", "b_hh": "?3h"},
         "rnn_tanh_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
         "rnn_relu_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
@@ -622,3 +639,14 @@ def _linalg_default(ctx):
 
 _FAMILY_BUILDERS["linalg"] = _linalg_default
 _FAMILY_BUILDERS["fft"] = lambda ctx: None
+
+
+@family("embedding_bag", "embedding_bag_forward_only")
+def embedding_bag(ctx):
+    """One bag starting at offset 0; include_last_offset stays False: with it, a lone offset [0]
+    and per-sample weights crash the CPU kernel (torch 2.13) instead of raising."""
+    symbolic(ctx, {"weight": "v d", "indices": "b:indexv", "offsets": "1:index1", "per_sample_weights": "?b"})
+    if "include_last_offset" in _arg_names(ctx):
+        ctx.fixed["include_last_offset"] = False
+    if "mode" in _arg_names(ctx):
+        ctx.fixed["mode"] = 0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(st.integers(0, 2), label="mode")

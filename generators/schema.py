@@ -122,6 +122,8 @@ def _cases(draw, op, cell, max_numel, builder):
         elif arg.name in deferred:
             value = backward.draw_grad(arg, ctx)
         elif arg.is_out:
+            if "out dtypes" not in ctx.hints:
+                ctx.hints["out dtypes"] = backward.out_dtypes(op, ctx.drawn) or []
             value = argtypes.out_values(arg, ctx)
         else:
             value = argtypes.draw_arg(arg, ctx)
