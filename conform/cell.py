@@ -87,6 +87,13 @@ class _StopCell(BaseException):
         self.case = case
 
 
+class _GiveUp(KeyboardInterrupt):
+    """Ends the cell with nothing found: its time budget is spent, or too many inputs were invalid.
+    A KeyboardInterrupt because that is the one exception hypothesis lets through without saving
+    the case in flight to the example database: saved, a case that proves nothing would be
+    replayed first by the next run, which would then draw other cases and maybe another verdict."""
+
+
 def _set_shrink_budget(seconds: float) -> None:
     # hypothesis caps shrinking at 300 s and 500 shrinks; a sweep of thousands of cells needs a
     # much smaller cap. There is no public setting for it, hence the module attributes.
@@ -128,7 +135,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
 
     def one_case(case) -> None:
         if not state["failing"] and time.monotonic() - started > settings.cell_budget_s:
-            raise _StopCell()
+            raise _GiveUp()
         if on_case:
             on_case(case)
         try:
@@ -145,7 +152,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 result.invalid_examples += 1
                 state["first_invalid"] = state["first_invalid"] or r.message
                 if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run):
-                    raise _StopCell()
+                    raise _GiveUp()
                 hypothesis.reject()
             result.examples_run += 1
             merge_errors(r)
@@ -192,6 +199,8 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         final, final_case = e.result, e.case
     except _StopCell as e:
         final, final_case = e.result, e.case
+    except _GiveUp:
+        pass
     except Unsatisfiable:
         pass
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
