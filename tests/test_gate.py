@@ -286,3 +286,11 @@ def test_a_derandomized_cell_draws_the_same_cases_and_replays_its_stored_failure
     assert failed.outcome == "mismatch"
     again, seen = cases(SubOffByOne(), 0, db)
     assert again.outcome == "mismatch" and seen[0] == failed.case
+    # a cell that gives up (every input invalid) leaves nothing to replay: the next run is the same
+    where = opdb.lookup("aten::where.self")
+    runs = []
+    for _ in range(2):
+        seen = []
+        r = run_cell(where, "float32", CPUBackend(), CellSettings(examples=3, derandomize=True, hypothesis_db=db), on_case=lambda c: seen.append(c.to_json()))
+        runs.append((r.outcome, r.message, seen))
+    assert runs[0] == runs[1]
