@@ -308,6 +308,9 @@ def _draw_int_list(arg, ctx, label):
     if name == "stride" and size is None:
         target = ctx.drawn.get("size", list(ctx.shape))
         return _contiguous_strides(target)
+    if name in ("input_sizes", "input_size", "self_sizes", "self_size"):
+        # a view backward's input sizes: the main shape, which the forward view then slices
+        return list(ctx.shape)
     if name == "normalized_shape":
         k = ctx.draw(st.integers(0, ctx.rank), label=f"{label} len")
         return list(ctx.shape[ctx.rank - k :])

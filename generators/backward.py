@@ -67,6 +67,10 @@ def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
             continue
         kwargs = {}
         ok = True
+        sizes = drawn.get("input_sizes")
+        if "self" not in drawn and isinstance(sizes, list) and all(isinstance(x, int) for x in sizes):
+            # view backwards (select, slice, diagonal, ...) take the input's sizes, not the input
+            drawn = {**drawn, "self": TensorSpec(shape=tuple(sizes), dtype="float32")}
         for a in schema.arguments:
             if a.name in drawn:
                 kwargs[a.name] = drawn[a.name]

@@ -40,6 +40,10 @@ VALUE_KINDS = (
 )
 
 
+# value kinds that constrain whole matrices (the last two dims), not single elements
+STRUCTURED_KINDS = ("invertible", "spd")
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """"float32" for torch.float32."""
     return str(dtype).removeprefix("torch.")
@@ -96,7 +100,28 @@ class TensorSpec:
 
     def make_cpu_base(self) -> torch.Tensor:
         """The base values on the CPU, a pure function of the spec (same on every call)."""
+        if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
+            return self._structured_base()
         return _make_values(self.base_shape(), self.torch_dtype, self.values, self.seed, self.low, self.high)
+
+    def _structured_base(self) -> torch.Tensor:
+        """A base whose layout view holds the structured matrices (SPD, invertible) themselves.
+
+        Elementwise kinds can fill any base; a matrix property must hold for the *logical*
+        tensor, so the logical values are made first and the base is built around them.
+        """
+        logical = _make_values(self.shape, self.torch_dtype, self.values, self.seed, self.low, self.high)
+        if self.layout == "transposed":
+            return logical.transpose(-1, -2).contiguous()
+        if self.layout == "sliced":
+            base = torch.zeros(self.base_shape(), dtype=logical.dtype)
+            base[::2] = logical
+            return base
+        if self.layout == "expanded":
+            return logical[:1].clone()  # every batch element the same matrix
+        if self.layout == "offset":
+            return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
+        return logical
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
         """View `base` (already on its final device) into this spec's layout and logical shape."""

@@ -155,6 +155,9 @@ def draw_tensor(
     tensors per op, and strategy construction dominated their cost.
     """
     shape = tuple(shape)
+    if values in ("invertible", "spd") and len(shape) == 2:
+        # expanding a single matrix repeats its first row: no longer SPD or invertible
+        writable = True
     if layout is None:
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
     kind = draw(_real_value_kinds, label=f"{label} values") if values == "real" and is_floating(dtype) else values

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -246,3 +247,50 @@ def test_shrinking_reaches_a_minimal_case_for_an_injected_fault():
     smallest = failures[-1]
     assert max(t.numel for t in smallest.tensor_specs()) == 4
     assert all(t.layout == "contiguous" for t in smallest.tensor_specs())
+
+
+# -- families, backward ops, out= variants ----------------------------------------------------------
+
+CONV2D = opspec("aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor")
+# opdb puts it in the linalg family, whose builder draws square SPD matrices
+CHOLESKY = dataclasses.replace(opspec("aten::linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"), family="linalg")
+AVG_POOL_BACKWARD = opspec(
+    "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"
+)
+EQ_OUT = opspec("aten::eq.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+@pytest.mark.parametrize("op", [CONV2D, AVG_POOL_BACKWARD], ids=lambda o: o.qualname)
+def test_family_cases_are_all_valid_on_cpu(op):
+    from generators.coverage_probe import probe
+
+    valid, reason = probe(op, "float32", examples=15)
+    assert valid == 15, reason
+
+
+@FAST
+@given(st.data())
+def test_cholesky_inputs_are_symmetric_positive_definite(data):
+    case = data.draw(from_schema(CHOLESKY, "float64"), label="case")
+    (a,), _ = _materialize(case)
+    if a.numel():
+        assert torch.allclose(a, a.mT)
+        assert bool((torch.linalg.eigvalsh(a) > 0).all())
+
+
+@settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(from_schema(EQ_OUT, "float32"))
+def test_out_dtype_follows_the_functional_result(case):
+    assert case.kwargs["out"].dtype == "bool"
+
+
+def test_out_variants_are_preallocated_wrongly_sized_and_non_contiguous():
+    from generators.variants import out_variants
+
+    case = Case(op="aten::add.out", args=(TensorSpec((3, 4), "float32"), TensorSpec((3, 4), "float32")), kwargs={"out": TensorSpec((0,), "float32")})
+    variants = out_variants(case, {"out": (3, 4)})
+    assert set(variants) == {"as_drawn", "preallocated", "wrong_size", "noncontiguous"}
+    out = lambda v: _materialize(variants[v])[1]["out"]  # noqa: E731
+    assert out("preallocated").shape == (3, 4) and out("preallocated").is_contiguous()
+    assert out("wrong_size").shape != (3, 4)
+    assert out("noncontiguous").shape == (3, 4) and not out("noncontiguous").is_contiguous()
