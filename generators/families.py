@@ -506,6 +506,9 @@ def batch_norm(ctx):
     if "running_mean" in names:
         ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
         ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
+    elif "training" in names:
+        # no running stats to use: evaluation mode would read absent stats (a segfault on CPU)
+        ctx.fixed["training"] = True
     for name in ("save_mean", "save_invstd", "save_var"):
         if name in names:
             ctx.fixed[name] = _tensor(ctx, (c,), values="positive", label=name)
