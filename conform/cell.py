@@ -29,7 +29,7 @@ CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBA
 class CellSettings:
     """How hard to try on one cell. Travels to xdist workers as a dict."""
 
-    examples: int = 10  # valid examples wanted per cell
+    examples: int = 6  # valid examples wanted per cell (a full sweep has ~20k cells)
     grad: bool = True
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
@@ -121,7 +121,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         result.message = f"untestable: {e}"
         return result
 
-    state = {"failing": False, "first_invalid": ""}
+    state = {"failing": False, "first_invalid": "", "invalid_reasons": set()}
     _set_shrink_budget(settings.shrink_budget_s)
 
     def merge_errors(r) -> None:
@@ -151,7 +151,8 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
             if r.invalid:
                 result.invalid_examples += 1
                 state["first_invalid"] = state["first_invalid"] or r.message
-                if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run):
+                state["invalid_reasons"].add(_reason_key(r.message))
+                if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run, len(state["invalid_reasons"])):
                     raise _GiveUp()
                 hypothesis.reject()
             result.examples_run += 1
@@ -229,11 +230,22 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
     return result
 
 
-def _invalid_limit(examples: int, valid: int) -> int:
+def _invalid_limit(examples: int, valid: int, reasons: int) -> int:
     """How many rejected inputs a cell tolerates. With no valid case yet, give up soon: the
-    generator will not find one by luck, and a sweep has thousands of cells to get through.
-    Once some inputs are valid, rejections only mean that part of the input space is invalid."""
-    return max(20, 2 * examples) if valid == 0 else 10 * examples
+    generator will not find one by luck, and a sweep has thousands of cells to get through; when
+    every rejection says the same thing (typically "not implemented for 'Bool'": the reference has
+    no kernel for the dtype), sooner still. Once some inputs are valid, rejections only mean that
+    part of the input space is invalid."""
+    if valid:
+        return 10 * examples
+    return 5 if reasons == 1 else max(12, 2 * examples)
+
+
+def _reason_key(message: str) -> str:
+    """A rejection's message without its numbers, shapes and quoted values."""
+    import re
+
+    return re.sub(r"\d+|\[[^\]]*\]|'[^']*'", "#", message)[:200]
 
 
 def _repro(op, case, backend) -> str:

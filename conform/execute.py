@@ -111,8 +111,13 @@ class _Side:
     written: dict[str, Any] | None = None  # name -> tensor/list for mutated and out= arguments
     inputs: tuple = ()  # (args, kwargs) after the call, for gathering tie indices
     error: BaseException | None = None
-    traceback: str = ""
     warnings: list[str] | None = None
+
+    @property
+    def traceback(self) -> str:
+        # formatted only when a verdict needs it: most errors are the reference rejecting an
+        # invalid input, and formatting every one of them was a large share of a sweep's time
+        return _format_tb(self.error)
 
 
 class _NoContext:
@@ -169,7 +174,7 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
             if not grad:
                 stack.enter_context(torch.no_grad())
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
-            torch.manual_seed(case.seed)
+            _seed(op, case.seed)
             result = op.resolve()(*args, **kwargs)
             if sync is not None:
                 sync()
@@ -186,9 +191,19 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
         raise
     except BaseException as e:  # noqa: BLE001 - anything a kernel raises is a verdict
         side.error = e
-        side.traceback = _traceback.format_exc()
     side.warnings = [str(w.message) for w in caught]
     return side
+
+
+def _format_tb(e: BaseException | None) -> str:
+    return "".join(_traceback.format_exception(e)) if e is not None else ""
+
+
+def _seed(op, seed: int) -> None:
+    """Seed the global generators only for ops that draw random numbers: torch.manual_seed seeds
+    every device's generator and costs milliseconds, which adds up over a sweep's cases."""
+    if _nondeterminism(op) == "seeded":
+        torch.manual_seed(seed)
 
 
 def _has_floating_inputs(case) -> bool:
@@ -431,7 +446,7 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
             stack.enter_context(torch.enable_grad())
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             args, kwargs, inputs = _grad_inputs(op, args, kwargs)
-            torch.manual_seed(case.seed)
+            _seed(op, case.seed)
             result = op.resolve()(*args, **kwargs)
             outs = [t for t in _leaves(result) if t.requires_grad and is_inexact(t.dtype)]
             if not outs or not inputs:
@@ -452,7 +467,7 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001
-        return None, grad_outputs, e, _traceback.format_exc()
+        return None, grad_outputs, e, _format_tb(e)
 
 
 # -- run_case ------------------------------------------------------------------------------
@@ -472,6 +487,14 @@ def _cpu_copy(t):
     return t.clone()
 
 
+def _is_plain_cpu(backend) -> bool:
+    """The built-in CPU backend, with no hooks: its device side would repeat the reference side
+    kernel for kernel, so that work is done once (the comparison is then against golden float64)."""
+    from .backends import CPUBackend
+
+    return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
+
+
 def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     cpu = torch.device("cpu")
     device_is_cpu = torch.device(backend.device).type == "cpu"
@@ -486,10 +509,13 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     golden = _run_side(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float64) if want_golden else None
     if golden is not None and golden.error is not None:
         golden = None
-    dev = _run_side(
-        op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-        sync=backend.synchronize, ctx=_device_context(backend),
-    )
+    if _is_plain_cpu(backend):
+        dev = ref  # the device under test computes exactly what the CPU reference side just did
+    else:
+        dev = _run_side(
+            op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
+            sync=backend.synchronize, ctx=_device_context(backend),
+        )
 
     # -- validity and errors -----------------------------------------------------------------
     ref_result, ref_written = ref.result, ref.written
@@ -651,10 +677,13 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign) -> CaseRe
         gold, _, gold_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float64, grad_outputs=[g.double() if not g.is_complex() else g.to(torch.complex128) for g in gos])
         if gold_err is None and gold is not None and set(gold) == set(ref_grads):
             expected = {k: gold[k].to(ref_grads[k].dtype) for k in ref_grads}
-    dev_grads, _, dev_err, tb = _run_backward(
-        op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-        sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos,
-    )
+    if _is_plain_cpu(backend):
+        dev_grads, dev_err, tb = ref_grads, None, ""
+    else:
+        dev_grads, _, dev_err, tb = _run_backward(
+            op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
+            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos,
+        )
     if dev_err is not None:
         outcome = classify_device_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)

@@ -30,7 +30,10 @@ from .cell import CellResult, CellSettings, run_cell
 from .errors import ConformError
 from .outcomes import Outcome
 
-DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "uint8", "bool")
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "bool")
+# On the CPU the reference is float64 itself, so a float64 cell would compare a computation with
+# itself: it is left out of the CPU's default set (name it in --dtypes to run it anyway).
+CPU_DEFAULT_DTYPES = tuple(d for d in DEFAULT_DTYPES if d != "float64")
 PROPERTY = "conform"
 
 
@@ -38,7 +41,7 @@ def pytest_addoption(parser):
     g = parser.getgroup("conform", "conform: op conformance of a PyTorch backend")
     g.addoption("--conform-device", default=None, help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)")
     g.addoption("--conform-ops", default="all", help="ops: all, core, family:NAME, comma list, globs (add*), or @file (default: all)")
-    g.addoption("--conform-dtypes", default=",".join(DEFAULT_DTYPES), help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)})")
+    g.addoption("--conform-dtypes", default=None, help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; without float64 on the cpu backend, whose reference is float64)")
     g.addoption("--conform-examples", type=int, default=CellSettings.examples, help=f"valid hypothesis examples per cell (default: {CellSettings.examples})")
     g.addoption("--conform-seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
     g.addoption("--conform-derandomize", action="store_true", default=False, help="derive every cell's examples from the op name alone (gating runs)")
@@ -103,6 +106,8 @@ class Controller:
             ops = selection.select_ops(options["ops"])
         except UnknownOpError as e:
             raise ConformError(str(e)) from None
+        if options["dtypes"] is None:
+            options["dtypes"] = ",".join(CPU_DEFAULT_DTYPES if self.backend.device.type == "cpu" else DEFAULT_DTYPES)
         dtypes = selection.parse_dtypes(options["dtypes"])
         cells = selection.plan_cells(ops, dtypes)
         import opdb

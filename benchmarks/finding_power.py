@@ -1,0 +1,97 @@
+"""Finding power: does conform, run as a user runs it, catch realistic backend bugs?
+
+For every bug in tests/test_finding_power.py's BUGS table this runs
+
+    conform run --ops <op> --device tests.faulty:<Backend> --db <tmp>
+
+with default settings (examples, dtypes, seed drawn at random), and reads back the op's cells:
+the bug is found when a cell of that op has the expected outcome. A clean run of the CPU over
+the same ops must give no failing cell (a false alarm is a harness bug).
+
+    python benchmarks/finding_power.py [--only NAME,...] [--workers N]
+
+The last line reads `found N/M bugs with the right outcome; clean run: K false alarms`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.test_finding_power import BUGS  # noqa: E402
+
+FAILING = {"mismatch", "grad_mismatch", "meta_mismatch", "not_implemented", "fallback", "unsupported_dtype", "device_error", "missing_error", "crash", "timeout"}
+
+
+def run(op: str, device: str, db: Path, workers: int) -> tuple[int, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    t = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "conform.cli", "run", "--ops", op, "--device", device, "--db", str(db), "-n", str(workers), "-q"],
+        cwd=db.parent, env=env, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], file=sys.stderr)
+    return proc.returncode, time.monotonic() - t
+
+
+def outcomes(db: Path, op: str) -> dict[str, str]:
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT r.dtype, r.outcome FROM results r JOIN ops o ON o.id = r.op_id WHERE o.qualname = ?", (op,)).fetchall()
+    return dict(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma list of bug names")
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    bugs = [b for b in BUGS if not args.only or b[0] in args.only.split(",")]
+    started = time.monotonic()
+    found = 0
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, backend, op, expected) in enumerate(bugs):
+            db = Path(tmp) / f"{name}.db"
+            device = f"tests.faulty:{backend.__name__}"
+            code, secs = run(op, device, db, args.workers)
+            got = outcomes(db, op) if code == 0 else {}
+            hit = [dt for dt, o in got.items() if o == expected.value]
+            other = sorted({o for o in got.values() if o in FAILING and o != expected.value})
+            ok = bool(hit)
+            found += ok
+            rows.append((name, op, expected.value, "yes" if ok else "NO", ",".join(hit) or "-", ",".join(other) or "-", f"{secs:.0f}"))
+            print(f"[{i + 1}/{len(bugs)}] {name}: {'found' if ok else 'MISSED'} ({secs:.0f} s)", file=sys.stderr)
+        clean_db = Path(tmp) / "clean.db"
+        clean_ops = ",".join(sorted({op for _, _, op, _ in bugs}))
+        run(clean_ops, "cpu", clean_db, args.workers)
+        with sqlite3.connect(clean_db) as c:
+            alarms = c.execute(
+                f"SELECT o.qualname, r.dtype, r.outcome, substr(r.message, 1, 100) FROM results r JOIN ops o ON o.id = r.op_id WHERE r.outcome IN ({','.join('?' * len(FAILING))})",
+                sorted(FAILING),
+            ).fetchall()
+            clean_cells = c.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    header = ("bug", "op", "expected", "found", "dtypes with it", "other failing outcomes", "s")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
+    print(f"clean CPU run over the same ops: {clean_cells} cells, {len(alarms)} false alarms")
+    for a in alarms:
+        print("  false alarm:", *a)
+    print(f"total wall time {time.monotonic() - started:.0f} s")
+    print(f"found {found}/{len(bugs)} bugs with the right outcome; clean run: {len(alarms)} false alarms")
+
+
+if __name__ == "__main__":
+    main()
