@@ -2,7 +2,8 @@
 few sizes, and which timings regressed between two runs.
 
 `conform bench` times the cells that *passed* in a stored run, after the parallel sweep and
-serially in one process (timings taken while other workers load the machine are noise). For
+serially (timings taken while other workers load the machine are noise): one cell at a time in
+one child process, which is replaced if an op crashes it; this process alone writes the store. For
 each (op, dtype) it builds inputs at every requested size (by element count of the largest input
 tensor), times the op on the device and on the CPU with `conform.timer.measure`, and stores one
 `Timing` row per size against the run; speedup = reference time / device time.
@@ -52,7 +53,7 @@ NUMEL_SLACK = 3.0  # a scaled case is accepted within [target / 3, target * 3] e
 OUTPUT_FACTOR = 32  # outputs may hold this many times the target's elements (cdist, outer products)
 SLOW_CALL_S = 1.0  # a candidate slower than this per call is used only if no faster one runs
 SEARCH_BUDGET_S = 10.0  # seconds spent looking for an input of one size before giving up
-SCALE_STRATEGIES = ("uniform", "uniform+sizes", "batch")
+SCALE_STRATEGIES = ("uniform", "uniform+sizes", "batch", "scalars")
 BATCH_FIRST_FAMILIES = frozenset({"conv", "pooling", "norm", "upsample"})
 # families whose ops take "one or more same-shaped tensors plus a few scalars": their schema alone
 # builds a representative input (square matrices for linalg), which is tried before generated cases
@@ -311,6 +312,8 @@ def scale_case(case, target: int, strategy: str = "uniform"):
     if strategy not in SCALE_STRATEGIES:
         raise ValueError(f"unknown scaling strategy {strategy!r}")
     specs = case.tensor_specs()
+    if strategy == "scalars":
+        return None  # needs the op's output size: see `scale_scalars`
     if specs:
         main_shape = max(specs, key=lambda s: s.numel).shape
     elif strategy == "uniform+sizes":
@@ -345,6 +348,31 @@ def scale_case(case, target: int, strategy: str = "uniform"):
             return tuple(mapping.get(d, d) for d in shape)
 
     return _scale_dims(case, shape_map, strategy=strategy)
+
+
+def scale_scalars(op, case, target: int):
+    """For factories sized by numbers alone (arange(start, end), randperm(n), linspace(..., steps)):
+    every int or float argument of magnitude above 1 multiplied by target / (the seed's output
+    elements), which scales the output by about that factor. None for cases with tensors."""
+    if case.tensor_specs() or _int_lists(case):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = _call(op, case, lambda t: t, torch.device("cpu"))()
+    except Exception:
+        return None
+    numel = out.numel() if isinstance(out, torch.Tensor) else 0
+    if numel < 1:
+        return None
+    f = target / numel
+
+    def scale(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) <= 1:
+            return v
+        return round(v * f) if isinstance(v, int) else v * f
+
+    return dataclasses.replace(case, args=tuple(scale(a) for a in case.args), kwargs={k: scale(v) for k, v in case.kwargs.items()})
 
 
 def _scale_dims(case, shape_map, *, strategy: str):
@@ -449,7 +477,7 @@ def sized_case(op, dtype: str, target: int, *, pool: SeedPool | None = None, pre
         if time.monotonic() > deadline:
             reason = f"no input found within {SEARCH_BUDGET_S:.0f} s; last: {reason}"
             break
-        scaled = scale_case(seed, target, strategy)
+        scaled = scale_scalars(op, seed, target) if strategy == "scalars" else scale_case(seed, target, strategy)
         if scaled is None:
             reason = reason or "no tensor or size argument to scale"
             continue
@@ -887,8 +915,9 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, cell_timeout, quiet, db):
     """Time the passing cells of a stored run on the device and on the CPU reference.
 
-    The timing pass runs after `conform run`, serially in this one process (never in the run's
-    parallel workers). Each passing op x dtype is timed at every size of --sizes (element count
+    The timing pass runs after `conform run`, serially: one cell at a time, in one child process
+    (so that an op that crashes or hangs skips only its own cell), never in the run's parallel
+    workers. Each passing op x dtype is timed at every size of --sizes (element count
     of its largest input) on the device and on the CPU: median and interquartile range over
     blocks of calibrated length, with the device synchronised before each clock read, plus the
     kernel time on the device's timeline where it has timing events. Timings are stored against
@@ -904,6 +933,13 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     size_map = parse_sizes(sizes)
     if threads is not None:
         torch.set_num_threads(threads)
+    load, cores = _load()
+    if load is not None and load >= cores:
+        click.echo(
+            f"conform: warning: load average {load:.1f} on {cores} cores: other processes will be in the timings "
+            "(multi-threaded CPU ops suffer most; --threads 1 is steadier)",
+            err=True,
+        )
     store = Store(db)
     run_id = store.latest_run_id() if run_ref == "latest" else _run_id(run_ref)
     if run_id is None:
@@ -943,6 +979,17 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     )
     for o, d, label, reason in summary.skipped:
         click.echo(f"  skipped {o} {d} {label}: {reason}")
+
+
+def _load() -> tuple[float | None, int]:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0], cores
+    except OSError:
+        return None, cores
 
 
 def _run_id(value: str) -> int:

@@ -127,6 +127,17 @@ def test_scaling_keeps_equal_dimensions_equal():
     assert a.layout == "contiguous" and a.values == "real"
 
 
+def test_factories_sized_by_numbers_are_scaled_through_them():
+    import opdb
+    from generators import Case
+
+    op = opdb.lookup("aten::randperm")
+    scaled = timing.scale_scalars(op, Case("aten::randperm", (10,), {"device": {"device": "target"}}), 5_000)
+    assert scaled.args == (5_000,)
+    sc = timing.sized_case(op, "float32", 5_000)
+    assert sc.numel == 5_000 and sc.shape == (5_000,)
+
+
 # -- the pass over a stored run --------------------------------------------------------------
 
 CELLS = [("aten::add.Tensor", "pass"), ("aten::relu", "pass"), ("aten::sum", "pass"), ("aten::neg", "mismatch")]
@@ -172,7 +183,7 @@ def test_bench_command_json(stored_run):
         ["bench", "--db", store.url.removeprefix("sqlite:///"), "--run", str(run), "--ops", "aten::relu", "--sizes", "small=64,large=4096", "--min-time", "0.002", "--format", "json", "-q", "--no-isolate"],
     )
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["timings"] == 2 and out["cells"] == 1
     assert {r["size_label"] for r in out["rows"]} == {"small", "large"}
 

@@ -1,0 +1,144 @@
+"""Is conform's timer accurate? Its median beside torch.utils.benchmark's, op by op.
+
+For each of 36 representative ATen ops (pointwise, reductions, matmul, convolution, pooling,
+norms, indexing, sort, scan, shape ops; float32 on the CPU, one shape each), this script times
+the same callable with the same inputs twice, side by side in one run:
+
+* conform: `conform.timer.measure(fn)` (the timer `conform bench` uses), and
+* the anchor: `torch.utils.benchmark.Timer("fn()").blocked_autorange()` with the same thread
+  count (Timer defaults to one thread; conform times with torch's default).
+
+The two alternate (conform first on even rows, the anchor first on odd rows) so that a burst of
+load from elsewhere on the machine does not always hit the same one. A row is "within 10%" when
+|conform / anchor - 1| <= 0.10. Wall time is everything each one spent, calibration and warm-up
+included. The last line states the result as "N/M within 10%".
+
+    python benchmarks/timing_accuracy.py [--min-time 0.1] [--threads N] [--device cpu]
+
+On a shared or loaded machine both timers see the same noise, but not at the same instants:
+run it when the machine is quiet (see `uptime`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F  # noqa: F401  (used in CASES' lambdas through torch.ops)
+from torch.utils.benchmark import Timer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from conform.timer import measure  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def _cases(dev):
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape, low=-3.0, high=3.0):
+        return (torch.rand(shape, generator=g) * (high - low) + low).to(dev)
+
+    def ints(high, *shape):
+        return torch.randint(0, high, shape, generator=g).to(dev)
+
+    a, b = r(512, 512), r(512, 512)
+    big = r(1024, 1024)
+    small = r(64, 64)
+    img = r(8, 16, 32, 32)
+    w = r(16, 16, 3, 3)
+    pos = r(512, 512, low=0.1, high=4.0)
+    return [
+        ("add.Tensor", "[512, 512] x2", lambda: aten.add.Tensor(a, b)),
+        ("mul.Tensor", "[512, 512] x2", lambda: aten.mul.Tensor(a, b)),
+        ("div.Tensor", "[512, 512] x2", lambda: aten.div.Tensor(a, b)),
+        ("add.Tensor (small)", "[64, 64] x2", lambda: aten.add.Tensor(small, small)),
+        ("relu", "[1024, 1024]", lambda: aten.relu.default(big)),
+        ("sigmoid", "[512, 512]", lambda: aten.sigmoid.default(a)),
+        ("tanh", "[512, 512]", lambda: aten.tanh.default(a)),
+        ("exp", "[512, 512]", lambda: aten.exp.default(a)),
+        ("log", "[512, 512]", lambda: aten.log.default(pos)),
+        ("sqrt", "[512, 512]", lambda: aten.sqrt.default(pos)),
+        ("pow.Tensor_Scalar", "[512, 512]", lambda: aten.pow.Tensor_Scalar(a, 3)),
+        ("clamp", "[512, 512]", lambda: aten.clamp.default(a, -1.0, 1.0)),
+        ("where.self", "[512, 512] x3", lambda: aten.where.self(a > 0, a, b)),
+        ("gelu", "[512, 512]", lambda: aten.gelu.default(a)),
+        ("eq.Tensor", "[512, 512] x2", lambda: aten.eq.Tensor(a, b)),
+        ("sum", "[1024, 1024]", lambda: aten.sum.default(big)),
+        ("sum.dim_IntList", "[1024, 1024] dim 1", lambda: aten.sum.dim_IntList(big, [1])),
+        ("mean.dim", "[1024, 1024] dim 0", lambda: aten.mean.dim(big, [0])),
+        ("amax", "[1024, 1024] dim 1", lambda: aten.amax.default(big, [1])),
+        ("argmax", "[1024, 1024] dim 1", lambda: aten.argmax.default(big, 1)),
+        ("_softmax", "[512, 512] dim -1", lambda: aten._softmax.default(a, -1, False)),
+        ("_log_softmax", "[512, 512] dim -1", lambda: aten._log_softmax.default(a, -1, False)),
+        ("cumsum", "[512, 512] dim 1", lambda: aten.cumsum.default(a, 1)),
+        ("mm", "[256, 256] x2", lambda: aten.mm.default(a[:256, :256], b[:256, :256])),
+        ("mm (small)", "[64, 64] x2", lambda: aten.mm.default(small, small)),
+        ("addmm", "[256] + [256, 256] x2", lambda: aten.addmm.default(a[0, :256], a[:256, :256], b[:256, :256])),
+        ("bmm", "[8, 128, 128] x2", lambda: aten.bmm.default(a.view(16, 128, 128)[:8], b.view(16, 128, 128)[:8])),
+        ("convolution", "[8, 16, 32, 32] * [16, 16, 3, 3]", lambda: aten.convolution.default(img, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)),
+        ("max_pool2d_with_indices", "[8, 16, 32, 32] k2", lambda: aten.max_pool2d_with_indices.default(img, [2, 2], [2, 2])),
+        ("avg_pool2d", "[8, 16, 32, 32] k2", lambda: aten.avg_pool2d.default(img, [2, 2], [2, 2])),
+        ("native_layer_norm", "[512, 512]", lambda: aten.native_layer_norm.default(a, [512], None, None, 1e-5)),
+        ("index_select", "[1024, 1024] 256 rows", lambda: aten.index_select.default(big, 0, idx_rows)),
+        ("gather", "[512, 512] dim 1", lambda: aten.gather.default(a, 1, idx_gather)),
+        ("sort", "[512, 512] dim -1", lambda: aten.sort.default(a, -1)),
+        ("cat", "[512, 512] x2 dim 0", lambda: aten.cat.default([a, b], 0)),
+        ("clone", "[1024, 1024]", lambda: aten.clone.default(big)),
+        ("transpose+contiguous", "[512, 512]", lambda: aten.clone.default(a.t(), memory_format=torch.contiguous_format)),
+    ], {"idx_rows": ints(1024, 256), "idx_gather": ints(512, 512, 512)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-time", type=float, default=0.1, help="conform's min_run_time per op, seconds (default 0.1)")
+    parser.add_argument("--anchor-min-time", type=float, default=0.2, help="blocked_autorange's min_run_time (default 0.2, its own default)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: torch's default)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, mps")
+    args = parser.parse_args(argv)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    dev = torch.device(args.device)
+    sync = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(dev.type)
+    cases, extra = _cases(dev)
+    globals().update(extra)
+
+    print(f"torch {torch.__version__}, device {dev}, {threads} threads, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'op':<26} {'shape':<34} {'conform':>10} {'anchor':>10} {'ratio':>6} {'conf wall':>9} {'anch wall':>9} ok")
+    within = 0
+    wall_conform = wall_anchor = 0.0
+    for i, (name, shape, fn) in enumerate(cases):
+
+        def run_conform():
+            t0 = time.perf_counter()
+            m = measure(fn, synchronize=sync, min_run_time=args.min_time)
+            return m.median, time.perf_counter() - t0
+
+        def run_anchor():
+            t0 = time.perf_counter()
+            m = Timer("fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(min_run_time=args.anchor_min_time)
+            return m.median, time.perf_counter() - t0
+
+        if i % 2 == 0:
+            (c, cw), (a, aw) = run_conform(), run_anchor()
+        else:
+            (a, aw), (c, cw) = run_anchor(), run_conform()
+        ratio = c / a
+        ok = abs(ratio - 1) <= 0.10
+        within += ok
+        wall_conform += cw
+        wall_anchor += aw
+        print(f"{name:<26} {shape:<34} {c * 1e6:>8.1f}us {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {'yes' if ok else 'NO'}")
+    print(f"wall time: conform {wall_conform:.1f} s, anchor {wall_anchor:.1f} s (conform {'<=' if wall_conform <= wall_anchor else '>'} anchor)")
+    print(f"{within}/{len(cases)} within 10%")
+    return 0 if within >= 0.9 * len(cases) and wall_conform <= wall_anchor else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
