@@ -86,15 +86,12 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     # validate everything a user can get wrong before any worker starts
     if resume is None:
         backend = backends.resolve(device)
-        if device is None and backend.name == "cpu":
-            click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
-        selected = _select(ops)
+        _select(ops)
         if dtypes is not None:
             selection.parse_dtypes(dtypes)
-    else:
-        selected = None
-    store = Store(db)
-    store.close()
+    Store(db).close()
+    if resume is None and device is None and backend.name == "cpu":
+        click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
     n = _cpu_count() if workers == "auto" else _positive_int(workers, "-n")
     args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
     if db:
@@ -132,8 +129,6 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     elapsed = time.monotonic() - started
     counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
     click.echo(f"run {c.run_id} {c.state}: {c.recorded} cells in {elapsed:.0f} s ({counts}) -> {c.store.where}")
-    if selected is not None and len(selected) != len({q for q, _ in c.cells}):
-        pass
     click.echo(f"next: conform report --run {c.run_id}" + (f" --db {db}" if db else ""))
     if c.state == "interrupted":
         click.echo(f"interrupted: continue with `conform run --resume {c.run_id}`" + (f" --db {db}" if db else ""), err=True)
@@ -204,9 +199,10 @@ def ops(pattern, as_json):
     for s in specs:
         click.echo(f"{s.qualname:<55} {s.variant:<10} {s.family:<12} {','.join(s.kernels)}")
     counts = opdb.counts(specs)
-    click.echo(f"\n{len(specs)} ops")
+    click.echo(f"\n{len(specs)} ops" + "".join(f", {k} {v}" for k, v in counts.items() if isinstance(v, int) and k != "total"))
     for key, table in counts.items():
-        click.echo(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(table.items(), key=lambda kv: -kv[1])))
+        if isinstance(table, dict):
+            click.echo(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(table.items(), key=lambda kv: -kv[1])))
 
 
 @cli.command()

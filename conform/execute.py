@@ -195,6 +195,18 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
     return side
 
 
+def _input_scale(inputs) -> float:
+    """The largest finite magnitude among floating input tensors (see tolerances.tolerance_for)."""
+    best = 0.0
+    for t in _leaves(inputs):
+        if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.numel() and t.device.type != "meta":
+            a = t.detach().abs()
+            a = a[torch.isfinite(a)]
+            if a.numel():
+                best = max(best, float(a.max()))
+    return best
+
+
 def _format_tb(e: BaseException | None) -> str:
     return "".join(_traceback.format_exception(e)) if e is not None else ""
 
@@ -554,7 +566,8 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         expected, expected_written = golden_cast, golden_written
 
     n = _numel_ratio(op, case, ref_result)
-    tol = lambda dt: tolerance_for(op, dt, reduction_size=n)  # noqa: E731
+    scale = _input_scale(ref.inputs if ref.error is None else ())
+    tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale)  # noqa: E731
 
     # -- compare the forward results ---------------------------------------------------------
     if meta_only or nondet == "uninitialized":

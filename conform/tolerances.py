@@ -82,11 +82,18 @@ def override_for(op, dtype: torch.dtype | str) -> tuple[float, float] | None:
     return float(tol.rtol), float(tol.atol)
 
 
-def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1) -> tuple[float, float]:
+def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0) -> tuple[float, float]:
     """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
 
     Integer and bool results are always exact, whatever a rule says: an integer result is
     either right or wrong.
+
+    `input_scale` is the largest finite magnitude among the case's floating inputs. A result
+    computed from inputs of that size carries rounding error of about rtol * input_scale in
+    absolute terms, however small the result: 1.5 - 1.4921875 in bfloat16 is off by one input
+    ulp, which is 100% of the result. So atol is at least rtol * input_scale. This matters only
+    for low precision (float32's rtol times a typical input is below its atol); a real kernel
+    bug is off by the values' own scale, far beyond it.
     """
     dt = as_dtype(dtype)
     if not is_inexact(dt):
@@ -96,4 +103,4 @@ def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1) -> t
         return rule
     rtol, atol = default_tolerance(dt)
     g = growth(reduction_size)
-    return rtol * g, atol * g
+    return rtol * g, max(atol * g, rtol * g * input_scale)

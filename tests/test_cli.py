@@ -1,0 +1,126 @@
+"""The spine end to end, as a user meets it: `conform run`, `conform report`, `conform ops`,
+`pytest --pyargs conform.suite`, and one clear line with exit 2 for every kind of bad input."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from cli_helpers import cells, conform, conform_env
+
+# A fixed op set on which the CPU must agree with its float64 golden reference.
+CLEAN_OPS = "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
+FAILING = {"mismatch", "grad_mismatch", "meta_mismatch", "device_error", "missing_error", "crash", "timeout", "not_implemented"}
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("clean")
+    proc = conform("run", "--ops", CLEAN_OPS, "--dtypes", "float32,bfloat16,int64", "--device", "cpu", "--examples", "5", "--seed", "3", "-n", "2", "--db", tmp / "c.db", cwd=tmp)
+    return tmp, proc
+
+
+def test_clean_cpu_run_has_no_false_alarm(clean_run):
+    tmp, proc = clean_run
+    assert proc.returncode == 0, proc.stderr
+    assert "finished" in proc.stdout
+    got = cells(tmp / "c.db")
+    assert len(got) >= 20
+    alarms = [c for c in got if c[2] in FAILING]
+    assert not alarms, alarms
+    assert sum(1 for c in got if c[2] == "pass") >= 15
+
+
+def test_report_json_accounts_for_the_catalog(clean_run):
+    tmp, _ = clean_run
+    proc = conform("report", "--format", "json", "--db", tmp / "c.db", cwd=tmp, check=True)
+    (env,) = json.loads(proc.stdout)["environments"]
+    import torch
+
+    assert env["torch_version"] == torch.__version__
+    assert env["backend"] == "cpu"
+    assert env["device_name"]
+    assert env["ops_total"] == len(torch._C._jit_get_all_schemas()) - sum(1 for s in torch._C._jit_get_all_schemas() if not s.name.startswith("aten::"))
+    assert 5 <= env["ops_exercised"] <= env["ops_total"]
+    assert sum(env["cells"].values()) == len(cells(tmp / "c.db"))
+
+
+def test_report_markdown_and_table(clean_run):
+    tmp, _ = clean_run
+    md = conform("report", "--format", "markdown", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
+    assert md.startswith("| torch |") and "cpu" in md
+    table = conform("report", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
+    assert "exercised" in table and "pass" in table
+
+
+def test_run_records_the_environment_and_seed(clean_run):
+    tmp, _ = clean_run
+    with sqlite3.connect(tmp / "c.db") as c:
+        seed, state, options = c.execute("SELECT seed, state, options FROM runs").fetchone()
+        torch_git, python = c.execute("SELECT torch_git, python_version FROM environments").fetchone()
+    assert seed == 3 and state == "finished"
+    assert json.loads(options)["examples"] == 5
+    assert torch_git and python
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    err = proc.stderr.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    for n in needles:
+        assert n in err, err
+
+
+def test_unknown_op_suggests_close_matches(tmp_path):
+    _one_line_error(conform("run", "--ops", "aten::ad.Tensor", "--db", tmp_path / "c.db", cwd=tmp_path), "unknown op", "aten::add.Tensor")
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_unknown_dtype(tmp_path):
+    _one_line_error(conform("run", "--ops", "aten::relu", "--dtypes", "float33", "--db", tmp_path / "c.db", cwd=tmp_path), "float33", "float32")
+
+
+def test_unavailable_device(tmp_path):
+    _one_line_error(conform("run", "--ops", "aten::relu", "--device", "mps", "--db", tmp_path / "c.db", cwd=tmp_path), "mps", "not available")
+
+
+def test_unknown_device(tmp_path):
+    _one_line_error(conform("run", "--ops", "aten::relu", "--device", "tpu9", cwd=tmp_path), "unknown device")
+
+
+def test_garbage_database(tmp_path):
+    db = tmp_path / "c.db"
+    db.write_text("definitely not sqlite\n" * 50)
+    _one_line_error(conform("report", "--db", db, cwd=tmp_path), "not a readable conform database")
+    _one_line_error(conform("run", "--ops", "aten::relu", "--db", db, cwd=tmp_path), "not a readable conform database")
+    assert db.read_text().startswith("definitely not sqlite")
+
+
+def test_missing_database_for_report(tmp_path):
+    _one_line_error(conform("report", "--db", tmp_path / "nope.db", cwd=tmp_path), "no conform database")
+
+
+def test_ops_lists_the_catalog_with_counts(tmp_path):
+    proc = conform("ops", "add*", cwd=tmp_path, check=True)
+    assert "aten::add.Tensor" in proc.stdout and "by variant:" in proc.stdout and "by family:" in proc.stdout
+    data = json.loads(conform("ops", "aten::add.Tensor", "--json", cwd=tmp_path, check=True).stdout)
+    (op,) = [o for o in data["ops"] if o["qualname"] == "aten::add.Tensor"]
+    assert op["variant"] == "functional" and "pointwise" in op["tags"] and "CPU" in op["kernels"]
+
+
+def test_pytest_pyargs_entry_point_and_junit(tmp_path):
+    """The suite runs under plain pytest too, with --junitxml for free."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "conform.suite", "--conform-device", "cpu", "--conform-ops", "aten::relu,aten::neg",
+         "--conform-dtypes", "float32", "--conform-examples", "3", "--conform-db", str(tmp_path / "c.db"), "-n", "1", "-p", "no:cacheprovider",
+         "--junitxml", str(tmp_path / "j.xml"), "-q"],
+        cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = {(op, dt): o for op, dt, o in cells(tmp_path / "c.db")}
+    assert got[("aten::relu", "float32")] == "pass"
+    assert got[("aten::neg", "float32")] == "pass"
+    assert "relu/float32" in (tmp_path / "j.xml").read_text()
