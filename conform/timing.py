@@ -933,14 +933,7 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     size_map = parse_sizes(sizes)
     if threads is not None:
         torch.set_num_threads(threads)
-    load, cores = _load()
-    if load is not None and load >= cores:
-        click.echo(
-            f"conform: warning: load average {load:.1f} on {cores} cores: other processes will be in the timings "
-            "(multi-threaded CPU ops suffer most; --threads 1 is steadier)",
-            err=True,
-        )
-    store = Store(db)
+    store = Store(db, create=False)
     run_id = store.latest_run_id() if run_ref == "latest" else _run_id(run_ref)
     if run_id is None:
         raise ConformError(f"no run in {store.where}: run `conform run` first")
@@ -959,6 +952,14 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
             wanted = [s.qualname for s in selection.select_ops(ops)]
         except Exception as e:
             raise ConformError(str(e)) from None
+
+    load, cores = _load()
+    if load is not None and load >= cores:
+        click.echo(
+            f"conform: warning: load average {load:.1f} on {cores} cores: other processes will be in the timings "
+            "(multi-threaded CPU ops suffer most; --threads 1 is steadier)",
+            err=True,
+        )
 
     def progress(cell: CellTiming, n: int, total: int) -> None:
         if quiet:
