@@ -58,6 +58,58 @@ def line_chart(series: list[tuple[str, list[float | None]]], x_labels: list[str]
     return Markup("".join(out))
 
 
+def count_chart(series: list[tuple[str, list[int | None], bool]], x_labels: list[str], *, title: str, width: int = 760, height: int = 330) -> Markup:
+    """Counts (linear axis from 0) over categorical x positions, one line per (name, values,
+    dashed); lines sharing a name's first word share a colour, so "MPS" and "MPS incl.
+    composite" read as a pair."""
+    values = [v for _, ys, _ in series for v in ys if v is not None]
+    if not values or not x_labels:
+        return Markup("")
+    left, right, top, bottom = 56, 190, 24, 56
+    pw, ph = width - left - right, height - top - bottom
+    step = _nice_step(max(values) / 5 or 1)
+    hi = step * math.ceil(max(values) / step) or step
+
+    def x(i):
+        return left + pw * (i + 0.5) / len(x_labels)
+
+    def y(v):
+        return top + ph - ph * v / hi
+
+    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    out.append(f'<title>{escape(title)}</title><text x="{left}" y="14" class="chart-title">{escape(title)}</text>')
+    for k in range(int(round(hi / step)) + 1):
+        yy = y(k * step)
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" class="grid"/>')
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{k * step:,.0f}</text>')
+    slanted = len(x_labels) > 8
+    for i, lab in enumerate(x_labels):
+        xx, yy = x(i), top + ph + 16
+        rot = f' transform="rotate(-40 {xx:.1f} {yy})"' if slanted else ""
+        out.append(f'<text x="{xx:.1f}" y="{yy}" text-anchor="{"end" if slanted else "middle"}" class="tick"{rot}>{escape(lab)}</text>')
+    colours: dict[str, str] = {}
+    for k, (name, ys, dashed) in enumerate(series):
+        color = colours.setdefault(name.split()[0], PALETTE[len(colours) % len(PALETTE)])
+        dash = ' stroke-dasharray="5 4"' if dashed else ""
+        pts = [(x(i), y(v), v, x_labels[i]) for i, v in enumerate(ys) if v is not None]
+        if len(pts) > 1:
+            path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in pts)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+        for px, py, v, lab in pts:
+            out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{2.5 if dashed else 3.5}" fill="{color}"><title>{escape(name)}, torch {escape(lab)}: {v:,}</title></circle>')
+        ly = top + 12 + 18 * k
+        out.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 30}" y1="{ly - 4}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{left + pw + 36}" y="{ly}" class="legend">{escape(name[:28])}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _nice_step(raw: float) -> float:
+    """1, 2 or 5 times a power of ten, at least raw."""
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
 def histogram(values: list[float], *, title: str, width: int = 520, height: int = 200) -> Markup:
     """Distribution of speedups on a log2 axis (bins of a factor of 2; 1x in the middle)."""
     values = [v for v in values if v and v > 0]

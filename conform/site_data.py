@@ -140,7 +140,7 @@ RESULT_COLUMNS = (
     Result.max_abs_err, Result.max_rel_err, Result.max_ulp_err, Result.rtol, Result.atol, Result.device_golden_err,
     Result.ref_golden_err, Result.message, Result.duration_s,
 )  # fmt: skip
-(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION) = range(16)
+(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION, R_RUN) = range(17)
 TIMING_COLUMNS = (Timing.op_id, Timing.dtype, Timing.size_label, Timing.shape, Timing.numel, Timing.device_median_s, Timing.device_iqr_s, Timing.ref_median_s, Timing.ref_iqr_s, Timing.repeats, Timing.layout)
 (T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT) = range(11)
 
@@ -169,6 +169,7 @@ class SiteData:
     failures: dict[int, tuple]  # result id -> (case, repro, traceback)
     declared_kernels: dict[tuple[int, int], list[tuple[str, str]]]  # (env id, op id) -> [(key, how)]
     generated_at: str
+    runs: dict[int, dict] = field(default_factory=dict)  # run id -> its row (uuid, started_at, state, ...)
 
     def op_envs(self, op_id: int) -> list[Env]:
         return [e for e in self.envs if op_id in e.catalog or any((op_id, d) in e.cells for d in self.dtypes)]
@@ -209,9 +210,11 @@ def load(store: Store) -> SiteData:
                 hostname=r["hostname"] or "", details=r["details"] or {},
             )  # fmt: skip
         run_env: dict[int, int] = {}
+        runs: dict[int, dict] = {}
         for r in c.execute(select(Run.id, Run.uuid, Run.environment_id, Run.state, Run.started_at, Run.finished_at, Run.ops_total, Run.options, Run.seed).order_by(Run.started_at, Run.id)):
             run_env[r.id] = r.environment_id
-            envs[r.environment_id].runs.append(dict(r._mapping))
+            runs[r.id] = dict(r._mapping)
+            envs[r.environment_id].runs.append(runs[r.id])
         # catalog: the newest run's entry wins
         q = select(CatalogEntry.run_id, CatalogEntry.op_id, CatalogEntry.kernels, CatalogEntry.coverage).join(Run, CatalogEntry.run_id == Run.id).order_by(Run.started_at, Run.id)
         for run_id, op_id, kernels, coverage in c.execute(q):
@@ -223,7 +226,7 @@ def load(store: Store) -> SiteData:
         dtypes: set[str] = set()
         for row in c.execute(q):
             e = envs[run_env[row[0]]]
-            cell = tuple(row[1:])
+            cell = tuple(row[1:]) + (row[0],)  # the run it came from last, for "which run said so"
             e.cells[(cell[R_OP], cell[R_DTYPE])] = cell
             dtypes.add(cell[R_DTYPE])
         latest_ids = {cell[R_ID] for e in envs.values() for cell in e.cells.values() if cell[R_OUTCOME] != "pass"}
@@ -255,6 +258,7 @@ def load(store: Store) -> SiteData:
         dtypes=sorted(dtypes, key=lambda d: (order.get(d, len(order)), d)),
         failures=failures,
         declared_kernels=dict(declared_kernels),
+        runs=runs,
         generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
 
@@ -350,3 +354,77 @@ def speedups(env: Env) -> list[tuple]:
         if cur is None or (t[T_NUMEL], SIZE_ORDER.get(t[T_SIZE], 0)) > (cur[T_NUMEL], SIZE_ORDER.get(cur[T_SIZE], 0)):
             best[(op, d)] = t
     return [(op, d, t, t[T_REF] / t[T_DEV]) for (op, d), t in best.items()]
+
+
+# -- declared beside measured ------------------------------------------------------------------
+# The same answers as conform.declared.declared_coverage / declared_vs_measured (a test keeps
+# them equal), computed from the rows load() already holds instead of re-reading the database
+# once per environment.
+
+
+def declared_by_env(data: SiteData) -> dict[int, dict[int, dict[str, str]]]:
+    """{declared env id: {op id: {dispatch key: how}}}, as Store.declared_kernels has it."""
+    out: dict[int, dict[int, dict[str, str]]] = {e.id: {} for e in data.declared}
+    for (env_id, op_id), pairs in data.declared_kernels.items():
+        by_key = out.setdefault(env_id, {}).setdefault(op_id, {})
+        for key, how in pairs:
+            if key:
+                by_key[key] = how
+    return out
+
+
+def declared_coverage(data: SiteData, by_env: dict, *, keys=None) -> list[dict]:
+    """Rows of conform.declared.declared_coverage: per declared version (oldest first) and key."""
+    from .declared import BACKEND_KEYS, COMPOSITE_HOWS, KERNEL_HOWS, how_on
+
+    keys = keys or BACKEND_KEYS
+    rows = []
+    for e in declared_in_order(data):
+        ops = by_env.get(e.id, {})
+        for key in keys:
+            hows = [how_on(by_key, key) for by_key in ops.values()]
+            kernel = sum(h in KERNEL_HOWS for h in hows)
+            composite = sum(h in COMPOSITE_HOWS for h in hows)
+            rows.append({"environment_id": e.id, "torch_version": e.torch_version, "torch_git": e.torch_git, "dispatch_key": key,
+                         "ops_with_kernel": kernel, "ops_via_composite": composite, "ops_unavailable": len(ops) - kernel - composite, "ops_total": len(ops)})  # fmt: skip
+    return rows
+
+
+def declared_in_order(data: SiteData) -> list[Env]:
+    from .declared import version_key as declared_version_key
+
+    return sorted(data.declared, key=lambda e: (declared_version_key(e.torch_version), e.id))
+
+
+def declared_for(data: SiteData, torch_version: str) -> Env | None:
+    """The declared environment of a torch version ("2.13.0+cpu" matches "2.13.0")."""
+    ordered = declared_in_order(data)
+    same = [e for e in ordered if e.torch_version == torch_version] or [e for e in ordered if e.torch_version.partition("+")[0] == torch_version.partition("+")[0]]
+    return same[-1] if same else None
+
+
+def declared_vs_measured(data: SiteData, by_env: dict, env: Env) -> dict | None:
+    """conform.declared.declared_vs_measured for one measured environment, with op ids:
+    {declared: Env, dispatch_key, declared_failing {op id: [outcomes]}, composite_passing
+    {op id: how}, undeclared_measured [op id]}; None without a declared release to match."""
+    from .declared import _BROKEN, COMPOSITE_HOWS, KERNEL_HOWS, KEY_OF_BACKEND, how_on
+
+    declared = declared_for(data, env.torch_version)
+    if declared is None:
+        return None
+    key = KEY_OF_BACKEND.get(env.backend.split(":")[0], env.backend)
+    ops = by_env.get(declared.id, {})
+    seen: dict[int, set[str]] = defaultdict(set)
+    for (op_id, _), row in env.cells.items():
+        seen[op_id].add(row[R_OUTCOME])
+    failing, via_composite, undeclared = {}, {}, []
+    for op_id in sorted(seen, key=lambda i: data.ops[i].qualname):
+        if op_id not in ops:
+            undeclared.append(op_id)
+            continue
+        how = how_on(ops[op_id], key)
+        if how in KERNEL_HOWS and seen[op_id] & _BROKEN:
+            failing[op_id] = sorted(seen[op_id] & _BROKEN)
+        elif how in COMPOSITE_HOWS and "pass" in seen[op_id]:
+            via_composite[op_id] = how
+    return {"declared": declared, "dispatch_key": key, "declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}

@@ -22,7 +22,7 @@ import jinja2
 
 from . import __version__, site_charts, site_data
 from .outcomes import SEVERITY
-from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
+from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, R_RUN, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
@@ -102,6 +102,11 @@ class Builder:
         for e in data.envs:
             for k, t in e.timings.items():
                 self.timings_by_op.setdefault(k[0], []).append((e, k, t))
+        # declared beside measured, computed once: {declared env id: {op id: {key: how}}}
+        self.declared_by_env = site_data.declared_by_env(data)
+        self.declared_vs = {e.id: site_data.declared_vs_measured(data, self.declared_by_env, e) for e in data.envs}
+        # run id -> its position in its environment's run list (what a matrix cell refers to)
+        self.run_index = {r["id"]: i for e in data.envs for i, r in enumerate(e.runs)}
 
     # -- output ---------------------------------------------------------------------------
 
@@ -128,6 +133,7 @@ class Builder:
         self.timing_data(families)
         self.write_index(families)
         self.render("index.html", "index.html", envs=self.overview_rows(), declared=self.data.declared, title="Overview")
+        self.declared_pages()
         self.render("matrix.html", "matrix.html", families=families, envs=self.data.envs, title="Coverage matrix")
         diffs = [site_data.diff(self.data, a, b) for a, b in zip(self.data.envs, self.data.envs[1:])]
         for d in diffs:
@@ -151,6 +157,7 @@ class Builder:
                     "coverage": e.ops_exercised() / e.ops_total if e.ops_total else 0.0,
                     "pass": counts.get("pass", 0) / total if total else 0.0,
                     "timed": len({k[0] for k in e.timings}),
+                    "vs": self.declared_vs.get(e.id),
                 }
             )
         return rows
@@ -179,7 +186,7 @@ class Builder:
                         r = e.cells.get((op.id, d))
                         if r is not None:
                             summary[i][r[R_OUTCOME]] += 1
-                rows.append([op.qualname, op.slug, op.variant, int(ch), cells])
+                rows.append([op.qualname, op.slug, op.variant, int(ch), cells, [self.run_refs(e, op.id) if c is not None else None for e, c in zip(data.envs, cells)]])
             if not rows:
                 continue
             chunks = []
@@ -190,10 +197,50 @@ class Builder:
             families.append({"name": fam, "description": describe.get(fam, ""), "ops": len(rows), "changed": changed_n, "chunks": chunks, "summary": [dict(c) for c in summary], "timings": None})
         return families
 
+    def run_refs(self, env, op_id: int):
+        """Which of the environment's runs each dtype's result came from: one index into
+        index.envs[i].runs when all came from the same run, else one per dtype (null: untested)."""
+        refs = [self.run_index[r[R_RUN]] if (r := env.cells.get((op_id, d))) is not None else None for d in self.data.dtypes]
+        found = {x for x in refs if x is not None}
+        if len(found) <= 1:
+            return found.pop() if found else None
+        return refs
+
+    def declared_pages(self) -> None:
+        """declared.html: declared coverage per torch version and key (table and chart), and per
+        measured environment what its release declares against what was measured; one
+        declared-<env>.html per measured environment lists the ops."""
+        from .declared import BACKEND_KEYS
+
+        data = self.data
+        coverage = site_data.declared_coverage(data, self.declared_by_env)
+        versions: list[dict] = []
+        for r in coverage:
+            if not versions or versions[-1]["id"] != r["environment_id"]:
+                env = next(e for e in data.declared if e.id == r["environment_id"])
+                versions.append({"id": r["environment_id"], "env": env, "total": r["ops_total"], "keys": {}})
+            versions[-1]["keys"][r["dispatch_key"]] = {"kernel": r["ops_with_kernel"], "available": r["ops_with_kernel"] + r["ops_via_composite"]}
+        series = []
+        for key in BACKEND_KEYS:
+            series.append((f"{key} kernels", [v["keys"][key]["kernel"] for v in versions], False))
+        for key in BACKEND_KEYS:
+            series.append((f"{key} incl. composite", [v["keys"][key]["available"] for v in versions], True))
+        labels = [v["env"].torch_version for v in versions]
+        chart = site_charts.count_chart(series, labels, title="Ops with a kernel per dispatch key, by torch release (dashed: incl. composite)") if versions else ""
+        pages = {}
+        for e in data.envs:
+            vs = self.declared_vs[e.id]
+            if vs is None:
+                continue
+            page = f"declared-{e.key}.html"
+            pages[e.id] = page
+            self.render(page, "declared_env.html", env=e, vs=vs, ops=data.ops, title=f"Declared vs measured: {e.short_label}")
+        self.render("declared.html", "declared.html", versions=versions, keys=BACKEND_KEYS, chart=chart, envs=data.envs, vs=self.declared_vs, pages=pages, title="Declared kernels")
+
     def write_index(self, families: list[dict]) -> None:
         data = self.data
         index = {
-            "envs": [e.to_json() for e in data.envs],
+            "envs": [e.to_json() | {"runs": [[r["uuid"][:8], r["started_at"].strftime("%Y-%m-%d %H:%M") if r["started_at"] else "", r["state"]] for r in e.runs]} for e in data.envs],
             "dtypes": data.dtypes,
             "codes": {v: k for k, v in CODES.items()} | {site_data.UNKNOWN_CODE: "unknown", site_data.UNTESTED_CODE: "not tested"},
             "outcomes": [o.value for o in SEVERITY],
@@ -253,7 +300,7 @@ class Builder:
                 failure = None
                 if f:
                     failure = [text(f[1]), text(f[2]), text(json.dumps(f[0], indent=1)) if f[0] is not None else None]
-                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure])
+                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure, self.run_index[r[R_RUN]]])
         timed = self.timings_by_op.get(op.id, [])
         charts, timings = [], []
         for d in sorted({k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)):
@@ -281,12 +328,23 @@ class Builder:
             "dtypes": dtypes,
             "envs": [col[e.key] for e in envs],
             "kernels": [[col[e.key], e.catalog.get(op.id), e.coverage_notes.get(op.id, "")] for e in envs],
-            "declared": [[e.torch_version, e.backend, data.declared_kernels.get((e.id, op.id), [])] for e in data.declared],
+            "declared": self.op_declared(op.id),
             "cells": cells,
             "texts": texts,
             "charts": charts,
             "timings": timings,
         }
+
+    def op_declared(self, op_id: int) -> dict:
+        """Per declared release, oldest first: how the op reaches each backend key (null: the
+        release does not have the op)."""
+        from .declared import BACKEND_KEYS, how_on
+
+        rows = []
+        for e in site_data.declared_in_order(self.data):
+            by_key = self.declared_by_env.get(e.id, {}).get(op_id)
+            rows.append([e.torch_version, None if by_key is None else [how_on(by_key, k) for k in BACKEND_KEYS]])
+        return {"keys": list(BACKEND_KEYS), "releases": rows}
 
     def perf(self) -> list[dict]:
         out = []

@@ -17,10 +17,29 @@ from conform.store import Store
 MAX_PAGE = 2_000_000
 
 
+def add_declared(store: Store) -> None:
+    """Two releases, stored out of version order: 2.14.1 declares a CPU kernel for add.Tensor
+    (which fails on the measured 2.14.1 CPU: declared but failing), sum only decomposes (passes:
+    by decomposition), new_op_in_214 is not in its yaml (undeclared); 2.9.1 has fewer kernels."""
+    from conform.declared import DeclaredRelease
+
+    k214 = {"aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel", "MPS": "kernel"}, "aten::mm": {"CPU": "kernel", "CUDA": "kernel"},
+            "aten::relu": {"CPU": "kernel", "MPS": "kernel"}, "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"},
+            "aten::size.int": {}, "aten::Size": {"CompositeExplicitAutograd": "composite_explicit"}}  # fmt: skip
+    k291 = {"aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel"}, "aten::mm": {"CPU": "kernel"}, "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"}}
+    for version, kernels in (("2.14.1", k214), ("2.9.1", k291)):
+        release = DeclaredRelease(torch_version=version, torch_git=f"git{version}", source="test", platform="any", yaml_sha256="0", kernels=kernels)
+        store.record_declared(release.environment(), kernels)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("site")
-    sitedata.make_two_versions(tmp / "c.db").close()
+    store = sitedata.make_two_versions(tmp / "c.db")
+    add_declared(store)
+    # a later partial run of 2.14.1: its cell replaces the first run's (the site says which run)
+    sitedata.add_run(store, sitedata.env("2.14.1", device=sitedata.EVIL_DEVICE), sitedata.OPS_214, {("aten::sum", "int64"): "pass"})
+    store.close()
     store = Store(tmp / "c.db", readonly=True)
     stats = build_site(store, tmp / "out")
     store.close()
@@ -52,7 +71,7 @@ def local_target(page: Path, ref: str) -> Path | None:
 
 def test_every_page_is_built(site):
     out, stats = site
-    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "op.html", "data/op/add.Tensor.js", "data/op/mm.js", "data/op/new_op_in_214.js", "static/conform.js", "static/style.css", "data/index.js"):
+    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "op.html", "declared.html", "data/op/add.Tensor.js", "data/op/mm.js", "data/op/new_op_in_214.js", "static/conform.js", "static/style.css", "data/index.js"):
         assert (out / rel).is_file(), rel
     assert stats.environments == 2
     assert list(out.glob("diff-*-*.html")), "no precomputed diff of neighbouring environments"
@@ -114,6 +133,48 @@ def test_diff_and_timings_are_shown(site):
     assert "<svg" in (out / "data/op/mm.js").read_text().replace("\\u003c", "<")
 
 
+def test_declared_page_lists_releases_in_version_order_and_declared_but_failing(site):
+    out, _ = site
+    page = (out / "declared.html").read_text()
+    assert re.findall(r'<tr data-version="([^"]+)"', page) == ["2.9.1", "2.14.1"]  # 2.9 < 2.14, though stored after it
+    assert "<svg" in page and page.count("<polyline") == 8  # 4 keys, kernels and incl. composite
+    row = re.search(r'<tr data-version="2.14.1">(.*?)</tr>', page, re.S).group(1)
+    assert re.findall(r'data-sort="(\d+)"', row)[1:5] == ["2", "2", "3", "0"]  # MPS, CUDA, CPU, XPU kernels
+    # the measured 2.14.1 CPU: add.Tensor fails though its release declares a CPU kernel
+    env_page = next(p for p in out.glob("declared-*.html") if "2.14.1" in p.read_text().split("</h1>")[0])
+    text = env_page.read_text()
+    failing = text.split('id="failing"')[1].split('id="composite"')[0]
+    assert "aten::add.Tensor" in failing and "mismatch" in failing and "aten::mm" not in failing
+    assert "aten::sum" in text.split('id="composite"')[1].split('id="undeclared"')[0]
+    assert "aten::new_op_in_214" in text.split('id="undeclared"')[1]
+    assert "no declared release" in (out / "index.html").read_text()  # the 2.13.0 column has none
+
+
+def test_site_agrees_with_the_declared_api(site):
+    """The site computes declared-vs-measured from rows it already holds; conform.declared is the
+    reference."""
+    from conform import declared, site_data
+
+    out, _ = site
+    store = Store(out.parent / "c.db", readonly=True)
+    try:
+        data = site_data.load(store)
+        by_env = site_data.declared_by_env(data)
+        assert site_data.declared_coverage(data, by_env) == declared.declared_coverage(store)
+        for e in data.envs:
+            mine, ref = site_data.declared_vs_measured(data, by_env, e), declared.declared_vs_measured(store, e.id)
+            if ref is None:
+                assert mine is None
+                continue
+            name = lambda i: data.ops[i].qualname  # noqa: E731
+            assert mine["declared"].id == ref["declared_environment_id"] and mine["dispatch_key"] == ref["dispatch_key"]
+            assert {name(i): v for i, v in mine["declared_failing"].items()} == ref["declared_failing"]
+            assert {name(i): v for i, v in mine["composite_passing"].items()} == ref["composite_passing"]
+            assert [name(i) for i in mine["undeclared_measured"]] == ref["undeclared_measured"]
+    finally:
+        store.close()
+
+
 def test_empty_database_builds_a_site_that_says_so(tmp_path):
     Store(tmp_path / "empty.db").close()
     r = CliRunner().invoke(site_command, ["--db", str(tmp_path / "empty.db"), "--out", str(tmp_path / "out")])
@@ -166,6 +227,15 @@ def test_matrix_filters_in_browser(site, browser, tmp_path):
     # every link the script made resolves
     hrefs = b.eval("Array.from(document.querySelectorAll('#matrix a[href]')).map(a => a.getAttribute('href'))")
     assert hrefs and all(local_target(out / "matrix.html", h).is_file() for h in hrefs)
+    # a row's first cell is compared with nothing to its left (it was compared with the row above)
+    rows = set_filter("var c = document.getElementById('f-changed'); c.checked = false; c.dispatchEvent(new Event('change')); document.getElementById('expand-all').click()")
+    first = b.eval("Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)")
+    assert first and not [c for c in first if "diffprev" in c]
+    assert b.eval("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2  # add.Tensor and mm, in the 2.14.1 column
+    # each cell says which run its results came from; sum int64 came from the later run
+    tips = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => c.title)]))")
+    assert re.search(r"from run \w{8} of \d{4}-\d\d-\d\d", tips["aten::mm"][1])
+    assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips["aten::sum"][1]
     b.screenshot(tmp_path / "matrix.png")
     assert (tmp_path / "matrix.png").stat().st_size > 10_000
     assert b.errors() == []
@@ -174,7 +244,7 @@ def test_matrix_filters_in_browser(site, browser, tmp_path):
 def test_pages_load_without_console_errors(site, browser):
     out, _ = site
     b = browser
-    for rel in ["index.html", "perf.html", "diff.html", "op.html?op=add.Tensor", "op.html?op=mm", "op.html?op=relu", next(out.glob("diff-*-*.html")).name]:
+    for rel in ["index.html", "perf.html", "diff.html", "declared.html", next(out.glob("declared-*.html")).name, "op.html?op=add.Tensor", "op.html?op=mm", "op.html?op=relu", next(out.glob("diff-*-*.html")).name]:
         b.goto((out / "index.html").as_uri().replace("index.html", rel))
         if rel.startswith("op.html"):
             b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what=f"{rel} rendering")
@@ -194,6 +264,8 @@ def test_op_page_shows_results_failures_and_timings(site, browser):
     assert "<script>window.__pwned = 1</script>" in text  # the message shows as text, not as markup
     assert b.eval("document.querySelectorAll('section.failure').length") == 1
     assert "No timings for this op" in text
+    declared = b.eval("Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())")
+    assert declared == ["torch MPS CUDA CPU XPU", "2.9.1 – kernel kernel –", "2.14.1 kernel kernel kernel –"]
     b.goto((out / "op.html").as_uri() + "?op=mm")
     b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what="op page")
     assert b.eval("document.querySelectorAll('#op-page svg.chart circle').length") >= 6

@@ -195,20 +195,30 @@
       return true;
     }
 
-    function cell(codes, prev) {
+    function runText(env, k) {
+      var r = env.runs && env.runs[k];
+      return r ? "run " + r[0] + (r[1] ? " of " + r[1] : "") + (r[2] && r[2] !== "finished" ? " (" + r[2] + ")" : "") : "";
+    }
+
+    /* prev: the codes of the nearest column to the left that has the op (null: none); runs:
+       which of the environment's runs each dtype's result came from (one index, or one per dtype) */
+    function cell(codes, prev, env, runs) {
       if (codes === null) {
         var td0 = el("td", { class: "cell absent", title: "not in this torch's catalog" });
         td0.textContent = "·";
         return td0;
       }
       var worst = worstOf(idx, codes);
-      var td = el("td", { class: "cell " + cls(worst) + (prev !== undefined && prev !== null && prev !== codes ? " diffprev" : "") });
+      var td = el("td", { class: "cell " + cls(worst) + (prev !== null && prev !== codes ? " diffprev" : "") });
       var lines = [];
+      var mixed = runs !== null && typeof runs === "object";
       for (var i = 0; i < codes.length; i++) {
         var o = outcomeOf(idx, codes[i]);
-        lines.push(idx.dtypes[i] + ": " + o);
+        lines.push(idx.dtypes[i] + ": " + o + (mixed && runs[i] !== null ? " · " + runText(env, runs[i]) : ""));
         td.appendChild(el("span", { class: "d " + cls(o) }));
       }
+      if (!mixed && runs !== null && runs !== undefined) lines.push("from " + runText(env, runs) + (env.runs.length > 1 ? " (newest result per cell of " + env.runs.length + " runs)" : ""));
+      if (prev !== null && prev !== codes) lines.push("differs from the column to its left");
       td.title = lines.join("\n");
       td.setAttribute("data-outcome", worst);
       return td;
@@ -229,9 +239,11 @@
         th.appendChild(opLink(r));
         if (r[2] !== "functional") th.appendChild(el("span", { class: "sub" }, " " + r[2]));
         tr.appendChild(th);
-        var prev;
+        // reset per row: a bare `var prev;` keeps the previous row's value (var is function-scoped),
+        // which marked a row's first cell as "differs from its left" against the row above
+        var prev = null;
         for (var k = 0; k < r[4].length; k++) {
-          tr.appendChild(cell(r[4][k], prev));
+          tr.appendChild(cell(r[4][k], prev, idx.envs[k], r[5] ? r[5][k] : null));
           if (r[4][k] !== null) prev = r[4][k];
         }
         frag.appendChild(tr);
@@ -493,6 +505,10 @@
     s.appendChild(el("span", { class: "dev" }, e.device || e.backend));
     return s;
   }
+  function runOf(env, k) {
+    var r = env.runs && env.runs[k];
+    return r ? r[1] + " · " + r[0] + (r[2] && r[2] !== "finished" ? " (" + r[2] + ")" : "") : "";
+  }
   function cutText(box, texts, i, what) {
     var t = texts[i];
     box.appendChild(el("pre", what === "script" ? { class: "script" } : null, t[0]));
@@ -528,11 +544,19 @@
         return [{ node: envNode(envs[k[0]]), sort: k[0] }, k[1] === null ? "not in this torch's catalog" : k[1].join(", ") || "–", k[2]];
       }), true));
     } else page.appendChild(el("p", { class: "empty" }, "Not in the catalog of any measured environment."));
-    if (op.declared.length) {
-      page.appendChild(el("h3", null, "Declared by releases"));
-      page.appendChild(table([["torch"], ["backend"], ["declared"]], op.declared.map(function (d) {
-        return [d[0], d[1], d[2].map(function (x) { return x[0] + " (" + x[1] + ")"; }).join(", ") || "nothing declared"];
-      })));
+    if (op.declared.releases.length) {
+      page.appendChild(el("h3", { id: "declared" }, "Declared by releases"));
+      page.appendChild(el("p", { class: "sub" }, "From each release's native_functions.yaml: its own kernel for the dispatch key, a composite kernel, decomposition into other ops, or not available (see the Declared page)."));
+      var HOW = { kernel: ["kernel", "o-pass"], structured_delegate: ["kernel (delegate)", "o-pass"], composite_explicit: ["composite kernel", "o-fallback"], composite_implicit: ["decomposes", "o-skipped"] };
+      var dt = table([["torch"]].concat(op.declared.keys.map(function (k) { return [k]; })), op.declared.releases.map(function (d) {
+        if (d[1] === null) return [d[0]].concat(op.declared.keys.map(function () { return { node: el("span", { class: "sub" }, "not in this release") }; }));
+        return [d[0]].concat(d[1].map(function (h) {
+          var x = HOW[h];
+          return { node: x ? el("span", { class: "o " + x[1] }, x[0]) : el("span", { class: "o o-untested" }, "–") };
+        }));
+      }));
+      dt.className = "declared-op";
+      page.appendChild(dt);
     }
 
     page.appendChild(el("h2", null, "Results"));
@@ -546,7 +570,7 @@
         return [{ node: envNode(envs[ei]) }].concat(op.dtypes.map(function (d) {
           var c = byCell[ei + "|" + d];
           if (!c) return { node: el("span", { class: "o o-untested" }, "–") };
-          var box = el("span");
+          var box = el("span", { title: "from run " + runOf(envs[ei], c[16]) });
           box.appendChild(badge(c[2]));
           box.appendChild(el("div", { class: "sub" }, c[5] + "/" + c[4] + " ex" + (c[6] !== null ? " · abs " + num(c[6]) : "")));
           return { node: box };
@@ -555,12 +579,13 @@
       grid.className = "results";
       page.appendChild(el("div", { class: "scroll" })).appendChild(grid);
       page.appendChild(el("h3", null, "Details"));
-      var head = [["environment"], ["dtype"], ["outcome"], ["phase"], ["examples", "num"], ["passed", "num"], ["max abs err", "num"], ["max rel err", "num"], ["max ulp", "num"], ["rtol / atol", "num"], ["device vs golden", "num"], ["CPU vs golden", "num"], ["time (s)", "num"], ["message"]];
+      var head = [["environment"], ["dtype"], ["outcome"], ["phase"], ["examples", "num"], ["passed", "num"], ["max abs err", "num"], ["max rel err", "num"], ["max ulp", "num"], ["rtol / atol", "num"], ["device vs golden", "num"], ["CPU vs golden", "num"], ["time (s)", "num"], ["run"], ["message"]];
       var details = table(head, op.cells.map(function (c) {
         var msg = c[13] === null ? "" : op.texts[c[13]][0];
         return [{ node: envNode(envs[c[0]]), sort: c[0] }, c[1], { node: badge(c[2]), sort: idx._rank[c[2]] }, c[3], { text: c[4], cls: "num" }, { text: c[5], cls: "num" },
           { text: num(c[6]), sort: c[6] === null ? -1 : c[6], cls: "num" }, { text: num(c[7]), sort: c[7] === null ? -1 : c[7], cls: "num" }, { text: num(c[8]), sort: c[8] === null ? -1 : c[8], cls: "num" },
           { text: num(c[9]) + " / " + num(c[10]), cls: "num" }, { text: num(c[11]), cls: "num" }, { text: num(c[12]), cls: "num" }, { text: num(c[14]), sort: c[14], cls: "num" },
+          { text: runOf(envs[c[0]], c[16]), sort: (envs[c[0]].runs[c[16]] || [])[1] || "" },
           { text: msg.length > 300 ? msg.slice(0, 300) + "… (see below)" : msg, cls: "msg" }];
       }), true);
       details.classList.add("details");
@@ -578,6 +603,7 @@
       h.appendChild(document.createTextNode(" " + c[1] + " on "));
       h.appendChild(envNode(envs[c[0]]));
       if (c[3]) h.appendChild(el("span", { class: "sub" }, " (" + c[3] + ")"));
+      h.appendChild(el("span", { class: "sub" }, " · run " + runOf(envs[c[0]], c[16])));
       if (c[13] !== null) cutText(sec, op.texts, c[13], "message");
       var f = c[15];
       if (f && f[0] !== null) {
