@@ -529,10 +529,18 @@ def _events_for(backend):
     return device_events(backend.device)
 
 
+@contextlib.contextmanager
 def _device_context(backend):
-    # the optional hook conform.execute honours too: device-specific modes around device work
-    hook = getattr(backend, "device_context", None)
-    return hook() if callable(hook) else contextlib.nullcontext()
+    with contextlib.ExitStack() as stack:
+        device = torch.device(backend.device)
+        if device.type == "cuda" and device.index is not None:
+            # timing events record on the current device's stream: make it the device under test
+            stack.enter_context(torch.cuda.device(device))
+        # the optional hook conform.execute honours too: device-specific modes around device work
+        hook = getattr(backend, "device_context", None)
+        if callable(hook):
+            stack.enter_context(hook())
+        yield
 
 
 def time_cell(op, dtype: str, backend, sizes: dict[str, int] | None = None, *, min_run_time: float = DEFAULT_MIN_RUN_TIME) -> CellTiming:
