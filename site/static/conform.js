@@ -548,7 +548,15 @@
       page.appendChild(el("h3", { id: "declared" }, "Declared by releases"));
       page.appendChild(el("p", { class: "sub" }, "From each release's native_functions.yaml: its own kernel for the dispatch key, a composite kernel, decomposition into other ops, or not available (see the Declared page)."));
       var HOW = { kernel: ["kernel", "o-pass"], structured_delegate: ["kernel (delegate)", "o-pass"], composite_explicit: ["composite kernel", "o-fallback"], composite_implicit: ["decomposes", "o-skipped"] };
-      var dt = table([["torch"]].concat(op.declared.keys.map(function (k) { return [k]; })), op.declared.releases.map(function (d) {
+      // consecutive releases that declare the same collapse into one row: "1.12.1 – 2.13.0"
+      var spans = [];
+      op.declared.releases.forEach(function (d) {
+        var last = spans[spans.length - 1], same = last && JSON.stringify(last[1]) === JSON.stringify(d[1]);
+        if (same) last[2] = d[0];
+        else spans.push([d[0], d[1], d[0]]);
+      });
+      var dt = table([["torch"]].concat(op.declared.keys.map(function (k) { return [k]; })), spans.map(function (s) {
+        var d = [s[0] === s[2] ? s[0] : s[0] + " – " + s[2], s[1]];
         if (d[1] === null) return [d[0]].concat(op.declared.keys.map(function () { return { node: el("span", { class: "sub" }, "not in this release") }; }));
         return [d[0]].concat(d[1].map(function (h) {
           var x = HOW[h];
