@@ -27,6 +27,7 @@ from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, R_RUN, SIZE_ORDER, T_DEV, 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
 SLOWEST_PER_ENV = 100
+DECLARED_CODES = {"kernel": "K", "structured_delegate": "K", "composite_explicit": "C", "composite_implicit": "D"}
 DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive diff lists all  # rows of the "slowest relative to the CPU" table per environment
 
 
@@ -186,7 +187,7 @@ class Builder:
                         r = e.cells.get((op.id, d))
                         if r is not None:
                             summary[i][r[R_OUTCOME]] += 1
-                rows.append([op.qualname, op.slug, op.variant, int(ch), cells, [self.run_refs(e, op.id) if c is not None else None for e, c in zip(data.envs, cells)]])
+                rows.append([op.qualname, op.slug, op.variant, int(ch), cells, [self.run_refs(e, op.id) if c is not None else None for e, c in zip(data.envs, cells)], self.declared_codes(op.id)])
             if not rows:
                 continue
             chunks = []
@@ -196,6 +197,22 @@ class Builder:
                 chunks.append(name)
             families.append({"name": fam, "description": describe.get(fam, ""), "ops": len(rows), "changed": changed_n, "chunks": chunks, "summary": [dict(c) for c in summary], "timings": None})
         return families
+
+    def declared_codes(self, op_id: int) -> str:
+        """One character per column: how the release of its torch version declares the op on its
+        backend's key. K kernel, C composite kernel, D decomposes, 0 not available, _ not in that
+        release's yaml, . no release stored."""
+        from .declared import how_on
+
+        out = []
+        for e in self.data.envs:
+            vs = self.declared_vs[e.id]
+            if vs is None:
+                out.append(".")
+                continue
+            by_key = self.declared_by_env.get(vs["declared"].id, {}).get(op_id)
+            out.append("_" if by_key is None else DECLARED_CODES.get(how_on(by_key, vs["dispatch_key"]), "0"))
+        return "".join(out)
 
     def run_refs(self, env, op_id: int):
         """Which of the environment's runs each dtype's result came from: one index into
@@ -240,7 +257,13 @@ class Builder:
     def write_index(self, families: list[dict]) -> None:
         data = self.data
         index = {
-            "envs": [e.to_json() | {"runs": [[r["uuid"][:8], r["started_at"].strftime("%Y-%m-%d %H:%M") if r["started_at"] else "", r["state"]] for r in e.runs]} for e in data.envs],
+            "envs": [
+                e.to_json()
+                | {"runs": [[r["uuid"][:8], r["started_at"].strftime("%Y-%m-%d %H:%M") if r["started_at"] else "", r["state"]] for r in e.runs]}
+                | {"declared": [vs["declared"].torch_version, vs["dispatch_key"]] if (vs := self.declared_vs[e.id]) else None}
+                for e in data.envs
+            ],
+            "has_declared": bool(data.declared),
             "dtypes": data.dtypes,
             "codes": {v: k for k, v in CODES.items()} | {site_data.UNKNOWN_CODE: "unknown", site_data.UNTESTED_CODE: "not tested"},
             "outcomes": [o.value for o in SEVERITY],

@@ -236,6 +236,11 @@ def test_matrix_filters_in_browser(site, browser, tmp_path):
     tips = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => c.title)]))")
     assert re.search(r"from run \w{8} of \d{4}-\d\d-\d\d", tips["aten::mm"][1])
     assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips["aten::sum"][1]
+    # the declared toggle: a letter per cell; add.Tensor's declared CPU kernel fails on 2.14.1
+    set_filter("var d = document.getElementById('f-declared'); d.checked = true; d.dispatchEvent(new Event('change'))")
+    marks = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => (c.querySelector('.decl') || {}).className || '')]))")
+    assert marks["aten::add.Tensor"] == ["", "decl decl-K decl-broken"]  # 2.13.0: no release stored
+    assert marks["aten::sum"][1] == "decl decl-D" and marks["aten::new_op_in_214"][1] == "decl decl-none"
     b.screenshot(tmp_path / "matrix.png")
     assert (tmp_path / "matrix.png").stat().st_size > 10_000
     assert b.errors() == []

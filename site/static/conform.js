@@ -164,7 +164,10 @@
       outcome: document.getElementById("f-outcome"),
       family: document.getElementById("f-family"),
       changed: document.getElementById("f-changed"),
+      declared: document.getElementById("f-declared"),
     };
+    if (idx.has_declared) document.getElementById("declared-toggle").hidden = false;
+    var DECLARED = { K: ["K", "a kernel"], C: ["C", "a composite kernel only"], D: ["D", "no kernel: decomposes"], "0": ["–", "not available"], _: ["?", "not in that release's yaml"] };
     document.getElementById("dtype-list").textContent = idx.dtypes.join(", ");
     var expanded = {};
     var showAll = {};
@@ -176,6 +179,7 @@
     if (h.outcome) f.outcome.value = h.outcome;
     if (h.family) f.family.value = h.family;
     if (h.changed) f.changed.checked = true;
+    if (h.declared) f.declared.checked = true;
 
     function matches(row, st) {
       if (st.q && row[0].toLowerCase().indexOf(st.q) < 0) return false;
@@ -224,6 +228,20 @@
       return td;
     }
 
+    /* the declared-kernels toggle: a letter per cell, outlined where a kernel is declared yet a
+       dtype fails (what the Declared page lists as "declared but failing") */
+    function declaredMark(td, codes, env, code) {
+      var d = DECLARED[code];
+      if (!d || !env.declared) return;
+      var broken = false;
+      for (var i = 0; i < codes.length; i++) {
+        var o = outcomeOf(idx, codes[i]);
+        if (idx._failing[o] && o !== "unsupported_dtype") broken = true;
+      }
+      td.appendChild(el("span", { class: "decl decl-" + (code === "_" ? "none" : code === "0" ? "no" : code) + (code === "K" && broken ? " decl-broken" : "") }, d[0]));
+      td.title += "\ndeclared by torch " + env.declared[0] + " for " + env.declared[1] + ": " + d[1] + (code === "K" && broken ? ", yet it fails here" : "");
+    }
+
     function renderFamily(name, st, filtering) {
       var body = bodies[name];
       while (body.rows.length > 1) body.deleteRow(1);
@@ -243,7 +261,8 @@
         // which marked a row's first cell as "differs from its left" against the row above
         var prev = null;
         for (var k = 0; k < r[4].length; k++) {
-          tr.appendChild(cell(r[4][k], prev, idx.envs[k], r[5] ? r[5][k] : null));
+          var td = tr.appendChild(cell(r[4][k], prev, idx.envs[k], r[5] ? r[5][k] : null));
+          if (st.declared && r[6] && r[4][k] !== null) declaredMark(td, r[4][k], idx.envs[k], r[6].charAt(k));
           if (r[4][k] !== null) prev = r[4][k];
         }
         frag.appendChild(tr);
@@ -271,8 +290,8 @@
 
     var generation = 0;
     function apply() {
-      var st = { q: f.text.value.trim().toLowerCase(), outcome: f.outcome.value, family: f.family.value, changed: f.changed.checked };
-      writeHash({ q: f.text.value.trim(), outcome: st.outcome, family: st.family, changed: st.changed ? "1" : "" });
+      var st = { q: f.text.value.trim().toLowerCase(), outcome: f.outcome.value, family: f.family.value, changed: f.changed.checked, declared: f.declared.checked };
+      writeHash({ q: f.text.value.trim(), outcome: st.outcome, family: st.family, changed: st.changed ? "1" : "", declared: st.declared ? "1" : "" });
       var filtering = !!(st.q || st.outcome || st.changed);
       var fams = idx.families.map(function (x) { return x.name; }).filter(function (n) { return !st.family || n === st.family; });
       var wanted = filtering ? fams : fams.filter(function (n) { return expanded[n] || st.family === n; });
@@ -322,7 +341,7 @@
     });
     var timer;
     f.text.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(apply, 200); });
-    [f.outcome, f.family, f.changed].forEach(function (x) { x.addEventListener("change", apply); });
+    [f.outcome, f.family, f.changed, f.declared].forEach(function (x) { x.addEventListener("change", apply); });
     if (!h.family && !h.q && !h.outcome && !h.changed && idx.families.length) expanded[idx.families[0].name] = true;
     apply();
   }
