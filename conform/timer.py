@@ -12,7 +12,7 @@ Why each step is there:
 * Several blocks are taken; the median per-call time resists outliers (a scheduler hiccup on a
   shared machine hits one block, not the median) and the interquartile range says how noisy the
   measurement was, which is what the regression check (`conform.timing`) weighs changes against.
-* Where the device has timing events (CUDA, MPS, XPU), an event pair around each block measures
+* Where the device has timing events (CUDA, MPS, XPU), event pairs around single calls measure
   the time on the device's own timeline as well: with the wall-clock time it separates launch
   overhead from kernel time.
 
@@ -36,6 +36,8 @@ RESOLUTION_FACTOR = 1000
 OVERHEAD_FACTOR = 100
 # blocks aimed for within min_run_time (each block lasts about min_run_time / TARGET_BLOCKS)
 TARGET_BLOCKS = 20
+# single calls timed with device events, for the kernel time
+KERNEL_SAMPLES = 50
 
 
 @dataclass(frozen=True)
@@ -131,20 +133,13 @@ def measure(
     max_run_time = max(20 * min_run_time, 1.0) if max_run_time is None else max_run_time
     wall_start = time.perf_counter()
 
-    def block(number: int) -> tuple[float, float | None]:
-        pair = events() if events is not None else None
+    def block(number: int) -> float:
         sync()
         t0 = clock()
-        if pair is not None:
-            pair[0].record()
         for _ in itertools.repeat(None, number):
             fn()
-        if pair is not None:
-            pair[1].record()
         sync()
-        t1 = clock()
-        kernel = pair[0].elapsed_time(pair[1]) / 1e3 if pair is not None else None  # ms -> s
-        return t1 - t0, kernel
+        return clock() - t0
 
     # first call: lazy initialisation, allocations; never timed
     fn()
@@ -167,7 +162,7 @@ def measure(
     sync()
     number = 1
     while True:
-        elapsed, _ = block(number)
+        elapsed = block(number)
         if elapsed >= target:
             break
         per_call = elapsed / number
@@ -175,18 +170,30 @@ def measure(
         number = min(number * 100, max(number * 2, want))
 
     times: list[float] = []
-    kernels: list[float] = []
     total = 0.0
     while True:
-        elapsed, kernel = block(number)
+        elapsed = block(number)
         times.append(elapsed / number)
-        if kernel is not None:
-            kernels.append(kernel / number)
         total += elapsed
         if total >= min_run_time and len(times) >= min_blocks:
             break
         if total >= max_run_time and len(times) >= min(3, min_blocks):
             break
+
+    # Kernel time: an event pair around each single call, recorded on the device's stream, times
+    # the call on the device's own timeline. Unlike the blocks above it leaves out the gaps in
+    # which the device waits for the host to launch the next kernel, so wall - kernel is the
+    # launch overhead.
+    kernels: list[float] = []
+    if events is not None:
+        pairs = [events() for _ in range(max(3, min(KERNEL_SAMPLES, len(times) * number)))]
+        sync()
+        for start, end in pairs:
+            start.record()
+            fn()
+            end.record()
+        sync()
+        kernels = [start.elapsed_time(end) / 1e3 for start, end in pairs]  # ms -> s
 
     median, iqr = _median_iqr(times)
     kmedian, kiqr = _median_iqr(kernels) if kernels else (None, None)
