@@ -114,6 +114,11 @@ def draw_arg(arg, ctx):
     t = normalize(arg.type)
     b = base(t)
     optional = t.endswith("?")
+    if is_builtin(ctx.op) and not _plain(b):
+        label = f"arg {arg.name}"
+        if _omittable(arg) and not ctx.draw(st.booleans(), label=f"{label} given"):
+            return OMIT
+        return draw_jit(jit_formal(ctx.op, arg.name), ctx, label, name=arg.name)
     if not _generatable(b):
         return OMIT if _omittable(arg) else None
     label = f"arg {arg.name}"
@@ -260,6 +265,8 @@ def dims(ctx, *, allow_negative: bool = True) -> st.SearchStrategy[int]:
 
 def _draw_int(arg, ctx, label):
     name = arg.name
+    if name in ctx.hints.get("nonzero", ()):
+        return ctx.draw(st.integers(1, 3), label=label)
     if name in _DIM_NAMES:
         value = ctx.draw(dims(ctx), label=label)
         if name in ("dim2", "dim1") and ctx.rank >= 2:
@@ -396,6 +403,8 @@ def _draw_float_list(arg, ctx, label):
 
 
 def _draw_scalar(arg, ctx, label):
+    if arg.name in ctx.hints.get("nonzero", ()):
+        return ctx.draw(st.integers(1, 3), label=label)
     if arg.name in ("min", "max") and base(arg.type) == "Scalar":
         return ctx.draw(from_dtype(ctx.dtype, min_value=0 if ctx.dtype == "uint8" else -2, max_value=2), label=label)
     if is_complex(ctx.dtype) and ctx.draw(st.booleans(), label=f"{label} complex"):
@@ -510,3 +519,139 @@ def _dispatch_optional_tensor_list(arg, ctx, label):
 
 
 _DRAWERS["Tensor?[]"] = _dispatch_optional_tensor_list
+
+
+# -- TorchScript builtins -----------------------------------------------------------------------
+#
+# Builtins on Python values (`aten::len.t`, `aten::__getitem__.Dict_str`) take TorchScript types
+# that native_functions.yaml never uses: type variables (`t`, bound once per case to int, float,
+# bool, str or Tensor), typed dicts and tuples, Any. They are drawn from torch's own JIT types,
+# not from the type strings; plain arguments (int, str, Tensor, ...) keep the drawers above,
+# which know what argument names mean.
+
+# JIT type kinds that cannot be generated, with the reason shown to users
+JIT_UNSUPPORTED = {
+    "RRefType": "takes a distributed RRef",
+    "FutureType": "takes a TorchScript Future",
+    "AwaitType": "takes a TorchScript Await",
+    "AnyEnumType": "takes a TorchScript enum",
+    "EnumType": "takes a TorchScript enum",
+    "CapsuleType": "takes a PyCapsule",
+    "StorageType": "takes a raw Storage",
+    "StreamObjType": "takes a device Stream",
+    "ClassType": "takes a TorchScript class instance",
+    "InterfaceType": "takes a TorchScript interface",
+    "QuantizerType": "takes a Quantizer",
+    "LayoutType": "takes a Layout",
+}
+
+# what a type variable may stand for in one case, simplest first
+TYPE_VARIABLE_KINDS = ("int", "float", "str", "bool", "Tensor")
+_BUILTIN_STRINGS = ("a", "ab", "", "a b", "1", "Ab,c")
+_TYPE_VARS = {"t", "t1", "t2", "t[]", "number", "Any", "Any[]"}
+
+
+def is_builtin(op) -> bool:
+    """A TorchScript builtin that the dispatcher does not know (opdb family "torchscript")."""
+    return getattr(op, "family", "") == "torchscript"
+
+
+def _plain(b: str) -> bool:
+    """Drawn by the native drawers: a generatable type without type variables."""
+    return _generatable(b) and b not in _TYPE_VARS
+
+
+def jit_formal(op, name: str):
+    """torch's JIT Type of argument `name` of `op`."""
+    from opdb.script import jit_schema
+
+    for a in jit_schema(op.name, op.overload).arguments:
+        if a.name == name:
+            return a.type
+    raise LookupError(f"{op.qualname} has no argument {name!r}")
+
+
+def jit_problem(formal) -> str | None:
+    """Why a value of this JIT type cannot be drawn, or None."""
+    kind = formal.kind()
+    if kind in JIT_UNSUPPORTED:
+        return JIT_UNSUPPORTED[kind]
+    if kind in ("ListType", "OptionalType"):
+        return jit_problem(formal.getElementType())
+    if kind == "DictType":
+        return jit_problem(formal.getKeyType()) or jit_problem(formal.getValueType())
+    if kind == "TupleType":
+        return next((p for p in map(jit_problem, formal.elements()) if p), None)
+    return None
+
+
+def builtin_unsupported(op, arg) -> str | None:
+    """`unsupported` for an argument of a TorchScript builtin."""
+    if _plain(base(arg.type)):
+        return None
+    problem = jit_problem(jit_formal(op, arg.name))
+    if problem is None or arg.default is not None:
+        return None
+    return f"argument '{arg.name}' {problem}"
+
+
+def _type_variable(name: str, ctx, label: str) -> str:
+    key = f"type variable {name}"
+    if key not in ctx.hints:
+        ctx.hints[key] = ctx.draw(st.sampled_from(TYPE_VARIABLE_KINDS), label=f"{label} {name}")
+    return ctx.hints[key]
+
+
+def _draw_kind(kind: str, ctx, label: str):
+    if kind == "int":
+        return ctx.draw(st.integers(0, 3), label=label)
+    if kind == "float":
+        return ctx.draw(st.sampled_from([0.5, 2.0, -1.5, 0.0]), label=label)
+    if kind == "bool":
+        return ctx.draw(st.booleans(), label=label)
+    if kind == "str":
+        return ctx.draw(st.sampled_from(_BUILTIN_STRINGS), label=label)
+    if kind == "complex":
+        return complex(ctx.draw(st.integers(-2, 2), label=label), ctx.draw(st.integers(-2, 2), label=f"{label} imag"))
+    return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=_domain(ctx), label=label)
+
+
+_KIND_OF = {"IntType": "int", "FloatType": "float", "BoolType": "bool", "StringType": "str", "ComplexType": "complex", "TensorType": "Tensor"}
+
+
+def draw_jit(formal, ctx, label: str, *, name: str = ""):
+    """A value of the JIT type `formal`: lists of 0-3 items, dicts of 1-3 distinct keys."""
+    kind = formal.kind()
+    if kind == "OptionalType":
+        if ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+            return None
+        return draw_jit(formal.getElementType(), ctx, label, name=name)
+    if kind == "VarType":
+        return _draw_kind(_type_variable(str(formal), ctx, label), ctx, label)
+    if kind in _KIND_OF:
+        return _draw_kind(_KIND_OF[kind], ctx, label)
+    if kind == "NumberType":
+        return _draw_kind(ctx.draw(st.sampled_from(("int", "float")), label=f"{label} kind"), ctx, label)
+    if kind == "AnyType":
+        return _draw_kind(_type_variable("Any", ctx, label), ctx, label)
+    if kind == "ListType":
+        n = ctx.draw(st.integers(0, 3), label=f"{label} len")
+        return [draw_jit(formal.getElementType(), ctx, f"{label}[{i}]") for i in range(n)]
+    if kind == "TupleType":
+        return tuple(draw_jit(e, ctx, f"{label}[{i}]") for i, e in enumerate(formal.elements()))
+    if kind == "DictType":
+        n = ctx.draw(st.integers(1, 3), label=f"{label} len")
+        items, seen = [], set()
+        for i in range(n):
+            key = draw_jit(formal.getKeyType(), ctx, f"{label} key{i}")
+            if not isinstance(key, TensorSpec):
+                if key in seen:
+                    continue
+                seen.add(key)
+            items.append([key, draw_jit(formal.getValueType(), ctx, f"{label} value{i}")])
+        return {"dict": items}
+    if kind == "DeviceObjType":
+        return {"device": "target"}
+    if kind in ("NoneType", "GeneratorType"):
+        return None
+    raise ValueError(f"no strategy for JIT type {formal} ({kind})")

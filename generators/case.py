@@ -229,7 +229,9 @@ class Case:
 
     Argument values are JSON-able Python values (int, float, bool, str, None, lists, tuples),
     `TensorSpec`s, or tagged values for torch enums: {"dtype": "float32"}, {"layout": "strided"},
-    {"memory_format": "contiguous_format"}, {"device": "target"} (replaced by the side's device).
+    {"memory_format": "contiguous_format"}, {"device": "target"} (replaced by the side's device),
+    and {"dict": [[key, value], ...]} for a TorchScript builtin's Dict argument (a tag, because
+    keys may be ints, floats or tensors, and a plain dict would read as one of the tags above).
     """
 
     op: str  # qualname, "aten::add.Tensor"
@@ -265,6 +267,8 @@ class Case:
                     return getattr(torch, x)
                 if k == "device":
                     return device if x == "target" else torch.device(x)
+                if k == "dict":
+                    return {build(key): build(value) for key, value in x}
             return v
 
         return tuple(build(a) for a in self.args), {k: build(v) for k, v in self.kwargs.items()}
@@ -308,6 +312,8 @@ def _encode(v):
         return {k: _encode(x) for k, x in v.items()}
     if isinstance(v, float) and not math.isfinite(v):
         return {"__float__": repr(v)}
+    if isinstance(v, complex):
+        return {"__complex__": [_encode(v.real), _encode(v.imag)]}
     return v
 
 
@@ -321,6 +327,9 @@ def _decode(v):
             return tuple(_decode(x) for x in v["__tuple__"])
         if "__float__" in v:
             return float(v["__float__"])
+        if "__complex__" in v:
+            re_, im = (_decode(x) for x in v["__complex__"])
+            return complex(re_, im)
         return {k: _decode(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_decode(x) for x in v]

@@ -89,7 +89,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
     for arg in op.arguments:
         if arg.name in getattr(builder, "provides", ()):
             continue
-        problem = argtypes.unsupported(arg)
+        problem = argtypes.builtin_unsupported(op, arg) if argtypes.is_builtin(op) else argtypes.unsupported(arg)
         if problem:
             raise Untestable(problem)
     return _cases(op, dtype, max_numel, builder)

@@ -160,6 +160,39 @@ def _kernels(qualname: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+# keys whose kernel runs on the CPU, for some input layout (a composite decomposes into CPU kernels)
+_CPU_KEYS = (
+    "CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+    "SparseCPU", "SparseCsrCPU", "QuantizedCPU", "NestedTensorCPU", "MkldnnCPU",
+)
+
+
+def _cpu_keys(qualname: str) -> tuple[str, ...]:
+    found = []
+    for key in _CPU_KEYS:
+        try:
+            if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
+                found.append(key)
+        except (RuntimeError, ValueError):
+            pass
+    return tuple(found)
+
+
+def _without_cpu_kernel(names: list[tuple[str, str, bool]]) -> set[str]:
+    """Qualnames of dispatcher ops that no CPU kernel can run in this build: no CPU, CPU-layout or
+    composite kernel; or an out= overload whose only kernel is the generic CompositeExplicitAutograd
+    wrapper around a functional overload that has none (cudnn_*.out, _philox_*.out, ...).
+    `names` is (qualname, base name, is an out= overload) for every dispatcher op."""
+    keys = {q: _cpu_keys(q) for q, _, _ in names}
+    none = {q for q, k in keys.items() if not k}
+    bases_without = {b for q, b, out in names if q in none and not out}
+    bases_with = {b for q, b, out in names if q not in none and not out}
+    for q, b, out in names:
+        if out and keys[q] == ("CompositeExplicitAutograd",) and b in bases_without and b not in bases_with:
+            none.add(q)
+    return none
+
+
 def _tags(base_name: str, overload: str) -> tuple[str, ...]:
     try:
         op = getattr(getattr(torch.ops.aten, base_name), overload or "default")
@@ -168,7 +201,7 @@ def _tags(base_name: str, overload: str) -> tuple[str, ...]:
         return ()
 
 
-def _build(schema, rule_hits) -> OpSpec:
+def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
     from torchgen.model import FunctionSchema, SchemaKind
 
     name, overload = schema.name, schema.overload_name
@@ -205,15 +238,21 @@ def _build(schema, rule_hits) -> OpSpec:
         family=family_of(name, tags, text, dispatcher=dispatcher),
         kernels=_kernels(qualname) if dispatcher else (),
         parsed=fs is not None,
-        rules=merge_rules(rule_hits.get(qualname, []), tags, dispatcher=dispatcher),
+        rules=merge_rules(rule_hits.get(qualname, []), tags, dispatcher=dispatcher, cpu_kernel=qualname not in no_cpu),
     )
 
 
 @functools.lru_cache(maxsize=None)
 def _catalog() -> tuple[OpSpec, ...]:
     schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
-    rule_hits = matching_entries([f"{s.name}.{s.overload_name}" if s.overload_name else s.name for s in schemas])
-    specs = [_build(s, rule_hits) for s in schemas]
+    qualnames = [f"{s.name}.{s.overload_name}" if s.overload_name else s.name for s in schemas]
+    rule_hits = matching_entries(qualnames)
+    no_cpu = _without_cpu_kernel([
+        (q, s.name, any(a.is_out for a in s.arguments))
+        for q, s in zip(qualnames, schemas)
+        if _in_dispatcher(s.name, s.overload_name)
+    ])
+    specs = [_build(s, rule_hits, no_cpu) for s in schemas]
     specs.sort(key=lambda s: s.qualname)
     return tuple(specs)
 

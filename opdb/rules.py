@@ -26,7 +26,11 @@ overrides `"aten::sort*"`, and a later file can override an earlier one with the
 
 Automatic rules, applied beneath every file (a file can override them):
   - ops tagged `nondeterministic_seeded` get `nondeterminism = "seeded"`;
-  - TorchScript builtins that the dispatcher does not know get `untestable` with the reason.
+  - ops without any CPU kernel in this build get `untestable` with NO_CPU_KERNEL_REASON (the CPU
+    reference, which every comparison needs, cannot run them); see `opdb.catalog`.
+
+TorchScript builtins that the dispatcher does not know are testable: `OpSpec.resolve` runs them in
+a one-node TorchScript graph (opdb.script). `untestable.toml` lists the few that cannot run.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ NONDETERMINISM = ("", "seeded", "uninitialized", "ties")
 _FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "reason")
 
 TORCHSCRIPT_REASON = "TorchScript builtin on Python values, not a dispatcher operator: no backend kernel to test"
+NO_CPU_KERNEL_REASON = "no CPU kernel in this build: the CPU reference cannot run it"
 
 
 class RulesError(ValueError):
@@ -211,13 +216,14 @@ def rules_for(
     return merge_rules(matching_entries([qualname], entries).get(qualname, []), tags, dispatcher=dispatcher)
 
 
-def merge_rules(hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True) -> OpRules:
-    """Automatic rules from the tags, overridden field by field by `hits` (least specific first)."""
+def merge_rules(hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True, cpu_kernel: bool = True) -> OpRules:
+    """Automatic rules from the tags and kernels, overridden field by field by `hits` (least specific
+    first). `dispatcher` is kept for callers; builtins outside the dispatcher are testable."""
     merged: dict[str, Any] = {}
     if "nondeterministic_seeded" in tags:
         merged["nondeterminism"] = "seeded"
-    if not dispatcher:
-        merged["untestable"] = TORCHSCRIPT_REASON
+    if not cpu_kernel:
+        merged["untestable"] = NO_CPU_KERNEL_REASON
     hints: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     for e in hits:

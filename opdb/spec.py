@@ -136,8 +136,15 @@ class OpSpec:
         return bool(self.tensor_args)
 
     def resolve(self):
-        """The callable `torch.ops.aten.<name>.<overload>` (an OpOverload)."""
+        """The callable `torch.ops.aten.<name>.<overload>` (an OpOverload); for a TorchScript builtin
+        that the dispatcher does not know, an `opdb.script.ScriptCall`, which runs it in a one-node
+        TorchScript graph (Python's argument conversion cannot bind its type variables)."""
         import torch
+
+        if self.family == "torchscript":
+            from opdb.script import script_call
+
+            return script_call(self.name, self.overload)
 
         packet = getattr(torch.ops.aten, self.base_name)
         return getattr(packet, self.overload or "default")
