@@ -121,7 +121,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         result.message = f"untestable: {e}"
         return result
 
-    state = {"failing": False, "first_invalid": "", "invalid_reasons": set()}
+    state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
     _set_shrink_budget(settings.shrink_budget_s)
 
     def merge_errors(r) -> None:
@@ -140,6 +140,12 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
             on_case(case)
         try:
             r = execute.run_case(op, case, backend, grad=settings.grad)
+            # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
+            # passing examples with non-trivial outs (they triple the cost) and every shrink step
+            if op.variant == "out" and r.outcome == Outcome.PASS and not r.invalid and (state["failing"] or state["out_variants_checked"] < 2):
+                checked, failure = execute.run_out_variants(op, case, backend)
+                state["out_variants_checked"] += checked
+                r = failure or r
         finally:
             if after_case:
                 after_case()

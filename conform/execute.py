@@ -762,3 +762,47 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
     result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]))
     _fill_errors(result, records)
     return result
+
+
+# -- out= variants ---------------------------------------------------------------------------
+
+
+def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, CaseResult | None]:
+    """Run an out= case again with the out tensors preallocated, wrongly sized (the op must
+    resize them) and non-contiguous (the op must write through the strides): where backends
+    slip. Returns (checked, failure): checked is False when the outs are too small for the
+    variants to mean anything (0-d or single elements); failure is the first failing variant's
+    result, its message prefixed with the variant's name, or None."""
+    from generators.variants import out_variants
+
+    shapes = _out_shapes(op, case)
+    sizes = [math.prod(sh) for v in shapes.values() for sh in (v if isinstance(v, list) else [v])]
+    if not sizes or max(sizes) <= 1:
+        return False, None
+    for name, variant in out_variants(case, shapes).items():
+        if name == "as_drawn":
+            continue
+        r = run_case(op, variant, backend, grad=grad)
+        if r.outcome is not Outcome.PASS and not r.invalid:
+            r.message = f"[out= {name}] {r.message}"
+            return True, r
+    return True, None
+
+
+def _out_shapes(op, case) -> dict:
+    """The shape the CPU reference gives each out argument of `case`."""
+    names = [a.name for a in op.out_args]
+    try:
+        args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
+        with torch.no_grad():
+            op.resolve()(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the reference rejects it: no variants to try
+        return {}
+    shapes = {}
+    for n in names:
+        v = kwargs.get(n)
+        if isinstance(v, torch.Tensor):
+            shapes[n] = tuple(v.shape)
+        elif isinstance(v, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in v):
+            shapes[n] = [tuple(t.shape) for t in v]
+    return shapes
