@@ -1,0 +1,163 @@
+"""`conform coverage`: which catalog ops a run exercised, with how many valid cases, and why not.
+
+An op is *exercised* when at least one of its cells ran examples (`examples_run > 0`: the CPU
+reference accepted the input and both sides were compared). Its valid cases are the sum of
+`examples_run` over its cells. An op that was not exercised gets the first reason that applies:
+
+1. its cells' messages: an untestable rule ("untestable: ..."), a dispatch error of the CPU
+   reference (no CPU kernel), or "no valid case: the CPU reference rejected all N generated
+   inputs; first: <error>", or another outcome's message;
+2. with no cell in the run: the op's untestable rule in the installed opdb, if any;
+3. otherwise "not in this run's op selection".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import click
+from sqlalchemy import select
+
+from .errors import ConformError
+from .store import CatalogEntry, Op, Result, Store
+
+NOT_SELECTED = "not in this run's op selection"
+_CPU_DISPATCH = re.compile(r"Could not run '[^']*' with arguments from the '(CPU|SparseCPU)' backend")
+
+
+def is_public_functional(op: str, variant: str) -> bool:
+    """Public functional overloads: the name has no leading underscore, the variant is functional."""
+    return not op.split("::", 1)[-1].startswith("_") and variant == "functional"
+
+
+def _rule_reason(qualname: str) -> str:
+    try:
+        import opdb
+
+        return opdb.lookup(qualname).rules.untestable
+    except Exception:  # an op of another torch, or no opdb: the run's own record is all there is
+        return ""
+
+
+def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
+    """Why cells (dtype, outcome, message) ran no example: the most telling message among them."""
+    from opdb.rules import NO_CPU_KERNEL_REASON
+
+    messages = [(o, m) for _, o, m in cells]
+    for o, m in messages:
+        if m.startswith("untestable: "):
+            return m[len("untestable: "):]
+    if messages and all(_CPU_DISPATCH.search(m) for _, m in messages):
+        return NO_CPU_KERNEL_REASON
+    for o, m in messages:
+        if o != "skipped":
+            return f"{o}: {m}" if m else o
+    return messages[0][1] if messages and messages[0][1] else "no example ran"
+
+
+def resolve_run(store: Store, run: str | None) -> int:
+    if run in (None, "latest"):
+        run_id = store.latest_run_id()
+        if run_id is None:
+            raise ConformError(f"no run in {store.where}")
+        return run_id
+    try:
+        run_id = int(run)
+    except ValueError:
+        raise ConformError(f"--run takes a run id or 'latest', not {run!r}") from None
+    if store.get_run(run_id) is None:
+        raise ConformError(f"no run {run_id} in {store.where}")
+    return run_id
+
+
+def coverage(store: Store, run_id: int) -> dict:
+    """{"run": id, "ops": [{"op", "family", "variant", "exercised", "valid_cases", "reason"}], "totals": {...}}."""
+    with store.session() as s:
+        ops = s.execute(
+            select(Op.qualname, Op.family, Op.variant, CatalogEntry.coverage)
+            .join(CatalogEntry, CatalogEntry.op_id == Op.id)
+            .where(CatalogEntry.run_id == run_id)
+            .order_by(Op.qualname)
+        ).all()
+        results = s.execute(
+            select(Op.qualname, Result.dtype, Result.outcome, Result.examples_run, Result.message)
+            .join(Op, Result.op_id == Op.id)
+            .where(Result.run_id == run_id)
+            .order_by(Result.id)
+        ).all()
+    cells: dict[str, list[tuple[str, str, str]]] = {}
+    valid: Counter = Counter()
+    for qualname, dtype, outcome, examples_run, message in results:
+        cells.setdefault(qualname, []).append((dtype, outcome, message or ""))
+        valid[qualname] += examples_run or 0
+    rows = []
+    for qualname, family, variant, recorded in ops:
+        n = valid.get(qualname, 0)
+        if n > 0:
+            reason = ""
+        elif qualname in cells:
+            reason = _cell_reason(cells[qualname])
+        else:
+            reason = _rule_reason(qualname) or recorded or NOT_SELECTED
+        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason})
+    return {"run": run_id, "ops": rows, "totals": totals(rows)}
+
+
+def totals(rows: list[dict]) -> dict:
+    pub = [r for r in rows if is_public_functional(r["op"], r["variant"])]
+    done = sum(r["exercised"] for r in rows)
+    pub_done = sum(r["exercised"] for r in pub)
+    reasons = Counter(_reason_group(r["reason"]) for r in rows if not r["exercised"])
+    return {
+        "ops": len(rows),
+        "exercised": done,
+        "exercised_pct": round(100 * done / len(rows), 1) if rows else 0.0,
+        "public_functional": len(pub),
+        "public_functional_exercised": pub_done,
+        "public_functional_pct": round(100 * pub_done / len(pub), 1) if pub else 0.0,
+        "valid_cases": sum(r["valid_cases"] for r in rows),
+        "reasons": dict(reasons.most_common()),
+    }
+
+
+def _reason_group(reason: str) -> str:
+    """A reason without the numbers and quoted names that make every op's message unique."""
+    reason = re.sub(r"all \d+ generated", "all N generated", reason)
+    reason = re.sub(r"'aten::[^']*'", "'aten::…'", reason)
+    return reason[:160]
+
+
+def render(report: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=1)
+    rows = report["ops"]
+    header = ["op", "family", "variant", "exercised", "valid", "reason"]
+    table = [[r["op"], r["family"], r["variant"], "yes" if r["exercised"] else "no", str(r["valid_cases"]), r["reason"][:120]] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(header, *table)] if table else [len(h) for h in header]
+    fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+    t = report["totals"]
+    lines = [fmt_row(header), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in table]
+    lines += [
+        "",
+        f"run {report['run']}: {t['ops']} ops, {t['valid_cases']} valid cases",
+        f"exercised:                    {t['exercised']} / {t['ops']} ({t['exercised_pct']}%)",
+        f"public functional exercised:  {t['public_functional_exercised']} / {t['public_functional']} ({t['public_functional_pct']}%)",
+        "not exercised, by reason:",
+    ]
+    lines += [f"  {n:6d}  {reason}" for reason, n in t["reasons"].items()]
+    return "\n".join(lines)
+
+
+@click.command("coverage")
+@click.option("--run", "run", default="latest", show_default=True, metavar="ID|latest", help="the run to describe")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+def coverage_command(run, fmt, db):
+    """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
+    store = Store(db, readonly=True)
+    click.echo(render(coverage(store, resolve_run(store, run)), fmt))
+
+
+__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "totals"]

@@ -1,0 +1,78 @@
+"""`conform coverage` on a tiny real run, plus a synthetic untestable op recorded in its database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import insert, select
+
+from cli_helpers import conform
+
+
+@pytest.fixture(scope="module")
+def run_db(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("coverage")
+    conform("run", "--ops", "aten::relu,aten::add.Tensor", "--dtypes", "float32", "--examples", "2", "-n", "1", "--db", "c.db", cwd=cwd, check=True)
+    from conform.store import CatalogEntry, Op, Result, Store
+
+    store = Store(cwd / "c.db")
+    run_id = store.latest_run_id()
+
+    def add_synthetic(s):
+        s.execute(insert(Op), [{"qualname": "aten::synthetic_untestable", "variant": "functional", "family": "other", "tags": [], "schema": ""}])
+        op_id = s.scalar(select(Op.id).where(Op.qualname == "aten::synthetic_untestable"))
+        s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": op_id, "kernels": []}])
+        s.execute(insert(Result), [{"run_id": run_id, "op_id": op_id, "dtype": "none", "outcome": "skipped", "message": "untestable: takes a synthetic argument"}])
+
+    store.write(add_synthetic)
+    store.close()
+    return cwd
+
+
+def _report(cwd, *args):
+    proc = conform("coverage", "--db", "c.db", "--format", "json", *args, cwd=cwd, check=True)
+    report = json.loads(proc.stdout)
+    return report, {r["op"]: r for r in report["ops"]}
+
+
+def test_selected_ops_are_exercised_with_their_valid_cases(run_db):
+    report, ops = _report(run_db)
+    add = ops["aten::add.Tensor"]
+    assert add["exercised"] and add["valid_cases"] == 2 and add["reason"] == ""
+    assert add["family"] == "pointwise" and add["variant"] == "functional"
+    assert ops["aten::relu"]["exercised"] and ops["aten::relu.out"]["exercised"]
+
+
+def test_unexercised_ops_say_why(run_db):
+    _, ops = _report(run_db, "--run", "latest")
+    assert ops["aten::synthetic_untestable"] == {
+        "op": "aten::synthetic_untestable", "family": "other", "variant": "functional",
+        "exercised": False, "valid_cases": 0, "reason": "takes a synthetic argument",
+    }
+    assert ops["aten::mul.Tensor"]["reason"] == "not in this run's op selection"
+    # an op outside the selection that opdb marks untestable keeps its rule's reason
+    assert "no CPU kernel" in ops["aten::cudnn_convolution"]["reason"]
+
+
+def test_totals_count_all_ops_and_public_functional_ones(run_db):
+    report, ops = _report(run_db)
+    t = report["totals"]
+    assert t["ops"] == len(ops) > 3000
+    exercised = {q for q, r in ops.items() if r["exercised"]}
+    assert t["exercised"] == len(exercised) and {"aten::relu", "aten::add.Tensor"} <= exercised
+    public = [r for q, r in ops.items() if r["variant"] == "functional" and not q.split("::")[1].startswith("_")]
+    assert t["public_functional"] == len(public)
+    assert t["public_functional_exercised"] == sum(r["exercised"] for r in public)
+    assert t["reasons"]["not in this run's op selection"] > 1000
+
+
+def test_table_ends_with_totals(run_db):
+    out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
+    assert "aten::synthetic_untestable" in out and "takes a synthetic argument" in out
+    assert "public functional exercised:" in out
+
+
+def test_unknown_run_is_one_line_error(run_db):
+    proc = conform("coverage", "--db", "c.db", "--run", "99", cwd=run_db)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"conform: error: no run 99 in {run_db / 'c.db'}"
