@@ -126,6 +126,8 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or summary.controller is None:
         raise ConformError(summary.error or f"the run could not start (pytest exit status {int(code)})")
     c = summary.controller
+    if c.fatal:
+        raise ConformError(f"{c.fatal}; run {c.run_id} stopped with {c.recorded} cells recorded (continue with --resume {c.run_id})")
     elapsed = time.monotonic() - started
     counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
     click.echo(f"run {c.run_id} {c.state}: {c.recorded} cells in {elapsed:.0f} s ({counts}) -> {c.store.where}")

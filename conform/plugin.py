@@ -144,6 +144,8 @@ class Controller:
 
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
+        self.fatal = ""
+        self.session = None
         self.recorded = 0
         self.progress = None
         if opt("conform_progress"):
@@ -163,7 +165,18 @@ class Controller:
         }
 
     def record(self, result: dict) -> None:
-        if self.store.record_result(self.run_id, result):
+        if self.fatal:
+            return
+        try:
+            stored = self.store.record_result(self.run_id, result)
+        except ConformError as e:
+            # the store cannot take more (disk full, database gone read-only): stop the run
+            # cleanly; every cell recorded so far is intact, and --resume continues later
+            self.fatal = str(e)
+            if self.session is not None:
+                self.session.shouldstop = self.fatal
+            return
+        if stored:
             self.recorded += 1
             self.counts[result["outcome"]] = self.counts.get(result["outcome"], 0) + 1
         if self.progress is not None:
@@ -193,11 +206,14 @@ class Controller:
 
     def finish(self, exitstatus) -> None:
         self.monitor.stop()
-        state = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "finished"
+        state = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED or self.fatal else "finished"
         if self.progress is not None:
             self.progress.close()
-        self.store.set_run_state(self.run_id, state)
         self.state = state
+        try:
+            self.store.set_run_state(self.run_id, state)
+        except ConformError as e:
+            self.fatal = self.fatal or str(e)
 
 
 def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
@@ -380,6 +396,8 @@ _CONFIG: dict = {}
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config
+    if getattr(session.config, "_conform", None) is not None:
+        session.config._conform.session = session
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -96,3 +96,26 @@ def test_sqlite_uses_wal(tmp_path):
     store = Store(tmp_path / "c.db")
     with store.engine.connect() as c:
         assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+
+
+def test_full_disk_is_a_clear_error_and_keeps_what_was_recorded(tmp_path):
+    from sqlalchemy import event
+
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [OP])
+    store.record_result(run, _result(dtype="float32"))
+    pages = store.engine.connect().execute(text("PRAGMA page_count")).scalar()
+    store.engine.dispose()
+    # SQLite's own "database or disk is full", without filling the real disk
+    event.listen(store.engine, "connect", lambda c, _r: c.execute(f"PRAGMA max_page_count = {pages}"))
+    with pytest.raises(StoreError, match="disk full"):
+        for i in range(200):
+            store.record_result(run, _result(dtype=f"d{i}", message="x" * 5000))
+    store.engine.dispose()
+    fresh = Store(tmp_path / "c.db")
+    recorded = fresh.recorded_cells(run)
+    assert ("aten::relu", "float32") in recorded
+    with fresh.engine.connect() as c:
+        # no half-written result: every result row has its fields
+        assert c.execute(text("SELECT COUNT(*) FROM results WHERE outcome IS NULL OR dtype IS NULL")).scalar() == 0
