@@ -154,9 +154,18 @@ def _draw_tensor(arg, ctx, label):
         return None
     if _is_index_name(name):
         return draw_index(ctx, label=label)
-    if name in ("mask",):
+    if name in ("mask", "condition"):
         shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{label} shape")
         return draw_tensor(ctx.draw, dtype="bool", shape=shape, label=label)
+    if name == "scalars" and ctx.op.base_name.startswith("_foreach_"):
+        # one scalar per list element, packed in a 1-d tensor
+        return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(len(ctx.list_shapes),), values=_domain(ctx), label=label)
+    if name == "lengths" and ctx.rank >= 1:
+        # sequence lengths: int64, one per batch element, sorted down (pack_padded_sequence's rule)
+        n = ctx.shape[1] if ctx.rank >= 2 and not ctx.drawn.get("batch_first") else ctx.shape[0]
+        return draw_tensor(ctx.draw, dtype="int64", shape=(n,), values="index", low=max(ctx.shape[0], 1), high=max(ctx.shape[0], 1) + 1, layout="contiguous", label=label)
+    if name in ("sobolstate", "growth_tracker", "input_lengths", "target_lengths"):
+        return draw_tensor(ctx.draw, dtype="int32" if name == "growth_tracker" else "int64", shape=() if name == "growth_tracker" else (max(ctx.size(0), 1),), values="index", low=1, high=2, layout="contiguous", label=label)
     if first:
         shape = ctx.shape
     else:
