@@ -168,9 +168,23 @@ def _draw_tensor(arg, ctx, label):
         return draw_tensor(ctx.draw, dtype="int32" if name == "growth_tracker" else "int64", shape=() if name == "growth_tracker" else (max(ctx.size(0), 1),), values="index", low=1, high=2, layout="contiguous", label=label)
     if first:
         shape = ctx.shape
+        layout = sparse_layout(ctx, label)
+        if layout is not None:
+            return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), layout=layout, label=label)
     else:
         shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
+
+
+def sparse_layout(ctx, label: str) -> str | None:
+    """The layout of the op's first tensor: the rules' "layout" hint (the op needs a sparse input);
+    for other ops of the sparse family, sparse COO in about half the cases; else None (strided)."""
+    hinted = ctx.hints.get("layout")
+    if hinted:
+        return hinted
+    if getattr(ctx.op, "family", "") == "sparse" and ctx.rank >= 1 and ctx.draw(st.booleans(), label=f"{label} sparse"):
+        return "sparse_coo"
+    return None
 
 
 def _domain(ctx) -> str:

@@ -21,6 +21,8 @@ from typing import Any, Callable
 import torch
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
+# sparse layouts: the dense values converted on the target device (only ops that need them draw these)
+SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc")
 
 # value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
 VALUE_KINDS = (
@@ -70,7 +72,7 @@ class TensorSpec:
     requires_grad: bool = False
 
     def __post_init__(self):
-        if self.layout not in LAYOUTS:
+        if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
@@ -138,6 +140,12 @@ class TensorSpec:
             t = t.contiguous(memory_format=torch.channels_last_3d)
         elif self.layout == "offset":
             t = t[1:].view(self.shape)
+        elif self.layout == "sparse_coo":
+            t = t.to_sparse()
+        elif self.layout == "sparse_csr":
+            t = t.to_sparse_csr()
+        elif self.layout == "sparse_csc":
+            t = t.to_sparse_csc()
         return t
 
     def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], *, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -146,7 +154,7 @@ class TensorSpec:
         if dtype is not None and base.dtype != dtype:
             base = base.to(dtype)
         t = self.apply_layout(to_device(base))
-        if self.requires_grad and t.dtype.is_floating_point or self.requires_grad and t.dtype.is_complex:
+        if self.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex) and t.layout == torch.strided:
             t = t.detach().requires_grad_(True)
         return t
 

@@ -110,6 +110,9 @@ def _cases(draw, op, cell, max_numel, builder):
     n_tensors = sum(3 if argtypes.normalize(a.type).startswith("Tensor") and "[]" in a.type else 1 for a in op.arguments if a.is_tensor_like) or 1
     ctx.per_tensor = max(1, max_numel // n_tensors)
     ctx.shape = draw(shapes(max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape")
+    if ctx.hints.get("layout") in ("sparse_csr", "sparse_csc") and ctx.rank != 2:
+        # compressed layouts are (batches of) matrices
+        ctx.shape = draw(shapes(min_dims=2, max_dims=2, max_side=5, max_numel=ctx.per_tensor), label="matrix shape")
     n_list = draw(st.integers(1, 3), label="list_len")
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:

@@ -1,0 +1,35 @@
+"""Sparse layouts: TensorSpecs built sparse on the device, and ops that need them drawing them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from generators import TensorSpec, from_schema
+from generators.coverage_probe import probe
+from opdb import lookup
+
+
+def test_sparse_specs_hold_the_dense_values():
+    dense = TensorSpec((3, 4), "float32", seed=7)
+    for layout, torch_layout in (("sparse_coo", torch.sparse_coo), ("sparse_csr", torch.sparse_csr), ("sparse_csc", torch.sparse_csc)):
+        t = dataclasses.replace(dense, layout=layout).materialize(lambda x: x)
+        assert t.layout == torch_layout
+        assert torch.equal(t.to_dense(), dense.materialize(lambda x: x))
+
+
+def test_ops_defined_on_sparse_tensors_get_them():
+    op = lookup("aten::crow_indices")
+    assert not op.rules.untestable and op.rules.hints["layout"] == "sparse_csr"
+
+    @settings(max_examples=10, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(op, "float32"))
+    def check(case):
+        (spec,) = case.args
+        assert spec.layout == "sparse_csr" and len(spec.shape) == 2
+
+    check()
+    valid, reason = probe(lookup("aten::coalesce"), "float32", examples=5)
+    assert valid, reason
