@@ -182,7 +182,8 @@ def sparse_layout(ctx, label: str) -> str | None:
     hinted = ctx.hints.get("layout")
     if hinted:
         return hinted
-    if getattr(ctx.op, "family", "") == "sparse" and ctx.rank >= 1 and ctx.draw(st.booleans(), label=f"{label} sparse"):
+    converts = ctx.op.base_name.lstrip("_").startswith("to_sparse")  # dense -> sparse conversions take dense input
+    if getattr(ctx.op, "family", "") == "sparse" and not converts and ctx.rank >= 1 and ctx.draw(st.booleans(), label=f"{label} sparse"):
         return "sparse_coo"
     return None
 
