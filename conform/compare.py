@@ -122,6 +122,15 @@ def _pair(a, e, path, out, tol_fn, sign, meta_only):
     if _is_scalar(a) and _is_scalar(e):
         out.append(_compare_scalars(a, e, path, tol_fn, meta_only))
         return
+    if isinstance(a, dict) and isinstance(e, dict):
+        # TorchScript dicts keep insertion order: keys and values pair up by position
+        if len(a) != len(e):
+            out.append(Record(path, "structure", f"dict sizes differ: {len(a)} vs {len(e)} expected [{path}]"))
+            return
+        for i, ((ka, va), (ke, ve)) in enumerate(zip(a.items(), e.items())):
+            _pair(ka, ke, f"{path}.key[{i}]", out, tol_fn, sign, meta_only)
+            _pair(va, ve, f"{path}[{i}]", out, tol_fn, sign, meta_only)
+        return
     if type(a) is not type(e):
         out.append(Record(path, "structure", f"{_kind_name(a)} vs {_kind_name(e)} expected [{path}]"))
         return

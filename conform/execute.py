@@ -195,12 +195,16 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
     return side
 
 
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    return t if t.layout == torch.strided else t.to_dense()
+
+
 def _input_scale(inputs) -> float:
     """The largest finite magnitude among floating input tensors (see tolerances.tolerance_for)."""
     best = 0.0
     for t in _leaves(inputs):
         if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.numel() and t.device.type != "meta":
-            a = t.detach().abs()
+            a = _dense(t).detach().abs()
             a = a[torch.isfinite(a)]
             if a.numel():
                 best = max(best, float(a.max()))
@@ -361,8 +365,8 @@ def _max_abs_vs(actual, golden) -> float | None:
     for a, g in zip(_leaves(actual), _leaves(golden)):
         if not (is_inexact(a.dtype) and a.shape == g.shape):
             continue
-        a64 = a.detach().to(torch.complex128 if a.is_complex() else torch.float64)
-        g64 = g.detach().to(a64.dtype)
+        a64 = _dense(a).detach().to(torch.complex128 if a.is_complex() else torch.float64)
+        g64 = _dense(g).detach().to(a64.dtype)
         finite = torch.isfinite(a64) & torch.isfinite(g64)
         if a64.numel() == 0 or not bool(finite.any()):
             continue
@@ -536,7 +540,7 @@ def _cpu_copy(t):
     return t.clone()
 
 
-def _is_plain_cpu(backend) -> bool:
+def is_plain_cpu(backend) -> bool:
     """The built-in CPU backend, with no hooks: its device side would repeat the reference side
     kernel for kernel, so that work is done once (the comparison is then against golden float64)."""
     from .backends import CPUBackend
@@ -563,7 +567,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         golden = None
     if golden is not None and golden.error is not None:
         golden = None
-    if _is_plain_cpu(backend):
+    if is_plain_cpu(backend):
         dev = ref  # the device under test computes exactly what the CPU reference side just did
     else:
         dev = _run_side(
@@ -734,7 +738,7 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
         gold, _, gold_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float64, grad_outputs=[g.double() if not g.is_complex() else g.to(torch.complex128) for g in gos])
         if gold_err is None and gold is not None and set(gold) == set(ref_grads):
             expected = {k: gold[k].to(ref_grads[k].dtype) for k in ref_grads}
-    if _is_plain_cpu(backend):
+    if is_plain_cpu(backend):
         dev_grads, dev_err, tb = ref_grads, None, ""
     else:
         dev_grads, _, dev_err, tb = _run_backward(

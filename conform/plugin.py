@@ -107,7 +107,10 @@ class Controller:
         except UnknownOpError as e:
             raise ConformError(str(e)) from None
         if options["dtypes"] is None:
-            options["dtypes"] = ",".join(CPU_DEFAULT_DTYPES if self.backend.device.type == "cpu" else DEFAULT_DTYPES)
+            from .execute import is_plain_cpu
+
+            # (a third-party backend on the cpu device computes its own float64: it keeps it)
+            options["dtypes"] = ",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES)
         dtypes = selection.parse_dtypes(options["dtypes"])
         cells = selection.plan_cells(ops, dtypes)
         import opdb

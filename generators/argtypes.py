@@ -173,7 +173,27 @@ def _draw_tensor(arg, ctx, label):
             return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), layout=layout, label=label)
     else:
         shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
-    return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
+    dtype = ctx.dtype
+    if not first and not arg.is_write and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES:
+        # now and then a second operand of another dtype: type promotion is a backend's job too
+        dtype = ctx.draw(st.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype")
+    return draw_tensor(ctx.draw, dtype=dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
+
+
+# Families whose ops take several tensors of (normally) one dtype and promote mixed ones.
+PROMOTING_FAMILIES = ("pointwise", "comparison")
+# For a cell's dtype, the other operand dtypes worth mixing in (one category up or across).
+PROMOTION_PARTNERS = {
+    "float16": ("float32",),
+    "bfloat16": ("float32",),
+    "float32": ("int64", "float16"),
+    "float64": ("float32",),
+    "complex64": ("float32",),
+    "int64": ("float32", "int32"),
+    "int32": ("int64", "float32"),
+    "uint8": ("int64",),
+    "bool": ("int64", "float32"),
+}
 
 
 def sparse_layout(ctx, label: str) -> str | None:
@@ -207,7 +227,10 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
     if high <= 0:
         # nothing is in range of an empty dim: only an empty index is valid
         shape = (0,) + shape[1:] if shape else (0,)
-    return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label)
+    # about one index in ten may point past the end: the reference must reject it, and a device
+    # that accepts it silently (a missing bounds check) is a missing_error
+    past_end = 2 if ctx.draw(st.integers(0, 9), label=f"{label} bounds") == 9 else 0
+    return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1) + past_end, layout="contiguous", label=label)
 
 
 _index_lengths = st.integers(0, 4)

@@ -175,9 +175,12 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> 
         info = torch.iinfo(dtype)
         lo = int(low) if low is not None else max(info.min, -9 if info.min < 0 else 0)
         hi = int(high) if high is not None else min(info.max, 9)
-        if kind in ("positive", "nonzero", "above_one"):
+        if kind in ("positive", "above_one"):
             lo = max(lo, 1)
-        return torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+        x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
+        if kind == "nonzero":  # both signs: integer division's rounding differs for negatives
+            x = torch.where(x == 0, torch.ones_like(x), x)
+        return x.to(dtype)
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
     if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
         return _make_matrices(shape, dtype, kind, g)
