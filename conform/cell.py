@@ -29,12 +29,13 @@ CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBA
 class CellSettings:
     """How hard to try on one cell. Travels to xdist workers as a dict."""
 
-    examples: int = 6  # valid examples wanted per cell (a full sweep has ~20k cells)
+    examples: int = 5  # valid examples wanted per cell (a full sweep has ~20k cells)
     grad: bool = True
+    grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
-    cell_budget_s: float = 15.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = 10.0  # time hypothesis may spend shrinking one failure
+    cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
+    shrink_budget_s: float = 3.0  # time hypothesis may spend shrinking one failure
     hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
     derandomize: bool = False
 
@@ -139,7 +140,9 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         if on_case:
             on_case(case)
         try:
-            r = execute.run_case(op, case, backend, grad=settings.grad)
+            # gradients on the first few valid examples, and on every shrink step of a failure
+            grad = settings.grad and (state["failing"] or result.examples_run < settings.grad_examples)
+            r = execute.run_case(op, case, backend, grad=grad)
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
             if op.variant == "out" and r.outcome == Outcome.PASS and not r.invalid and (state["failing"] or state["out_variants_checked"] < 2):

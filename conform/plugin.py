@@ -21,6 +21,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -187,25 +188,14 @@ class Controller:
             self.progress.set_postfix_str(f"{result['op'].split('::')[-1]}[{result['dtype']}]", refresh=False)
 
     def crash_result(self, report) -> dict:
-        """The result of a cell whose worker died: `crash`, or `timeout` if our watchdog killed it."""
+        """The result of a cell whose worker died: `crash`, or `timeout` if a watchdog killed it.
+        The op is noted in the run's crash list, so workers run its other cells in a forked
+        child: a crash then costs a fork, not a worker restart (seconds of re-collection)."""
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
-        inflight = _read_inflight(self.rundir, worker)
-        r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
-        if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell):
-            r.case = inflight.get("case")
-            desc = inflight.get("describe", "")
-            if inflight.get("timeout"):
-                r.outcome = Outcome.TIMEOUT.value
-                r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
-            else:
-                r.message = f"the worker process died while running {desc}"
-            r.examples_run = 1
-            if r.case is not None:
-                r.repro = _repro_from_json(cell[0], r.case, self.options["device"] or "auto")
-        else:
-            r.message = f"the worker process died ({report.longrepr}) before its case was recorded"
-        return r.to_dict()
+        with open(self.rundir / CRASHED_OPS, "a") as f:
+            f.write(cell[0] + "\n")
+        return died_result(cell, _read_inflight(self.rundir, worker), self.options["device"], f"({report.longrepr})")
 
     def finish(self, exitstatus) -> None:
         self.monitor.stop()
@@ -217,6 +207,29 @@ class Controller:
             self.store.set_run_state(self.run_id, state)
         except ConformError as e:
             self.fatal = self.fatal or str(e)
+
+
+CRASHED_OPS = "crashed-ops.txt"
+
+
+def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> dict:
+    """A cell whose process died: `crash`, or `timeout` when the in-flight record says a watchdog
+    ended it, with the case that was running."""
+    r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
+    if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle"):
+        r.case = inflight.get("case")
+        desc = inflight.get("describe", "")
+        if inflight.get("timeout"):
+            r.outcome = Outcome.TIMEOUT.value
+            r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
+        else:
+            r.message = f"the process died while running {desc}"
+        r.examples_run = 1
+        if r.case is not None:
+            r.repro = _repro_from_json(cell[0], r.case, device or "auto")
+    else:
+        r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
+    return r.to_dict()
 
 
 def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
@@ -313,8 +326,18 @@ class WorkerContext:
         self.cells = [tuple(c) for c in json.loads(Path(winput["conform_plan"]).read_text())]
         _warm_up()
         self.watchdog = Watchdog(Path(winput["conform_rundir"]) / "inflight" / f"{worker_id}.json", float(winput["conform_case_timeout"]))
+        self.rundir = Path(winput["conform_rundir"])
+        self.case_timeout = float(winput["conform_case_timeout"])
+        self.device_spec = winput["conform_device"]
+        self._crashed_mtime = None
+        self._crashed: set[str] = set()
 
     def run(self, cell) -> dict:
+        if hasattr(os, "fork") and cell[0] in self._crashed_ops():
+            return self._run_forked(cell)
+        return self._run(cell)
+
+    def _run(self, cell) -> dict:
         import opdb
 
         op = opdb.lookup(cell[0])
@@ -325,6 +348,55 @@ class WorkerContext:
 
         result = run_cell(op, cell[1], self.backend, self.settings, on_case=on_case, after_case=self.watchdog.disarm)
         return result.to_dict()
+
+    def _crashed_ops(self) -> set[str]:
+        path = self.rundir / CRASHED_OPS
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return set()
+        if mtime != self._crashed_mtime:
+            self._crashed_mtime = mtime
+            self._crashed = set(path.read_text().split())
+        return self._crashed
+
+    def _run_forked(self, cell) -> dict:
+        """Run a cell of an op that already crashed a worker in a forked child, so that another
+        crash ends only the child. The child's cases are still recorded in flight (the
+        controller's monitor kills it if it hangs)."""
+        import select
+        import signal
+
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: no threads survived the fork; the controller's monitor watches it
+            os.close(rfd)
+            code = 0
+            try:
+                data = json.dumps(self._run(cell)).encode()
+                with os.fdopen(wfd, "wb") as w:
+                    w.write(data)
+            except BaseException:  # noqa: BLE001 - the parent records whatever happened
+                code = 1
+            os._exit(code)
+        os.close(wfd)
+        chunks, deadline = [], time.monotonic() + self.settings.cell_budget_s + self.settings.shrink_budget_s + 4 * self.case_timeout
+        with os.fdopen(rfd, "rb") as r:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([r], [], [], 1.0)
+                if ready:
+                    chunk = os.read(r.fileno(), 1 << 20)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        if chunks and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            return json.loads(b"".join(chunks))
+        inflight = _read_inflight(self.rundir, self.watchdog.path.stem)
+        how = f"(signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else f"(exit status {os.WEXITSTATUS(status)})"
+        return died_result(cell, inflight, self.device_spec, how)
 
 
 def _warm_up() -> None:
