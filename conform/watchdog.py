@@ -25,6 +25,7 @@ class Watchdog:
     def __init__(self, path: Path, limit_s: float):
         self.path = Path(path)
         self.limit_s = limit_s
+        self.worker_pid = os.getpid()
         self._deadline: float | None = None
         self._record: dict = {}
         self._lock = threading.Lock()
@@ -35,7 +36,8 @@ class Watchdog:
 
     def arm(self, record: dict) -> None:
         """A case is about to run: record it, and start its clock."""
-        record = {**record, "limit_s": self.limit_s, "pid": os.getpid(), "started": time.time()}
+        # pid runs the case; worker_pid is the xdist worker (they differ in a forked child)
+        record = {**record, "limit_s": self.limit_s, "pid": os.getpid(), "worker_pid": self.worker_pid, "started": time.time()}
         _write(self.path, record)
         with self._lock:
             self._record = record
@@ -89,22 +91,34 @@ class Monitor:
         self._stop.set()
 
     def _watch(self) -> None:
-        import signal
-
         while not self._stop.wait(self.period_s):
             for path in self.folder.glob("*.json"):
                 try:
                     record = json.loads(path.read_text())
                 except (OSError, ValueError):
                     continue
-                if record.get("idle") or record.get("timeout") or "started" not in record:
+                if record.get("idle") or "started" not in record:
+                    continue
+                if record.get("timeout"):
+                    # a forked case was killed, but its worker has not moved on since: end it too
+                    # (xdist replaces it; the cell is recorded as timeout from this record)
+                    worker = record.get("worker_pid")
+                    if record.get("killed_at") and worker and worker != record.get("pid") and time.time() - record["killed_at"] > 3 * self.grace_s:
+                        _write(path, {**record, "worker_pid": None})
+                        _kill(worker)
                     continue
                 if time.time() - record["started"] > record.get("limit_s", 60) + self.grace_s:
-                    _write(path, {**record, "timeout": True})
-                    try:
-                        os.kill(record["pid"], signal.SIGKILL)
-                    except (OSError, KeyError):
-                        pass
+                    _write(path, {**record, "timeout": True, "killed_at": time.time()})
+                    _kill(record.get("pid"))
+
+
+def _kill(pid) -> None:
+    import signal
+
+    try:
+        os.kill(int(pid), signal.SIGKILL)
+    except (OSError, TypeError, ValueError):
+        pass
 
 
 def _write(path: Path, record: dict) -> None:
