@@ -62,7 +62,7 @@ def _cpu_count() -> int:
 
 @cli.command()
 @click.option("--ops", "ops", default="all", show_default=True, help="all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file")
-@click.option("--dtypes", default=None, help="comma-separated dtypes (default: float32,float16,bfloat16,float64,complex64,int64,bool; no float64 on cpu, whose reference is float64)")
+@click.option("--dtypes", default=None, help="comma-separated dtypes (default: float32,float16,bfloat16,float64,complex64,int64,int32,bool; no float64 on cpu, whose reference is float64)")
 @click.option("--device", default=None, help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)")
 @click.option("--examples", type=click.IntRange(1), default=None, help="valid examples per cell [default: 5]")
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
