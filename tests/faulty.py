@@ -284,7 +284,8 @@ def _out_not_resized(func, args, kwargs):
 def _missing_bounds_check(func, args, kwargs):
     """Out-of-range indices are clamped instead of rejected."""
     x, dim, index = args
-    return func(x, dim, index.clamp(0, x.shape[dim] - 1), **kwargs)
+    size = x.shape[dim] if x.dim() else 1  # a 0-d input indexes like a 1-element one
+    return func(x, dim, index.clamp(0, size - 1), **kwargs)
 
 
 @fault("bfloat16_not_implemented", aten.cos.default)

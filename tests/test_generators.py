@@ -173,7 +173,7 @@ def test_some_indices_point_past_the_end():
         x, dim, index = args[0], args[1], args[2]
         if index.numel() and int(index.max()) >= (x.shape[dim] if x.dim() else 1):
             past += 1
-    assert 1 <= past <= 60
+    assert 5 <= past <= 80
 
 
 def test_generic_cases_are_mostly_valid_on_cpu():
