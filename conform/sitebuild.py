@@ -33,14 +33,17 @@ DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive
 
 def site_files() -> Path:
     """The templates and static assets: installed as `conform.sitefiles`, or the repo's site/."""
-    try:
-        from importlib.resources import files
+    import importlib.util
 
-        root = files("conform.sitefiles")
-        if root.joinpath("templates").is_dir():
-            return Path(str(root))
-    except (ModuleNotFoundError, TypeError):
-        pass
+    try:
+        # a data folder without __init__.py is a namespace package: importlib.resources gives a
+        # MultiplexedPath whose str() is no file path, so take the folder from the spec
+        spec = importlib.util.find_spec("conform.sitefiles")
+    except ModuleNotFoundError:
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "templates").is_dir():
+            return Path(location)
     here = Path(__file__).resolve().parent.parent / "site"
     if (here / "templates").is_dir():
         return here

@@ -291,3 +291,15 @@ def test_diff_of_any_two_matches_the_precomputed_one(site, browser):
     assert got == expected
     assert b.eval("document.getElementById('diff-out').textContent").count("aten::add.Tensor") >= 1
     assert b.errors() == []
+
+
+def test_site_files_is_a_real_folder_with_templates_and_assets():
+    """Installed, site/ is the namespace package conform.sitefiles; importlib.resources gives a
+    MultiplexedPath there whose str() is no path (`conform site` failed on a pip-installed conform)."""
+    from pathlib import Path
+
+    from conform.sitebuild import site_files
+
+    root = site_files()
+    assert isinstance(root, Path) and root.is_dir()
+    assert (root / "templates" / "base.html").is_file() and (root / "static" / "style.css").is_file()
