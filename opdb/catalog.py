@@ -149,9 +149,10 @@ def _in_dispatcher(name: str, overload: str) -> bool:
     return True
 
 
-def _kernels(qualname: str) -> tuple[str, ...]:
+def _kernels(qualname: str, keys=KERNEL_KEYS) -> tuple[str, ...]:
+    """The dispatch keys among `keys` with a kernel registered for `qualname` in this install."""
     found = []
-    for key in KERNEL_KEYS:
+    for key in keys:
         try:
             if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
                 found.append(key)
@@ -168,14 +169,7 @@ _CPU_KEYS = (
 
 
 def _cpu_keys(qualname: str) -> tuple[str, ...]:
-    found = []
-    for key in _CPU_KEYS:
-        try:
-            if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
-                found.append(key)
-        except (RuntimeError, ValueError):
-            pass
-    return tuple(found)
+    return _kernels(qualname, _CPU_KEYS)
 
 
 def _without_cpu_kernel(names: list[tuple[str, str, bool]]) -> set[str]:
