@@ -35,7 +35,7 @@ class CellSettings:
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
     cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = 3.0  # time hypothesis may spend shrinking one failure
+    shrink_budget_s: float = 1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
     hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
     derandomize: bool = False
 
@@ -161,7 +161,9 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 result.invalid_examples += 1
                 state["first_invalid"] = state["first_invalid"] or r.message
                 state["invalid_reasons"].add(_reason_key(r.message))
-                if result.invalid_examples >= _invalid_limit(settings.examples, result.examples_run, len(state["invalid_reasons"])):
+                state["no_kernel"] = (result.invalid_examples == 1 or state.get("no_kernel", False)) and _says_no_kernel_for(r.message, dtype)
+                limit = _invalid_limit(settings.examples, result.examples_run, len(state["invalid_reasons"]), no_kernel=state["no_kernel"])
+                if result.invalid_examples >= limit:
                     raise _GiveUp()
                 hypothesis.reject()
             result.examples_run += 1
@@ -177,7 +179,6 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
         raise _CaseFailed(r, case)
 
-    one_case._hypothesis_internal_add_digest = f"{op.qualname}/{dtype}".encode()
     database = None
     if settings.hypothesis_db:
         from hypothesis.database import DirectoryBasedExampleDatabase
@@ -200,6 +201,10 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
     # replay the stored failing examples first (a failure once found is found again).
     seed = _cell_seed(0 if settings.derandomize else settings.seed, op.qualname, dtype)
     test._hypothesis_internal_use_seed = seed
+    # The example database's key for this cell. Hypothesis would hash the test function's source
+    # instead (tokenising ~70 lines for every cell: 7% of a sweep), and that key changed with
+    # every edit of this file, orphaning the failures it holds.
+    test._hypothesis_internal_database_key = _database_key(op.qualname, dtype)
 
     final = None
     final_case = None
@@ -239,15 +244,31 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
     return result
 
 
-def _invalid_limit(examples: int, valid: int, reasons: int) -> int:
+def _invalid_limit(examples: int, valid: int, reasons: int, *, no_kernel: bool = False) -> int:
     """How many rejected inputs a cell tolerates. With no valid case yet, give up soon: the
     generator will not find one by luck, and a sweep has thousands of cells to get through; when
-    every rejection says the same thing (typically "not implemented for 'Bool'": the reference has
-    no kernel for the dtype), sooner still. Once some inputs are valid, rejections only mean that
-    part of the input space is invalid."""
+    every rejection says the same thing, sooner still, and soonest when that is the reference
+    having no kernel for the cell's dtype ("not implemented for 'Bool'": a third of a CPU sweep's
+    cells). Once some inputs are valid, rejections only mean that part of the input space is
+    invalid."""
     if valid:
         return 10 * examples
-    return 5 if reasons == 1 else max(12, 2 * examples)
+    if reasons == 1:
+        return 2 if no_kernel else 5
+    return max(12, 2 * examples)
+
+
+# torch's names for dtypes in "... not implemented for 'Half'" messages
+_TORCH_DTYPE_NAMES = {
+    "float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
+    "complex64": "ComplexFloat", "complex128": "ComplexDouble", "int64": "Long", "int32": "Int",
+    "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+}  # fmt: skip
+
+
+def _says_no_kernel_for(message: str, dtype: str) -> bool:
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    return bool(name) and f"not implemented for '{name}'" in message
 
 
 def _reason_key(message: str) -> str:
@@ -264,6 +285,12 @@ def _repro(op, case, backend) -> str:
         return repro_script(op, case, backend.name)
     except Exception as e:  # a repro is a convenience: its failure must not lose the result
         return f"# could not build a reproduction script: {type(e).__name__}: {e}\n# case: {case.to_json()}\n"
+
+
+def _database_key(op: str, dtype: str) -> bytes:
+    import hashlib
+
+    return hashlib.sha384(f"conform-cell/{op}/{dtype}".encode()).digest()
 
 
 def _cell_seed(run_seed: int, op: str, dtype: str) -> int:

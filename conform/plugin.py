@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -134,6 +135,13 @@ class Controller:
         (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
         self.plan_path = self.rundir / "plan.json"
         self.plan_path.write_text(json.dumps([list(c) for c in cells]))
+        # ops that crashed a worker in an earlier run on this torch and device run forked from
+        # the start: a worker restart costs seconds (torch import, collection of the plan)
+        self.crashers_path = workdir / re.sub(r"[^\w.-]", "_", f"crashers-{_torch_version()}-{self.backend.name}.txt")
+        known = _read_lines(self.crashers_path)
+        if known:
+            with open(self.rundir / CRASHED_OPS, "a") as f:
+                f.write("".join(q + "\n" for q in sorted(known)))
         self.settings = CellSettings(
             examples=options["examples"],
             grad=options["grad"],
@@ -194,8 +202,13 @@ class Controller:
         child: a crash then costs a fork, not a worker restart (seconds of re-collection)."""
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
-        with open(self.rundir / CRASHED_OPS, "a") as f:
-            f.write(cell[0] + "\n")
+        for path in (self.rundir / CRASHED_OPS, self.crashers_path):
+            try:
+                with open(path, "a") as f:
+                    f.write(cell[0] + "\n")
+            except OSError:  # the memory across runs is an optimisation; the run's own list is not
+                if path != self.crashers_path:
+                    raise
         return died_result(cell, _read_inflight(self.rundir, worker), self.options["device"], f"({report.longrepr})")
 
     def finish(self, exitstatus) -> None:
@@ -211,6 +224,25 @@ class Controller:
 
 
 CRASHED_OPS = "crashed-ops.txt"
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def _read_lines(path: Path) -> set[str]:
+    try:
+        return set(path.read_text().split())
+    except OSError:
+        return set()
+
+
+def _op_base(qualname: str) -> str:
+    """aten::native_batch_norm.out -> aten::native_batch_norm: overloads share their kernels,
+    and so their crashes."""
+    return qualname.split(".", 1)[0]
 
 
 def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> dict:
@@ -334,7 +366,7 @@ class WorkerContext:
         self._crashed: set[str] = set()
 
     def run(self, cell) -> dict:
-        if hasattr(os, "fork") and cell[0] in self._crashed_ops():
+        if hasattr(os, "fork") and _op_base(cell[0]) in self._crashed_ops():
             return self._run_forked(cell)
         return self._run(cell)
 
@@ -351,6 +383,7 @@ class WorkerContext:
         return result.to_dict()
 
     def _crashed_ops(self) -> set[str]:
+        """Base names of the ops that crashed a worker in this run (or an earlier one)."""
         path = self.rundir / CRASHED_OPS
         try:
             mtime = path.stat().st_mtime
@@ -358,7 +391,7 @@ class WorkerContext:
             return set()
         if mtime != self._crashed_mtime:
             self._crashed_mtime = mtime
-            self._crashed = set(path.read_text().split())
+            self._crashed = {_op_base(q) for q in _read_lines(path)}
         return self._crashed
 
     def _run_forked(self, cell) -> dict:

@@ -8,10 +8,11 @@ maps both onto the first. Argument *names* carry meaning a type does not (`dim` 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
-from hypothesis import strategies as st
+from generators import memo as st
 
 from generators.case import TensorSpec
 from generators.strategies import INT_DTYPES, draw_tensor, from_dtype, is_complex, is_floating
@@ -137,6 +138,11 @@ def draw_arg(arg, ctx):
 
 def broadcast_shapes(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
     """Shapes that broadcast to `shape` (the same shape first): trailing dims, some sides set to 1."""
+    return _broadcast_shapes(tuple(shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_shapes(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
     rank = len(shape)
     return st.tuples(st.integers(0, rank), st.lists(st.booleans(), min_size=rank, max_size=rank)).map(
         lambda t: tuple(1 if ones else s for s, ones in zip(shape, t[1]))[t[0] :]
@@ -436,12 +442,14 @@ _FLOAT_NAMED = {
 }
 
 
+_ROUNDED_FLOATS = st.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
+
+
 def _draw_float(arg, ctx, label):
     s = _FLOAT_NAMED.get(arg.name)
     if s is None:
         lit = _literal(arg)
-        options = st.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
-        s = st.sampled_from([float(lit)]) | options if isinstance(lit, (int, float)) and not isinstance(lit, bool) else options
+        s = st.one_of(st.sampled_from([float(lit)]), _ROUNDED_FLOATS) if isinstance(lit, (int, float)) and not isinstance(lit, bool) else _ROUNDED_FLOATS
     return ctx.draw(s, label=label)
 
 

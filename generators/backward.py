@@ -11,7 +11,7 @@ shape, which is right for the pointwise backwards.
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
+from generators import memo as st
 
 from generators.case import Case, TensorSpec
 from generators.strategies import draw_tensor

@@ -46,7 +46,7 @@ def builder_for(op):
 
 # -- helpers ---------------------------------------------------------------------------------------
 
-from hypothesis import strategies as st  # noqa: E402
+from generators import memo as st  # noqa: E402
 
 from generators.argtypes import dims, draw_index  # noqa: E402
 from generators.strategies import draw_tensor  # noqa: E402

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hypothesis import strategies as st
+from generators import memo as st
 
 from generators import argtypes, backward
 from generators.case import Case, TensorSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 
-from hypothesis import strategies as st
+from generators import memo as st
 
 from generators.case import LAYOUTS, TensorSpec
 
@@ -69,6 +69,7 @@ def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+@functools.lru_cache(maxsize=1024)
 def shapes(
     *,
     min_dims: int = 0,
@@ -197,6 +198,7 @@ def tensors(
     return build()
 
 
+@functools.lru_cache(maxsize=256)
 def from_dtype(dtype: str, *, min_value: float = -3, max_value: float = 3) -> st.SearchStrategy:
     """Python scalars fit for a tensor of `dtype`: bool, int or float (a Scalar argument)."""
     if dtype == "bool":

@@ -1,0 +1,61 @@
+"""`hypothesis.strategies`, with the construction of strategies memoised.
+
+Generators draw from small strategies built on the spot (`st.integers(0, rank)`,
+`st.sampled_from(options)`...), tens of them per case and thousands of cases per sweep. A fresh
+strategy object pays hypothesis's validation and its emptiness/recursion analysis again on first
+draw; profiled over a sweep, that was a third of all generation time. A strategy is an immutable
+description, so the same arguments can share one object: each constructor here returns the cached
+strategy for its arguments (lists become tuples so that they hash). Anything not memoised here
+(`composite`, `data`, ...) is hypothesis's own.
+
+Use as ``from generators import memo as st``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from hypothesis import strategies as _st
+
+
+def _key(value):
+    """A cache key that tells 0, 0.0 and False apart, also inside tuples (lru_cache would not)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_key(v) for v in value))
+    return (type(value), value)
+
+
+def _memoised(constructor):
+    cache: dict = {}
+
+    @functools.wraps(constructor)
+    def build(*args, **kwargs):
+        args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        try:
+            key = (_key(args), _key(tuple(sorted(kwargs.items()))))
+            strategy = cache.get(key)
+        except TypeError:  # an unhashable argument (a dict, a set): build it afresh
+            return constructor(*args, **kwargs)
+        if strategy is None:
+            if len(cache) > 8192:
+                cache.clear()
+            strategy = cache[key] = constructor(*args, **kwargs)
+        return strategy
+
+    return build
+
+
+integers = _memoised(_st.integers)
+booleans = _memoised(_st.booleans)
+floats = _memoised(_st.floats)
+just = _memoised(_st.just)
+none = _memoised(_st.none)
+sampled_from = _memoised(_st.sampled_from)
+permutations = _memoised(_st.permutations)
+lists = _memoised(_st.lists)
+tuples = _memoised(_st.tuples)
+one_of = _memoised(_st.one_of)
+
+
+def __getattr__(name):
+    return getattr(_st, name)
