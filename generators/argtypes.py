@@ -15,7 +15,7 @@ import re
 from generators import memo as st
 
 from generators.case import TensorSpec
-from generators.strategies import INT_DTYPES, draw_tensor, from_dtype, is_complex, is_floating
+from generators.strategies import INT_DTYPES, QSCHEMES, draw_tensor, from_dtype, is_complex, is_floating, is_quantized
 
 # types that cannot be generated, with the reason shown to users
 UNSUPPORTED = {
@@ -177,6 +177,8 @@ def _draw_tensor(arg, ctx, label):
         layout = sparse_layout(ctx, label)
         if layout is not None:
             return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), layout=layout, label=label)
+        if is_quantized(ctx.dtype):
+            return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), qscheme=qscheme(ctx), label=label)
     else:
         shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     dtype = ctx.dtype
@@ -214,6 +216,12 @@ def sparse_layout(ctx, label: str) -> str | None:
     return None
 
 
+def qscheme(ctx) -> str:
+    """How the op's quantized inputs are quantized: the rules' "quantized" hint, e.g. per_channel."""
+    hinted = ctx.hints.get("quantized")
+    return hinted if hinted in QSCHEMES else "per_tensor"
+
+
 def _domain(ctx) -> str:
     return ctx.values if ctx.values else "real"
 
@@ -249,7 +257,7 @@ def _draw_tensor_list(arg, ctx, label):
         if arg.type.rstrip("?").endswith("?[]") and ctx.draw(st.booleans(), label=f"{label}[{i}] none"):
             out.append(None)
             continue
-        out.append(draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=f"{label}[{i}]"))
+        out.append(draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, qscheme=qscheme(ctx), label=f"{label}[{i}]"))
     return out
 
 
@@ -272,9 +280,11 @@ def out_values(arg, ctx):
     """out= arguments: an empty tensor that the op resizes (a wrong size and a non-contiguous out
     are the runner's variants, see `generators.variants`)."""
     dtype = out_dtype(arg, ctx)
+    # a quantized out needs quantization parameters; the op's own replace them when it resizes
+    scale = 1.0 if is_quantized(dtype) else None
     if base(arg.type) == "Tensor[]":
-        return [TensorSpec(shape=(0,), dtype=dtype) for _ in ctx.list_shapes]
-    return TensorSpec(shape=(0,), dtype=dtype)
+        return [TensorSpec(shape=(0,), dtype=dtype, scale=scale) for _ in ctx.list_shapes]
+    return TensorSpec(shape=(0,), dtype=dtype, scale=scale)
 
 
 def out_dtype(arg, ctx) -> str:

@@ -42,8 +42,18 @@ VALUE_KINDS = (
 )
 
 
+# quantized dtypes: the values are drawn as float32 and quantized on the target device
+QUANTIZED_DTYPES = ("quint8", "qint8", "qint32")
+# the integer cell whose storage each quantized dtype shares (int_repr's dtype)
+QUANTIZED_STORAGE = {"quint8": "uint8", "qint8": "int8", "qint32": "int32"}
+PER_CHANNEL_LAYOUTS = ("contiguous", "channels_last")
+
+
 # value kinds that constrain whole matrices (the last two dims), not single elements
 STRUCTURED_KINDS = ("invertible", "spd")
+
+
+QUANTIZED_STORAGE_DTYPES = {q: getattr(torch, s) for q, s in QUANTIZED_STORAGE.items()}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -70,12 +80,31 @@ class TensorSpec:
     low: float | None = None  # optional explicit range, overrides the value kind's default
     high: float | None = None
     requires_grad: bool = False
+    # quantized dtypes only: affine quantization parameters; per channel along `axis` when it is
+    # set, with channel i's scale scale * (1 + i / 4) and zero point zero_point + i % 2
+    scale: float | None = None
+    zero_point: int = 0
+    axis: int | None = None
 
     def __post_init__(self):
         if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
+        if self.quantized:
+            if self.scale is None or not self.scale > 0:
+                raise ValueError(f"a {self.dtype} tensor needs a positive scale, got {self.scale!r}")
+            if self.axis is not None and not -len(self.shape) <= self.axis < len(self.shape):
+                raise ValueError(f"axis {self.axis} out of range for shape {self.shape}")
+            if self.axis is not None and self.layout not in PER_CHANNEL_LAYOUTS:
+                # the channels are those of the base tensor: other layouts view a base of another shape
+                raise ValueError(f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}")
+        elif self.scale is not None or self.axis is not None:
+            raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype in QUANTIZED_DTYPES
 
     @property
     def numel(self) -> int:
@@ -100,11 +129,28 @@ class TensorSpec:
             return (self.numel + 1,)
         return tuple(s)
 
+    @property
+    def value_dtype(self) -> torch.dtype:
+        """The dtype the values are drawn in: float32 for a quantized tensor (quantized later)."""
+        return torch.float32 if self.quantized else self.torch_dtype
+
     def make_cpu_base(self) -> torch.Tensor:
         """The base values on the CPU, a pure function of the spec (same on every call)."""
         if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
             return self._structured_base()
-        return _make_values(self.base_shape(), self.torch_dtype, self.values, self.seed, self.low, self.high)
+        return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high)
+
+    def quantize(self, base: torch.Tensor) -> torch.Tensor:
+        """`base` (float, on its final device) quantized with this spec's parameters."""
+        qdtype = self.torch_dtype
+        if self.axis is None:
+            return torch.quantize_per_tensor(base, self.scale, self.zero_point, qdtype)
+        axis = self.axis % base.dim()
+        n = base.shape[axis]
+        info = torch.iinfo(QUANTIZED_STORAGE_DTYPES[self.dtype])
+        scales = torch.tensor([self.scale * (1 + i / 4) for i in range(n)], dtype=torch.float64, device=base.device)
+        points = torch.tensor([min(self.zero_point + i % 2, info.max) for i in range(n)], dtype=torch.int64, device=base.device)
+        return torch.quantize_per_channel(base, scales, points, axis, qdtype)
 
     def _structured_base(self) -> torch.Tensor:
         """A base whose layout view holds the structured matrices (SPD, invertible) themselves.
@@ -112,7 +158,7 @@ class TensorSpec:
         Elementwise kinds can fill any base; a matrix property must hold for the *logical*
         tensor, so the logical values are made first and the base is built around them.
         """
-        logical = _make_values(self.shape, self.torch_dtype, self.values, self.seed, self.low, self.high)
+        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high)
         if self.layout == "transposed":
             return logical.transpose(-1, -2).contiguous()
         if self.layout == "sliced":
@@ -153,13 +199,18 @@ class TensorSpec:
         base = self.make_cpu_base()
         if dtype is not None and base.dtype != dtype:
             base = base.to(dtype)
-        t = self.apply_layout(to_device(base))
+        t = to_device(base)
+        if self.quantized:
+            t = self.quantize(t)
+        t = self.apply_layout(t)
         if self.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex) and t.layout == torch.strided:
             t = t.detach().requires_grad_(True)
         return t
 
     def describe(self) -> str:
         extra = "" if self.layout == "contiguous" else f", {self.layout}"
+        if self.quantized:
+            extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}"
 
 

@@ -8,6 +8,7 @@ operator base name with leading underscores and a trailing inplace underscore st
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Callable
 
@@ -48,12 +49,13 @@ def builder_for(op):
 
 from generators import memo as st  # noqa: E402
 
-from generators.argtypes import dims, draw_index  # noqa: E402
+from generators.argtypes import dims, draw_index, qscheme  # noqa: E402
+from generators.case import TensorSpec  # noqa: E402
 from generators.strategies import draw_tensor  # noqa: E402
 
 
 def _tensor(ctx, shape, *, label, dtype=None, values=None, writable=False):
-    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", writable=writable, label=label)
+    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", writable=writable, qscheme=qscheme(ctx), label=label)
 
 
 def _sub_shape(ctx, shape, *, label, at=None, at_max=4):
@@ -520,6 +522,23 @@ def batch_norm(ctx):
             ctx.fixed[name] = 1e-5
 
 
+@family("quantized_batch_norm")
+def quantized_batch_norm(ctx):
+    """A quantized (N, C, *) input; float per-channel weight, bias and statistics (var > 0); the
+    output's quantization parameters."""
+    n = ctx.draw(st.integers(1, 3), label="batch")
+    c = ctx.draw(st.integers(1, 3), label="channels")
+    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=3), label="spatial")
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    for name in ("weight", "bias", "mean"):
+        ctx.fixed[name] = _tensor(ctx, (c,), dtype="float32", label=name)
+    ctx.fixed["var"] = _tensor(ctx, (c,), dtype="float32", values="positive", label="var")
+    ctx.fixed["eps"] = 1e-5
+    ctx.fixed["output_scale"] = ctx.draw(st.sampled_from((0.1, 0.05, 0.5)), label="output_scale")
+    ctx.fixed["output_zero_point"] = ctx.draw(st.integers(0, 10), label="output_zero_point")
+
+
 @family("layer_norm", "native_layer_norm", "rms_norm", "fused_rms_norm", "fused_layer_norm")
 def layer_norm(ctx):
     names = _arg_names(ctx)
@@ -653,3 +672,69 @@ def embedding_bag(ctx):
         ctx.fixed["include_last_offset"] = False
     if "mode" in _arg_names(ctx):
         ctx.fixed["mode"] = 0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(st.integers(0, 2), label="mode")
+
+
+# -- quantization ----------------------------------------------------------------------------------
+
+# the range of each quantized dtype's integer values, for zero points and quant_min / quant_max
+QUANT_RANGES = {"quint8": (0, 255), "qint8": (-128, 127), "qint32": (-(2**31), 2**31 - 1)}
+_qdtypes = st.sampled_from(tuple(QUANT_RANGES))
+_quant_scales = st.sampled_from((0.1, 0.02, 0.5, 1.0))
+
+
+def _qparams(ctx, n: int, *, scale_dtype: str, point_dtype: str, label: str, qdtype: str = "quint8"):
+    """Per-channel scales (> 0) and zero points (within `qdtype`'s range) for `n` channels."""
+    lo, hi = QUANT_RANGES[qdtype]
+    scales = draw_tensor(ctx.draw, dtype=scale_dtype, shape=(n,), values="positive", low=0.01, high=1.0, layout="contiguous", label=f"{label} scales")
+    points = draw_tensor(ctx.draw, dtype=point_dtype, shape=(n,), values="index", low=max(lo, -100), high=min(hi, 100), layout="contiguous", label=f"{label} zero points")
+    return scales, points
+
+
+@family("quantize_per_tensor", "quantize_per_channel", "empty_affine_quantized", "empty_per_channel_affine_quantized")
+def quantize(ctx):
+    """A float tensor quantized to a drawn quantized dtype, with valid scales and zero points
+    (per tensor: a float and an int, or 0-d tensors; per channel: one of each per channel)."""
+    names = _arg_names(ctx)
+    qdtype = ctx.draw(_qdtypes, label="quantized dtype")
+    ctx.fixed["dtype"] = {"dtype": qdtype}
+    lo, hi = QUANT_RANGES[qdtype]
+    if "size" in names:  # the empty_* factories
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"size[{i}]") for i in range(ctx.draw(st.integers(1, 3), label="rank")))
+        ctx.fixed["size"] = list(ctx.shape)
+    elif "tensors" in names:
+        ctx.fixed["tensors"] = [_tensor(ctx, s, label=f"tensors[{i}]") for i, s in enumerate(ctx.list_shapes)]
+        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, len(ctx.list_shapes), scale_dtype="float64", point_dtype="int64", label="tensors", qdtype=qdtype)
+        return
+    elif ctx.rank == 0 and "axis" in names:
+        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+    if "self" in names:
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    axis = None
+    if "axis" in names:
+        axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
+        ctx.fixed["axis"] = axis
+        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
+    elif "scale" in names and next(a.type for a in ctx.op.arguments if a.name == "scale").startswith("Tensor"):
+        scale, point = _qparams(ctx, 1, scale_dtype="float32", point_dtype="int64", label="tensor", qdtype=qdtype)
+        ctx.fixed["scale"], ctx.fixed["zero_point"] = dataclasses.replace(scale, shape=()), dataclasses.replace(point, shape=())
+    elif "scale" in names:
+        ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
+        ctx.fixed["zero_point"] = ctx.draw(st.integers(max(lo, -100), min(hi, 100)), label="zero_point")
+    if ctx.op.variant == "out":
+        # the out must be quantized like the result: the same dtype and, per channel, the same axis
+        ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
+
+
+@family("fake_quantize_per_channel_affine", "fake_quantize_learnable_per_channel_affine")
+def fake_quantize_per_channel(ctx):
+    """Per-channel scales (> 0) and zero points within [quant_min, quant_max] along a drawn axis;
+    the learnable variant takes float zero points."""
+    learnable = "learnable" in ctx.op.base_name
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
+    qdtype = ctx.draw(st.sampled_from(("quint8", "qint8")), label="quantized range")
+    lo, hi = QUANT_RANGES[qdtype]
+    ctx.fixed.update(axis=axis, quant_min=lo, quant_max=hi)
+    ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float32", point_dtype="float32" if learnable else "int32", label="channel", qdtype=qdtype)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from generators import memo as st
 
 from generators import argtypes, backward
-from generators.case import Case, TensorSpec
+from generators.case import QUANTIZED_STORAGE, Case, TensorSpec
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
 
 
@@ -82,6 +82,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
     rules = getattr(op, "rules", None)
     if rules is not None and rules.untestable:
         raise Untestable(rules.untestable)
+    quantized_cell(op, dtype)
     from generators import families
 
     builder = families.builder_for(op)
@@ -95,12 +96,25 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
     return _cases(op, dtype, max_numel, builder)
 
 
+def quantized_cell(op, cell: str) -> str | None:
+    """The quantized dtype that stands for `cell` in an op whose rules hint a quantized input
+    (quint8, qint8, qint32 in the uint8, int8, int32 cells: the integer storage they share);
+    None for other ops. Raises Untestable in the other cells."""
+    rules = getattr(op, "rules", None)
+    if rules is None or not rules.hints.get("quantized"):
+        return None
+    for qdtype, storage in QUANTIZED_STORAGE.items():
+        if storage == cell:
+            return qdtype
+    raise Untestable(f"takes a quantized tensor: the {cell} cell has none (quint8, qint8 and qint32 are tested in the uint8, int8 and int32 cells)")
+
+
 @st.composite
 def _cases(draw, op, cell, max_numel, builder):
     rules = getattr(op, "rules", None)
     ctx = Context(
         op=op,
-        dtype="float32" if cell == "none" else cell,
+        dtype=quantized_cell(op, cell) or ("float32" if cell == "none" else cell),
         cell=cell,
         max_numel=max_numel,
         draw=draw,
@@ -113,6 +127,9 @@ def _cases(draw, op, cell, max_numel, builder):
     if ctx.hints.get("layout") in ("sparse_csr", "sparse_csc") and ctx.rank != 2:
         # compressed layouts are (batches of) matrices
         ctx.shape = draw(shapes(min_dims=2, max_dims=2, max_side=5, max_numel=ctx.per_tensor), label="matrix shape")
+    if ctx.hints.get("quantized") == "per_channel" and ctx.rank == 0:
+        # per-channel quantization needs an axis
+        ctx.shape = draw(shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels")
     n_list = draw(st.integers(1, 3), label="list_len")
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:

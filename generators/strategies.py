@@ -13,7 +13,7 @@ import math
 
 from generators import memo as st
 
-from generators.case import LAYOUTS, TensorSpec
+from generators.case import LAYOUTS, PER_CHANNEL_LAYOUTS, QUANTIZED_DTYPES, QUANTIZED_STORAGE, TensorSpec
 
 # the dtype cells conform tests by default, simplest first
 DTYPE_NAMES = (
@@ -38,6 +38,10 @@ DEFAULT_MAX_NUMEL = 4096
 
 def is_floating(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES or dtype == "float8_e4m3fn"
+
+
+def is_quantized(dtype: str) -> bool:
+    return dtype in QUANTIZED_DTYPES
 
 
 def is_complex(dtype: str) -> bool:
@@ -154,14 +158,19 @@ def draw_tensor(
     writable: bool = False,
     low: float | None = None,
     high: float | None = None,
+    qscheme: str = "per_tensor",
     label: str = "tensor",
 ) -> TensorSpec:
     """Draw one TensorSpec of a known shape with `draw` (a composite's or `st.data()`'s).
 
     This is `tensors()` without building a strategy per call: generators draw hundreds of
-    tensors per op, and strategy construction dominated their cost.
+    tensors per op, and strategy construction dominated their cost. A quantized `dtype` (quint8,
+    qint8, qint32) also draws the scale and zero point; `qscheme` ("per_tensor", "per_channel"
+    or "any") says whether they are per tensor or per channel along a drawn axis.
     """
     shape = tuple(shape)
+    if dtype in QUANTIZED_DTYPES:
+        return _draw_quantized(draw, dtype=dtype, shape=shape, values=values, layout=layout, qscheme=qscheme, label=label)
     if values in ("invertible", "spd") and len(shape) == 2:
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
@@ -171,6 +180,27 @@ def draw_tensor(
     kind = draw(_real_value_kinds, label=f"{label} values") if values in ("real", "small") and is_floating(dtype) else values
     seed = draw(_seeds, label=f"{label} seed")
     return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high)
+
+
+QSCHEMES = ("per_tensor", "per_channel", "any")
+_scales = st.sampled_from((0.1, 0.02, 0.5, 1.0))
+_zero_points = {q: st.integers(*_range) for q, _range in (("quint8", (0, 255)), ("qint8", (-128, 127)), ("qint32", (-1000, 1000)))}
+
+
+def _draw_quantized(draw, *, dtype, shape, values, layout, qscheme, label) -> TensorSpec:
+    if qscheme not in QSCHEMES:
+        raise ValueError(f"unknown qscheme {qscheme!r}, expected one of {QSCHEMES}")
+    assert dtype in QUANTIZED_STORAGE
+    per_channel = len(shape) >= 1 and (qscheme == "per_channel" or qscheme == "any" and draw(st.booleans(), label=f"{label} per channel"))
+    axis = draw(st.integers(0, len(shape) - 1), label=f"{label} axis") if per_channel else None
+    if layout is None:
+        choices = _layout_choices(shape, False)
+        layout = draw(st.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)]) if per_channel else choices, label=f"{label} layout")
+    scale = draw(_scales, label=f"{label} scale")
+    zero_point = draw(_zero_points[dtype], label=f"{label} zero point")
+    seed = draw(_seeds, label=f"{label} seed")
+    kind = "real" if values in ("index",) else values
+    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, scale=scale, zero_point=zero_point, axis=axis)
 
 
 def tensors(

@@ -37,6 +37,12 @@ def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tup
 
 
 def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorSpec:
+    if spec.axis is not None:
+        # a per-channel quantized out: its channels are those of its base, so it stays
+        # contiguous (the noncontiguous variant repeats the preallocated one)
+        axis = min(spec.axis, len(shape) - 1) if shape else None
+        wrong = tuple(shape[:-1]) + (shape[-1] + 1,) if shape and variant == "wrong_size" else shape
+        return dataclasses.replace(spec, shape=wrong, layout="contiguous", axis=axis)
     if variant == "preallocated":
         return dataclasses.replace(spec, shape=shape, layout="contiguous")
     if variant == "wrong_size":
