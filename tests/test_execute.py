@@ -270,3 +270,82 @@ def test_repro_script_runs_and_reports_both_sides(tmp_path):
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "output: 0 / 12 elements differ" in done.stdout
+
+
+# -- the CPU against golden float64: what golden can and cannot be the expectation of -------
+
+
+@pytest.mark.parametrize(
+    "op_name,args",
+    [
+        ("aten::element_size", (f32(3, dtype="float16"),)),
+        ("aten::promote_types", ({"dtype": "float16"}, {"dtype": "int32"})),
+        ("aten::result_type.Tensor", (f32(3, dtype="bfloat16"), f32(3, dtype="int32"))),
+        ("aten::result_type.Scalar", (f32(3, dtype="float32"), 2.5)),
+        ("aten::str", (T((), "float32", seed=1),)),
+    ],
+)
+def test_metadata_outputs_are_compared_with_the_reference_not_golden(op_name, args):
+    # element sizes, ScalarTypes and strings are what the float64 rewrite changes by construction
+    r = run_case(opdb.lookup(op_name), Case(op_name, args), CPUBackend())
+    assert r.outcome == O.PASS and not r.invalid, r.message
+
+
+def test_scalar_rounded_to_the_tensor_dtype_conforms():
+    # TensorIterator casts a wrapped Python number to the tensor's dtype: bfloat16(1.562) = 1.5625
+    ones = T((40,), "bfloat16", low=1.5625, high=1.5625)
+    r = run_case(opdb.lookup("aten::ne.Scalar"), Case("aten::ne.Scalar", (ones, 1.562)), CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    # softshrink reads lambda in float32: golden with lambda as given is its expectation
+    x = T((40,), "bfloat16", low=1.5625, high=1.5625)
+    r = run_case(opdb.lookup("aten::softshrink"), Case("aten::softshrink", (x, 1.562)), CPUBackend())
+    assert r.outcome == O.PASS, r.message
+
+
+def _flipped_ne():
+    from tests.faulty import FaultyBackend, aten
+
+    body = {"name": "faulty-ne-flipped", "targets": frozenset({aten.ne.Scalar}), "bug": staticmethod(lambda f, a, k: ~f(*a, **k))}
+    return type("NeFlipped", (FaultyBackend,), body)()
+
+
+def test_bool_output_mismatch_is_attributed_against_golden():
+    x = T((40,), "bfloat16", seed=3)
+    r = run_case(opdb.lookup("aten::ne.Scalar"), Case("aten::ne.Scalar", (x, 1.562)), _flipped_ne())
+    assert r.outcome == O.MISMATCH
+    assert (r.device_golden_err, r.ref_golden_err) == (1.0, 0.0)
+    assert r.message.endswith("; device error 1 vs CPU 0 (golden float64)"), r.message
+
+
+def test_nan_position_mismatch_is_attributed_as_an_infinite_error():
+    case = Case("aten::maximum", (T((4, 6), "float32", values="special", seed=8), T((4, 6), "float32", seed=4)))
+    r = run_case(opdb.lookup("aten::maximum"), case, BACKENDS["nan_not_propagated"]())
+    assert r.outcome == O.MISMATCH and "NaN mismatch" in r.message
+    assert r.device_golden_err == float("inf") and r.ref_golden_err == 0.0
+    assert "device error inf vs CPU 0 (golden float64)" in r.message
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "complex64"])
+def test_dtype_extremes_are_expected_in_the_case_dtype(dtype):
+    # nan_to_num's default replacement for inf is the dtype's largest value: float64's in golden
+    case = Case("aten::nan_to_num", (T((4, 6), dtype, values="special", seed=8),))
+    r = run_case(opdb.lookup("aten::nan_to_num"), case, CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    # and a kernel that saturates a real overflow is still wrong (exp(90) is inf in float32)
+    over = Case("aten::exp", (T((8,), "float32", low=80, high=100, seed=1),))
+    assert run_case(opdb.lookup("aten::exp"), over, BACKENDS["inf_clamped"]()).outcome == O.MISMATCH
+
+
+def test_gradient_of_a_higher_precision_operand_has_the_outputs_precision():
+    # float16[512] * float32 0-d tensor is float16; the 0-d operand's gradient is a float16 sum
+    # of 512 products cast to float32: as precise as float16, whatever its dtype says
+    case = Case("aten::mul.Tensor", (T((512,), "float16", seed=0), T((), "float32", seed=100)), {}, seed=0)
+    r = run_case(opdb.lookup("aten::mul.Tensor"), case, CPUBackend())
+    assert r.outcome == O.PASS, r.message
+
+
+def test_grad_mismatch_is_attributed_against_golden():
+    r = _run("grad_wrong", "aten::sigmoid", Case("aten::sigmoid", (f32(3, 4),)))
+    assert r.outcome == O.GRAD_MISMATCH
+    assert r.device_golden_err > 1e-3 and r.ref_golden_err < 1e-5
+    assert "(golden float64)" in r.message
