@@ -10,6 +10,8 @@ shape, which is right for the pointwise backwards.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from generators import memo as st
 
@@ -28,8 +30,50 @@ def forward_name(op) -> str:
     return op.base_name.split("_backward", 1)[0]
 
 
+# arguments of a backward op that hold one of its forward's results, by name: the index in the
+# forward's outputs (max pooling's argmax indices)
+FORWARD_RESULT_NAMES = {"indices": 1}
+
+
 def deferred_args(op) -> tuple[str, ...]:
-    return tuple(a.name for a in op.arguments if a.name in GRAD_NAMES and not a.is_out)
+    """The arguments drawn after all others: incoming gradients, and forward results."""
+    grads = tuple(a.name for a in op.arguments if a.name in GRAD_NAMES and not a.is_out)
+    names = tuple(a.name for a in op.arguments if a.name in FORWARD_RESULT_NAMES and not a.is_out and a.type.startswith("Tensor"))
+    return grads + (_forward_results(op.base_name, names) if names else ())
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_results(base_name: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Of `names`, those that the forward of `base_name` does not take as an input (embedding's
+    backward takes the forward's input `indices`, max pooling's backward its result)."""
+    packet = _forward_packet(base_name)
+    inputs = {a.name for o in (packet.overloads() if packet else ()) for a in getattr(packet, o)._schema.arguments if not a.is_out}
+    return tuple(n for n in names if n not in inputs) if packet else ()
+
+
+def draw_deferred(arg, ctx):
+    if arg.name in FORWARD_RESULT_NAMES:
+        return forward_result(arg, ctx)
+    return draw_grad(arg, ctx)
+
+
+def forward_result(arg, ctx):
+    """The forward's result that `arg` stands for (max pooling's indices), as explicit values;
+    None when the forward rejects the drawn arguments (the backward then will too)."""
+    outs = forward_outputs(ctx.op, _forward_arguments(ctx))
+    i = FORWARD_RESULT_NAMES[arg.name]
+    if outs is None or len(outs) <= i or not isinstance(outs[i], torch.Tensor):
+        from generators.argtypes import draw_arg
+
+        return draw_arg(arg, ctx)
+    t = outs[i]
+    return TensorSpec(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), data=tuple(t.flatten().tolist()))
+
+
+def _forward_arguments(ctx) -> dict:
+    # family builders may pre-draw forward arguments that the backward does not take
+    # (adaptive pooling's output_size, fractional pooling's random samples)
+    return {**ctx.fixed, **ctx.drawn}
 
 
 def draw_grad(arg, ctx):
@@ -38,7 +82,7 @@ def draw_grad(arg, ctx):
         # resampling backwards: (N, C, *output_size)
         shape = tuple(drawn["input_size"][: len(drawn["input_size"]) - len(drawn["output_size"])]) + tuple(drawn["output_size"])
     else:
-        shape = forward_output_shape(ctx.op, drawn)
+        shape = forward_output_shape(ctx.op, _forward_arguments(ctx))
     if shape is None:
         shape = ctx.shape
     if arg.type.endswith("?") and ctx.draw(st.integers(0, 5), label=f"{arg.name} none") == 0:
@@ -52,10 +96,20 @@ def _identity(t: torch.Tensor) -> torch.Tensor:
 
 def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
     """The shape of the forward op's (first) output for the drawn arguments, run on the CPU."""
-    packet = getattr(torch.ops.aten, forward_name(op), None)
-    if packet is None:
-        stripped = forward_name(op).lstrip("_")
-        packet = getattr(torch.ops.aten, stripped, None)
+    outs = forward_outputs(op, drawn)
+    if outs and isinstance(outs[0], torch.Tensor):
+        return tuple(outs[0].shape)
+    return None
+
+
+def _forward_packet(base_name: str):
+    name = base_name.split("_backward", 1)[0]
+    return getattr(torch.ops.aten, name, None) or getattr(torch.ops.aten, name.lstrip("_"), None)
+
+
+def forward_outputs(op, drawn: dict) -> list | None:
+    """The forward op's outputs for the drawn arguments, run on the CPU (None if it rejects them)."""
+    packet = _forward_packet(op.base_name)
     if packet is None:
         return None
     for overload in ["default"] + [o for o in packet.overloads() if o != "default"]:
@@ -67,7 +121,7 @@ def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
             continue
         kwargs = {}
         ok = True
-        sizes = drawn.get("input_sizes")
+        sizes = drawn.get("input_sizes", drawn.get("sizes"))
         if "self" not in drawn and isinstance(sizes, list) and all(isinstance(x, int) for x in sizes):
             # view backwards (select, slice, diagonal, ...) take the input's sizes, not the input
             drawn = {**drawn, "self": TensorSpec(shape=tuple(sizes), dtype="float32")}
@@ -89,10 +143,7 @@ def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
                 out = fwd(**real)
         except Exception:  # this overload does not take these arguments: try the next
             continue
-        if isinstance(out, (tuple, list)):
-            out = out[0] if out else None
-        if isinstance(out, torch.Tensor):
-            return tuple(out.shape)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
     return None
 
 

@@ -85,6 +85,9 @@ class TensorSpec:
     scale: float | None = None
     zero_point: int = 0
     axis: int | None = None
+    # explicit values (flattened, row-major) instead of drawn ones: for arguments that must come
+    # from another op's result, such as the indices a max-pooling backward takes from its forward
+    data: tuple | None = None
 
     def __post_init__(self):
         if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
@@ -101,6 +104,11 @@ class TensorSpec:
                 raise ValueError(f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}")
         elif self.scale is not None or self.axis is not None:
             raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
+        if self.data is not None:
+            if len(self.data) != self.numel:
+                raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
+            if self.layout not in ("contiguous", "transposed", "sliced", "offset", "channels_last"):
+                raise ValueError(f"explicit values cannot take the {self.layout} layout")
 
     @property
     def quantized(self) -> bool:
@@ -136,6 +144,8 @@ class TensorSpec:
 
     def make_cpu_base(self) -> torch.Tensor:
         """The base values on the CPU, a pure function of the spec (same on every call)."""
+        if self.data is not None:
+            return self._explicit_base()
         if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
             return self._structured_base()
         return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high)
@@ -152,6 +162,10 @@ class TensorSpec:
         points = torch.tensor([min(self.zero_point + i % 2, info.max) for i in range(n)], dtype=torch.int64, device=base.device)
         return torch.quantize_per_channel(base, scales, points, axis, qdtype)
 
+    def _explicit_base(self) -> torch.Tensor:
+        logical = torch.tensor(self.data, dtype=self.value_dtype).reshape(self.shape)
+        return _base_around(logical, self)
+
     def _structured_base(self) -> torch.Tensor:
         """A base whose layout view holds the structured matrices (SPD, invertible) themselves.
 
@@ -159,17 +173,7 @@ class TensorSpec:
         tensor, so the logical values are made first and the base is built around them.
         """
         logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high)
-        if self.layout == "transposed":
-            return logical.transpose(-1, -2).contiguous()
-        if self.layout == "sliced":
-            base = torch.zeros(self.base_shape(), dtype=logical.dtype)
-            base[::2] = logical
-            return base
-        if self.layout == "expanded":
-            return logical[:1].clone()  # every batch element the same matrix
-        if self.layout == "offset":
-            return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
-        return logical
+        return _base_around(logical, self)
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
         """View `base` (already on its final device) into this spec's layout and logical shape."""
@@ -212,6 +216,21 @@ class TensorSpec:
         if self.quantized:
             extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}"
+
+
+def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
+    """The base tensor whose view in `spec`'s layout is `logical`."""
+    if spec.layout == "transposed" and logical.dim() >= 2:
+        return logical.transpose(-1, -2).contiguous()
+    if spec.layout == "sliced" and logical.dim() >= 1:
+        base = torch.zeros(spec.base_shape(), dtype=logical.dtype)
+        base[::2] = logical
+        return base
+    if spec.layout == "expanded" and logical.dim() >= 1:
+        return logical[:1].clone()  # every batch element the same matrix
+    if spec.layout == "offset":
+        return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
+    return logical
 
 
 def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> torch.Tensor:
@@ -384,6 +403,8 @@ def _decode(v):
         if "__tensor__" in v:
             d = dict(v["__tensor__"])
             d["shape"] = tuple(d["shape"])
+            if d.get("data") is not None:
+                d["data"] = tuple(d["data"])
             return TensorSpec(**d)
         if "__tuple__" in v:
             return tuple(_decode(x) for x in v["__tuple__"])

@@ -410,19 +410,47 @@ def adaptive_pooling(ctx):
     spatial = [ctx.draw(st.integers(1, 5), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    _list_arg(ctx, "output_size", [ctx.draw(st.integers(1, 3), label=f"output[{i}]") for i in range(d)])
+    out = [ctx.draw(st.integers(1, 3), label=f"output[{i}]") for i in range(d)]
+    _list_arg(ctx, "output_size", out)
+    if "output_size" not in _arg_names(ctx):
+        ctx.fixed["output_size"] = out  # the forward's, for a backward's indices (see generators.backward)
 
 
 @family("fractional_max_pool2d", "fractional_max_pool3d")
 def fractional_pooling(ctx):
     d = _spatial_rank(ctx)
     n, c = 1, ctx.draw(st.integers(1, 2), label="channels")
-    spatial = [ctx.draw(st.integers(3, 5), label=f"extent[{i}]") for i in range(d)]
+    # output + kernel - 1 must not exceed the input (2d), must stay below it (3d)
+    spatial = [ctx.draw(st.integers(3 if d == 2 else 4, 5), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     _list_arg(ctx, "kernel_size", [2] * d)
     _list_arg(ctx, "output_size", [2] * d)
     ctx.fixed["random_samples"] = _tensor(ctx, (n, c, d), values="probability", label="random_samples")
+
+
+@family("max_unpool2d", "max_unpool3d")
+def max_unpooling(ctx):
+    """The values and indices of a max pooling with non-overlapping windows (kernel = stride), so
+    that no two values go to the same place; output_size is the pooled input's."""
+    import torch
+
+    d = _spatial_rank(ctx)
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 2), label="channels")
+    k = [ctx.draw(st.integers(1, 2), label=f"kernel[{i}]") for i in range(d)]
+    spatial = [k[i] * ctx.draw(st.integers(1, 3), label=f"windows[{i}]") + ctx.draw(st.integers(0, k[i] - 1), label=f"rest[{i}]") for i in range(d)]
+    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    lead = (c,) if unbatched else (n, c)
+    pooled_input = _tensor(ctx, lead + tuple(spatial), dtype="float32", values="real", label="pooled input")
+    pool = torch.ops.aten.max_pool2d_with_indices if d == 2 else torch.ops.aten.max_pool3d_with_indices
+    _, indices = pool(pooled_input.materialize(lambda t: t), k, k)
+    ctx.shape = tuple(indices.shape)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["indices"] = TensorSpec(shape=ctx.shape, dtype="int64", data=tuple(indices.flatten().tolist()))
+    ctx.fixed["output_size"] = spatial
+    _list_arg(ctx, "stride", k)
+    _list_arg(ctx, "padding", [0] * d)
 
 
 @family(
@@ -738,3 +766,57 @@ def fake_quantize_per_channel(ctx):
     lo, hi = QUANT_RANGES[qdtype]
     ctx.fixed.update(axis=axis, quant_min=lo, quant_max=hi)
     ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float32", point_dtype="float32" if learnable else "int32", label="channel", qdtype=qdtype)
+
+
+# -- recurrent networks ----------------------------------------------------------------------------
+
+_GATES = {"gru": 3, "lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+@family("gru", "lstm", "rnn_tanh", "rnn_relu")
+def recurrent(ctx):
+    """A whole network: input (T, N, I) (batch first: (N, T, I)) or packed data with decreasing
+    batch sizes; hidden state (layers * directions, N, H), two of them for an LSTM; and the flat
+    parameter list PyTorch's modules pass: per layer and direction w_ih, w_hh[, b_ih, b_hh]."""
+    names = _arg_names(ctx)
+    base = ctx.op.base_name
+    gates = _GATES[base]
+    layers = ctx.draw(st.integers(1, 2), label="num_layers")
+    bidirectional = ctx.draw(st.booleans(), label="bidirectional")
+    has_biases = ctx.draw(st.booleans(), label="has_biases")
+    dirs = 2 if bidirectional else 1
+    n = ctx.draw(st.integers(1, 3), label="batch")
+    t = ctx.draw(st.integers(1, 3), label="steps")
+    i = ctx.draw(st.integers(1, 3), label="input size")
+    h = ctx.draw(st.integers(1, 3), label="hidden size")
+    if "batch_sizes" in names:
+        # packed: step s holds the sequences longer than s, in decreasing order of length
+        sizes = sorted((ctx.draw(st.integers(1, n), label=f"batch_sizes[{s}]") for s in range(t)), reverse=True)
+        sizes[0] = n
+        ctx.fixed["batch_sizes"] = TensorSpec(shape=(t,), dtype="int64", data=tuple(sizes))
+        ctx.shape = (sum(sizes), i)
+        ctx.fixed["data"] = _tensor(ctx, ctx.shape, label="data")
+    else:
+        batch_first = ctx.draw(st.booleans(), label="batch_first")
+        ctx.fixed["batch_first"] = batch_first
+        ctx.shape = (n, t, i) if batch_first else (t, n, i)
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    hidden = (layers * dirs, n, h)
+    ctx.fixed["hx"] = [_tensor(ctx, hidden, label="h0"), _tensor(ctx, hidden, label="c0")] if base == "lstm" else _tensor(ctx, hidden, label="hx")
+    params = []
+    for layer in range(layers):
+        width = i if layer == 0 else h * dirs
+        for d in range(dirs):
+            where = f"layer {layer} direction {d}"
+            params += [_tensor(ctx, (gates * h, width), label=f"w_ih {where}"), _tensor(ctx, (gates * h, h), label=f"w_hh {where}")]
+            if has_biases:
+                params += [_tensor(ctx, (gates * h,), label=f"b_ih {where}"), _tensor(ctx, (gates * h,), label=f"b_hh {where}")]
+    ctx.fixed.update(params=params, has_biases=has_biases, num_layers=layers, dropout=0.0, bidirectional=bidirectional)
+    ctx.fixed["train"] = ctx.draw(st.booleans(), label="train")  # no dropout: the same either way
+
+
+@family("lstm_cell")
+def lstm_cell(ctx):
+    symbolic(ctx, {"input": "n i", "w_ih": "4h i", "w_hh": "4h h", "b_ih": "?4h", "b_hh": "?4h"})
+    n, h = ctx.shape[0], ctx.fixed["w_hh"].shape[1]
+    ctx.fixed["hx"] = [_tensor(ctx, (n, h), label="h0"), _tensor(ctx, (n, h), label="c0")]

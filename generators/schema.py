@@ -140,7 +140,7 @@ def _cases(draw, op, cell, max_numel, builder):
         if arg.name in ctx.fixed:
             value = ctx.fixed[arg.name]
         elif arg.name in deferred:
-            value = backward.draw_grad(arg, ctx)
+            value = backward.draw_deferred(arg, ctx)
         elif arg.is_out:
             if "out dtypes" not in ctx.hints:
                 ctx.hints["out dtypes"] = backward.out_dtypes(op, ctx.drawn) or []
