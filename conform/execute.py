@@ -349,6 +349,43 @@ def _range_patch(golden, cast):
     return cast
 
 
+def _special_class(t: torch.Tensor) -> torch.Tensor:
+    """0 finite, 1 NaN, 2 +inf, 3 -inf, elementwise (complex: by real and imaginary parts)."""
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    t = t.detach().to(torch.float64)
+    cls = torch.zeros(t.shape, dtype=torch.int8)
+    cls = torch.where(t.isnan(), 1, cls)
+    cls = torch.where(t == math.inf, 2, cls)
+    return torch.where(t == -math.inf, 3, cls).to(torch.int8)
+
+
+def _specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
+    """`expected` with the device's values where the float32 run (`mid`) and golden float64
+    disagree on which special value (or none) an element holds (see _run_case); with
+    `both_nonfinite`, where `golden` and `mid` are both non-finite."""
+    if isinstance(expected, torch.Tensor):
+        ok = all(isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided for t in (golden, mid, actual))
+        if not ok or not is_inexact(expected.dtype) or actual.dtype != expected.dtype:
+            return expected
+        cg, cm = _special_class(golden), _special_class(mid)
+        pick = ((cg != 0) & (cm != 0)) if both_nonfinite else (cg != cm)
+        if not bool(pick.any()):
+            return expected
+        if expected.is_complex():
+            e, a = torch.view_as_real(expected.resolve_conj()), torch.view_as_real(actual.detach().resolve_conj())
+            return torch.view_as_complex(torch.where(pick, a, e).contiguous())
+        return torch.where(pick, actual.detach(), expected)
+    if isinstance(expected, (list, tuple)) and all(isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)):
+        items = [_specials_patch(e, g, m, a, both_nonfinite=both_nonfinite) for e, g, m, a in zip(expected, golden, mid, actual)]
+        return items if isinstance(expected, list) else tuple(items)
+    return expected
+
+
+def _has_nonfinite(inputs) -> bool:
+    return any(is_inexact(t.dtype) and t.numel() and t.device.type != "meta" and not bool(torch.isfinite(_dense(t)).all()) for t in _leaves(inputs))
+
+
 def _leaves(x):
     if isinstance(x, torch.Tensor):
         yield x
@@ -439,7 +476,7 @@ def _scalar_rounded_case(op, case):
 
 # Families whose every output element sums many inputs (opdb.families names): their tolerance
 # grows with the largest input's size, an upper bound on the terms per output.
-GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "scan")
+GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "scan", "fft")
 
 
 def _numel_ratio(op, case, outputs) -> int:
@@ -762,21 +799,26 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale)  # noqa: E731
 
     # -- compare the forward results ---------------------------------------------------------
-    if meta_only or nondet == "uninitialized":
-        records = _compare_all(_pairs(dev, expected, expected_written, op), tol, sign=False, meta_only=True)
-    elif nondet == "seeded":
-        records = []
-        for actual, exp, path in _pairs(dev, expected, expected_written, op):
-            records += _statistics_records(actual, exp, path)
-    elif nondet == "ties":
-        records = _tie_records(op, dev, expected, ref.inputs, tol)
-        records += _compare_all(_pairs(dev, expected, expected_written, op)[1:], tol, sign=sign, meta_only=False)
-    else:
-        exact, meta = _split_ambiguous(op, _pairs(dev, expected, expected_written, op))
-        records = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(meta, tol, sign=False, meta_only=True)
-    if not dtype_checked:
-        records = [r for r in records if r.kind != "dtype"]
-    if device_is_cpu and golden_cast is not None and failures(records) and not meta_only and nondet not in ("seeded", "uninitialized"):
+    def forward_records(want, want_written):
+        pairs = _pairs(dev, want, want_written, op)
+        if meta_only or nondet == "uninitialized":
+            out = _compare_all(pairs, tol, sign=False, meta_only=True)
+        elif nondet == "seeded":
+            out = []
+            for actual, exp, path in pairs:
+                out += _statistics_records(actual, exp, path)
+        elif nondet == "ties":
+            out = _tie_records(op, dev, want, ref.inputs, tol) + _compare_all(pairs[1:], tol, sign=sign, meta_only=False)
+        else:
+            exact, meta = _split_ambiguous(op, pairs)
+            out = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(meta, tol, sign=False, meta_only=True)
+        if not dtype_checked:
+            out = [r for r in out if r.kind != "dtype"]
+        return out
+
+    records = forward_records(expected, expected_written)
+    golden_checks = device_is_cpu and golden_cast is not None and not meta_only and nondet not in ("seeded", "uninitialized")
+    if golden_checks and failures(records):
         # golden as given failed: the same with the Scalar arguments rounded to the case's dtype
         # (see _scalar_rounded_case); the device passes if it matches either
         rounded = _scalar_rounded_case(op, case)
@@ -786,16 +828,35 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             if alt_cast is not None:
                 alt_cast = _range_patch(alt.result, alt_cast)
                 alt_written = {k: _range_patch((alt.written or {}).get(k), v) for k, v in alt_written.items()}
-                pairs = _pairs(dev, alt_cast, alt_written, op)
-                if nondet == "ties":
-                    alt_records = _tie_records(op, dev, alt_cast, ref.inputs, tol) + _compare_all(pairs[1:], tol, sign=sign, meta_only=False)
-                else:
-                    exact, meta = _split_ambiguous(op, pairs)
-                    alt_records = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(meta, tol, sign=False, meta_only=True)
+                alt_records = forward_records(alt_cast, alt_written)
                 # the device passes against either; when it fails both, the one the reference
                 # matches better is the truth its attribution is measured against
                 if not failures(alt_records) or _closer(ref, alt, golden):
                     records, golden = alt_records, alt
+                    expected, expected_written = alt_cast, alt_written
+    if golden_checks and failures(records) and all(r.kind in ("nan", "inf") for r in failures(records)) and _rounding_dtype(case) in (torch.float16, torch.bfloat16):
+        # Where NaN and infinity land when non-finite values meet zeros (inf * 0, implicit zeros
+        # of padding, inf - inf in a blocked sum) depends on the algorithm. The CPU's float32
+        # kernel is a second reference: where it and float64 disagree on a special value, that
+        # position is implementation-defined and the device's value stands; where they agree, a
+        # low-precision kernel that differs is inconsistent with the CPU's own (kept reported).
+        mid = _run_side(op, case, to_device=_cpu_copy, device=cpu, dtype=torch.float32)
+        if mid.error is None:
+            want = _specials_patch(expected, golden.result, mid.result, dev.result)
+            want_written = {k: _specials_patch(v, (golden.written or {}).get(k), (mid.written or {}).get(k), (dev.written or {}).get(k)) for k, v in (expected_written or {}).items()}
+            again = forward_records(want, want_written)
+            if not failures(again):
+                records = again
+    if golden_checks and failures(records) and all(r.kind in ("nan", "inf") for r in failures(records)) and op.family == "fft" and _has_nonfinite(ref.inputs):
+        # An FFT's products depend on its factorisation: a twiddle factor that is exactly 0 in
+        # one precision's table is 6e-17 in another's, so inf * w is NaN in one and inf in the
+        # other. With non-finite inputs, NaN and infinity are interchangeable in the output;
+        # a non-finite value where golden is finite (or the reverse) is still a finding.
+        want = _specials_patch(expected, dev.result, expected, dev.result, both_nonfinite=True)
+        want_written = {k: _specials_patch(v, (dev.written or {}).get(k), v, (dev.written or {}).get(k), both_nonfinite=True) for k, v in (expected_written or {}).items()}
+        again = forward_records(want, want_written)
+        if not failures(again):
+            records = again
 
     result = CaseResult(Outcome.PASS, "forward")
     _fill_errors(result, records)

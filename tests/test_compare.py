@@ -90,6 +90,19 @@ def test_complex_compared_on_real_and_imaginary_parts():
     assert one(e.conj(), e.conj().resolve_conj()).ok
 
 
+def test_complex_nan_is_nan_whatever_its_other_part_holds():
+    c = lambda re, im: torch.complex(torch.tensor([re, 1.0]), torch.tensor([im, 1.0]))  # noqa: E731
+    assert one(c(NAN, NAN), c(NAN, 0.0)).ok  # ifft of a NaN: (nan+nanj) or (nan+0j)
+    assert one(c(0.5, NAN), c(NAN, -3.0)).ok
+    r = one(c(NAN, 0.0), c(2.0, 0.0))  # a NaN where a number is expected is still found
+    assert r.kind == "nan" and r.index == (0,)
+    assert one(c(2.0, NAN), c(2.0, 0.0)).kind == "nan"
+    # (inf+nanj) and (nan+nanj): infinity recovery is the implementation's choice
+    assert one(c(INF, NAN), c(NAN, NAN)).ok and one(c(NAN, NAN), c(-INF, 0.0)).ok
+    assert one(c(INF, 0.0), c(-INF, 0.0)).kind == "inf"  # two infinities still agree in sign
+    assert one(c(INF, NAN), c(3.0, 0.0)).kind == "nan"
+
+
 def test_measured_errors_are_kept_for_passing_pairs_too():
     e = torch.tensor([1.0, 2.0, 4.0])
     a = torch.nextafter(e, torch.tensor(INF))

@@ -349,3 +349,30 @@ def test_grad_mismatch_is_attributed_against_golden():
     assert r.outcome == O.GRAD_MISMATCH
     assert r.device_golden_err > 1e-3 and r.ref_golden_err < 1e-5
     assert "(golden float64)" in r.message
+
+
+@pytest.mark.parametrize(
+    "op_name,args",
+    [
+        # every output sums all 1107 inputs: rounding grows with n, as for a reduction
+        ("aten::fft_rfft", (T((1107,), "float32", seed=3),)),
+        ("aten::fft_fftn", (T((24, 26), "complex64", seed=4),)),
+        # a NaN among the inputs: ifft2 gives (nan+nanj) in float32 and (nan+0j) in float64
+        ("aten::fft_ifft2", (T((1, 17), "float32", values="special", seed=0),)),
+    ],
+)
+def test_fft_with_many_terms_or_special_inputs_is_no_false_alarm(op_name, args):
+    r = run_case(opdb.lookup(op_name), Case(op_name, args), CPUBackend())
+    assert r.outcome == O.PASS, r.message
+
+
+def test_wrong_fft_is_still_a_mismatch():
+    from tests.faulty import FaultyBackend, aten
+
+    def conj_twiddles(func, args, kwargs):  # a sign error: the inverse transform's twiddles
+        return func(*args, **kwargs).conj()
+
+    body = {"name": "faulty-fft", "targets": frozenset({aten._fft_r2c.default}), "bug": staticmethod(conj_twiddles)}
+    backend = type("FftConj", (FaultyBackend,), body)()
+    r = run_case(opdb.lookup("aten::fft_rfft"), Case("aten::fft_rfft", (T((1107,), "float32", seed=3),)), backend)
+    assert r.outcome == O.MISMATCH and "(golden float64)" in r.message
