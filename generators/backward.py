@@ -31,8 +31,10 @@ def forward_name(op) -> str:
 
 
 # arguments of a backward op that hold one of its forward's results, by name: the index in the
-# forward's outputs (max pooling's argmax indices)
-FORWARD_RESULT_NAMES = {"indices": 1}
+# forward's outputs (max pooling's argmax indices, CTC loss's loss and alphas)
+FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1}
+# forwards whose public op hides a result that the backward takes
+_FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward"}
 
 
 def deferred_args(op) -> tuple[str, ...]:
@@ -104,6 +106,7 @@ def forward_output_shape(op, drawn: dict) -> tuple[int, ...] | None:
 
 def _forward_packet(base_name: str):
     name = base_name.split("_backward", 1)[0]
+    name = _FORWARDS.get(name, name)
     return getattr(torch.ops.aten, name, None) or getattr(torch.ops.aten, name.lstrip("_"), None)
 
 

@@ -384,6 +384,8 @@ def _encode(v):
     if isinstance(v, TensorSpec):
         d = dataclasses.asdict(v)
         d["shape"] = list(v.shape)
+        if v.data is not None:
+            d["data"] = _encode(list(v.data))  # complex and non-finite values are tagged
         return {"__tensor__": d}
     if isinstance(v, tuple):
         return {"__tuple__": [_encode(x) for x in v]}
@@ -404,7 +406,7 @@ def _decode(v):
             d = dict(v["__tensor__"])
             d["shape"] = tuple(d["shape"])
             if d.get("data") is not None:
-                d["data"] = tuple(d["data"])
+                d["data"] = tuple(_decode(d["data"]))
             return TensorSpec(**d)
         if "__tuple__" in v:
             return tuple(_decode(x) for x in v["__tuple__"])

@@ -278,7 +278,6 @@ table(
         "grid_sampler_2d": {"input": "n c h w", "grid": "n h w 2:unit"},
         "grid_sampler_3d": {"input": "n c d h w", "grid": "n d h w 3:unit"},
         "grid_sampler": {"input": "n c h w", "grid": "n h w 2:unit"},
-        "affine_grid_generator": {"theta": "n 2 3"},
         "gru_cell": {"input": "n i", "hx": "n h", "w_ih": "3h i", "w_hh": "3h h", "b_ih": "?3h", "b_hh": "?3h"},
         "rnn_tanh_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
         "rnn_relu_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
@@ -646,7 +645,8 @@ def positional_dims(ctx):
         ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
     elif base in ("narrow", "narrow_copy"):
         start = ctx.draw(st.integers(0, size), label="start")
-        ctx.fixed["start"] = start
+        start_is_tensor = next(a for a in ctx.op.arguments if a.name == "start").type.startswith("Tensor")
+        ctx.fixed["start"] = TensorSpec(shape=(), dtype="int64", data=(start,)) if start_is_tensor else start
         ctx.fixed["length"] = ctx.draw(st.integers(0, size - start), label="length")
     elif base in ("unflatten",):
         ctx.fixed["sizes"] = [1, size] if ctx.draw(st.booleans(), label="split") else [size, -1] if size else [size]
@@ -820,3 +820,140 @@ def lstm_cell(ctx):
     symbolic(ctx, {"input": "n i", "w_ih": "4h i", "w_hh": "4h h", "b_ih": "?4h", "b_hh": "?4h"})
     n, h = ctx.shape[0], ctx.fixed["w_hh"].shape[1]
     ctx.fixed["hx"] = [_tensor(ctx, (n, h), label="h0"), _tensor(ctx, (n, h), label="c0")]
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+@family("ctc_loss")
+def ctc_loss(ctx):
+    """log_probs (T, N, C); padded targets (N, S) of classes other than the blank; input lengths
+    up to T and target lengths up to S, as int lists or int64 tensors."""
+    names = {a.name: a for a in ctx.op.arguments}
+    t = ctx.draw(st.integers(1, 6), label="input length")
+    n = ctx.draw(st.integers(1, 3), label="batch")
+    c = ctx.draw(st.integers(2, 5), label="classes")
+    s = ctx.draw(st.integers(1, 4), label="target length")
+    blank = ctx.draw(st.integers(0, c - 1), label="blank")
+    ctx.shape = (t, n, c)
+    ctx.fixed["log_probs"] = _tensor(ctx, ctx.shape, label="log_probs")
+    # classes drawn from [0, c - 1) and shifted past the blank
+    targets = [ctx.draw(st.integers(0, c - 2), label=f"target[{j}]") for j in range(n * s)]
+    targets = tuple(x + (x >= blank) for x in targets)
+    ctx.fixed["targets"] = TensorSpec(shape=(n, s), dtype="int64", data=targets)
+    if ctx.op.base_name.startswith("_"):
+        # _ctc_loss returns log_alpha (its backward takes it), which the CPU kernel leaves
+        # uninitialized past each sequence's lengths: full, equal lengths define all of it
+        target_length = ctx.draw(st.integers(0, min(s, t)), label="target_lengths")
+        lengths = {"input_lengths": [t] * n, "target_lengths": [target_length] * n}
+    else:
+        lengths = {
+            "input_lengths": [ctx.draw(st.integers(1, t), label=f"input_lengths[{j}]") for j in range(n)],
+            "target_lengths": [ctx.draw(st.integers(0, min(s, t)), label=f"target_lengths[{j}]") for j in range(n)],
+        }
+    for name, values in lengths.items():
+        tensor = names[name].type.startswith("Tensor")
+        ctx.fixed[name] = TensorSpec(shape=(n,), dtype="int64", data=tuple(values)) if tensor else values
+    ctx.fixed["blank"] = blank
+
+
+
+@family("affine_grid_generator")
+def affine_grid(ctx):
+    """theta (N, 2, 3) for a 2-d grid of size (N, C, H, W), (N, 3, 4) for a 3-d one."""
+    d = ctx.draw(st.integers(2, 3), label="spatial dims")
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    size = [n, ctx.draw(st.integers(1, 2), label="channels")] + [ctx.draw(st.integers(1, 4), label=f"size[{i}]") for i in range(d)]
+    ctx.fixed["size"] = size
+    ctx.shape = (n, d, d + 1)
+    # the backward takes no theta; its gradient's shape comes from running the forward on it
+    ctx.fixed["theta"] = _tensor(ctx, ctx.shape, label="theta")
+
+
+@family("col2im")
+def col2im(ctx):
+    """Columns (N, C * prod(kernel), blocks) where blocks is the number of sliding windows that
+    fit the output with the drawn kernel, dilation, padding and stride."""
+    n = ctx.draw(st.integers(1, 2), label="batch")
+    c = ctx.draw(st.integers(1, 2), label="channels")
+    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
+    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
+    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
+    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
+    out = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
+    blocks = 1
+    for i in range(2):
+        blocks *= (out[i] + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1
+    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    ctx.shape = ((c * k[0] * k[1], blocks) if unbatched else (n, c * k[0] * k[1], blocks))
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed.update(output_size=out, kernel_size=k, dilation=dilation, padding=padding, stride=stride)
+
+
+@family("istft")
+def istft(ctx):
+    """A one-sided spectrogram (n_fft / 2 + 1, frames), complex of the cell's precision, with a
+    hop and window that satisfy the overlap-add (NOLA) condition."""
+    cell_complex = {"float32": "complex64", "float64": "complex128", "complex64": "complex64", "complex128": "complex128"}
+    dtype = cell_complex.get(ctx.dtype, ctx.dtype)
+    n_fft = ctx.draw(st.sampled_from((4, 8, 6)), label="n_fft")
+    frames = ctx.draw(st.integers(2, 5), label="frames")
+    batch = ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch")
+    ctx.shape = (*batch, n_fft // 2 + 1, frames)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, dtype=dtype, label="self")
+    ctx.fixed["n_fft"] = n_fft
+    ctx.fixed["hop_length"] = ctx.draw(st.sampled_from((n_fft // 4 or 1, n_fft // 2)), label="hop_length")
+    ctx.fixed["win_length"] = None
+    real = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    ctx.fixed["window"] = None if ctx.draw(st.booleans(), label="no window") else _tensor(ctx, (n_fft,), dtype=real, values="positive", label="window")
+    ctx.fixed["center"] = True
+    ctx.fixed["onesided"] = True
+    ctx.fixed["return_complex"] = False
+
+
+@family("linalg_cond")
+def linalg_cond(ctx):
+    """Square invertible matrices; the string norms are the matrix norms "fro" and "nuc"."""
+    _linalg_default(ctx)
+    p = next((a for a in ctx.op.arguments if a.name == "p"), None)
+    if p is not None and p.type.startswith("str"):
+        ctx.fixed["p"] = ctx.draw(st.sampled_from(("fro", "nuc")), label="p")
+
+
+@family("linalg_ldl_solve")
+def linalg_ldl_solve(ctx):
+    """LD and pivots from linalg_ldl_factor of a symmetric (not definite) matrix; B (n, k)."""
+    import torch
+
+    n = ctx.draw(st.integers(1, 4), label="n")
+    k = ctx.draw(st.integers(1, 3), label="k")
+    batch = tuple(ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch"))
+    hermitian = ctx.draw(st.booleans(), label="hermitian") if ctx.dtype.startswith("complex") else False
+    x = _tensor(ctx, batch + (n, n), values="invertible", label="matrix").materialize(lambda t: t)
+    a = x + (x.mH if hermitian else x.mT)
+    try:
+        ld, pivots, _ = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+    except RuntimeError:  # the cell's dtype has no LDL factorisation: draw a plain LD for the reference to reject
+        ld, pivots = a, torch.ones(batch + (n,), dtype=torch.int32)
+    ctx.shape = tuple(ld.shape)
+    ctx.fixed["LD"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, data=tuple(ld.flatten().tolist()))
+    ctx.fixed["pivots"] = TensorSpec(shape=tuple(pivots.shape), dtype="int32", data=tuple(pivots.flatten().tolist()))
+    ctx.fixed["B"] = _tensor(ctx, batch + (n, k), label="B")
+    ctx.fixed["hermitian"] = hermitian
+
+
+def _sparse(spec):
+    return dataclasses.replace(spec, layout="sparse_coo")
+
+
+@family("hspmm", "smm", "sspaddmm")
+def sparse_matmul(ctx):
+    """Matrix products whose first factor (and sspaddmm's self) are sparse COO matrices."""
+    symbolic(ctx, {"self": "n m", "mat1": "n k", "mat2": "k m"} if ctx.op.base_name == "sspaddmm" else {"self": "n k", "mat1": "n k", "mat2": "k m"})
+    for name in ("self", "mat1"):
+        if isinstance(ctx.fixed.get(name), TensorSpec):
+            ctx.fixed[name] = _sparse(ctx.fixed[name])
+    if ctx.op.variant == "out":
+        # the result is sparse, and so must the out be
+        n, m = ctx.shape[0], ctx.fixed["mat2"].shape[1]
+        ctx.fixed["out"] = TensorSpec(shape=(n, m), dtype=ctx.dtype, layout="sparse_coo")

@@ -76,3 +76,51 @@ def test_recurrent_ops_get_a_full_parameter_list():
     for name in ("aten::gru.data", "aten::rnn_relu.input", "aten::lstm_cell"):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
+
+
+def test_ldl_solve_takes_a_factorisation_and_ctc_backward_the_forward_results():
+    op = lookup("aten::linalg_ldl_solve")
+
+    @_settings
+    @given(from_schema(op, "float64"))
+    def check(case):
+        (ld, pivots, b), kwargs = _real(case)
+        # LD and pivots factor a nonsingular symmetric matrix: a finite right-hand side has a
+        # finite solution (random LD and pivots give inf, nan or an error)
+        x = torch.linalg.ldl_solve(ld, pivots, torch.ones_like(b), hermitian=kwargs.get("hermitian", False))
+        assert x.shape == b.shape and torch.isfinite(x).all()
+
+    check()
+    op = lookup("aten::_ctc_loss_backward")
+
+    @_settings
+    @given(from_schema(op, "float32"))
+    def check_ctc(case):
+        args, _ = _real(case)
+        grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha, blank = args[:8]
+        expected = torch.ops.aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank)
+        assert torch.allclose(nll, expected[0], rtol=0, atol=0, equal_nan=True)
+        assert torch.allclose(log_alpha, expected[1], rtol=0, atol=0, equal_nan=True)
+        assert not (targets == blank).any(), "the blank is no target class"
+
+    check_ctc()
+
+
+def test_values_that_must_be_exact_survive_json():
+    spec = TensorSpec((3,), "complex64", data=(1 + 2j, float("nan"), 3))
+    from generators.case import Case
+
+    back = Case.from_json(Case(op="x", args=(spec,)).to_json()).args[0]
+    assert back.data[0] == 1 + 2j and back.data[1] != back.data[1]
+
+
+def test_sparse_outs_stay_sparse_in_every_out_variant():
+    from generators.case import Case
+    from generators.variants import out_variants
+
+    out = TensorSpec((2, 3), "float32", layout="sparse_coo")
+    for variant in out_variants(Case(op="aten::hspmm.out", kwargs={"out": out}), {"out": (2, 3)}).values():
+        assert variant.kwargs["out"].materialize(lambda x: x).layout == torch.sparse_coo
+    for name in ("aten::hspmm.out", "aten::sspaddmm", "aten::narrow.Tensor", "aten::col2im", "aten::istft", "aten::linalg_cond.p_str", "aten::affine_grid_generator_backward", "aten::multilabel_margin_loss_backward"):
+        valid, reason = probe(lookup(name), "float32", examples=5)
+        assert valid, f"{name}: {reason}"
