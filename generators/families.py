@@ -137,6 +137,9 @@ def masked_like(ctx):
 @family("index_put", "index_put_impl", "unsafe_index_put", "index", "unsafe_index")
 def advanced_indexing(ctx):
     names = _arg_names(ctx)
+    if getattr(ctx.op, "family", "") == "torchscript":
+        list_member(ctx)
+        return
     if "values" in names:
         ctx.fixed["values"] = _tensor(ctx, (), label="values")
 
@@ -957,3 +960,36 @@ def sparse_matmul(ctx):
         # the result is sparse, and so must the out be
         n, m = ctx.shape[0], ctx.fixed["mat2"].shape[1]
         ctx.fixed["out"] = TensorSpec(shape=(n, m), dtype=ctx.dtype, layout="sparse_coo")
+
+
+
+# -- TorchScript builtins --------------------------------------------------------------------------
+
+# list element types of builtins, by the list's schema type
+_LIST_ELEMENTS = {
+    "float[]": st.sampled_from((0.5, -1.5, 2.0, 0.0)),
+    "int[]": st.integers(-3, 3),
+    "str[]": st.sampled_from(("a", "b", "", "a b")),
+    "bool[]": st.booleans(),
+}
+
+
+@family("remove")
+def list_member(ctx):
+    """list.index(x) and list.remove(x) on a non-empty list that holds x (else ValueError)."""
+    arg = next((a for a in ctx.op.arguments if a.name == "self"), None)
+    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", "")) if arg is not None else None
+    if elements is None or getattr(ctx.op, "family", "") != "torchscript":
+        return
+    items = ctx.draw(st.lists(elements, min_size=1, max_size=4), label="list")
+    ctx.fixed["self"] = items
+    ctx.fixed["el"] = items[ctx.draw(st.integers(0, len(items) - 1), label="member")]
+
+
+@family("Float", "Int")
+def number_from_string(ctx):
+    """float("1.5") and int("-2"): the string must hold a number."""
+    arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
+    if arg is not None and arg.type == "str":
+        numbers = ("1", "-2", "0", "1.5", "-0.25", "1e3") if ctx.op.base_name == "Float" else ("1", "-2", "0", "42")
+        ctx.fixed["a"] = ctx.draw(st.sampled_from(numbers), label="a")

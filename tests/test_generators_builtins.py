@@ -79,3 +79,18 @@ def test_errors_inside_the_interpreter_keep_their_own_message():
         assert str(e) == "list index out of range"  # not the TorchScript traceback around it
     else:
         raise AssertionError("index 5 of a one-element list")
+
+
+def test_list_lookups_look_for_a_member_and_number_parsers_get_numbers():
+    for name in ("aten::index.list_float", "aten::index.list_str", "aten::remove.float", "aten::Float.str", "aten::Int.str"):
+        op = lookup(name)
+
+        @_fast
+        @given(from_schema(op, "none"))
+        def check(case):
+            if len(case.args) == 2:
+                lst, el = case.args
+                assert el in lst
+            _run(op, case)  # the reference accepts it: no ValueError, no stod/stoll error
+
+        check()
