@@ -993,3 +993,82 @@ def number_from_string(ctx):
     if arg is not None and arg.type == "str":
         numbers = ("1", "-2", "0", "1.5", "-0.25", "1e3") if ctx.op.base_name == "Float" else ("1", "-2", "0", "42")
         ctx.fixed["a"] = ctx.draw(st.sampled_from(numbers), label="a")
+
+
+# -- sparse constructors ---------------------------------------------------------------------------
+
+
+def _sparsity(ctx):
+    """(n, m, [(row, col), ...]): a drawn n x m sparsity pattern, row-major."""
+    n = ctx.draw(st.integers(1, 4), label="rows")
+    m = ctx.draw(st.integers(1, 4), label="cols")
+    mask = ctx.draw(st.lists(st.booleans(), min_size=n * m, max_size=n * m), label="pattern")
+    return n, m, [(i // m, i % m) for i, on in enumerate(mask) if on]
+
+
+def _index_spec(values) -> TensorSpec:
+    return TensorSpec(shape=(len(values),), dtype="int64", data=tuple(values))
+
+
+def _compressed(major: int, entries) -> tuple[TensorSpec, TensorSpec]:
+    """Compressed and plain indices of `entries` ((major, minor) pairs sorted by major, minor)."""
+    counts = [0] * (major + 1)
+    for a, _ in entries:
+        counts[a + 1] += 1
+    for i in range(major):
+        counts[i + 1] += counts[i]
+    return _index_spec(counts), _index_spec([b for _, b in entries])
+
+
+@family("sparse_coo_tensor", "sparse_coo_tensor_unsafe", "validate_sparse_coo_tensor_args")
+def sparse_coo_constructor(ctx):
+    """indices (2, nnz) of a drawn pattern, values (nnz,), a size that holds them."""
+    names = _arg_names(ctx)
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=(0,), dtype=ctx.dtype, layout="sparse_coo")  # the result is sparse
+    if "indices" not in names:
+        return
+    n, m, entries = _sparsity(ctx)
+    ctx.fixed["indices"] = TensorSpec(shape=(2, len(entries)), dtype="int64", data=tuple(r for r, _ in entries) + tuple(c for _, c in entries))
+    ctx.fixed["values"] = _tensor(ctx, (len(entries),), label="values")
+    ctx.shape = (n, m)
+    if "size" in names:
+        ctx.fixed["size"] = [n + ctx.draw(st.integers(0, 1), label="extra rows"), m]
+    if "layout" in names:
+        from generators.schema import OMIT
+
+        ctx.fixed["layout"] = OMIT
+
+
+_COMPRESSED_LAYOUTS = {"csr": "sparse_csr", "csc": "sparse_csc", "bsr": "sparse_bsr", "bsc": "sparse_bsc"}
+
+
+@family(
+    "sparse_compressed_tensor", "sparse_compressed_tensor_unsafe", "validate_sparse_compressed_tensor_args",
+    "validate_sparse_csr_tensor_args", "validate_sparse_csc_tensor_args", "validate_sparse_bsr_tensor_args",
+    "validate_sparse_bsc_tensor_args", "validate_compressed_sparse_indices",
+)
+def sparse_compressed_constructor(ctx):
+    """Compressed (row or column) and plain indices of a drawn pattern; block layouts with 1 x 1
+    blocks, whose values are (nnz, 1, 1)."""
+    names = _arg_names(ctx)
+    m_ = re.search(r"(csr|csc|bsr|bsc)", ctx.op.base_name)
+    kind = m_.group(1) if m_ else ctx.draw(st.sampled_from(tuple(_COMPRESSED_LAYOUTS)), label="layout")
+    n, m, entries = _sparsity(ctx)
+    by_column = kind in ("csc", "bsc")
+    if "is_crow" in names:
+        by_column = not ctx.draw(st.booleans(), label="is_crow")
+        ctx.fixed["is_crow"] = not by_column
+    ordered = sorted((c, r) for r, c in entries) if by_column else entries
+    compressed, plain = _compressed(m if by_column else n, ordered)
+    if "is_crow" in names:
+        ctx.fixed.update(compressed_idx=compressed, plain_idx=plain, cdim=m if by_column else n, dim=n if by_column else m, nnz=len(entries))
+        return
+    first, second = [a.name for a in ctx.op.arguments if a.type.startswith("Tensor")][:2]
+    ctx.fixed[first], ctx.fixed[second] = compressed, plain
+    ctx.fixed["values"] = _tensor(ctx, (len(entries), 1, 1) if kind.startswith("b") else (len(entries),), label="values")
+    ctx.shape = (n, m)
+    if "size" in names:
+        ctx.fixed["size"] = [n, m]
+    if "layout" in names:
+        ctx.fixed["layout"] = {"layout": _COMPRESSED_LAYOUTS[kind]}

@@ -33,3 +33,22 @@ def test_ops_defined_on_sparse_tensors_get_them():
     check()
     valid, reason = probe(lookup("aten::coalesce"), "float32", examples=5)
     assert valid, reason
+
+
+def test_sparse_constructors_get_indices_of_one_pattern():
+    op = lookup("aten::sparse_compressed_tensor.comp_plain_value_size")
+
+    @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(op, "float32"))
+    def check(case):
+        (compressed, plain, values, size), kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+        layout = kwargs["layout"]
+        major = size[0] if layout in (torch.sparse_csr, torch.sparse_bsr) else size[1]
+        assert compressed[0] == 0 and compressed[-1] == plain.numel() == values.shape[0]
+        assert compressed.numel() == major + 1 and bool((compressed.diff() >= 0).all())
+        torch.sparse_compressed_tensor(compressed, plain, values, size, layout=layout, check_invariants=True)
+
+    check()
+    for name in ("aten::sparse_coo_tensor.indices_size", "aten::_validate_compressed_sparse_indices", "aten::_validate_sparse_bsc_tensor_args", "aten::sparse_coo_tensor.size_out"):
+        valid, reason = probe(lookup(name), "float32", examples=5)
+        assert valid, f"{name}: {reason}"
