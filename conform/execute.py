@@ -796,7 +796,10 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     n = _numel_ratio(op, case, ref_result)
     scale = _input_scale(ref.inputs if ref.error is None else ())
-    tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale)  # noqa: E731
+    base_tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale)  # noqa: E731
+    # a result is no more precise than its least precise input: ldexp(float32, float16) is
+    # x * 2**other with 2**other rounded to float16 (see _loosest)
+    tol = _loosest(base_tol, {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})
 
     # -- compare the forward results ---------------------------------------------------------
     def forward_records(want, want_written):
@@ -1004,8 +1007,9 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
     go_scale = max([1.0] + [float(g.detach().abs().max()) for g in gos if g.numel() and torch.isfinite(g).all()])
     base = lambda dt: tolerance_for(op, dt, reduction_size=out_n, input_scale=scale * go_scale)  # noqa: E731
     # backward computes in the outputs' dtype: the gradient of a float32 0-d tensor multiplied
-    # into a float16 tensor is a float16 sum cast to float32, as precise as float16, not float32
-    tol = _loosest(base, {g.dtype for g in gos if is_inexact(g.dtype)})
+    # into a float16 tensor is a float16 sum cast to float32, as precise as float16, not float32;
+    # and, as forward, no gradient is more precise than the least precise input
+    tol = _loosest(base, {g.dtype for g in gos if is_inexact(g.dtype)} | {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})
 
     def grad_records(want_all):
         out: list[Record] = []

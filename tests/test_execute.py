@@ -376,3 +376,41 @@ def test_wrong_fft_is_still_a_mismatch():
     backend = type("FftConj", (FaultyBackend,), body)()
     r = run_case(opdb.lookup("aten::fft_rfft"), Case("aten::fft_rfft", (T((1107,), "float32", seed=3),)), backend)
     assert r.outcome == O.MISMATCH and "(golden float64)" in r.message
+
+
+# cases the CPU-vs-golden sweep flagged, where the CPU kernel is correct but by its algorithm
+# less precise than the per-dtype table: opdb/rules/tolerances.toml (with reasons), the complex
+# modulus rule of compare, and mixed-precision inputs
+SWEEP_CASES = [
+    ("aten::hamming_window", (2,), {"dtype": {"dtype": "bfloat16"}}),
+    ("aten::blackman_window.periodic", (3, True), {"dtype": {"dtype": "float16"}}),
+    ("aten::_euclidean_dist", (T((1, 1), "bfloat16", seed=0), T((1, 1), "bfloat16", seed=0)), {}),
+    ("aten::divide.Tensor_mode", (T((227,), "bfloat16", values="nonzero", seed=1), T((227,), "bfloat16", layout="sliced", values="nonzero", seed=0)), {"rounding_mode": "trunc"}),
+    ("aten::ldexp.Tensor", (T((), "float32", seed=0), T((), "float16", seed=0)), {}),
+    ("aten::pow.Tensor_Tensor", (T((35,), "complex64", seed=0), T((35,), "complex64", seed=1)), {}),
+    ("aten::sinc", (T((29,), "complex64", seed=0),), {}),
+]
+
+
+@pytest.mark.parametrize("op_name,args,kwargs", SWEEP_CASES, ids=[c[0].split("::")[1] for c in SWEEP_CASES])
+def test_sweep_flagged_cases_of_less_precise_algorithms_pass(op_name, args, kwargs):
+    seed = 10 if op_name == "aten::divide.Tensor_mode" else 0
+    r = run_case(opdb.lookup(op_name), Case(op_name, args, kwargs, seed=seed), CPUBackend())
+    assert r.outcome == O.PASS, r.message
+
+
+def test_tolerance_rules_say_why_and_stay_far_below_a_wrong_result():
+    for name in ("aten::hamming_window", "aten::_euclidean_dist", "aten::pow.Tensor_Tensor", "aten::divide.Tensor_mode"):
+        rules = opdb.lookup(name).rules
+        assert rules.tolerances and len(rules.tolerance_reason) > 40
+    # floor instead of trunc is off by one on every negative non-integer quotient: bfloat16's
+    # rule allows one unit, so this float32 case (no rule) must still be found
+    from tests.faulty import FaultyBackend, aten
+
+    def floor_for_trunc(func, args, kwargs):
+        return func(*args, **{**kwargs, "rounding_mode": "floor"})
+
+    body = {"name": "faulty-trunc", "targets": frozenset({aten.div.Tensor_mode}), "bug": staticmethod(floor_for_trunc)}
+    backend = type("TruncFloors", (FaultyBackend,), body)()
+    case = Case("aten::div.Tensor_mode", (f32(20, seed=1), f32(20, seed=2, values="nonzero")), {"rounding_mode": "trunc"})
+    assert run_case(opdb.lookup("aten::div.Tensor_mode"), case, backend).outcome == O.MISMATCH
