@@ -50,7 +50,7 @@ def builder_for(op):
 from generators import memo as st  # noqa: E402
 
 from generators.argtypes import dims, draw_index, qscheme  # noqa: E402
-from generators.case import TensorSpec  # noqa: E402
+from generators.case import QUANTIZED_STORAGE, TensorSpec  # noqa: E402
 from generators.strategies import draw_tensor  # noqa: E402
 
 
@@ -949,14 +949,16 @@ def _sparse(spec):
     return dataclasses.replace(spec, layout="sparse_coo")
 
 
-@family("hspmm", "smm", "sspaddmm")
+@family("hspmm", "smm", "sspaddmm", "sparse_addmm")
 def sparse_matmul(ctx):
-    """Matrix products whose first factor (and sspaddmm's self) are sparse COO matrices."""
-    symbolic(ctx, {"self": "n m", "mat1": "n k", "mat2": "k m"} if ctx.op.base_name == "sspaddmm" else {"self": "n k", "mat1": "n k", "mat2": "k m"})
-    for name in ("self", "mat1"):
+    """Matrix products whose first factor is a sparse COO matrix, and so is sspaddmm's self
+    (and result); _sparse_addmm adds to a dense self."""
+    adds = ctx.op.base_name in ("sspaddmm", "_sparse_addmm")
+    symbolic(ctx, {"self": "n m", "mat1": "n k", "mat2": "k m"} if adds else {"self": "n k", "mat1": "n k", "mat2": "k m"})
+    for name in ("mat1",) if ctx.op.base_name == "_sparse_addmm" else ("self", "mat1"):
         if isinstance(ctx.fixed.get(name), TensorSpec):
             ctx.fixed[name] = _sparse(ctx.fixed[name])
-    if ctx.op.variant == "out":
+    if ctx.op.variant == "out" and ctx.op.base_name != "_sparse_addmm":
         # the result is sparse, and so must the out be
         n, m = ctx.shape[0], ctx.fixed["mat2"].shape[1]
         ctx.fixed["out"] = TensorSpec(shape=(n, m), dtype=ctx.dtype, layout="sparse_coo")
@@ -1072,3 +1074,36 @@ def sparse_compressed_constructor(ctx):
         ctx.fixed["size"] = [n, m]
     if "layout" in names:
         ctx.fixed["layout"] = {"layout": _COMPRESSED_LAYOUTS[kind]}
+
+
+
+@family("make_per_tensor_quantized_tensor", "make_per_channel_quantized_tensor")
+def make_quantized(ctx):
+    """Integer values reinterpreted as quantized (uint8 as quint8, int8 as qint8, int32 as
+    qint32) with valid scales and zero points; a quantized out of the same dtype."""
+    qdtype = next((q for q, storage in QUANTIZED_STORAGE.items() if storage == ctx.dtype), None)
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    if qdtype is None:
+        return  # not an integer storage: the reference rejects it
+    lo, hi = QUANT_RANGES[qdtype]
+    axis = None
+    if "axis" in _arg_names(ctx):
+        axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
+        ctx.fixed["axis"] = axis
+        ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
+    else:
+        ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
+        ctx.fixed["zero_point"] = ctx.draw(st.integers(max(lo, -100), min(hi, 100)), label="zero_point")
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
+
+
+
+@family("int_mm")
+def int_mm(ctx):
+    """int8 matrices; the out= overload does not resize its out, which must be (n, m) int32."""
+    symbolic(ctx, _MM)
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=(ctx.shape[0], ctx.fixed["mat2"].shape[1]), dtype="int32")

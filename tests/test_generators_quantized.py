@@ -87,3 +87,20 @@ def test_per_channel_outs_keep_their_axis_in_every_out_variant():
         spec = variant.kwargs["out"]
         assert spec.axis == 1 and spec.layout == "contiguous"
         spec.materialize(lambda x: x)
+
+
+def test_integer_storage_is_made_quantized_with_its_own_dtype():
+    op = lookup("aten::_make_per_channel_quantized_tensor")
+
+    @_settings
+    @given(from_schema(op, "uint8"))
+    def check(case):
+        (self, scale, zero_point, axis), _ = case.materialize(lambda t: t, torch.device("cpu"))
+        q = torch.ops.aten._make_per_channel_quantized_tensor(self, scale, zero_point, axis)
+        assert q.dtype == torch.quint8 and torch.equal(q.int_repr(), self)
+        assert scale.shape == zero_point.shape == (self.shape[axis],) and bool((scale > 0).all())
+
+    check()
+    for name in ("aten::_make_per_tensor_quantized_tensor.out", "aten::_make_per_channel_quantized_tensor.out"):
+        valid, reason = probe(lookup(name), "int8", examples=5)
+        assert valid, f"{name}: {reason}"
