@@ -459,6 +459,7 @@ def max_unpooling(ctx):
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_nearest_exact1d",
     "upsample_nearest_exact2d", "upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
     "upsample_bicubic2d", "upsample_trilinear3d", "upsample_bilinear2d_aa", "upsample_bicubic2d_aa",
+    "upsample_lanczos2d_aa",
 )
 def upsampling(ctx):
     d = _spatial_rank(ctx)
@@ -794,9 +795,7 @@ def recurrent(ctx):
     h = ctx.draw(st.integers(1, 3), label="hidden size")
     if "batch_sizes" in names:
         # packed: step s holds the sequences longer than s, in decreasing order of length
-        sizes = sorted((ctx.draw(st.integers(1, n), label=f"batch_sizes[{s}]") for s in range(t)), reverse=True)
-        sizes[0] = n
-        ctx.fixed["batch_sizes"] = TensorSpec(shape=(t,), dtype="int64", data=tuple(sizes))
+        sizes = _batch_sizes(ctx, n, t)
         ctx.shape = (sum(sizes), i)
         ctx.fixed["data"] = _tensor(ctx, ctx.shape, label="data")
     else:
@@ -1107,3 +1106,64 @@ def int_mm(ctx):
     symbolic(ctx, _MM)
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=(ctx.shape[0], ctx.fixed["mat2"].shape[1]), dtype="int32")
+
+
+
+def _batch_sizes(ctx, n: int, t: int) -> list[int]:
+    """A packed sequence's batch sizes: step s holds the sequences longer than s, in decreasing
+    order of length, so the sizes never grow and the first is the batch; set as batch_sizes."""
+    sizes = sorted((ctx.draw(st.integers(1, n), label=f"batch_sizes[{s}]") for s in range(t)), reverse=True)
+    sizes[0] = n
+    ctx.fixed["batch_sizes"] = TensorSpec(shape=(t,), dtype="int64", data=tuple(sizes))
+    return sizes
+
+
+@family("pad_packed_sequence", "pack_padded_sequence_backward")
+def packed_sequence(ctx):
+    """Packed data (sum(batch_sizes), *features) with valid batch sizes; the padded size."""
+    n = ctx.draw(st.integers(1, 3), label="batch")
+    t = ctx.draw(st.integers(1, 3), label="steps")
+    features = tuple(ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="features"))
+    sizes = _batch_sizes(ctx, n, t)
+    ctx.shape = (sum(sizes), *features)
+    batch_first = ctx.draw(st.booleans(), label="batch_first")
+    ctx.fixed["batch_first"] = batch_first
+    names = _arg_names(ctx)
+    data = "data" if "data" in names else "grad"
+    ctx.fixed[data] = _tensor(ctx, ctx.shape, label=data)
+    if "total_length" in names:
+        ctx.fixed["total_length"] = t + ctx.draw(st.integers(0, 1), label="extra length")
+    if "input_size" in names:
+        ctx.fixed["input_size"] = [n, t, *features] if batch_first else [t, n, *features]
+
+
+@family("scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
+def attention(ctx):
+    """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask."""
+    b, h = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 2), label="heads")
+    length, source, e = (ctx.draw(st.integers(1, 4), label=x) for x in ("target length", "source length", "embedding"))
+    ctx.shape = (b, h, length, e)
+    ctx.fixed["query"] = _tensor(ctx, ctx.shape, label="query")
+    ctx.fixed["key"] = _tensor(ctx, (b, h, source, e), label="key")
+    ctx.fixed["value"] = _tensor(ctx, (b, h, source, e), label="value")
+    ctx.fixed.update(dropout_p=0.0, attn_mask=None)
+    names = _arg_names(ctx)
+    for name in ("dropout_mask",):
+        if name in names:
+            ctx.fixed[name] = None
+    if "enable_gqa" in names:
+        ctx.fixed["enable_gqa"] = False
+
+
+@family("spdiags")
+def spdiags(ctx):
+    """diagonals (k, n) placed at k distinct offsets of an (m, n) matrix."""
+    m, n = ctx.draw(st.integers(1, 4), label="rows"), ctx.draw(st.integers(1, 4), label="cols")
+    offsets = ctx.draw(st.lists(st.integers(-m + 1, n - 1), min_size=1, max_size=3, unique=True), label="offsets")
+    ctx.shape = (len(offsets), n)
+    ctx.fixed["diagonals"] = _tensor(ctx, ctx.shape, label="diagonals")
+    ctx.fixed["offsets"] = TensorSpec(shape=(len(offsets),), dtype="int64", data=tuple(offsets))
+    ctx.fixed["shape"] = [m, n]
+    ctx.fixed["layout"] = None
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=(m, n), dtype=ctx.dtype, layout="sparse_coo")  # the result is sparse COO

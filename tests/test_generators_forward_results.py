@@ -124,3 +124,20 @@ def test_sparse_outs_stay_sparse_in_every_out_variant():
     for name in ("aten::hspmm.out", "aten::sspaddmm", "aten::narrow.Tensor", "aten::col2im", "aten::istft", "aten::linalg_cond.p_str", "aten::affine_grid_generator_backward", "aten::multilabel_margin_loss_backward"):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
+
+
+def test_packed_sequences_have_batch_sizes_that_never_grow():
+    op = lookup("aten::_pad_packed_sequence")
+
+    @_settings
+    @given(from_schema(op, "float32"))
+    def check(case):
+        (data, batch_sizes, batch_first, padding_value, total_length), _ = _real(case)
+        sizes = batch_sizes.tolist()
+        assert sizes == sorted(sizes, reverse=True) and data.shape[0] == sum(sizes)
+        assert total_length >= len(sizes)
+
+    check()
+    for name in ("aten::_pack_padded_sequence_backward", "aten::_scaled_dot_product_attention_math", "aten::_spdiags.out", "aten::_upsample_lanczos2d_aa.vec"):
+        valid, reason = probe(lookup(name), "float32", examples=5)
+        assert valid, f"{name}: {reason}"
