@@ -1025,9 +1025,12 @@ def _compressed(major: int, entries) -> tuple[TensorSpec, TensorSpec]:
 def sparse_coo_constructor(ctx):
     """indices (2, nnz) of a drawn pattern, values (nnz,), a size that holds them."""
     names = _arg_names(ctx)
-    if ctx.op.variant == "out":
-        ctx.fixed["out"] = TensorSpec(shape=(0,), dtype=ctx.dtype, layout="sparse_coo")  # the result is sparse
     if "indices" not in names:
+        if ctx.op.variant == "out" and "size" in names:
+            # the result is sparse and the out is not resized: a sparse out of the drawn size
+            size = [ctx.draw(st.integers(0, 4), label=f"size[{i}]") for i in range(ctx.draw(st.integers(1, 3), label="rank"))]
+            ctx.fixed["size"] = size
+            ctx.fixed["out"] = TensorSpec(shape=tuple(size), dtype=ctx.dtype, layout="sparse_coo")
         return
     n, m, entries = _sparsity(ctx)
     ctx.fixed["indices"] = TensorSpec(shape=(2, len(entries)), dtype="int64", data=tuple(r for r, _ in entries) + tuple(c for _, c in entries))
@@ -1167,3 +1170,35 @@ def spdiags(ctx):
     ctx.fixed["layout"] = None
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=(m, n), dtype=ctx.dtype, layout="sparse_coo")  # the result is sparse COO
+
+
+_INTERPOLATE_MODES = {1: ("nearest", "linear", "area"), 2: ("nearest", "bilinear", "bicubic", "area"), 3: ("nearest", "trilinear", "area")}
+
+
+@family("interpolate", "upsample_nearest", "upsample_bilinear")
+def interpolate(ctx):
+    """TorchScript's F.interpolate builtins: an (N, C, *spatial) input and exactly one of size
+    and scale_factor (an int or float, or one per spatial dim, as the overload types them)."""
+    names = {a.name: a for a in ctx.op.arguments}
+    base = ctx.op.base_name.lstrip("_")
+    d = 2 if base == "upsample_bilinear" else ctx.draw(st.integers(1, 3), label="spatial dims")
+    n, c = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 2), label="channels")
+    ctx.shape = (n, c, *(ctx.draw(st.integers(1, 4), label=f"extent[{i}]") for i in range(d)))
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    by_size = ctx.draw(st.booleans(), label="by size")
+    size_list = names["size"].type.startswith("int[")
+    scale_type = names["scale_factor"].type
+    if by_size:
+        sizes = [ctx.draw(st.integers(1, 5), label=f"size[{i}]") for i in range(d)]
+        ctx.fixed["size"], ctx.fixed["scale_factor"] = sizes if size_list else sizes[0], None
+    else:
+        # halving needs two elements or more in every dim, or the output would be empty
+        floats = st.sampled_from((2.0, 0.5, 1.5) if min(ctx.shape[2:]) >= 2 else (2.0, 1.5))
+        scales = [ctx.draw(st.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]") for i in range(d)]
+        ctx.fixed["size"], ctx.fixed["scale_factor"] = None, scales if "[" in scale_type else scales[0]
+    if "mode" in names:
+        mode = ctx.draw(st.sampled_from(_INTERPOLATE_MODES[d]), label="mode")
+        ctx.fixed["mode"] = mode
+        linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
+        ctx.fixed["align_corners"] = ctx.draw(st.booleans(), label="align_corners") if linear else None
+        ctx.fixed["antialias"] = False

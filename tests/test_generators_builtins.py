@@ -94,3 +94,18 @@ def test_list_lookups_look_for_a_member_and_number_parsers_get_numbers():
             _run(op, case)  # the reference accepts it: no ValueError, no stod/stoll error
 
         check()
+
+
+def test_interpolate_builtins_get_a_batched_input_and_one_of_size_and_scale():
+    op = lookup("aten::__interpolate.size_list_scale_list")
+
+    @_fast
+    @given(from_schema(op, "float32"))
+    def check(case):
+        args = list(case.args) + list(case.kwargs.values())
+        spec, size, scale = args[:3]
+        assert 3 <= len(spec.shape) <= 5
+        assert (size is None) != (scale is None)
+        assert _run(op, case).shape[:2] == spec.shape[:2]
+
+    check()
