@@ -1202,3 +1202,103 @@ def interpolate(ctx):
         linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
         ctx.fixed["align_corners"] = ctx.draw(st.booleans(), label="align_corners") if linear else None
         ctx.fixed["antialias"] = False
+
+
+# -- kernels with one fixed calling convention ------------------------------------------------------
+
+
+@family("linalg_check_errors")
+def linalg_check_errors(ctx):
+    """LAPACK info codes (int32; 0 = success, so that a valid case passes the check)."""
+    n = ctx.draw(st.integers(0, 3), label="batch")
+    ctx.shape = (n,)
+    ctx.fixed["info"] = TensorSpec(shape=(n,), dtype="int32", data=(0,) * n)
+    ctx.fixed["api_name"] = ctx.draw(st.sampled_from(("torch.linalg.inv", "torch.linalg.cholesky")), label="api_name")
+
+
+@family("reshape_from_tensor")
+def reshape_from_tensor(ctx):
+    """A target shape, as a 1-d int64 tensor, with as many elements as self."""
+    import math
+
+    numel = math.prod(ctx.shape)
+    split = ctx.draw(st.booleans(), label="split") and numel % 2 == 0 and numel > 0
+    ctx.fixed["shape"] = _index_spec([2, numel // 2] if split else [numel])
+
+
+@family("jagged_to_padded_dense_forward", "padded_dense_to_jagged_forward")
+def jagged(ctx):
+    """Jagged rows (total, D) with one offsets tensor (0, ..., total) and the padded (B, L, D)."""
+    b = ctx.draw(st.integers(1, 3), label="batch")
+    d = ctx.draw(st.integers(1, 3), label="features")
+    lengths = [ctx.draw(st.integers(0, 3), label=f"length[{i}]") for i in range(b)]
+    offsets = [0]
+    for length in lengths:
+        offsets.append(offsets[-1] + length)
+    ctx.fixed["offsets"] = [_index_spec(offsets)]
+    longest = max(lengths) + ctx.draw(st.integers(0, 1), label="extra padding")
+    if "values" in _arg_names(ctx):
+        ctx.shape = (offsets[-1], d)
+        ctx.fixed["values"] = _tensor(ctx, ctx.shape, label="values")
+        ctx.fixed["max_lengths"] = [longest]
+    else:
+        ctx.shape = (b, max(longest, 1), d)
+        ctx.fixed["dense"] = _tensor(ctx, ctx.shape, label="dense")
+        ctx.fixed["total_L"] = offsets[-1]
+
+
+@family("weight_int8pack_mm")
+def weight_int8pack_mm(ctx):
+    """self (M, K) times int8 weights (N, K)^T, scaled per output channel by scales (N,)."""
+    m, n, k = (ctx.draw(st.integers(1, 4), label=x) for x in ("m", "n", "k"))
+    ctx.shape = (m, k)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["mat2"] = _tensor(ctx, (n, k), dtype="int8", label="mat2")
+    ctx.fixed["scales"] = _tensor(ctx, (n,), values="positive", label="scales")
+
+
+@family("native_multi_head_attention")
+def native_multi_head_attention(ctx):
+    """query, key, value (B, L, E) with E divisible by the head count; packed in-projection
+    weights (3E, E) and bias (3E,), out-projection (E, E) and (E,); no mask."""
+    b, length = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 3), label="length")
+    heads = ctx.draw(st.integers(1, 2), label="num_head")
+    e = heads * ctx.draw(st.integers(1, 2), label="head dim")
+    ctx.shape = (b, length, e)
+    self_attention = ctx.draw(st.booleans(), label="self attention")
+    query = _tensor(ctx, ctx.shape, label="query")
+    ctx.fixed["query"] = query
+    for name in ("key", "value"):
+        ctx.fixed[name] = query if self_attention else _tensor(ctx, ctx.shape, label=name)
+    ctx.fixed.update(embed_dim=e, num_head=heads, mask=None, mask_type=None)
+    ctx.fixed["qkv_weight"] = _tensor(ctx, (3 * e, e), label="qkv_weight")
+    ctx.fixed["qkv_bias"] = _tensor(ctx, (3 * e,), label="qkv_bias")
+    ctx.fixed["proj_weight"] = _tensor(ctx, (e, e), label="proj_weight")
+    ctx.fixed["proj_bias"] = _tensor(ctx, (e,), label="proj_bias")
+
+
+@family("sobol_engine_draw", "sobol_engine_ff", "sobol_engine_scramble")
+def sobol_engine(ctx):
+    """The state SobolEngine keeps: direction numbers from _sobol_engine_initialize_state_
+    (dimension, 30), the last point (dimension,), a lower-triangular binary scrambling matrix."""
+    import torch
+
+    dimension = ctx.draw(st.integers(1, 4), label="dimension")
+    state = torch.zeros(dimension, 30, dtype=torch.long)
+    torch._sobol_engine_initialize_state_(state, dimension)
+    state_spec = TensorSpec(shape=(dimension, 30), dtype="int64", data=tuple(state.flatten().tolist()))
+    ctx.fixed["dimension"] = dimension
+    if ctx.op.base_name.endswith("scramble_"):
+        bits = ctx.draw(st.lists(st.booleans(), min_size=30 * 30, max_size=30 * 30), label="ltm bits")
+        ltm = [int(bits[i] or i // 30 == i % 30) if i % 30 <= i // 30 else 0 for i in range(900)]
+        ctx.fixed["self"] = state_spec
+        ctx.fixed["ltm"] = TensorSpec(shape=(dimension, 30, 30), dtype="int64", data=tuple(ltm) * dimension)
+        return
+    ctx.shape = (dimension,)
+    points = TensorSpec(shape=(dimension,), dtype="int64", data=(0,) * dimension)
+    ctx.fixed["quasi" if "quasi" in _arg_names(ctx) else "self"] = points
+    ctx.fixed["sobolstate"] = state_spec
+    ctx.fixed["n"] = ctx.draw(st.integers(1, 4), label="n")
+    ctx.fixed["num_generated"] = 0
+    if "dtype" in _arg_names(ctx):
+        ctx.fixed["dtype"] = {"dtype": ctx.dtype} if ctx.dtype in ("float32", "float64") else None

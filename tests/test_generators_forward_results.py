@@ -141,3 +141,26 @@ def test_packed_sequences_have_batch_sizes_that_never_grow():
     for name in ("aten::_pack_padded_sequence_backward", "aten::_scaled_dot_product_attention_math", "aten::_spdiags.out", "aten::_upsample_lanczos2d_aa.vec"):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
+
+
+def test_sobol_state_is_the_engines_own():
+    from torch.quasirandom import SobolEngine
+
+    op = lookup("aten::_sobol_engine_draw")
+
+    @_settings
+    @given(from_schema(op, "float32"))
+    def check(case):
+        args, kwargs = _real(case)
+        quasi, n, state, dimension = args[:4]
+        assert torch.equal(state, SobolEngine(dimension).sobolstate)
+        # SobolEngine's first point is the origin; the kernel continues from it
+        engine = SobolEngine(dimension)
+        engine.draw(1)
+        points, _ = torch._sobol_engine_draw(quasi, n, state, dimension, 0, torch.float32)
+        assert torch.equal(points, engine.draw(n))
+
+    check()
+    for name in ("aten::_sobol_engine_scramble_", "aten::_native_multi_head_attention", "aten::_jagged_to_padded_dense_forward", "aten::_padded_dense_to_jagged_forward", "aten::_weight_int8pack_mm", "aten::_reshape_from_tensor", "aten::_linalg_check_errors"):
+        valid, reason = probe(lookup(name), "float32", examples=5)
+        assert valid, f"{name}: {reason}"
