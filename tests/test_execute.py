@@ -414,3 +414,10 @@ def test_tolerance_rules_say_why_and_stay_far_below_a_wrong_result():
     backend = type("TruncFloors", (FaultyBackend,), body)()
     case = Case("aten::div.Tensor_mode", (f32(20, seed=1), f32(20, seed=2, values="nonzero")), {"rounding_mode": "trunc"})
     assert run_case(opdb.lookup("aten::div.Tensor_mode"), case, backend).outcome == O.MISMATCH
+
+
+@pytest.mark.parametrize("op_name,args", [("aten::_no_grad_uniform_", (f32(64, seed=1), -1.0, 1.0)), ("aten::_no_grad_normal_", (f32(64, seed=1), 0.0, 1.0))])
+def test_untagged_random_initialisers_compare_statistics(op_name, args):
+    assert opdb.lookup(op_name).rules.nondeterminism == "seeded"
+    r = run_case(opdb.lookup(op_name), Case(op_name, args), CPUBackend())
+    assert r.outcome == O.PASS, r.message
