@@ -1251,6 +1251,11 @@ def jagged(ctx):
 def weight_int8pack_mm(ctx):
     """self (M, K) times int8 weights (N, K)^T, scaled per output channel by scales (N,)."""
     m, n, k = (ctx.draw(st.integers(1, 4), label=x) for x in ("m", "n", "k"))
+    if ctx.dtype in ("float16", "bfloat16"):
+        # torch 2.13's CPU kernel kills the process (no error) in half precision for a K that is
+        # not a multiple of 8, which left the cell no valid case; K = 8 to 32 does run. (A weight
+        # at an odd storage offset still kills it: that crash is a finding, so layouts stay drawn.)
+        k *= 8
     ctx.shape = (m, k)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed["mat2"] = _tensor(ctx, (n, k), dtype="int8", label="mat2")
