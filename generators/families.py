@@ -1307,3 +1307,11 @@ def sobol_engine(ctx):
     ctx.fixed["num_generated"] = 0
     if "dtype" in _arg_names(ctx):
         ctx.fixed["dtype"] = {"dtype": ctx.dtype} if ctx.dtype in ("float32", "float64") else None
+
+
+@family("device")
+def device_from_string(ctx):
+    """torch.device("cpu:0"): a device string that names a device type."""
+    arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
+    if arg is not None and arg.type == "str":
+        ctx.fixed["a"] = ctx.draw(st.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")

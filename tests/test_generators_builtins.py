@@ -109,3 +109,14 @@ def test_interpolate_builtins_get_a_batched_input_and_one_of_size_and_scale():
         assert _run(op, case).shape[:2] == spec.shape[:2]
 
     check()
+
+
+def test_device_strings_name_a_device_type():
+    op = lookup("aten::device")
+
+    @_fast
+    @given(from_schema(op, "none"))
+    def check(case):
+        assert isinstance(_run(op, case), torch.device)
+
+    check()
