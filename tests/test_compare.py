@@ -169,3 +169,15 @@ def test_comparison_of_unreadable_input_is_a_record_not_an_exception():
 def test_compare_tensors_with_fixed_tolerance():
     r = compare_tensors(torch.tensor([1.05]), torch.tensor([1.0]), tolerance=(0.1, 0.0))
     assert r.ok and math.isclose(r.max_rel, 0.05, rel_tol=1e-5)
+
+
+def test_sparse_tensor_with_invalid_indices_is_compared_by_parts_not_densified():
+    # crow_indices past nnz and column indices past the width: to_dense would read out of
+    # bounds (the process dies); the *_unsafe constructors build such tensors by contract
+    def bad(values):
+        return torch.ops.aten._sparse_csr_tensor_unsafe(torch.tensor([29, 34]), torch.tensor([41, 41, 40, 40]), values, [1, 42])
+
+    v = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert one(bad(v), bad(v.clone())).ok
+    r = one(bad(v + torch.tensor([0.0, 0.0, 0.5, 0.0])), bad(v))
+    assert r.kind == "values" and r.path.endswith(".values")
