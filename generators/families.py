@@ -757,7 +757,7 @@ def quantize(ctx):
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
 
 
-@family("fake_quantize_per_channel_affine", "fake_quantize_learnable_per_channel_affine")
+@family("fake_quantize_per_channel_affine", "fake_quantize_per_channel_affine_cachemask", "fake_quantize_learnable_per_channel_affine")
 def fake_quantize_per_channel(ctx):
     """Per-channel scales (> 0) and zero points within [quant_min, quant_max] along a drawn axis;
     the learnable variant takes float zero points."""
