@@ -1,88 +1,32 @@
 """Copy-paste reproduction: a standalone script for one case of one op on one device.
 
-The script needs torch only: every tensor is rebuilt inline from its spec (the same seeded CPU
-generator calls `generators.case` makes, then the strided layout built on the device), so a
-backend developer can paste it into a bug report without installing conform. It runs the op on
-the CPU and on the device, and prints both results and where they differ.
+The script needs torch only: it carries the source of `generators.tensor` verbatim (the module
+is torch-only by design), so every tensor is rebuilt by the very code conform tested it with:
+seeded CPU values, quantization, explicit values, structured matrices, and the strided or sparse
+layout built on the device. A backend developer can paste it into a bug report without
+installing conform. It runs the op on the CPU and on the device, and prints both results and
+where they differ.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import math
 
+from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec
 
 _DEVICES = {"mps": "mps", "cuda": "cuda", "xpu": "xpu", "cpu": "cpu", "meta": "meta"}
 
 _PRELUDE = '''\
-import math
-
-import torch
-
 DEVICE = torch.device({device!r})
-_RANGES = {ranges!r}
 
 
-def make(shape, dtype, layout="contiguous", values="real", seed=0, low=None, high=None, requires_grad=False, device="cpu"):
-    """The case's tensor: values drawn on the CPU from `seed`, the layout built on `device`."""
-    dtype = getattr(torch, dtype)
-    shape = tuple(shape)
-    base_shape = list(shape)
-    if layout == "transposed" and len(shape) >= 2:
-        base_shape[-1], base_shape[-2] = base_shape[-2], base_shape[-1]
-    elif layout == "sliced" and len(shape) >= 1:
-        base_shape[0] *= 2
-    elif layout == "expanded" and len(shape) >= 1:
-        base_shape[0] = 1 if shape[0] > 0 else 0
-    elif layout == "offset":
-        base_shape = [math.prod(shape) + 1]
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        x = torch.rand(base_shape, generator=g) < 0.5
-    elif values == "index":
-        hi, lo = int(high if high is not None else 1), int(low if low is not None else 0)
-        x = torch.randint(lo, max(hi, lo + 1), base_shape, generator=g, dtype=torch.int64).to(dtype)
-    elif not (dtype.is_floating_point or dtype.is_complex):
-        info = torch.iinfo(dtype)
-        lo = int(low) if low is not None else max(info.min, -9 if info.min < 0 else 0)
-        hi = int(high) if high is not None else min(info.max, 9)
-        if values in ("positive", "nonzero", "above_one"):
-            lo = max(lo, 1)
-        x = torch.randint(lo, hi + 1, base_shape, generator=g, dtype=torch.int64).to(dtype)
-    else:
-        real = dtype.to_real() if dtype.is_complex else dtype
-        lo, hi = _RANGES.get(values, (-3.0, 3.0))
-        lo = low if low is not None else lo
-        hi = high if high is not None else hi
-        x = torch.rand(base_shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
-        if values == "nonzero":
-            x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)
-        if dtype.is_complex:
-            x = torch.complex(x, torch.rand(base_shape, generator=g, dtype=torch.float64) * (hi - lo) + lo)
-        if values == "special" and x.numel() > 0:
-            specials = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real).tiny / 4, 0.0], dtype=torch.float64)
-            mask = torch.rand(base_shape, generator=g) < 0.25
-            repl = specials[torch.randint(0, len(specials), base_shape, generator=g)]
-            if dtype.is_complex:
-                repl = torch.complex(repl, torch.zeros_like(repl))
-            x = torch.where(mask, repl, x)
-        x = x.to(dtype)
-    t = x.to(device)
-    if layout == "transposed" and t.dim() >= 2:
-        t = t.transpose(-1, -2)
-    elif layout == "sliced" and t.dim() >= 1:
-        t = t[::2]
-    elif layout == "expanded" and t.dim() >= 1:
-        t = t.expand(shape)
-    elif layout == "channels_last" and t.dim() == 4:
-        t = t.contiguous(memory_format=torch.channels_last)
-    elif layout == "channels_last" and t.dim() == 5:
-        t = t.contiguous(memory_format=torch.channels_last_3d)
-    elif layout == "offset":
-        t = t[1:].view(shape)
-    if requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex):
-        t = t.detach().requires_grad_(True)
-    return t
+def make(shape, dtype, device="cpu", **fields):
+    """The case's tensor: values drawn on the CPU from its seed, its layout built on `device`."""
+    return TensorSpec(tuple(shape), dtype, **fields).materialize(lambda t: t.to(device))
 
 
 def show(name, x):
@@ -153,10 +97,11 @@ def _expr(v, *, device_var: str = "device") -> str:
     """Python source that rebuilds one case argument on `device_var`."""
     if isinstance(v, TensorSpec):
         parts = [repr(list(v.shape)), repr(v.dtype)]
-        for name, default in (("layout", "contiguous"), ("values", "real"), ("seed", 0), ("low", None), ("high", None), ("requires_grad", False)):
-            val = getattr(v, name)
-            if val != default:
-                parts.append(f"{name}={val!r}")
+        for f in dataclasses.fields(TensorSpec):
+            val = getattr(v, f.name)
+            if f.name in ("shape", "dtype") or val == f.default:
+                continue
+            parts.append(f"{f.name}={_expr(val, device_var=device_var)}")
         parts.append(f"device={device_var}")
         return f"make({', '.join(parts)})"
     if isinstance(v, tuple):
@@ -172,11 +117,23 @@ def _expr(v, *, device_var: str = "device") -> str:
             return f"torch.{x}"
         if k == "device":
             return device_var if x == "target" else f"torch.device({x!r})"
+        if k == "dict":
+            items = ", ".join(f"{_expr(key, device_var=device_var)}: {_expr(val, device_var=device_var)}" for key, val in x)
+            return "{" + items + "}"
     if isinstance(v, float) and v != v:
         return 'float("nan")'
-    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+    if isinstance(v, float) and math.isinf(v):
         return 'float("inf")' if v > 0 else '-float("inf")'
+    if isinstance(v, complex) and not (math.isfinite(v.real) and math.isfinite(v.imag)):
+        return f"complex({_expr(v.real)}, {_expr(v.imag)})"
     return repr(v)
+
+
+def _tensor_builder_source() -> str:
+    """generators/tensor.py as script text: its imports and definitions, without its docstring."""
+    src = inspect.getsource(tensor_module)
+    body = src.split("from __future__ import annotations\n", 1)[1]
+    return "# -- conform's tensor builder: generators/tensor.py, verbatim " + "-" * 28 + "\n" + body.strip() + "\n\n\n"
 
 
 def repro_script(op, case: Case, backend_name: str) -> str:
@@ -185,8 +142,6 @@ def repro_script(op, case: Case, backend_name: str) -> str:
     `op` is an OpSpec or a qualname ("aten::add.Tensor"); `backend_name` the device under test
     ("mps", "cuda:1", ...): a name torch does not know as a device runs on the CPU with a note.
     """
-    from generators.case import _RANGES
-
     qualname = op if isinstance(op, str) else op.qualname
     base, _, overload = qualname.split("::", 1)[-1].partition(".")
     call = f"torch.ops.aten.{base}.{overload or 'default'}"
@@ -199,7 +154,6 @@ def repro_script(op, case: Case, backend_name: str) -> str:
         device = backend_name
     args = ", ".join(_expr(a) for a in case.args)
     kwargs = ", ".join(f"{k}={_expr(v)}" for k, v in case.kwargs.items())
-    call_args = ", ".join(p for p in (args, kwargs) if p)
     body_lines = [
         f"    torch.manual_seed({case.seed})",
         f"    args = ({args}{',' if len(case.args) == 1 else ''})",
@@ -212,5 +166,5 @@ def repro_script(op, case: Case, backend_name: str) -> str:
         f"Case: {json.dumps(case.to_json())}\n"
         '"""\n'
     )
-    del call_args
-    return header + note + _PRELUDE.format(device=device, ranges=_RANGES, body="\n".join(body_lines)) + _EPILOGUE.format()
+    prelude = _PRELUDE.format(device=device, body="\n".join(body_lines))
+    return header + "from __future__ import annotations\n\n" + note + _tensor_builder_source() + prelude + _EPILOGUE.format()

@@ -11,6 +11,7 @@ import opdb
 from conform.backends import CPUBackend, MetaBackend
 from conform.execute import CaseResult, run_case
 from conform.outcomes import Outcome
+from conform.repro import _expr
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.faulty import BACKENDS
@@ -244,6 +245,13 @@ def test_repro_script_rebuilds_exactly_the_case_tensors_with_torch_only():
         T((5,), "int64", values="index", low=2, high=7, seed=4),
         T((2, 3, 4, 5), "bfloat16", "channels_last", seed=6),
         T((3,), "bool", seed=7),
+        T((4,), "int16", values="nonzero", seed=8),  # both signs, no zero
+        T((2, 3, 3), "float64", "transposed", values="spd", seed=9),  # the logical matrices are SPD
+        T((3, 3), "complex128", values="invertible", seed=10),
+        T((2, 4), "quint8", scale=0.05, zero_point=3, seed=11),
+        T((3, 2, 2, 2), "qint8", "channels_last", scale=0.1, axis=0, seed=12),
+        T((2, 2), "float32", "transposed", data=(1.0, float("nan"), -float("inf"), -0.0)),
+        T((3, 3), "float32", "sparse_coo", seed=13),
     ]
     case = Case("aten::cat", (specs[:2],), {"dim": 0}, seed=1)
     script = repro_script(opdb.lookup("aten::cat"), case, "mps")
@@ -251,11 +259,40 @@ def test_repro_script_rebuilds_exactly_the_case_tensors_with_torch_only():
     namespace: dict = {}
     exec(compile(script.split("\ntry:\n", 1)[0], "<repro>", "exec"), namespace)  # definitions only
     for spec in specs:
-        fields = {k: getattr(spec, k) for k in ("layout", "values", "seed", "low", "high")}
-        built = namespace["make"](list(spec.shape), spec.dtype, **fields)
+        # the script's own call text for this spec, evaluated in the script's namespace
+        built = eval(_expr(spec, device_var="'cpu'"), namespace)
         want = spec.materialize(lambda t: t.clone())
-        assert built.shape == want.shape and built.stride() == want.stride() and built.dtype == want.dtype
-        assert torch.equal(built.nan_to_num(), want.nan_to_num()), spec
+        assert built.shape == want.shape and built.dtype == want.dtype and built.layout == want.layout, spec
+        if want.layout == torch.strided:
+            assert built.stride() == want.stride(), spec
+        if want.is_quantized:
+            assert torch.equal(built.int_repr(), want.int_repr()), spec
+            assert torch.equal(built.dequantize(), want.dequantize()), spec
+        else:
+            assert torch.equal(built.to_dense().nan_to_num(), want.to_dense().nan_to_num()), spec
+            assert torch.equal(built.to_dense().isnan(), want.to_dense().isnan()), spec
+
+
+def test_repro_script_rebuilds_dict_and_non_finite_arguments():
+    arg = {"dict": [["a", float("nan")], [2, complex(float("inf"), 1.0)], ["t", T((2,), "float32", seed=1)]]}
+    built = eval(_expr(arg, device_var="'cpu'"), {"make": lambda *a, **k: ("make", a, k), "torch": torch})
+    assert set(built) == {"a", 2, "t"}
+    assert built["a"] != built["a"] and built[2] == complex(float("inf"), 1.0)
+    assert built["t"][0] == "make" and built["t"][2]["seed"] == 1
+
+
+def test_repro_script_of_a_quantized_case_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from conform.repro import repro_script
+
+    case = Case("aten::int_repr", (T((3, 4), "qint8", "transposed", scale=0.05, zero_point=2, seed=3),))
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(opdb.lookup("aten::int_repr"), case, "cpu"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "torch.int8 [3, 4]" in done.stdout and "output: 0 / 12 elements differ" in done.stdout
 
 
 def test_repro_script_runs_and_reports_both_sides(tmp_path):

@@ -1,0 +1,301 @@
+"""A tensor to build: shape, dtype, strided layout and values, made identically on any device.
+
+Values are made on the CPU from the spec's seed, so the device under test and the reference see
+the same numbers; the base tensor is then copied to the target device and the strided layout
+(transposed, sliced, expanded, channels_last, storage offset) is built *there*, because copying a
+strided CPU tensor to MPS or CUDA yields a contiguous one and the layout would be lost.
+
+This module needs torch and the standard library only: reproduction scripts (conform.repro)
+embed its source verbatim, so a pasted script rebuilds exactly the tensors conform tested.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
+# sparse layouts: the dense values converted on the target device (only ops that need them draw these)
+SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc")
+
+# value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
+VALUE_KINDS = (
+    "real",
+    "positive",
+    "nonnegative",
+    "unit",
+    "open_unit",
+    "above_one",
+    "probability",
+    "nonzero",
+    "small",
+    "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
+    "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
+    "invertible",  # square matrices (last two dims) made diagonally dominant: well-conditioned
+    "spd",  # symmetric (Hermitian) positive definite matrices: M @ M^H + n * I
+)
+
+
+# quantized dtypes: the values are drawn as float32 and quantized on the target device
+QUANTIZED_DTYPES = ("quint8", "qint8", "qint32")
+# the integer cell whose storage each quantized dtype shares (int_repr's dtype)
+QUANTIZED_STORAGE = {"quint8": "uint8", "qint8": "int8", "qint32": "int32"}
+PER_CHANNEL_LAYOUTS = ("contiguous", "channels_last")
+
+
+# value kinds that constrain whole matrices (the last two dims), not single elements
+STRUCTURED_KINDS = ("invertible", "spd")
+
+
+QUANTIZED_STORAGE_DTYPES = {q: getattr(torch, s) for q, s in QUANTIZED_STORAGE.items()}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """"float32" for torch.float32."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor to build: logical shape, dtype, strided layout and how to draw its values."""
+
+    shape: tuple[int, ...]
+    dtype: str  # dtype name, e.g. "float32"
+    layout: str = "contiguous"  # one of LAYOUTS
+    values: str = "real"  # one of VALUE_KINDS
+    seed: int = 0
+    low: float | None = None  # optional explicit range, overrides the value kind's default
+    high: float | None = None
+    requires_grad: bool = False
+    # quantized dtypes only: affine quantization parameters; per channel along `axis` when it is
+    # set, with channel i's scale scale * (1 + i / 4) and zero point zero_point + i % 2
+    scale: float | None = None
+    zero_point: int = 0
+    axis: int | None = None
+    # explicit values (flattened, row-major) instead of drawn ones: for arguments that must come
+    # from another op's result, such as the indices a max-pooling backward takes from its forward
+    data: tuple | None = None
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}")
+        if self.values not in VALUE_KINDS:
+            raise ValueError(f"unknown value kind {self.values!r}")
+        if self.quantized:
+            if self.scale is None or not self.scale > 0:
+                raise ValueError(f"a {self.dtype} tensor needs a positive scale, got {self.scale!r}")
+            if self.axis is not None and not -len(self.shape) <= self.axis < len(self.shape):
+                raise ValueError(f"axis {self.axis} out of range for shape {self.shape}")
+            if self.axis is not None and self.layout not in PER_CHANNEL_LAYOUTS:
+                # the channels are those of the base tensor: other layouts view a base of another shape
+                raise ValueError(f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}")
+        elif self.scale is not None or self.axis is not None:
+            raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
+        if self.data is not None:
+            if len(self.data) != self.numel:
+                raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
+            if self.layout not in ("contiguous", "transposed", "sliced", "offset", "channels_last"):
+                raise ValueError(f"explicit values cannot take the {self.layout} layout")
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype in QUANTIZED_DTYPES
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return dtype_from_name(self.dtype)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def base_shape(self) -> tuple[int, ...]:
+        """The shape of the contiguous tensor from which the layout is viewed."""
+        s = list(self.shape)
+        if self.layout == "transposed" and len(s) >= 2:
+            s[-1], s[-2] = s[-2], s[-1]
+        elif self.layout == "sliced" and len(s) >= 1:
+            s[0] = 2 * s[0]
+        elif self.layout == "expanded" and len(s) >= 1:
+            s[0] = 1 if s[0] > 0 else 0
+        elif self.layout == "offset":
+            return (self.numel + 1,)
+        return tuple(s)
+
+    @property
+    def value_dtype(self) -> torch.dtype:
+        """The dtype the values are drawn in: float32 for a quantized tensor (quantized later)."""
+        return torch.float32 if self.quantized else self.torch_dtype
+
+    def make_cpu_base(self) -> torch.Tensor:
+        """The base values on the CPU, a pure function of the spec (same on every call)."""
+        if self.data is not None:
+            return self._explicit_base()
+        if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
+            return self._structured_base()
+        return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high)
+
+    def quantize(self, base: torch.Tensor) -> torch.Tensor:
+        """`base` (float, on its final device) quantized with this spec's parameters."""
+        qdtype = self.torch_dtype
+        if self.axis is None:
+            return torch.quantize_per_tensor(base, self.scale, self.zero_point, qdtype)
+        axis = self.axis % base.dim()
+        n = base.shape[axis]
+        info = torch.iinfo(QUANTIZED_STORAGE_DTYPES[self.dtype])
+        scales = torch.tensor([self.scale * (1 + i / 4) for i in range(n)], dtype=torch.float64, device=base.device)
+        points = torch.tensor([min(self.zero_point + i % 2, info.max) for i in range(n)], dtype=torch.int64, device=base.device)
+        return torch.quantize_per_channel(base, scales, points, axis, qdtype)
+
+    def _explicit_base(self) -> torch.Tensor:
+        logical = torch.tensor(self.data, dtype=self.value_dtype).reshape(self.shape)
+        return _base_around(logical, self)
+
+    def _structured_base(self) -> torch.Tensor:
+        """A base whose layout view holds the structured matrices (SPD, invertible) themselves.
+
+        Elementwise kinds can fill any base; a matrix property must hold for the *logical*
+        tensor, so the logical values are made first and the base is built around them.
+        """
+        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high)
+        return _base_around(logical, self)
+
+    def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
+        """View `base` (already on its final device) into this spec's layout and logical shape."""
+        t = base
+        if self.layout == "transposed" and t.dim() >= 2:
+            t = t.transpose(-1, -2)
+        elif self.layout == "sliced" and t.dim() >= 1:
+            t = t[::2]
+        elif self.layout == "expanded" and t.dim() >= 1:
+            t = t.expand(self.shape)
+        elif self.layout == "channels_last" and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        elif self.layout == "channels_last" and t.dim() == 5:
+            t = t.contiguous(memory_format=torch.channels_last_3d)
+        elif self.layout == "offset":
+            t = t[1:].view(self.shape)
+        elif self.layout == "sparse_coo":
+            t = t.to_sparse()
+        elif self.layout == "sparse_csr":
+            t = t.to_sparse_csr()
+        elif self.layout == "sparse_csc":
+            t = t.to_sparse_csc()
+        return t
+
+    def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], *, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Build the tensor on a device. `dtype` overrides the spec's (used for the float64 golden run)."""
+        base = self.make_cpu_base()
+        if dtype is not None and base.dtype != dtype:
+            base = base.to(dtype)
+        t = to_device(base)
+        if self.quantized:
+            t = self.quantize(t)
+        t = self.apply_layout(t)
+        if self.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex) and t.layout == torch.strided:
+            t = t.detach().requires_grad_(True)
+        return t
+
+    def describe(self) -> str:
+        extra = "" if self.layout == "contiguous" else f", {self.layout}"
+        if self.quantized:
+            extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
+        return f"{self.dtype}{list(self.shape)}{extra}, {self.values}"
+
+
+def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
+    """The base tensor whose view in `spec`'s layout is `logical`."""
+    if spec.layout == "transposed" and logical.dim() >= 2:
+        return logical.transpose(-1, -2).contiguous()
+    if spec.layout == "sliced" and logical.dim() >= 1:
+        base = torch.zeros(spec.base_shape(), dtype=logical.dtype)
+        base[::2] = logical
+        return base
+    if spec.layout == "expanded" and logical.dim() >= 1:
+        return logical[:1].clone()  # every batch element the same matrix
+    if spec.layout == "offset":
+        return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
+    return logical
+
+
+def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if kind == "index":
+        hi = int(high if high is not None else 1)
+        lo = int(low if low is not None else 0)
+        return torch.randint(lo, max(hi, lo + 1), shape, generator=g, dtype=torch.int64).to(dtype)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        info = torch.iinfo(dtype)
+        lo = int(low) if low is not None else max(info.min, -9 if info.min < 0 else 0)
+        hi = int(high) if high is not None else min(info.max, 9)
+        if kind in ("positive", "above_one"):
+            lo = max(lo, 1)
+        x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
+        if kind == "nonzero":  # both signs: integer division's rounding differs for negatives
+            x = torch.where(x == 0, torch.ones_like(x), x)
+        return x.to(dtype)
+    real_dtype = dtype.to_real() if dtype.is_complex else dtype
+    if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
+        return _make_matrices(shape, dtype, kind, g)
+    lo, hi = _RANGES.get(kind, (-3.0, 3.0))
+    lo = low if low is not None else lo
+    hi = high if high is not None else hi
+    gen_dtype = torch.float64
+    x = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
+    if kind == "nonzero":
+        x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)
+    if dtype.is_complex:
+        y = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
+        x = torch.complex(x, y)
+    if kind == "special" and x.numel() > 0:
+        specials = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype)
+        mask = torch.rand(shape, generator=g) < 0.25
+        pick = torch.randint(0, len(specials), shape, generator=g)
+        repl = specials[pick]
+        if dtype.is_complex:
+            repl = torch.complex(repl, torch.zeros_like(repl))
+        x = torch.where(mask, repl, x)
+    return x.to(dtype)
+
+
+def _make_matrices(shape, dtype: torch.dtype, kind: str, g: torch.Generator) -> torch.Tensor:
+    """Well-conditioned square matrices: diagonally dominant, or SPD (Hermitian for complex)."""
+    n = shape[-1]
+    cdt = torch.complex128 if dtype.is_complex else torch.float64
+    m = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+    if dtype.is_complex:
+        m = torch.complex(m, torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1)
+    eye = torch.eye(n, dtype=cdt)
+    if kind == "spd":
+        m = m @ m.mT.conj() + n * eye
+    else:
+        m = m + (n + 1) * eye
+    return m.to(dtype)
+
+
+_RANGES = {
+    "real": (-3.0, 3.0),
+    "special": (-3.0, 3.0),
+    "positive": (0.05, 4.0),
+    "nonnegative": (0.0, 4.0),
+    "unit": (-1.0, 1.0),
+    "open_unit": (-0.95, 0.95),
+    "above_one": (1.05, 4.0),
+    "probability": (0.0, 1.0),
+    "nonzero": (-3.0, 3.0),
+    "small": (-2.0, 2.0),
+}
