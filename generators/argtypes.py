@@ -327,6 +327,15 @@ def dims(ctx, *, allow_negative: bool = True) -> st.SearchStrategy[int]:
     return st.integers(0, r - 1) | st.integers(lo, -1) if allow_negative else st.integers(0, r - 1)
 
 
+# int arguments that encode an enum: only its members (grid_sampler's CPU kernel does not check
+# padding_mode and reads uninitialised memory for 3, which would make every comparison noise)
+_INT_ENUMS = {
+    "reduction": (0, 1, 2),  # at::Reduction: none, mean, sum
+    "padding_mode": (0, 1, 2),  # GridSamplerPadding: zeros, border, reflection
+    "interpolation_mode": (0, 1, 2),  # GridSamplerInterpolation: bilinear, nearest, bicubic
+}
+
+
 def _draw_int(arg, ctx, label):
     name = arg.name
     if name in ctx.hints.get("nonzero", ()):
@@ -338,8 +347,8 @@ def _draw_int(arg, ctx, label):
             if isinstance(other, int) and other % ctx.rank == value % ctx.rank and name == "dim2":
                 value = (value + 1) % ctx.rank
         return value
-    if name == "reduction":
-        return ctx.draw(st.integers(0, 2), label=label)
+    if name in _INT_ENUMS:
+        return ctx.draw(st.sampled_from(_INT_ENUMS[name]), label=label)
     if name in ("groups", "group"):
         return 1
     if name == "k":

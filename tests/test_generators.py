@@ -311,3 +311,18 @@ def test_out_variants_are_preallocated_wrongly_sized_and_non_contiguous():
     assert out("preallocated").shape == (3, 4) and out("preallocated").is_contiguous()
     assert out("wrong_size").shape != (3, 4)
     assert out("noncontiguous").shape == (3, 4) and not out("noncontiguous").is_contiguous()
+
+
+def test_int_enum_arguments_take_only_their_members():
+    # grid_sampler's CPU kernel reads uninitialised memory for padding_mode=3 instead of raising:
+    # a non-member would make the comparison noise, not a finding
+    import opdb
+
+    op = opdb.lookup("aten::grid_sampler_2d")
+    seen = {"padding_mode": set(), "interpolation_mode": set()}
+    for case in _drawn(from_schema(op, "float32"), examples=60):
+        names = [a.name for a in op.arguments]
+        values = dict(zip(names, case.args)) | case.kwargs
+        for name in seen:
+            seen[name].add(values[name])
+    assert seen == {"padding_mode": {0, 1, 2}, "interpolation_mode": {0, 1, 2}}
