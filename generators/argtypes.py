@@ -205,8 +205,9 @@ PROMOTION_PARTNERS = {
 
 
 def sparse_layout(ctx, label: str) -> str | None:
-    """The layout of the op's first tensor: the rules' "layout" hint (the op needs a sparse input);
-    for other ops of the sparse family, sparse COO in about half the cases; else None (strided)."""
+    """The layout of the op's first tensor: the rules' "layout" hint (the op needs a sparse input,
+    or one strided layout); for other ops of the sparse family, sparse COO in about half the
+    cases; else None (any strided layout)."""
     hinted = ctx.hints.get("layout")
     if hinted:
         return hinted

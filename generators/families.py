@@ -620,6 +620,25 @@ def topk_like(ctx):
     ctx.fixed["k"] = ctx.draw(st.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else st.just(0), label="k")
 
 
+@family("set")
+def set_storage_view(ctx):
+    """set_(self, source, storage_offset, size, stride): a view that lies inside source's storage.
+
+    set_ grows a storage that is too small instead of raising, with uninitialised memory in the
+    new part, so a view past the end compares garbage with garbage.
+    """
+    if "storage_offset" not in _arg_names(ctx):
+        return
+    n = ctx.draw(st.integers(1, 8), label="source numel")
+    ctx.fixed["source"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(n,), values=ctx.values or "real", layout="contiguous", label="source")
+    offset = ctx.draw(st.integers(0, n - 1), label="storage_offset")
+    rows = ctx.draw(st.integers(1, n - offset), label="rows")
+    cols = ctx.draw(st.integers(1, (n - offset) // rows), label="cols")
+    ctx.fixed["storage_offset"] = offset
+    ctx.fixed["size"] = [rows, cols]
+    ctx.fixed["stride"] = [cols, 1]
+
+
 @family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
 def positional_dims(ctx):
     """Index, start and length arguments within the size of the chosen dim."""

@@ -326,3 +326,18 @@ def test_int_enum_arguments_take_only_their_members():
         for name in seen:
             seen[name].add(values[name])
     assert seen == {"padding_mode": {0, 1, 2}, "interpolation_mode": {0, 1, 2}}
+
+
+def test_explicit_storage_views_stay_inside_their_storage():
+    # set_ grows a too-small storage with uninitialised memory and _reshape_alias checks no
+    # bounds: a case past the end would compare garbage with garbage
+    import opdb
+
+    set_ = opdb.lookup("aten::set_.source_Tensor_storage_offset")
+    for case in _drawn(from_schema(set_, "float32"), examples=40):
+        args, kwargs = _materialize(case)
+        nbytes = args[1].untyped_storage().nbytes()
+        assert set_.resolve()(*args, **kwargs).untyped_storage().nbytes() == nbytes, case.describe()
+    alias = opdb.lookup("aten::_reshape_alias_copy")
+    for case in _drawn(from_schema(alias, "float32"), examples=40):
+        assert case.args[0].layout == "contiguous", case.describe()
