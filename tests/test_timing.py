@@ -146,8 +146,12 @@ SIZES = {"small": 64, "medium": 512, "large": 4096}
 
 
 @pytest.fixture()
-def stored_run(tmp_path):
+def stored_run(tmp_path, monkeypatch):
     import opdb
+
+    # these tests check what the pass stores, not how fast anything is: they may run under
+    # `pytest -n`, where the pass itself refuses to run (see the test of that refusal below)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     store = Store(tmp_path / "c.db")
     run = store.start_run(ENV, options={}, seed=1, ops_total=4, cells_planned=4)
