@@ -124,10 +124,17 @@ def _alpha_ignored(func, args, kwargs):
 
 @fault("fp16_overflow", aten.linalg_vector_norm.default)
 def _fp16_overflow(func, args, kwargs):
-    """The sum of squares of a half-precision norm is accumulated in half and overflows."""
+    """The squares of a half-precision 2-norm are kept in half and overflow (above 255).
+
+    Everything else about the call is honoured (dim, keepdim), so the fault shows as wrong
+    values, not as a wrong shape."""
     x = args[0]
-    if x.dtype == torch.float16:
-        return (x * x).sum().sqrt()  # reference accumulates in float32
+    ord_, dim, keepdim = (list(args[1:]) + [None] * 3)[:3]
+    ord_ = kwargs.get("ord", 2 if ord_ is None else ord_)
+    dim = kwargs.get("dim", dim)
+    keepdim = bool(kwargs.get("keepdim", keepdim))
+    if x.dtype == torch.float16 and ord_ == 2 and kwargs.get("dtype") is None:
+        return (x * x).sum(dim=dim or None, keepdim=keepdim).sqrt()  # the reference squares in float32
     return func(*args, **kwargs)
 
 

@@ -458,3 +458,15 @@ def test_untagged_random_initialisers_compare_statistics(op_name, args):
     assert opdb.lookup(op_name).rules.nondeterminism == "seeded"
     r = run_case(opdb.lookup(op_name), Case(op_name, args), CPUBackend())
     assert r.outcome == O.PASS, r.message
+
+
+def test_a_case_whose_output_explodes_is_declined_not_compared():
+    # diagflat squares its input's size: the input cap alone let one case take a minute
+    from conform.execute import MAX_OUTPUT_NUMEL
+
+    op = opdb.lookup("aten::diagflat")
+    small = run_case(op, Case("aten::diagflat", (T((8,), "float32", seed=1),)), CPUBackend())
+    assert small.outcome == Outcome.PASS and not small.invalid
+    n = int(MAX_OUTPUT_NUMEL**0.5) + 1
+    big = run_case(op, Case("aten::diagflat", (T((n,), "float32", seed=1),)), CPUBackend())
+    assert big.invalid and f"{n * n} elements" in big.message

@@ -341,3 +341,12 @@ def test_explicit_storage_views_stay_inside_their_storage():
     alias = opdb.lookup("aten::_reshape_alias_copy")
     for case in _drawn(from_schema(alias, "float32"), examples=40):
         assert case.args[0].layout == "contiguous", case.describe()
+
+
+def test_torchscript_replace_never_gets_an_empty_pattern():
+    # TorchScript's str.replace with old="" loops until memory runs out: the sweep would stall
+    import opdb
+
+    op = opdb.lookup("aten::replace")
+    olds = {case.args[1] for case in _drawn(from_schema(op, "none"), examples=40)}
+    assert olds and "" not in olds
