@@ -239,6 +239,16 @@ def _read_lines(path: Path) -> set[str]:
         return set()
 
 
+def _isolated(qualname: str) -> bool:
+    """opdb knows the op kills the process on some inputs (opdb/rules/isolate.toml)."""
+    import opdb
+
+    try:
+        return bool((opdb.lookup(qualname).rules.hints or {}).get("isolate"))
+    except opdb.UnknownOpError:  # an op of another catalog: the run's crash list still applies
+        return False
+
+
 def _op_base(qualname: str) -> str:
     """aten::native_batch_norm.out -> aten::native_batch_norm: overloads share their kernels,
     and so their crashes."""
@@ -366,7 +376,7 @@ class WorkerContext:
         self._crashed: set[str] = set()
 
     def run(self, cell) -> dict:
-        if hasattr(os, "fork") and _op_base(cell[0]) in self._crashed_ops():
+        if hasattr(os, "fork") and (_op_base(cell[0]) in self._crashed_ops() or _isolated(cell[0])):
             return self._run_forked(cell)
         return self._run(cell)
 

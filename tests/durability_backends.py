@@ -48,3 +48,12 @@ class SlowBackend(CPUBackend):
 
     def device_context(self):
         return _Trap({"aten::sin": lambda: time.sleep(0.3), "aten::cos": lambda: time.sleep(0.3), "aten::relu": lambda: time.sleep(0.3)})
+
+
+class AbortsInIsolatedOpBackend(CPUBackend):
+    """aten::_cummax_helper aborts the process: an op opdb lists as process-killing (isolate)."""
+
+    name = "trap-isolated"
+
+    def device_context(self):
+        return _Trap({"aten::_cummax_helper": os.abort})

@@ -33,6 +33,21 @@ def test_abort_and_hang_are_recorded_and_the_sweep_finishes(tmp_path):
     assert run_states(db) == {1: "finished"}
 
 
+def test_ops_opdb_knows_to_crash_run_forked_and_never_kill_a_worker(tmp_path):
+    # opdb/rules/isolate.toml: such cells run in a forked child from the start, so the crash is
+    # recorded without a worker restart (which would also put the op in the crashers memory)
+    db = tmp_path / "c.db"
+    proc = conform("run", "--ops", "aten::_cummax_helper,aten::abs", "--dtypes", "float32,float64", "--device", "durability_backends:AbortsInIsolatedOpBackend", "--examples", "3", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    outcome = {(op, dt): o for op, dt, o in cells(db)}
+    assert outcome[("aten::_cummax_helper", "float32")] == "crash"
+    assert outcome[("aten::_cummax_helper", "float64")] == "crash"
+    assert outcome[("aten::abs", "float32")] == "pass"
+    remembered = "".join(p.read_text() for p in (tmp_path / ".conform").glob("crashers-*.txt"))
+    assert "_cummax_helper" not in remembered  # no worker died
+    assert run_states(db) == {1: "finished"}
+
+
 def _wait_for_results(db, n, proc, timeout=240):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
