@@ -116,6 +116,13 @@ def _pair(a, e, path, out, tol_fn, sign, meta_only):
         for i, (x, y) in enumerate(zip(a, e)):
             _pair(x, y, f"{path}[{i}]", out, tol_fn, sign, meta_only)
         return
+    if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and (a.is_nested or e.is_nested):
+        # a nested tensor has no single shape: it is compared as the list of its components
+        if a.is_nested != e.is_nested:
+            out.append(Record(path, "structure", f"{'nested' if a.is_nested else 'plain'} tensor vs {'nested' if e.is_nested else 'plain'} expected [{path}]"))
+            return
+        _pair(list(a.unbind()), list(e.unbind()), path, out, tol_fn, sign, meta_only)
+        return
     if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
         out.append(compare_tensors(a, e, path=path, tolerance=tol_fn(e.dtype), check_sign_of_zero=sign, metadata_only=meta_only))
         return

@@ -407,7 +407,9 @@ def _has_nonfinite(inputs) -> bool:
 
 
 def _leaves(x):
-    if isinstance(x, torch.Tensor):
+    if isinstance(x, torch.Tensor) and x.is_nested:
+        yield from x.unbind()  # no single shape: its components are the leaves
+    elif isinstance(x, torch.Tensor):
         yield x
     elif isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
         for v in x:

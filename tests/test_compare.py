@@ -181,3 +181,15 @@ def test_sparse_tensor_with_invalid_indices_is_compared_by_parts_not_densified()
     assert one(bad(v), bad(v.clone())).ok
     r = one(bad(v + torch.tensor([0.0, 0.0, 0.5, 0.0])), bad(v))
     assert r.kind == "values" and r.path.endswith(".values")
+
+
+def test_nested_tensors_are_compared_component_by_component():
+    # a nested tensor has no single shape: reading it as one made every nested op "cannot compare"
+    a = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    wrong = torch.nested.nested_tensor([torch.ones(2), torch.tensor([1.0, 2.0, 1.0])])
+    shorter = torch.nested.nested_tensor([torch.ones(2)])
+    assert all(r.ok for r in compare(a, a.clone()))
+    bad = [r for r in compare(wrong, a) if not r.ok]
+    assert [r.kind for r in bad] == ["values"] and "output[1]" in bad[0].message
+    assert [r.kind for r in compare(shorter, a) if not r.ok] == ["structure"]
+    assert [r.kind for r in compare(torch.ones(2), a) if not r.ok] == ["structure"]
