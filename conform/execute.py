@@ -107,18 +107,30 @@ def classify_device_error(exc: BaseException, backend) -> Outcome:
 # cap keeps inputs small, but some ops' outputs grow as a power of their input (diagflat n -> n^2,
 # cartesian_prod and meshgrid: the product of the sizes): one such case took a minute of the
 # sweep and gigabytes to compare. Larger cases are declined like invalid ones, before the golden
-# and device runs; hypothesis then draws another.
+# and device runs; hypothesis then draws another. Likewise for the number of output tensors
+# (unbind of a [1334, 2] tensor: 1334 comparisons, over a second for one case).
 MAX_OUTPUT_NUMEL = 1 << 18
+MAX_OUTPUT_TENSORS = 256
 
 
-def output_numel(value) -> int:
-    """Elements in all the tensors of a result (nested tuples and lists)."""
+def output_size(value) -> tuple[int, int]:
+    """(tensors, elements) in all the tensors of a result (nested tuples and lists)."""
     if isinstance(value, torch.Tensor):
         sparse = value.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
-        return value._nnz() if sparse else value.numel()
+        return 1, value._nnz() if sparse else value.numel()
     if isinstance(value, (list, tuple)):
-        return sum(output_numel(v) for v in value)
-    return 0
+        sizes = [output_size(v) for v in value]
+        return sum(t for t, _ in sizes), sum(n for _, n in sizes)
+    return 0, 0
+
+
+def _oversized(value) -> str:
+    tensors, numel = output_size(value)
+    if numel > MAX_OUTPUT_NUMEL:
+        return f"the output has {numel} elements, over conform's cap of {MAX_OUTPUT_NUMEL}"
+    if tensors > MAX_OUTPUT_TENSORS:
+        return f"the output has {tensors} tensors, over conform's cap of {MAX_OUTPUT_TENSORS}"
+    return ""
 
 
 # -- sides ---------------------------------------------------------------------------------
@@ -768,9 +780,9 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     sign = bool(hints.get("sign_of_zero", False)) and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
 
     ref = _run_side(op, case, to_device=_cpu_copy, device=cpu)
-    if ref.error is None and output_numel(ref.result) > MAX_OUTPUT_NUMEL:
-        n = output_numel(ref.result)
-        return CaseResult(Outcome.PASS, "forward", f"invalid case: the output has {n} elements, over conform's cap of {MAX_OUTPUT_NUMEL}", invalid=True)
+    oversized = _oversized(ref.result) if ref.error is None else ""
+    if oversized:
+        return CaseResult(Outcome.PASS, "forward", f"invalid case: {oversized}", invalid=True)
     # golden only helps when the reference ran, or lacks a kernel for the dtype (then golden
     # stands in for it); for an input the reference rejects, it would be wasted work
     if want_golden and (ref.error is None or is_kernel_gap(ref.error)):

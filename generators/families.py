@@ -620,6 +620,19 @@ def topk_like(ctx):
     ctx.fixed["k"] = ctx.draw(st.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else st.just(0), label="k")
 
 
+@family("cartesian_prod", "meshgrid", "combinations")
+def products_of_vectors(ctx):
+    """1-d inputs of at most 6 elements: the output is the product of their sizes (or n choose r),
+    so the element cap on inputs alone let one case ask for gigabytes."""
+    names = _arg_names(ctx)
+    if "tensors" in names:
+        k = ctx.draw(st.integers(1, 3), label="tensors")
+        ctx.fixed["tensors"] = [_tensor(ctx, (ctx.draw(st.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)]
+    elif "self" in names:
+        ctx.shape = (ctx.draw(st.integers(0, 6), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+
+
 @family("set")
 def set_storage_view(ctx):
     """set_(self, source, storage_offset, size, stride): a view that lies inside source's storage.

@@ -470,3 +470,13 @@ def test_a_case_whose_output_explodes_is_declined_not_compared():
     n = int(MAX_OUTPUT_NUMEL**0.5) + 1
     big = run_case(op, Case("aten::diagflat", (T((n,), "float32", seed=1),)), CPUBackend())
     assert big.invalid and f"{n * n} elements" in big.message
+
+
+def test_a_case_with_thousands_of_output_tensors_is_declined():
+    from conform.execute import MAX_OUTPUT_TENSORS
+
+    op = opdb.lookup("aten::unbind.int")
+    big = run_case(op, Case("aten::unbind.int", (T((MAX_OUTPUT_TENSORS + 1, 2), "float32", seed=1), 0)), CPUBackend())
+    assert big.invalid and f"{MAX_OUTPUT_TENSORS + 1} tensors" in big.message
+    small = run_case(op, Case("aten::unbind.int", (T((4, 2), "float32", seed=1), 0)), CPUBackend())
+    assert small.outcome == Outcome.PASS and not small.invalid

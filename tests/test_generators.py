@@ -350,3 +350,14 @@ def test_torchscript_replace_never_gets_an_empty_pattern():
     op = opdb.lookup("aten::replace")
     olds = {case.args[1] for case in _drawn(from_schema(op, "none"), examples=40)}
     assert olds and "" not in olds
+
+
+def test_products_of_vectors_get_short_vectors():
+    # cartesian_prod's output is the product of its inputs' sizes: the input cap alone let a
+    # case ask for 2.2 GB
+    import opdb
+
+    op = opdb.lookup("aten::cartesian_prod")
+    for case in _drawn(from_schema(op, "float32"), examples=40):
+        (tensors,) = case.args
+        assert 1 <= len(tensors) <= 3 and all(len(t.shape) == 1 and t.shape[0] <= 6 for t in tensors)
