@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 import generators
+import opdb
 from generators import Case, TensorSpec, Untestable, cell_dtypes, from_schema, layouts, shapes, tensors
 from generators.testing import opspec
 
@@ -316,8 +317,6 @@ def test_out_variants_are_preallocated_wrongly_sized_and_non_contiguous():
 def test_int_enum_arguments_take_only_their_members():
     # grid_sampler's CPU kernel reads uninitialised memory for padding_mode=3 instead of raising:
     # a non-member would make the comparison noise, not a finding
-    import opdb
-
     op = opdb.lookup("aten::grid_sampler_2d")
     seen = {"padding_mode": set(), "interpolation_mode": set()}
     for case in _drawn(from_schema(op, "float32"), examples=60):
@@ -331,8 +330,6 @@ def test_int_enum_arguments_take_only_their_members():
 def test_explicit_storage_views_stay_inside_their_storage():
     # set_ grows a too-small storage with uninitialised memory and _reshape_alias checks no
     # bounds: a case past the end would compare garbage with garbage
-    import opdb
-
     set_ = opdb.lookup("aten::set_.source_Tensor_storage_offset")
     for case in _drawn(from_schema(set_, "float32"), examples=40):
         args, kwargs = _materialize(case)
@@ -345,8 +342,6 @@ def test_explicit_storage_views_stay_inside_their_storage():
 
 def test_torchscript_replace_never_gets_an_empty_pattern():
     # TorchScript's str.replace with old="" loops until memory runs out: the sweep would stall
-    import opdb
-
     op = opdb.lookup("aten::replace")
     olds = {case.args[1] for case in _drawn(from_schema(op, "none"), examples=40)}
     assert olds and "" not in olds
@@ -355,8 +350,6 @@ def test_torchscript_replace_never_gets_an_empty_pattern():
 def test_products_of_vectors_get_short_vectors():
     # cartesian_prod's output is the product of its inputs' sizes: the input cap alone let a
     # case ask for 2.2 GB
-    import opdb
-
     op = opdb.lookup("aten::cartesian_prod")
     for case in _drawn(from_schema(op, "float32"), examples=40):
         (tensors,) = case.args
