@@ -457,3 +457,173 @@ def summary(records: list[Record]) -> dict[str, float | None]:
                 worst_ratio = ratio
                 best["rtol"], best["atol"] = r.rtol, r.atol
     return best
+
+
+# -- comparison strategies: what each kind of op promises -------------------------------
+
+def bind_arguments(op, args, kwargs) -> dict[str, Any]:
+    """Schema argument name -> value, for positional and keyword arguments alike."""
+    bound = {}
+    names = [a.name for a in op.arguments]
+    for name, v in zip(names, args):
+        bound[name] = v
+    bound.update(kwargs)
+    return bound
+
+
+# Ops that return indices of order statistics: when values tie, any of the tied indices is
+# right, so unless a rule says otherwise their index outputs are checked by what they select.
+TIE_OPS = frozenset({"sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "max", "min", "argmax", "argmin", "cummax", "cummin"})
+
+
+# Outputs that are not unique mathematically: eigenvectors and singular vectors are defined up to
+# sign (or phase), and a general matrix's eigenvalues come in no defined order. Two correct
+# kernels (float32 and float64 LAPACK, CPU and MPS) may legitimately differ there, so these
+# outputs are compared by shape and dtype only; the unique ones (eigh's sorted eigenvalues,
+# singular values) by value. Keys are base names; values: output positions, out= names.
+AMBIGUOUS_OUTPUTS = {
+    "linalg_eig": ({0, 1}, {"eigenvalues", "eigenvectors"}),
+    "linalg_eigvals": ({0}, {"out"}),
+    "linalg_eigh": ({1}, {"eigvecs", "eigenvectors"}),
+    "_linalg_eigh": ({1}, {"eigenvectors"}),
+    "linalg_svd": ({0, 2}, {"U", "Vh"}),
+    "_linalg_svd": ({0, 2}, {"U", "Vh"}),
+    "svd": ({0, 2}, {"U", "V"}),
+}
+
+
+def split_ambiguous(op, pairs):
+    """(pairs compared by value, pairs compared by metadata only)."""
+    spec = AMBIGUOUS_OUTPUTS.get(op.base_name)
+    if spec is None:
+        return pairs, []
+    positions, names = spec
+    exact, meta = [], []
+    for actual, expected, path in pairs:
+        if path == "output" and isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+            for i, (a, e) in enumerate(zip(actual, expected)):
+                (meta if i in positions else exact).append((a, e, f"output[{i}]"))
+        elif path == "output" and not isinstance(expected, (tuple, list)) and 0 in positions:
+            meta.append((actual, expected, path))
+        elif path.split(" ", 1)[0] in names:
+            meta.append((actual, expected, path))
+        else:
+            exact.append((actual, expected, path))
+    return exact, meta
+
+
+def index_outputs(op) -> set[int]:
+    """Positions of the outputs that are indices into the input ("indices" in the schema)."""
+    if op.base_name in ("argmax", "argmin", "argsort"):
+        return {0}
+    ret = op.schema.rsplit("->", 1)[-1].strip().strip("()")
+    names = [part.strip().split(" ")[-1] for part in ret.split(",")] if ret else []
+    return {i for i, n in enumerate(names) if n in ("indices", "index")}
+
+
+
+def dense(t: torch.Tensor) -> torch.Tensor:
+    return t if t.layout == torch.strided else t.to_dense()
+
+
+def leaves(x):
+    if isinstance(x, torch.Tensor) and x.is_nested:
+        yield from x.unbind()  # no single shape: its components are the leaves
+    elif isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        for v in x:
+            yield from leaves(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from leaves(v)
+
+
+
+def statistics_records(dev_res, ref_res, path="output") -> list[Record]:
+    """Seeded random ops: shapes and dtypes must match, values only statistically."""
+    records = compare(dev_res, ref_res, metadata_only=True, path=path)
+    if failures(records):
+        return records
+    for i, (a, e) in enumerate(zip(leaves(dev_res), leaves(ref_res))):
+        p = f"{path}#{i}"
+        if a.numel() == 0:
+            continue
+        a64, e64 = a.detach().double() if not a.is_complex() else a.abs().double(), e.detach().double() if not e.is_complex() else e.abs().double()
+        af, ef = torch.isfinite(a64), torch.isfinite(e64)
+        if int(af.sum()) != int(ef.sum()) and (af.all() or ef.all()):
+            records.append(Record(p, "nan", f"{int((~af).sum())} non-finite values vs {int((~ef).sum())} expected [{p}]"))
+            continue
+        a64, e64 = a64[af], e64[ef]
+        if a64.numel() == 0 or e64.numel() == 0:
+            continue
+        lo, hi = float(e64.min()), float(e64.max())
+        span = max(hi - lo, abs(hi), abs(lo), 1e-12)
+        if float(a64.min()) < lo - span or float(a64.max()) > hi + span:
+            records.append(Record(p, "values", f"values span [{float(a64.min()):.4g}, {float(a64.max()):.4g}] far outside the reference's [{lo:.4g}, {hi:.4g}] [{p}]"))
+            continue
+        n = a64.numel()
+        if n >= 64:
+            std = float(e64.std()) if n > 1 else 0.0
+            dm = abs(float(a64.mean()) - float(e64.mean()))
+            if dm > 6 * std / math.sqrt(n) + 1e-6 * (abs(float(e64.mean())) + 1):
+                records.append(Record(p, "values", f"mean {float(a64.mean()):.4g} vs {float(e64.mean()):.4g} expected (statistical check, {n} samples) [{p}]"))
+                continue
+            va, ve = float(a64.var()), float(e64.var())
+            if ve > 0 and not (ve / 3 <= va <= ve * 3):
+                records.append(Record(p, "values", f"variance {va:.4g} vs {ve:.4g} expected (statistical check, {n} samples) [{p}]"))
+    return records
+
+
+def _tie_dim(op, inputs):
+    args, kwargs = inputs
+    bound = bind_arguments(op, args, kwargs)
+    if "dim" in bound:
+        return bound["dim"]
+    for a in op.arguments:
+        if a.name == "dim":
+            if a.default in (None, "None"):
+                return None
+            try:
+                return int(a.default)
+            except ValueError:
+                return None
+    return None
+
+
+def _gather(inp: torch.Tensor, idx: torch.Tensor, dim):
+    if dim is None or inp.dim() == 0:
+        return inp.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
+    if idx.dim() == inp.dim():
+        return torch.take_along_dim(inp, idx, dim)
+    return torch.take_along_dim(inp, idx.unsqueeze(dim), dim).squeeze(dim)
+
+
+def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
+    """Sort-like ops: values compared; integer index outputs compared by what they select."""
+    records: list[Record] = []
+    index_positions = index_outputs(op)
+    dev_leaves = list(leaves(dev_result))
+    ref_leaves = list(leaves(ref_result))
+    inp = next(iter(leaves(ref_inputs[0])), None)
+    dim = _tie_dim(op, ref_inputs)
+    if len(dev_leaves) != len(ref_leaves) or inp is None:
+        return compare(dev_result, ref_result, tolerance=tol)
+    for i, (a, e) in enumerate(zip(dev_leaves, ref_leaves)):
+        path = f"output[{i}]" if len(ref_leaves) > 1 else "output"
+        if i in index_positions and not is_inexact(e.dtype) and a.shape == e.shape and a.dtype == e.dtype:
+            try:
+                want = _gather(inp, e, dim)
+            except (IndexError, RuntimeError):  # not indices into the first input after all
+                records += compare(a, e, tolerance=tol, path=path)
+                continue
+            try:
+                got = _gather(inp, a, dim)
+            except (IndexError, RuntimeError) as ex:
+                records.append(Record(path, "values", f"device indices cannot index the input: {type(ex).__name__}: {str(ex).strip().splitlines()[0] if str(ex).strip() else ''} [{path}]"))
+                continue
+            r = compare(got, want, tolerance=tol, path=f"{path} (selected values)")
+            records += r
+        else:
+            records += compare(a, e, tolerance=tol, path=path)
+    return records

@@ -104,3 +104,74 @@ def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, inpu
     rtol, atol = default_tolerance(dt)
     g = growth(reduction_size)
     return rtol * g, max(atol * g, rtol * g * input_scale)
+
+
+# -- tolerance policy of a case: error growth, input scale, mixed dtypes -----------------
+
+
+def input_scale(inputs) -> float:
+    """The largest finite magnitude among floating input tensors (see tolerances.tolerance_for)."""
+    from .compare import dense, leaves  # compare imports this module
+
+    best = 0.0
+    for t in leaves(inputs):
+        if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.numel() and t.device.type != "meta":
+            a = dense(t).detach().abs()
+            a = a[torch.isfinite(a)]
+            if a.numel():
+                best = max(best, float(a.max()))
+    return best
+
+
+
+
+# Families whose every output element sums many inputs (opdb.families names): their tolerance
+# grows with the largest input's size, an upper bound on the terms per output.
+GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "scan", "fft")
+
+
+def numel_ratio(op, case, outputs) -> int:
+    """How many input elements feed one output element: the error growth's `n` (at least 1)."""
+    from .compare import leaves
+
+    ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
+    outs = [t.numel() for t in leaves(outputs)]
+    if not ins:
+        return 1
+    biggest_in = max(ins)
+    if op.family in GROWTH_FAMILIES:
+        return max(1, biggest_in)
+    biggest_out = max(outs) if outs else 1
+    return max(1, math.ceil(biggest_in / max(1, biggest_out)))
+
+
+
+def gradient_tolerance(tol, want: torch.Tensor):
+    """A gradient's absolute tolerance is at least rtol times its largest element.
+
+    Backward formulas reuse the forward's *rounded* outputs (tanh' = 1 - y*y, sigmoid' =
+    y * (1 - y)), so a small gradient element inherits an absolute error of a few ulps of the
+    gradient's scale, not of its own size: elementwise relative checks would flag every
+    correct half-precision backward. A wrong formula is off by the gradient's scale itself.
+    """
+    rtol, atol = tol(want.dtype)
+    if not is_inexact(want.dtype) or want.numel() == 0:
+        return (rtol, atol)
+    w = want.detach().abs()
+    w = w[torch.isfinite(w)]
+    scale = float(w.max()) if w.numel() else 0.0
+    return (rtol, max(atol, rtol * scale))
+
+
+def loosest(tol, dtypes):
+    """The per-dtype tolerance, no tighter than that of any dtype in `dtypes` (see _backward)."""
+
+    def pick(dt):
+        rtol, atol = tol(dt)
+        if is_inexact(dt):
+            for other in dtypes:
+                r, a = tol(other)
+                rtol, atol = max(rtol, r), max(atol, a)
+        return rtol, atol
+
+    return pick

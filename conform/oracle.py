@@ -1,0 +1,643 @@
+"""The verdict rule (DESIGN.md, "The verdict rule"): what conform calls right.
+
+One path for every phase (forward outputs, backward gradients) and every side (the device, or
+the CPU reference when it is the one held against float64):
+
+1. `verdict`: with an accelerator (any backend but the plain CPU), the device is compared with
+   the CPU reference first. Agreement is `pass`; where the reference itself then deviates from
+   float64 golden, that is a `REFERENCE` finding about the CPU, never the device's failure.
+   Disagreement: golden decides. The device close to golden is `pass` with a `CPU_WRONG`
+   finding; otherwise the device fails, with both errors against golden.
+2. With the plain CPU under test, golden is the expectation (`against_golden`).
+3. `against_golden` holds a side against golden float64 with every second opinion the rule
+   allows, in order: Python scalars rounded to the case's dtype (kernels that read a Scalar in
+   the tensor's dtype), special values where two CPU precisions disagree (inf/NaN meeting zeros,
+   see `_specials_excused`), and the case's conditioning (`_conditioning_excused`). Whatever an
+   excuse turned into a pass is then checked for self-consistency (`self_consistency`): an
+   error that depends on position, layout or memory is a bug whatever its size.
+
+A `Phase` carries what these functions need to know about one phase of one case: how to
+compare, how to rerun the op on the CPU (golden, a second precision, perturbed inputs) and how
+to rerun the side under judgement (self-consistency). Observed values are `(main, written)`
+pairs: the forward's (result, {argument name: out/mutated tensor}), the backward's
+(gradients by input name, {}).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .compare import Record, _sparse_valid, _spacing, compare_tensors, dense, failures, leaves
+from .tolerances import is_inexact
+
+# Finding kinds: facts stored with a cell that are not its verdict.
+REFERENCE = "reference"  # the device agrees with the CPU reference; both deviate from float64
+CPU_WRONG = "cpu_wrong"  # the device and the CPU disagree; the device matches float64
+PRECISION_EDGE = "precision_edge"  # off golden by no more than the case's conditioning
+FINDING_KINDS = (REFERENCE, CPU_WRONG, PRECISION_EDGE)
+
+META_KINDS = frozenset({"structure", "shape", "dtype", "error"})
+
+
+@dataclass
+class Finding:
+    kind: str  # one of FINDING_KINDS
+    phase: str  # "forward" | "backward"
+    message: str
+    device_golden_err: float | None = None
+    ref_golden_err: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+Observed = tuple  # (main, written dict)
+Rerun = Callable[..., "Observed | None"]  # (case, tx=None) -> observed, None if it raised
+
+
+@dataclass
+class Phase:
+    """One phase of one case, as the oracle needs it.
+
+    `compare(actual, expected)` is the phase's comparison strategy (ties, statistics, ambiguous
+    outputs, tolerances). `run_cpu(case, dtype)` runs the op on the CPU in `dtype` (float64:
+    golden) and returns the raw observed value. `expect(raw)` casts a raw float64 result into an
+    expectation shaped like the reference's, or None. `golden` is computed on first use.
+    """
+
+    name: str
+    op: Any
+    case: Any
+    reference: Observed | None
+    compare: Callable[[Observed, Observed], list[Record]]
+    run_cpu: Callable[[Any, torch.dtype], "Observed | None"]
+    expect: Callable[[Observed], "Observed | None"]
+    golden_wanted: bool = True
+    _golden: Any = field(default=None, repr=False)
+    _golden_done: bool = False
+
+    @property
+    def golden(self) -> Observed | None:
+        if not self._golden_done:
+            self._golden_done = True
+            self._golden = self.run_cpu(self.case, torch.float64) if self.golden_wanted else None
+        return self._golden
+
+    def preset_golden(self, raw: Observed | None) -> None:
+        self._golden, self._golden_done = raw, True
+
+
+@dataclass
+class Judgement:
+    """A side held against golden: the records after every excuse, the golden they measured
+    against, and what an excuse made of it ("" when golden as given sufficed)."""
+
+    records: list[Record]
+    golden: Observed | None
+    excuse: str = ""
+    judged: bool = True  # False: golden cannot judge this case (no golden, other structure)
+
+    @property
+    def ok(self) -> bool:
+        return not failures(self.records)
+
+
+@dataclass
+class Verdict:
+    records: list[Record]  # what decides pass or not
+    finding: Finding | None = None
+    device_golden_err: float | None = None
+    ref_golden_err: float | None = None
+    attribution: str = ""  # appended to a failure's message
+
+
+def _flat(obs: Observed | None):
+    return None if obs is None else (obs[0], list((obs[1] or {}).values()))
+
+
+def _err(side: Observed | None, golden: Observed | None) -> float | None:
+    return None if side is None or golden is None else max_abs_vs(_flat(side), _flat(golden))
+
+
+# -- the rule -------------------------------------------------------------------------------
+
+
+def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, rerun_device: Rerun, rerun_reference: Rerun) -> Verdict:
+    """The verdict rule for one phase of one case (see the module docstring)."""
+    if golden_is_expectation:
+        j = against_golden(phase, device, rerun_device)
+        if not j.judged:
+            return Verdict(phase.compare(device, phase.reference))
+        v = Verdict(j.records, device_golden_err=_err(device, j.golden), ref_golden_err=_err(phase.reference, j.golden))
+        if j.ok and j.excuse:
+            v.finding = Finding(PRECISION_EDGE, phase.name, j.excuse, v.device_golden_err, v.ref_golden_err)
+        elif not j.ok:
+            v.attribution = attribution(v.device_golden_err, v.ref_golden_err, failures(j.records)) + _note(j)
+        return v
+    parity = phase.compare(device, phase.reference)
+    bad = failures(parity)
+    if not bad:
+        # the device agrees with the CPU: pass, whatever golden says of the CPU
+        ref_j = against_golden(phase, phase.reference, rerun_reference) if phase.golden_wanted else None
+        v = Verdict(parity)
+        if ref_j is not None and ref_j.judged and not ref_j.ok:
+            v.ref_golden_err = _err(phase.reference, ref_j.golden)
+            v.device_golden_err = _err(device, ref_j.golden)
+            msg = "; ".join(r.message for r in failures(ref_j.records)[:2])
+            v.finding = Finding(REFERENCE, phase.name, f"the CPU reference deviates from float64 (the device agrees with it): {msg}{_note(ref_j)}", v.device_golden_err, v.ref_golden_err)
+        return v
+    if any(r.kind in META_KINDS for r in bad) or not phase.golden_wanted:
+        return Verdict(parity)
+    # the device and the CPU disagree: golden decides
+    j = against_golden(phase, device, rerun_device)
+    if not j.judged:
+        return Verdict(parity)
+    v = Verdict(parity, device_golden_err=_err(device, j.golden), ref_golden_err=_err(phase.reference, j.golden))
+    if j.ok:
+        v.records = j.records
+        v.finding = Finding(
+            CPU_WRONG, phase.name,
+            f"the CPU reference is wrong here; the device matches float64 golden (CPU error {_e(v.ref_golden_err)} vs device {_e(v.device_golden_err)}): {bad[0].message}",
+            v.device_golden_err, v.ref_golden_err,
+        )
+        return v
+    v.attribution = attribution(v.device_golden_err, v.ref_golden_err, bad) + _note(j)
+    return v
+
+
+def _mismatched(records: list[Record]) -> int:
+    return sum(max(1, r.mismatched) for r in failures(records))
+
+
+def _note(j: Judgement) -> str:
+    return f" ({j.excuse})" if j.excuse and not j.ok else ""
+
+
+def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
+    """`actual` held against golden float64 with every second opinion the rule allows."""
+    golden = phase.golden
+    expected = phase.expect(golden) if golden is not None else None
+    if expected is None:
+        return Judgement([], None, judged=False)
+    records = phase.compare(actual, expected)
+    if not failures(records):
+        return Judgement(records, golden)
+    # Python scalars reach a low-precision kernel either as numbers cast to the tensor's dtype
+    # (TensorIterator's binary ops: ne(bf16, 1.562) compares with bfloat16(1.562) = 1.5625) or
+    # in the kernel's float32 math type (softshrink, hardtanh_backward, lerp's weight): golden
+    # runs again with the scalars rounded to the case's dtype, and either expectation is right.
+    # When `actual` fails both, the one the reference matches better is the truth it is measured against.
+    rounded = scalar_rounded_case(phase.op, phase.case)
+    alt = phase.run_cpu(rounded, torch.float64) if rounded is not None else None
+    alt_expected = phase.expect(alt) if alt is not None else None
+    if alt_expected is not None:
+        alt_records = phase.compare(actual, alt_expected)
+        closer = phase.reference is not None and (_err(phase.reference, alt) or 0.0) < (_err(phase.reference, golden) or 0.0)
+        if not failures(alt_records) or closer:
+            records, golden, expected = alt_records, alt, alt_expected
+        if not failures(records):
+            return Judgement(records, golden)
+    excuses = []
+    for excuse in (_specials_excused, _conditioning_excused):
+        if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
+            break
+        patched, why = excuse(phase, actual, expected, golden)
+        if patched is None:
+            continue
+        again = phase.compare(actual, patched)
+        if _mismatched(again) < _mismatched(records):
+            records, expected = again, patched
+            excuses.append(why)
+    if not excuses:
+        return Judgement(records, golden)
+    if failures(records):
+        return Judgement(records, golden, "; ".join(excuses) + ", elsewhere still off")
+    inconsistent = self_consistency(phase, actual, rerun, failures(phase.compare(actual, phase.expect(golden))))
+    if inconsistent:
+        # the excuse does not hold: the kernel disagrees with itself
+        return Judgement([Record(f.path, "values", f"{f.message}; {inconsistent}", max_abs=f.max_abs, rtol=f.rtol, atol=f.atol) for f in failures(phase.compare(actual, phase.expect(golden)))], golden, inconsistent)
+    return Judgement(records, golden, "precision edge: " + "; ".join(excuses))
+
+
+# -- excuses: what golden as given cannot say ----------------------------------------------
+
+
+def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
+    """inf/NaN meeting zeros, one rule for forward and backward and every dtype.
+
+    Where NaN and infinity land when non-finite values meet zeros (inf * 0, the implicit zeros
+    of padding, inf - inf in a blocked sum, a factor that is 0 in one precision's table and
+    6e-17 in another's) depends on the algorithm. So: (a) where the case's inputs hold a
+    non-finite value, an element golden holds non-finite may hold any non-finite value; (b) an
+    element where two CPU computations other than the one under judgement (float64 golden and,
+    for a case below float32, the CPU in float32) disagree on which special value it holds is
+    implementation-defined: the side's own value stands. A non-finite value where golden is
+    finite, or the reverse, is still off unless (b) says so; and self_consistency checks what
+    this excused."""
+    dt = rounding_dtype(phase.case)
+    mid = phase.run_cpu(phase.case, torch.float32) if dt in (torch.float16, torch.bfloat16) else None
+    nonfinite_inputs = _case_has_nonfinite(phase.case)
+    if mid is None and not nonfinite_inputs:
+        return None, ""
+
+    def excuse(a, e, g, m):
+        cg = _special_class(g)
+        mask = torch.zeros(cg.shape, dtype=torch.bool)
+        if nonfinite_inputs:
+            mask |= (cg != 0) & (_special_class(a) != 0)
+        if m is not None and m.shape == g.shape:
+            mask |= cg != _special_class(m)
+        return mask
+
+    patched = _patch(actual, expected, golden, (mid,), excuse)
+    return patched, "non-finite values meeting zeros: where NaN and infinity land is the algorithm's"
+
+
+def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
+    """The case's conditioning: golden again with every floating input moved by one unit of
+    the case's dtype, up and down. An element the side holds within the hull of the three
+    golden values (widened by their spread) is as right as the case's own precision allows; an
+    element whose golden changes class (finite, NaN, inf) under that move sits on a domain or
+    range edge (acos(1 + ulp), overflow at the dtype's maximum): any value stands there."""
+    dt = rounding_dtype(phase.case)
+    if dt is None:
+        return None, ""
+    moved = [phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s)), torch.float64) for s in (1.0, -1.0)]
+    if any(m is None for m in moved):
+        return None, ""
+    up, down = moved
+
+    def excuse(a, e, g, u, d):
+        if u is None or d is None or u.shape != g.shape or d.shape != g.shape or g.is_complex():
+            return None
+        g, u, d, a = (dense(x).detach().to(torch.float64) for x in (g, u, d, a))
+        edge = (_special_class(u) != _special_class(g)) | (_special_class(d) != _special_class(g))
+        spread = torch.maximum((u - g).abs(), (d - g).abs()).nan_to_num(0.0, 0.0, 0.0)
+        lo = torch.minimum(torch.minimum(g, u), d) - spread
+        hi = torch.maximum(torch.maximum(g, u), d) + spread
+        return edge | ((a >= lo) & (a <= hi))
+
+    patched = _patch(actual, expected, golden, (up, down), excuse)
+    return patched, f"within the case's conditioning (golden moves that far when the inputs move by one {str(dt).removeprefix('torch.')} unit)"
+
+
+def _nudge(dt: torch.dtype, direction: float):
+    def move(t):
+        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.layout != torch.strided or t.device.type == "meta":
+            return t
+        return (t.detach() + direction * _spacing(t.detach().to(torch.float64), dt).to(t.dtype)).requires_grad_(t.requires_grad)
+
+    return move
+
+
+def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse):
+    """`others`: more observed values (or None) passed on to `excuse`, leaf by leaf. `expected` with the side's own values wherever `excuse(actual, expected, golden, *others)`
+    says the element is excused (leaf by leaf; leaves it cannot line up are left alone)."""
+    a_l, e_l, g_l = (list(leaves(_flat(x))) for x in (actual, expected, golden))
+    o_l = [list(leaves(_flat(o))) if o is not None else [None] * len(e_l) for o in others]
+    if not (len(a_l) == len(e_l) == len(g_l)) or any(len(x) != len(e_l) for x in o_l):
+        return None
+    out = []
+    for i, (a, e, g) in enumerate(zip(a_l, e_l, g_l)):
+        ok = a.shape == e.shape == g.shape and a.dtype == e.dtype and e.layout == a.layout == g.layout == torch.strided and not e.is_complex() and e.device.type != "meta"
+        mask = excuse(a, e, g, *(o[i] for o in o_l)) if ok else None
+        out.append(torch.where(mask, a.detach(), e) if mask is not None and bool(mask.any()) else e)
+    it = iter(out)
+    main, written = _replace_leaves(expected[0], it), _replace_leaves(expected[1] or {}, it)
+    return main, written
+
+
+def _replace_leaves(x, it):
+    if isinstance(x, torch.Tensor):
+        return next(it) if not x.is_nested else x
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        items = [_replace_leaves(v, it) for v in x]
+        return items if isinstance(x, list) else type(x)(items) if type(x) is tuple else tuple(items)
+    if isinstance(x, dict):
+        return {k: _replace_leaves(v, it) for k, v in x.items()}
+    return x
+
+
+def _case_has_nonfinite(case) -> bool:
+    try:
+        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+    except Exception:  # noqa: BLE001 - cannot tell: no excuse
+        return False
+    return any(is_inexact(t.dtype) and t.numel() and t.device.type != "meta" and not bool(torch.isfinite(dense(t)).all()) for t in leaves((args, kwargs)))
+
+
+class TransformedCase:
+    """A case whose materialised tensors pass through `tx` (perturbed, made contiguous, one
+    element picked): run wherever a case runs."""
+
+    def __init__(self, case, tx):
+        self._case, self._tx = case, tx
+
+    def materialize(self, to_device, device, *, dtype=None):
+        args, kwargs = self._case.materialize(to_device, device, dtype=dtype)
+        return _map_tensors(args, self._tx), {k: _map_tensors(v, self._tx) for k, v in kwargs.items()}
+
+    def __getattr__(self, name):
+        return getattr(self._case, name)
+
+
+def _map_tensors(x, fn):
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        items = [_map_tensors(v, fn) for v in x]
+        return items if isinstance(x, list) else tuple(items)
+    return x
+
+
+# -- self-consistency: what no tolerance excuses --------------------------------------------
+
+VECTOR_BLOCK = 64  # elements: a full vector block of any CPU ISA for every dtype, with a tail
+
+
+def self_consistency(phase: Phase, actual: Observed, rerun: Rerun, bad: list[Record]) -> str:
+    """'' when the side's kernel agrees with itself on this case; else how it does not: the same
+    call again after freed memory was overwritten (reads of uninitialised memory), the inputs
+    made contiguous (layout), and the offending element alone and inside a full vector block
+    (position: vectorised body vs scalar tail)."""
+    again = rerun(phase.case, scribble=True)
+    if again is not None and failures(phase.compare(again, actual)):
+        return "the same call gives another result after freed memory was overwritten: it reads uninitialised memory"
+    if _has_strided_inputs(phase.case):
+        contig = rerun(TransformedCase(phase.case, lambda t: t.contiguous() if t.layout == torch.strided else t))
+        if contig is not None and failures(phase.compare(contig, actual)):
+            return "the result depends on the inputs' layout: contiguous inputs give another"
+    for rec in bad:
+        where = _element_check(phase, actual, rerun, rec)
+        if where:
+            return where
+    return ""
+
+
+def _has_strided_inputs(case) -> bool:
+    try:
+        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+    except Exception:  # noqa: BLE001
+        return False
+    return any(t.layout == torch.strided and not t.is_contiguous() for t in leaves((args, kwargs)) if not t.is_nested)
+
+
+def _leaf_at(obs: Observed, path: str):
+    main, written = obs
+    if path == "output" and isinstance(main, torch.Tensor) and not written:
+        return main
+    if path.startswith("grad[") and isinstance(main, dict) and len(main) == 1:
+        return main.get(path[5:-1])
+    return None
+
+
+def _element_check(phase: Phase, actual: Observed, rerun: Rerun, rec: Record) -> str:
+    """Elementwise ops: the offending element computed alone and inside a full vector block
+    must be what it was inside the case's tensor."""
+    leaf = _leaf_at(actual, rec.path)
+    if leaf is None or rec.index is None or leaf.dim() == 0 or leaf.layout != torch.strided or len(rec.index) != leaf.dim():
+        return ""
+    shape = leaf.shape
+    want = leaf.detach()[rec.index]
+    for n, label in ((1, "alone"), (VECTOR_BLOCK, f"inside a block of {VECTOR_BLOCK}")):
+
+        def pick(t, n=n):
+            return t.detach()[rec.index].reshape(1).expand(n).contiguous().requires_grad_(t.requires_grad) if t.shape == shape and t.layout == torch.strided else t
+
+        got = rerun(TransformedCase(phase.case, pick), tx=pick)
+        got_leaf = _leaf_at(got, rec.path) if got is not None else None
+        if got_leaf is None or got_leaf.shape != (n,):
+            return ""  # not elementwise after all
+        r = compare_tensors(got_leaf, want.reshape(1).expand(n), tolerance=(rec.rtol or 0.0, rec.atol or 0.0))
+        if not r.ok:
+            return f"the element at {rec.index} computed {label} gives {got_leaf[0].item()!r} where the case gave {want.item()!r}: the result depends on its position"
+    return ""
+
+
+# -- golden as an expectation ---------------------------------------------------------------
+
+
+def cast_like(golden, template):
+    """Golden float64 results cast to the reference's dtypes, leaf by leaf; None if shapes differ."""
+    if isinstance(golden, torch.Tensor) and isinstance(template, torch.Tensor):
+        if golden.shape != template.shape:
+            raise ValueError("golden shape differs")
+        return golden.to(template.dtype)
+    if isinstance(golden, (list, tuple)) and isinstance(template, (list, tuple)) and not isinstance(golden, torch.Size):
+        if len(golden) != len(template):
+            raise ValueError("golden structure differs")
+        items = [cast_like(g, t) for g, t in zip(golden, template)]
+        return items if isinstance(template, list) else tuple(items)
+    if isinstance(golden, float) and isinstance(template, (int, bool)) and not isinstance(template, float):
+        return type(template)(golden)
+    return golden
+
+
+def golden_pair(golden, reference):
+    """Golden's (result, written) as an expectation shaped like the reference's (see
+    _golden_expected), with range_patch applied; None where the structures differ."""
+    (g_result, g_written), (ref_result, ref_written) = golden, reference
+    try:
+        cast = _golden_expected(g_result, ref_result)
+        written = {k: _golden_expected(v, (ref_written or {}).get(k)) for k, v in (g_written or {}).items()}
+    except (ValueError, TypeError, RuntimeError):
+        return None
+    return range_patch(g_result, cast), {k: range_patch((g_written or {}).get(k), v) for k, v in written.items()}
+
+
+_F64_MAX = torch.finfo(torch.float64).max
+
+
+def range_patch(golden, cast):
+    """Where golden float64 is exactly +-finfo(float64).max, the op produced its dtype's largest
+    finite value by construction (nan_to_num's default posinf/neginf, nextafter(-inf, 0)), which
+    in the case's dtype is +-finfo(dtype).max, not the infinity a cast of float64's maximum
+    gives. Those elements are expected at the case dtype's extreme. An overflow to infinity is
+    left alone: exp(100) in float32 is inf, and a kernel that saturates it is wrong."""
+    if isinstance(cast, torch.Tensor) and isinstance(golden, torch.Tensor):
+        if is_inexact(cast.dtype) and cast.dtype != torch.complex32 and cast.is_complex() == golden.is_complex() and cast.shape == golden.shape and cast.layout == golden.layout == torch.strided and cast.numel():
+            c, g = cast, golden.detach()
+            if c.is_complex():  # real and imaginary parts separately
+                c, g = torch.view_as_real(c.resolve_conj()), torch.view_as_real(g.resolve_conj())
+            extreme = g.to(torch.float64).abs() == _F64_MAX
+            if bool(extreme.any()) and c.dtype != torch.float64:
+                big = torch.finfo(c.dtype).max
+                patched = torch.where(extreme, torch.sign(g).to(c.dtype) * big, c)
+                return torch.view_as_complex(patched.contiguous()) if cast.is_complex() else patched
+        return cast
+    if isinstance(cast, (list, tuple)) and isinstance(golden, (list, tuple)) and len(cast) == len(golden):
+        items = [range_patch(g, c) for g, c in zip(golden, cast)]
+        return items if isinstance(cast, list) else tuple(items)
+    return cast
+
+
+def _special_class(t: torch.Tensor) -> torch.Tensor:
+    """0 finite, 1 NaN, 2 +inf, 3 -inf, elementwise (complex: by real and imaginary parts)."""
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    t = t.detach().to(torch.float64)
+    cls = torch.zeros(t.shape, dtype=torch.int8)
+    cls = torch.where(t.isnan(), 1, cls)
+    cls = torch.where(t == math.inf, 2, cls)
+    return torch.where(t == -math.inf, 3, cls).to(torch.int8)
+
+
+def specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
+    """`expected` with the device's values where the float32 run (`mid`) and golden float64
+    disagree on which special value (or none) an element holds (see _run_case); with
+    `both_nonfinite`, where `golden` and `mid` are both non-finite."""
+    if isinstance(expected, torch.Tensor):
+        ok = all(isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided for t in (golden, mid, actual))
+        if not ok or not is_inexact(expected.dtype) or actual.dtype != expected.dtype:
+            return expected
+        cg, cm = _special_class(golden), _special_class(mid)
+        pick = ((cg != 0) & (cm != 0)) if both_nonfinite else (cg != cm)
+        if not bool(pick.any()):
+            return expected
+        if expected.is_complex():
+            e, a = torch.view_as_real(expected.resolve_conj()), torch.view_as_real(actual.detach().resolve_conj())
+            return torch.view_as_complex(torch.where(pick, a, e).contiguous())
+        return torch.where(pick, actual.detach(), expected)
+    if isinstance(expected, (list, tuple)) and all(isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)):
+        items = [specials_patch(e, g, m, a, both_nonfinite=both_nonfinite) for e, g, m, a in zip(expected, golden, mid, actual)]
+        return items if isinstance(expected, list) else tuple(items)
+    return expected
+
+
+def _numeric(x) -> bool:
+    """A floating or complex value: a leaf whose golden float64 value is a valid expectation."""
+    if isinstance(x, torch.Tensor):
+        return True  # tensors are cast back to the reference's dtype, bool and integer included
+    return isinstance(x, (float, complex)) and not isinstance(x, bool)
+
+
+def _golden_expected(golden, ref):
+    """The expected values when the CPU is the device under test: golden float64, cast to the
+    reference's dtypes, for tensors and floating Python scalars; the reference's own run for
+    everything else. Integers, ScalarTypes, strings and sizes that an op returns are metadata
+    (element_size, promote_types, result_type, str): the float64 rewrite changes them by
+    construction (8 bytes, Double, "CPUDoubleType"), so golden is no expectation for them.
+    Raises ValueError where the structures differ."""
+    if isinstance(golden, dict) and isinstance(ref, dict):
+        if len(golden) != len(ref):
+            raise ValueError("golden structure differs")
+        return {_golden_expected(gk, rk): _golden_expected(gv, rv) for (gk, gv), (rk, rv) in zip(golden.items(), ref.items())}
+    if isinstance(golden, (list, tuple)) and isinstance(ref, (list, tuple)) and not isinstance(ref, torch.Size):
+        if len(golden) != len(ref):
+            raise ValueError("golden structure differs")
+        items = [_golden_expected(g, r) for g, r in zip(golden, ref)]
+        return items if isinstance(ref, list) else tuple(items)
+    if _numeric(ref) and _numeric(golden):
+        return cast_like(golden, ref)
+    return ref
+
+
+# Python scalars ("Scalar" in a schema) reach a low-precision kernel in one of two ways, and
+# both conform: TensorIterator's binary ops wrap them as numbers and cast them to the tensor's
+# dtype (ne(bf16, 1.562) compares with bfloat16(1.562) = 1.5625: add, sub, eq, fmod, remainder,
+# isin, hardshrink), while other kernels read them in their float32 math type (softshrink,
+# hardtanh_backward, threshold, lerp, addcmul's value). Golden float64 with the scalar as given
+# is right for the second; for the first, golden is run again with the scalars rounded to the
+# case's dtype, and the device passes if it matches either.
+def rounding_dtype(case) -> torch.dtype | None:
+    dts = [sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)]
+    if not dts:
+        return None
+    dt = dts[0]
+    for d in dts[1:]:
+        dt = torch.promote_types(dt, d)
+    return dt.to_real() if dt.is_complex else dt
+
+
+def _round_scalar(v, dt: torch.dtype):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, complex):
+        return complex(_round_scalar(v.real, dt), _round_scalar(v.imag, dt))
+    if isinstance(v, float):
+        return float(torch.tensor(v, dtype=torch.float64).to(dt)) if math.isfinite(v) else v
+    if isinstance(v, int):
+        r = float(torch.tensor(float(v), dtype=torch.float64).to(dt))
+        return int(r) if math.isfinite(r) else v
+    if isinstance(v, (list, tuple)):
+        items = [_round_scalar(x, dt) for x in v]
+        return items if isinstance(v, list) else tuple(items)
+    return v
+
+
+def scalar_rounded_case(op, case):
+    """`case` with its Scalar arguments rounded to the case's dtype, or None if that changes none."""
+    dt = rounding_dtype(case)
+    if dt is None or dt == torch.float64:
+        return None
+    scalar_names = {a.name for a in op.arguments if a.base_type in ("Scalar", "Scalar[]")}
+    if not scalar_names:
+        return None
+    names = [a.name for a in op.arguments]
+    args = tuple(_round_scalar(v, dt) if i < len(names) and names[i] in scalar_names else v for i, v in enumerate(case.args))
+    kwargs = {k: _round_scalar(v, dt) if k in scalar_names else v for k, v in case.kwargs.items()}
+    if args == tuple(case.args) and kwargs == dict(case.kwargs):
+        return None
+    return dataclasses.replace(case, args=args, kwargs=kwargs)
+
+
+def max_abs_vs(actual, golden) -> float | None:
+    """The greatest absolute error of `actual`'s tensor leaves against golden float64.
+
+    Floating leaves: the greatest difference over positions where both are finite, and inf
+    where the special values disagree (NaN where golden is finite or infinite, an infinity of
+    the other sign, a finite value where golden is NaN or infinite), except the dtype's largest
+    value where golden gives float64's (see range_patch). Integer and bool leaves
+    (indices, comparison results): the greatest difference of the values (1 for a flipped bool).
+    None when no leaf could be compared."""
+    worst = None
+    for a, g in zip(leaves(actual), leaves(golden)):
+        if a.shape != g.shape or a.device.type == "meta" or g.device.type == "meta" or a.numel() == 0:
+            continue
+        if not (_sparse_valid(a) and _sparse_valid(g)):
+            continue  # indices out of bounds: densifying would read out of bounds
+        if not is_inexact(a.dtype):
+            if is_inexact(g.dtype) and not g.dtype.is_floating_point:
+                continue
+            err = float((dense(a).detach().to(torch.float64) - dense(g).detach().to(torch.float64)).abs().max())
+            worst = err if worst is None else max(worst, err)
+            continue
+        a64 = dense(a).detach().to(torch.complex128 if a.is_complex() else torch.float64)
+        g64 = dense(g).detach().to(a64.dtype)
+        if a64.is_complex():
+            a64, g64 = torch.view_as_real(a64), torch.view_as_real(g64)
+        finite = torch.isfinite(a64) & torch.isfinite(g64)
+        same_special = (a64 == g64) | (a64.isnan() & g64.isnan())
+        big = float(torch.finfo(a.dtype).max)
+        saturated = (g64.abs() == _F64_MAX) & (a64.abs() == big) & (torch.sign(a64) == torch.sign(g64))
+        if bool((~finite & ~same_special & ~saturated).any()):
+            err = math.inf
+        elif bool(finite.any()):
+            err = float(torch.where(finite & ~saturated, (a64 - g64).abs(), torch.zeros((), dtype=torch.float64)).max())
+        else:
+            err = 0.0
+        worst = err if worst is None else max(worst, err)
+    return worst
+
+
+def _e(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def attribution(d: float | None, r: float | None, bad: list[Record]) -> str:
+    """The message's tail: how far the device and the CPU each are from golden."""
+    if d is None or r is None:
+        return ""
+    worst = bad[0]
+    if worst.kind != "values":  # NaN, inf and sign-of-zero findings: inf where the specials disagree
+        return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"
+    allowed = (worst.atol or 0.0) + (worst.rtol or 0.0)
+    if r > max(allowed, 10 * d if d else allowed) and d > allowed:
+        return f"; both far from golden: ill-conditioned case (device error {_e(d)} vs CPU {_e(r)}, golden float64)"
+    return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"
+
