@@ -25,6 +25,13 @@ from .outcomes import Outcome
 CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBACK, Outcome.SKIPPED}
 
 
+# Why a skipped cell ran nothing: the CPU reference has no kernel for the cell's dtype ("not
+# implemented for 'Bool'": nothing to compare with, whatever the inputs), no generated input was
+# valid, the op is untestable by rule, or conform itself failed.
+NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
+SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR)
+
+
 @dataclass
 class CellSettings:
     """How hard to try on one cell. Travels to xdist workers as a dict."""
@@ -64,6 +71,8 @@ class CellResult:
     traceback: str = ""
     duration_s: float = 0.0
     invalid_examples: int = 0
+    findings: list = field(default_factory=list)  # conform.oracle.Finding dicts, the first of each kind and phase
+    skip_reason: str = ""  # for a skipped cell: one of SKIP_REASONS
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,11 +124,13 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
     result = CellResult(op=op.qualname, dtype=dtype)
     if op.rules.untestable:
         result.message = f"untestable: {op.rules.untestable}"
+        result.skip_reason = UNTESTABLE
         return result
     try:
         strategy = generators.from_schema(op, dtype, max_numel=settings.max_numel)
     except Untestable as e:
         result.message = f"untestable: {e}"
+        result.skip_reason = UNTESTABLE
         return result
 
     state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
@@ -133,6 +144,11 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 setattr(result, name, v if cur is None else max(cur, v))
         if getattr(r, "rtol", None) is not None:
             result.rtol, result.atol = r.rtol, r.atol
+
+    def keep_finding(r) -> None:
+        f = getattr(r, "finding", None)
+        if f and not any((g["kind"], g["phase"]) == (f["kind"], f["phase"]) for g in result.findings):
+            result.findings.append(f)
 
     def one_case(case) -> None:
         if not state["failing"] and time.monotonic() - started > settings.cell_budget_s:
@@ -168,6 +184,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 hypothesis.reject()
             result.examples_run += 1
             merge_errors(r)
+            keep_finding(r)
             if r.outcome == Outcome.PASS:
                 result.examples_passed += 1
                 return
@@ -220,6 +237,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         pass
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
         result.outcome = Outcome.SKIPPED.value
+        result.skip_reason = INTERNAL_ERROR
         result.message = f"conform internal error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         result.traceback = tb.format_exc()
         result.duration_s = time.monotonic() - started
@@ -231,6 +249,9 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         result.message = final.message
         result.traceback = final.traceback
         merge_errors(final)
+        keep_finding(final)
+        if result.outcome == Outcome.SKIPPED.value:
+            result.skip_reason = INTERNAL_ERROR  # run_case skips only for conform's own errors
         result.case = final_case.to_json()
         result.repro = _repro(op, final_case, backend)
     elif result.examples_run > 0:
@@ -239,7 +260,12 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
     else:
         result.outcome = Outcome.SKIPPED.value
         reason = state["first_invalid"] or "the generator produced no case"
-        result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
+        if result.invalid_examples and state.get("no_kernel"):
+            result.skip_reason = NO_KERNEL
+            result.message = f"no CPU kernel for {dtype}: the CPU reference has nothing to compare with; {reason}"
+        else:
+            result.skip_reason = NO_VALID_CASE
+            result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
     result.duration_s = time.monotonic() - started
     return result
 

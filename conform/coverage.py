@@ -82,16 +82,19 @@ def coverage(store: Store, run_id: int) -> dict:
             .order_by(Op.qualname)
         ).all()
         results = s.execute(
-            select(Op.qualname, Result.dtype, Result.outcome, Result.examples_run, Result.message)
+            select(Op.qualname, Result.dtype, Result.outcome, Result.examples_run, Result.message, Result.skip_reason)
             .join(Op, Result.op_id == Op.id)
             .where(Result.run_id == run_id)
             .order_by(Result.id)
         ).all()
     cells: dict[str, list[tuple[str, str, str]]] = {}
     valid: Counter = Counter()
-    for qualname, dtype, outcome, examples_run, message in results:
+    skips: dict[str, dict[str, list[str]]] = {}  # op -> skip reason kind -> dtypes
+    for qualname, dtype, outcome, examples_run, message, skip_reason in results:
         cells.setdefault(qualname, []).append((dtype, outcome, message or ""))
         valid[qualname] += examples_run or 0
+        if outcome == "skipped" and skip_reason:
+            skips.setdefault(qualname, {}).setdefault(skip_reason, []).append(dtype)
     rows = []
     for qualname, family, variant, recorded in ops:
         n = valid.get(qualname, 0)
@@ -101,7 +104,7 @@ def coverage(store: Store, run_id: int) -> dict:
             reason = _cell_reason(cells[qualname])
         else:
             reason = _rule_reason(qualname) or recorded or NOT_SELECTED
-        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason})
+        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason, **({"skipped": skips[qualname]} if qualname in skips else {})})
     return {"run": run_id, "ops": rows, "totals": totals(rows)}
 
 
@@ -119,6 +122,8 @@ def totals(rows: list[dict]) -> dict:
         "public_functional_pct": round(100 * pub_done / len(pub), 1) if pub else 0.0,
         "valid_cases": sum(r["valid_cases"] for r in rows),
         "reasons": dict(reasons.most_common()),
+        # skipped cells by kind: no CPU kernel for the dtype is not "no valid case was found"
+        "skipped_cells": dict(Counter(kind for r in rows for kind, dts in r.get("skipped", {}).items() for _ in dts).most_common()),
     }
 
 
@@ -147,7 +152,18 @@ def render(report: dict, fmt: str) -> str:
         "not exercised, by reason:",
     ]
     lines += [f"  {n:6d}  {reason}" for reason, n in t["reasons"].items()]
+    if t.get("skipped_cells"):
+        lines.append("skipped cells, by reason:")
+        lines += [f"  {n:6d}  {_SKIP_WORDS.get(kind, kind)}" for kind, n in t["skipped_cells"].items()]
     return "\n".join(lines)
+
+
+_SKIP_WORDS = {
+    "no_kernel": "no_kernel: the CPU reference has no kernel for the dtype",
+    "no_valid_case": "no_valid_case: no generated input was valid",
+    "untestable": "untestable: by rule or generator",
+    "internal_error": "internal_error: conform failed",
+}
 
 
 @click.command("coverage")

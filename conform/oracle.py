@@ -220,7 +220,7 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
     inconsistent = self_consistency(phase, actual, rerun, failures(phase.compare(actual, phase.expect(golden))))
     if inconsistent:
         # the excuse does not hold: the kernel disagrees with itself
-        return Judgement([Record(f.path, "values", f"{f.message}; {inconsistent}", max_abs=f.max_abs, rtol=f.rtol, atol=f.atol) for f in failures(phase.compare(actual, phase.expect(golden)))], golden, inconsistent)
+        return Judgement([dataclasses.replace(f, message=f"{f.message}; {inconsistent}") for f in failures(phase.compare(actual, phase.expect(golden)))], golden)
     return Judgement(records, golden, "precision edge: " + "; ".join(excuses))
 
 

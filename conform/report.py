@@ -28,6 +28,8 @@ class EnvironmentSummary:
     ops_exercised: int  # ops with at least one cell that ran examples
     ops_tested: int  # ops with at least one recorded cell
     cells: dict[str, int] = field(default_factory=dict)  # outcome -> count
+    # conform.oracle findings of the newest cells: {"op", "dtype", "kind", "phase", "message", ...}
+    findings: list[dict] = field(default_factory=list)
 
     @property
     def cells_total(self) -> int:
@@ -90,6 +92,7 @@ def summaries(store: Store, *, run_id: int | None = None) -> list[EnvironmentSum
                     ops_exercised=len(exercised),
                     ops_tested=len(tested),
                     cells={o.value: cells[o.value] for o in reversed(SEVERITY) if cells.get(o.value)},
+                    findings=[{"op": q, "dtype": d, **f} for (q, d), r in sorted(latest.items()) for f in (r.findings or []) if isinstance(f, dict)],
                 )
             )
         return out
@@ -115,10 +118,31 @@ def render(items: list[EnvironmentSummary], fmt: str) -> str:
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines)
+        return "\n".join(lines + _findings_lines(items, bullet="- "))
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths))  # noqa: E731
-    return "\n".join([fmt_row(header), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in rows])
+    return "\n".join([fmt_row(header), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in rows] + _findings_lines(items, bullet="  "))
+
+
+FINDING_WORDS = {"reference": "reference findings (the device agrees with the CPU; both deviate from float64)", "cpu_wrong": "CPU wrong here (the device matches float64)", "precision_edge": "precision edges (within the case's conditioning)"}
+FINDINGS_SHOWN = 50
+
+
+def _findings_lines(items: list[EnvironmentSummary], *, bullet: str) -> list[str]:
+    """Findings per environment, by kind: facts about the CPU reference or the case, listed
+    apart from the outcomes because they are no device's failure."""
+    lines: list[str] = []
+    for e in items:
+        for kind, words in FINDING_WORDS.items():
+            found = [f for f in e.findings if f.get("kind") == kind]
+            if not found:
+                continue
+            lines += ["", f"{e.backend} {e.device_name} (torch {e.torch_version}): {len(found)} {words}"]
+            for f in found[:FINDINGS_SHOWN]:
+                lines.append(f"{bullet}{f['op']} {f['dtype']} ({f.get('phase', '')}): {str(f.get('message', '')).splitlines()[0][:200]}")
+            if len(found) > FINDINGS_SHOWN:
+                lines.append(f"{bullet}... and {len(found) - FINDINGS_SHOWN} more (conform report --format json)")
+    return lines
 
 
 def count_failures(store: Store, run_id: int) -> Counter:

@@ -138,9 +138,9 @@ class Env:
 RESULT_COLUMNS = (
     Result.id, Result.op_id, Result.dtype, Result.outcome, Result.phase, Result.examples_run, Result.examples_passed,
     Result.max_abs_err, Result.max_rel_err, Result.max_ulp_err, Result.rtol, Result.atol, Result.device_golden_err,
-    Result.ref_golden_err, Result.message, Result.duration_s,
+    Result.ref_golden_err, Result.message, Result.duration_s, Result.findings, Result.skip_reason,
 )  # fmt: skip
-(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION, R_RUN) = range(17)
+(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(19)
 TIMING_COLUMNS = (Timing.op_id, Timing.dtype, Timing.size_label, Timing.shape, Timing.numel, Timing.device_median_s, Timing.device_iqr_s, Timing.ref_median_s, Timing.ref_iqr_s, Timing.repeats, Timing.layout)
 (T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT) = range(11)
 
@@ -428,3 +428,20 @@ def declared_vs_measured(data: SiteData, by_env: dict, env: Env) -> dict | None:
         elif how in COMPOSITE_HOWS and "pass" in seen[op_id]:
             via_composite[op_id] = how
     return {"declared": declared, "dispatch_key": key, "declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}
+
+
+def findings(data: SiteData) -> list[dict]:
+    """Every stored finding of the newest cells (conform.oracle.FINDING_KINDS): facts about the
+    CPU reference or the case that are no device's failure, reference findings first."""
+    order = {"reference": 0, "cpu_wrong": 1, "precision_edge": 2}
+    rows = []
+    for e in data.envs:
+        for (op_id, dtype), cell in e.cells.items():
+            for f in cell[R_FINDINGS] or []:
+                op = data.ops.get(op_id)
+                if op is None or not isinstance(f, dict):
+                    continue
+                rows.append({"env": e, "op": op, "dtype": dtype, "outcome": cell[R_OUTCOME], "kind": f.get("kind", ""), "phase": f.get("phase", ""),
+                             "message": f.get("message", ""), "ref_golden_err": f.get("ref_golden_err"), "device_golden_err": f.get("device_golden_err")})  # fmt: skip
+    rows.sort(key=lambda r: (order.get(r["kind"], 9), r["op"].qualname, r["dtype"], r["env"].key))
+    return rows

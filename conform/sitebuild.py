@@ -22,7 +22,7 @@ import jinja2
 
 from . import __version__, site_charts, site_data
 from .outcomes import SEVERITY
-from .site_data import CODES, DTYPE_ORDER, R_OUTCOME, R_RUN, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
+from .site_data import CODES, DTYPE_ORDER, R_FINDINGS, R_OUTCOME, R_RUN, R_SKIP, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
@@ -145,6 +145,7 @@ class Builder:
         self.render("diff.html", "diff.html", diff=None, diffs=diffs, envs=self.data.envs, title="Diff", threshold=site_data.REGRESSION_RATIO)
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
         self.render("op.html", "op.html", title="Op")
+        self.render("findings.html", "findings.html", findings=site_data.findings(self.data), title="Findings")
         for op in self.data.ops.values():
             self.write(f"data/op/{op.slug}.js", _js_data(f"op/{op.slug}", self.op_payload(op)))
 
@@ -326,7 +327,8 @@ class Builder:
                 failure = None
                 if f:
                     failure = [text(f[1]), text(f[2]), text(json.dumps(f[0], indent=1)) if f[0] is not None else None]
-                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure, self.run_index[r[R_RUN]]])
+                found = [[f.get("kind", ""), f.get("phase", ""), text(f.get("message", ""))] for f in (r[R_FINDINGS] or []) if isinstance(f, dict)]
+                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure, self.run_index[r[R_RUN]], found, r[R_SKIP] or ""])
         timed = self.timings_by_op.get(op.id, [])
         charts, timings = [], []
         for d in sorted({k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)):
@@ -398,6 +400,8 @@ class Builder:
 def _num(x) -> str:
     if x is None:
         return "–"
+    if isinstance(x, str):  # a non-finite float stored in JSON ("inf")
+        return x
     if isinstance(x, float):
         return f"{x:.3g}"
     return f"{x:,}"

@@ -47,6 +47,8 @@ RESULT_FIELDS = (
     "ref_golden_err",
     "message",
     "duration_s",
+    "findings",
+    "skip_reason",
 )
 
 

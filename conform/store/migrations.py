@@ -11,7 +11,7 @@ locks: see `Store._check_schema`), so a schema is created or upgraded all at onc
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from .models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
 
@@ -20,9 +20,16 @@ def _add_declared_kernels(conn: Connection) -> None:
     DeclaredKernel.__table__.create(conn, checkfirst=True)
 
 
+def _add_findings_and_skip_reason(conn: Connection) -> None:
+    # plain ALTER TABLE: SQLite and PostgreSQL both add a nullable or defaulted column in place
+    conn.execute(text("ALTER TABLE results ADD COLUMN findings JSON"))
+    conn.execute(text("ALTER TABLE results ADD COLUMN skip_reason VARCHAR(24) NOT NULL DEFAULT ''"))
+
+
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
 MIGRATIONS: list[tuple[int, str, callable]] = [
     (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
+    (3, "results.findings (reference findings, precision edges) and results.skip_reason", _add_findings_and_skip_reason),
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def utcnow() -> dt.datetime:
@@ -134,6 +134,11 @@ class Result(Base):
     ref_golden_err: Mapped[Optional[float]] = mapped_column(Float, default=None)  # reference vs golden
     message: Mapped[str] = mapped_column(Text, default="")
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    # facts about the cell that are not its verdict (conform.oracle.Finding.to_dict()): the CPU
+    # reference deviating from float64, the CPU wrong where the device is right, precision edges
+    findings: Mapped[Optional[list[Any]]] = mapped_column(JSON, default=None)
+    # why a skipped cell ran nothing (conform.cell.SKIP_REASONS): "no_kernel", "no_valid_case", ...
+    skip_reason: Mapped[str] = mapped_column(String(24), default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     run: Mapped[Run] = relationship(back_populates="results")

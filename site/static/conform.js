@@ -619,6 +619,21 @@
       page.appendChild(el("div", { class: "scroll" })).appendChild(details);
     }
 
+    // findings: facts about the CPU reference or the case, never the device's failure
+    var FINDING = { reference: "reference finding (the device agrees with the CPU; both deviate from float64)", cpu_wrong: "CPU wrong here (the device matches float64)", precision_edge: "precision edge (within the case's conditioning)" };
+    var withFindings = op.cells.filter(function (c) { return c[17] && c[17].length; });
+    if (withFindings.length) {
+      page.appendChild(el("h2", null, "Findings"));
+      withFindings.forEach(function (c) {
+        c[17].forEach(function (f) {
+          var sec = page.appendChild(el("section", { class: "finding finding-" + f[0] }));
+          var h = sec.appendChild(el("h3", null, (FINDING[f[0]] || f[0]) + " · " + c[1] + " · " + f[1] + " on "));
+          h.appendChild(envNode(envs[c[0]]));
+          if (f[2] !== null) cutText(sec, op.texts, f[2], "message");
+        });
+      });
+    }
+
     page.appendChild(el("h2", null, "Failing cases"));
     var failing = op.cells.filter(function (c) { return c[2] !== "pass"; });
     failing.sort(function (a, b) { return (idx._rank[a[2]] === undefined ? -1 : idx._rank[a[2]]) - (idx._rank[b[2]] === undefined ? -1 : idx._rank[b[2]]) || a[0] - b[0]; });
@@ -630,6 +645,7 @@
       h.appendChild(document.createTextNode(" " + c[1] + " on "));
       h.appendChild(envNode(envs[c[0]]));
       if (c[3]) h.appendChild(el("span", { class: "sub" }, " (" + c[3] + ")"));
+      if (c[18]) h.appendChild(el("span", { class: "sub skip-reason" }, " · skipped: " + ({ no_kernel: "no CPU kernel for this dtype", no_valid_case: "no valid case found", untestable: "untestable", internal_error: "conform internal error" }[c[18]] || c[18])));
       h.appendChild(el("span", { class: "sub" }, " · run " + runOf(envs[c[0]], c[16])));
       if (c[13] !== null) cutText(sec, op.texts, c[13], "message");
       var f = c[15];
