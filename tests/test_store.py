@@ -119,3 +119,22 @@ def test_full_disk_is_a_clear_error_and_keeps_what_was_recorded(tmp_path):
     with fresh.engine.connect() as c:
         # no half-written result: every result row has its fields
         assert c.execute(text("SELECT COUNT(*) FROM results WHERE outcome IS NULL OR dtype IS NULL")).scalar() == 0
+
+
+def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
+    path = tmp_path / "c.db"
+    Store(path).close()
+    with sqlite3.connect(path) as c:  # as conform before schema 3 wrote it
+        c.execute("ALTER TABLE results DROP COLUMN findings")
+        c.execute("ALTER TABLE results DROP COLUMN skip_reason")
+        c.execute("DELETE FROM conform_schema WHERE version = 3")
+        c.execute("INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (2, 'v2', '2026-01-01')")
+        c.execute("DELETE FROM conform_schema WHERE version > 2")
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 3
+    run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [OP])
+    store.record_result(run, _result(outcome="skipped", skip_reason="no_kernel", findings=[{"kind": "reference", "phase": "forward", "message": "m", "ref_golden_err": float("inf")}]))
+    with store.engine.connect() as c:
+        findings, reason = c.execute(text("SELECT findings, skip_reason FROM results")).one()
+    assert reason == "no_kernel" and "reference" in str(findings)

@@ -1,0 +1,107 @@
+"""The verdict rule (conform/oracle.py): parity with the CPU first, golden to judge, the case's
+conditioning and the kernel's self-consistency."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+import opdb
+from conform import oracle
+from conform.backends import CPUBackend
+from conform.compare import Record, compare
+from conform.execute import run_case
+from conform.outcomes import Outcome as O
+from generators.case import Case
+from generators.case import TensorSpec as T
+from tests.cpu_kernels import CPUKernels
+from tests.faulty import FaultyBackend, aten
+
+INF = math.inf
+# gelu's vectorised float32 path gives NaN for +-inf (its tanh-free erf polynomial meets
+# inf * 0); the scalar path and float64 give inf / 0: a CPU bug that depends on position
+GELU_INF = Case("aten::gelu", (T((36,), "float32", data=(INF, -INF, 1.0) * 12),))
+
+
+def _backend(name, targets, bug):
+    return type(name, (FaultyBackend,), {"name": name, "targets": frozenset(targets), "bug": staticmethod(bug)})()
+
+
+def test_device_agreeing_with_the_cpu_passes_and_the_cpu_deviation_is_a_reference_finding():
+    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUKernels())
+    assert r.outcome == O.PASS, r.message
+    assert r.finding["kind"] == oracle.REFERENCE and r.finding["phase"] == "forward"
+    assert "NaN mismatch" in r.finding["message"] and r.finding["ref_golden_err"] == INF
+
+
+def test_the_cpu_under_test_is_still_held_against_golden_and_position_dependence_is_named():
+    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUBackend())
+    assert r.outcome == O.MISMATCH
+    assert "computed alone" in r.message and "depends on its position" in r.message
+
+
+def test_device_right_where_the_cpu_is_wrong_passes_with_a_cpu_wrong_finding():
+    in_double = _backend("gelu-f64", {aten.gelu.default}, lambda f, a, k: f(a[0].double(), *a[1:], **k).to(a[0].dtype))
+    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, in_double)
+    assert r.outcome == O.PASS, r.message
+    assert r.finding["kind"] == oracle.CPU_WRONG and "CPU reference is wrong here" in r.message
+
+
+def test_device_far_from_both_fails_with_both_errors_against_golden():
+    off = _backend("gelu-off", {aten.gelu.default}, lambda f, a, k: f(*a, **k) + 0.5)
+    r = run_case(opdb.lookup("aten::gelu"), Case("aten::gelu", (T((4, 9), "float32", seed=1),)), off)
+    assert r.outcome == O.MISMATCH and "(golden float64)" in r.message and r.device_golden_err > 0.4
+
+
+def test_error_within_the_cases_conditioning_is_a_precision_edge_not_a_mismatch():
+    # acos near 1: one float32 unit of the input moves acos by ~1e-4 relative; a correct
+    # float32 kernel is that far from golden computed on the exact input
+    near_one = Case("aten::acos", (T((5,), "float32", data=(0.9995, 0.99951, -0.9996, 0.9999, 0.99999)),))
+    r = run_case(opdb.lookup("aten::acos"), near_one, CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    assert r.finding["kind"] == oracle.PRECISION_EDGE
+    # the conditioning excuses the case's precision, not a wrong kernel
+    off = _backend("acos-off", {aten.acos.default}, lambda f, a, k: f(*a, **k) * 1.01)
+    assert run_case(opdb.lookup("aten::acos"), near_one, off).outcome == O.MISMATCH
+
+
+def test_a_kernel_that_reads_uninitialised_memory_is_not_self_consistent():
+    calls = iter(range(1, 100))
+
+    def rerun(case, tx=None, scribble=False):
+        return (torch.full((4,), float(next(calls))), {})
+
+    phase = oracle.Phase("forward", None, None, None, lambda a, e: compare(a[0], e[0]), run_cpu=lambda c, d: None, expect=lambda raw: raw)
+    actual = (torch.zeros(4), {})
+    why = oracle.self_consistency(phase, actual, rerun, [Record("output", "values", index=(0,))])
+    assert "uninitialised memory" in why
+
+
+def test_a_cell_without_a_cpu_kernel_for_its_dtype_is_told_apart_from_no_valid_case():
+    from conform.cell import NO_KERNEL, NO_VALID_CASE, CellSettings, run_cell
+
+    settings = CellSettings(examples=2, hypothesis_db=None)
+    no_kernel = run_cell(opdb.lookup("aten::addmm"), "bool", CPUBackend(), settings)
+    assert (no_kernel.outcome, no_kernel.skip_reason) == ("skipped", NO_KERNEL)
+    assert no_kernel.message.startswith("no CPU kernel for bool")
+    # every input invalid for another reason: the generator found no valid case
+    bad_cases = run_cell(opdb.lookup("aten::cholesky"), "float32", CPUBackend(), dataclasses.replace(settings, examples=1, cell_budget_s=0.5))
+    if bad_cases.outcome == "skipped":
+        assert bad_cases.skip_reason == NO_VALID_CASE
+
+
+def test_findings_reach_the_cell_and_the_report(tmp_path):
+    from conform import report
+    from conform.cell import CellSettings, run_cell
+    from conform.store import Store
+
+    cell = run_cell(opdb.lookup("aten::gelu"), "float32", CPUKernels(), CellSettings(examples=20, hypothesis_db=None, grad=False))
+    assert cell.outcome == "pass"
+    store = Store(tmp_path / "c.db")
+    run = store.start_run({"fingerprint": "k" * 32, "torch_version": "x", "backend": "cpu-kernels"}, options={}, seed=0, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [opdb.lookup("aten::gelu")])
+    store.record_result(run, dict(cell.to_dict(), findings=[{"kind": "reference", "phase": "forward", "message": "the CPU reference deviates from float64: NaN mismatch", "ref_golden_err": INF}]))
+    text = report.render(report.summaries(store), "table")
+    assert "1 reference findings" in text and "aten::gelu float32 (forward): the CPU reference deviates" in text
