@@ -164,7 +164,9 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
             if op.variant == "out" and r.outcome == Outcome.PASS and not r.invalid and (state["failing"] or state["out_variants_checked"] < 2):
                 checked, failure = execute.run_out_variants(op, case, backend)
                 state["out_variants_checked"] += checked
-                r = failure or r
+                if failure is not None:
+                    # the variant that failed is the case to keep and reproduce
+                    r, case = failure, getattr(failure, "variant_case", case)
         finally:
             if after_case:
                 after_case()
@@ -253,7 +255,7 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
         if result.outcome == Outcome.SKIPPED.value:
             result.skip_reason = INTERNAL_ERROR  # run_case skips only for conform's own errors
         result.case = final_case.to_json()
-        result.repro = _repro(op, final_case, backend)
+        result.repro = _repro(op, final_case, backend, final)
     elif result.examples_run > 0:
         result.outcome = Outcome.PASS.value
         result.message = f"{result.examples_passed} examples passed"
@@ -304,11 +306,12 @@ def _reason_key(message: str) -> str:
     return re.sub(r"\d+|\[[^\]]*\]|'[^']*'", "#", message)[:200]
 
 
-def _repro(op, case, backend) -> str:
+def _repro(op, case, backend, final=None) -> str:
     try:
+        from .execute import is_plain_cpu
         from .repro import repro_script
 
-        return repro_script(op, case, backend.name)
+        return repro_script(op, case, backend.name, result=final, golden_is_expectation=is_plain_cpu(backend))
     except Exception as e:  # a repro is a convenience: its failure must not lose the result
         return f"# could not build a reproduction script: {type(e).__name__}: {e}\n# case: {case.to_json()}\n"
 

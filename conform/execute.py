@@ -650,6 +650,7 @@ def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, Ca
         r = run_case(op, variant, backend, grad=grad)
         if r.outcome is not Outcome.PASS and not r.invalid:
             r.message = f"[out= {name}] {r.message}"
+            r.variant_case = variant
             return True, r
     return True, None
 

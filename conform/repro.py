@@ -22,11 +22,30 @@ _DEVICES = {"mps": "mps", "cuda": "cuda", "xpu": "xpu", "cpu": "cpu", "meta": "m
 
 _PRELUDE = '''\
 DEVICE = torch.device({device!r})
+# What conform compared: "golden" holds the device against the CPU in float64 (the plain CPU under
+# test); "parity" holds it against the CPU in the case's dtypes first, and float64 judges where
+# the two disagree (README, "The verdict rule").
+MODE = {mode!r}
+PHASE = {phase!r}  # where conform's verdict was decided
+CONFORM_VERDICT = {verdict!r}
+RTOL, ATOL = {rtol!r}, {atol!r}  # the tolerance conform used for the failing output
+SEED = {seed!r}
+_GOLDEN = False  # True while the float64 golden run builds its inputs
 
 
 def make(shape, dtype, device="cpu", **fields):
-    """The case's tensor: values drawn on the CPU from its seed, its layout built on `device`."""
-    return TensorSpec(tuple(shape), dtype, **fields).materialize(lambda t: t.to(device))
+    """The case's tensor: values drawn on the CPU from its seed, its layout built on `device`
+    (in float64, or complex128, for the golden run)."""
+    spec = TensorSpec(tuple(shape), dtype, **fields)
+    up = None
+    if _GOLDEN and (spec.torch_dtype.is_floating_point or spec.torch_dtype.is_complex):
+        up = torch.complex128 if spec.torch_dtype.is_complex else torch.float64
+    return spec.materialize(lambda t: t.to(device), dtype=up)
+
+
+def D(dtype):
+    """A dtype argument: float64 in the golden run, as conform's golden run has it."""
+    return torch.float64 if _GOLDEN and dtype.is_floating_point else dtype
 
 
 def show(name, x):
@@ -41,55 +60,200 @@ def show(name, x):
         print(f"{{name}}: {{x!r}}")
 
 
+def leaves(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from leaves(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from leaves(v)
+
+
+def cast_like(golden, like):
+    """Golden float64 leaves in the dtypes of `like` (the CPU's own run)."""
+    if isinstance(golden, torch.Tensor) and isinstance(like, torch.Tensor):
+        return golden.to(like.dtype)
+    if isinstance(golden, (list, tuple)) and isinstance(like, (list, tuple)):
+        return type(like)(cast_like(g, x) for g, x in zip(golden, like))
+    if isinstance(golden, dict) and isinstance(like, dict):
+        return {{k: cast_like(v, like.get(k)) for k, v in golden.items()}}
+    if isinstance(golden, (float, complex)) and isinstance(like, (float, complex)) and not isinstance(like, bool):
+        return golden
+    return like  # integers, dtypes, strings: metadata that the float64 rewrite changes by construction
+
+
 def difference(a, b, name="output"):
+    """(elements out of tolerance, shape/dtype differences), printed leaf by leaf as conform counts them."""
+    bad = meta = 0
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.dtype != b.dtype:
-            print(f"{{name}}: {{a.dtype}}{{list(a.shape)}} on the device vs {{b.dtype}}{{list(b.shape)}} on the CPU")
-            return
-        if a.device.type == "meta":
-            return
-        a, b = a.detach().cpu(), b.detach()
+            print(f"{{name}}: {{a.dtype}}{{list(a.shape)}} vs {{b.dtype}}{{list(b.shape)}} expected")
+            return 0, 1
+        if a.device.type == "meta" or b.device.type == "meta":
+            return 0, 0
+        a, b = a.detach().cpu(), b.detach().cpu()
+        if a.layout != torch.strided:
+            a, b = a.to_dense(), b.to_dense()
+        if a.is_quantized:
+            a, b = a.dequantize(), b.dequantize()
         if a.is_floating_point() or a.is_complex():
-            close = torch.isclose(a, b, equal_nan=True)
-            print(f"{{name}}: {{int((~close).sum())}} / {{a.numel()}} elements differ; "
-                  f"max abs difference {{(a - b).abs().nan_to_num(0.0).max().item() if a.numel() else 0.0}}")
+            a64 = torch.view_as_real(a.to(torch.complex128)) if a.is_complex() else a.to(torch.float64)
+            b64 = torch.view_as_real(b.to(torch.complex128)) if b.is_complex() else b.to(torch.float64)
+            finite = torch.isfinite(a64) & torch.isfinite(b64)
+            same_special = (a64 == b64) | (a64.isnan() & b64.isnan())
+            off = (~finite & ~same_special) | (finite & ((a64 - b64).abs() > ATOL + RTOL * b64.abs()))
+            if a.is_complex():
+                off = off.any(-1)
+            bad = int(off.sum())
+            diff = (a64 - b64).abs()
+            worst = diff[finite].max().item() if bool(finite.any()) else 0.0
+            print(f"{{name}}: {{bad}} / {{a.numel()}} elements differ (beyond rtol={{RTOL:g}}, atol={{ATOL:g}}); max abs difference {{worst}}")
         else:
-            print(f"{{name}}: {{int((a != b).sum())}} / {{a.numel()}} elements differ")
+            bad = int((a != b).sum())
+            print(f"{{name}}: {{bad}} / {{a.numel()}} elements differ")
     elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            print(f"{{name}}: {{len(a)}} values vs {{len(b)}} expected")
+            return 0, 1
         for i, (x, y) in enumerate(zip(a, b)):
-            difference(x, y, f"{{name}}[{{i}}]")
-    elif a != b:
-        print(f"{{name}}: {{a!r}} on the device vs {{b!r}} on the CPU")
+            n, m = difference(x, y, f"{{name}}[{{i}}]")
+            bad, meta = bad + n, meta + m
+    elif isinstance(a, dict) and isinstance(b, dict):
+        for k in b:
+            n, m = difference(a.get(k), b[k], f"{{name}}[{{k}}]")
+            bad, meta = bad + n, meta + m
+    elif isinstance(a, float) and isinstance(b, float):
+        bad = int(not (a == b or (a != a and b != b) or abs(a - b) <= ATOL + RTOL * abs(b)))
+    elif a != b and not isinstance(a, torch.device):
+        print(f"{{name}}: {{a!r}} vs {{b!r}} expected")
+        bad = 1
+    return bad, meta
 
 
-def run(device):
-    """The op on `device`; returns (result, the arguments after the call)."""
+def call(device, requires_grad=False):
+    """The op on `device`; returns (result, the arguments it wrote to)."""
 {body}
+
+
+def run(device, golden=False):
+    global _GOLDEN
+    _GOLDEN = golden
+    try:
+        with torch.no_grad():
+            return call(device)
+    finally:
+        _GOLDEN = False
+
+
+def run_backward(device, golden=False, grad_outputs=None):
+    """Gradients of every floating input (in argument order), with conform's seeded grad_outputs."""
+    global _GOLDEN
+    _GOLDEN = golden
+    try:
+        with torch.enable_grad():
+            result, inputs = call(device, requires_grad=True)
+            outs = [t for t in leaves(result) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+            if grad_outputs is None:
+                g = torch.Generator().manual_seed(SEED + 1)
+                grad_outputs = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
+            gos = [go.to(o.dtype).to(device) for go, o in zip(grad_outputs, outs)]
+            grads = torch.autograd.grad(outs, inputs, gos, allow_unused=True)
+            return [gr.detach().cpu() if gr is not None else torch.zeros(t.shape, dtype=t.dtype) for gr, t in zip(grads, inputs)], grad_outputs
+    finally:
+        _GOLDEN = False
 '''
 
 _EPILOGUE = '''
 
-try:
-    expected, expected_args = run(torch.device("cpu"))
-except Exception as e:
-    expected = expected_args = None
-    print(f"CPU raised {{type(e).__name__}}: {{e}}")
-try:
-    actual, actual_args = run(DEVICE)
-    if DEVICE.type == "mps":
+def attempt(fn, *a, **k):
+    try:
+        return fn(*a, **k), None
+    except Exception as e:
+        return None, e
+
+
+def differ(actual, expected):
+    """difference() summed over the return value and each argument the op wrote to (forward:
+    (result, written) pairs) or each gradient (backward: lists)."""
+    if isinstance(expected, tuple):
+        pairs = [(actual[0], expected[0], "output")] + [(actual[1].get(k), v, f"{{k}} (written)") for k, v in expected[1].items()]
+    else:
+        pairs = [(a, e, f"grad[{{i}}]") for i, (a, e) in enumerate(zip(actual, expected))]
+    bad = meta = 0
+    for a, e, name in pairs:
+        n, m = difference(a, e, name)
+        bad, meta = bad + n, meta + m
+    return bad, meta
+
+
+def judge(actual, cpu, golden):
+    """conform's verdict rule on one phase: "pass", "pass (CPU is wrong here)", "meta" or "fail"."""
+    if MODE == "golden" and golden is not None:
+        print("-- the device against float64 golden, cast to the case's dtypes --")
+        bad, meta = differ(actual, cast_like(golden, cpu))
+        return "meta" if meta else "fail" if bad else "pass"
+    print("-- the device against the CPU --")
+    bad, meta = differ(actual, cpu)
+    if meta:
+        return "meta"
+    if not bad:
+        return "pass"
+    if golden is not None:
+        print("-- they disagree: float64 golden judges the device --")
+        g_bad, g_meta = differ(actual, cast_like(golden, cpu))
+        if not g_bad and not g_meta:
+            return "pass (CPU is wrong here)"
+    return "fail"
+
+
+def run_synchronized(device):
+    out = run(device)
+    if device.type == "mps":
         torch.mps.synchronize()
-    elif DEVICE.type == "cuda":
+    elif device.type == "cuda":
         torch.cuda.synchronize()
-except Exception as e:
-    actual = actual_args = None
-    print(f"{{DEVICE}} raised {{type(e).__name__}}: {{e}}")
-if expected is not None:
-    show("cpu", expected)
-if actual is not None:
-    show(str(DEVICE), actual)
-if expected is not None and actual is not None:
-    difference(actual, expected)
-    difference(actual_args, expected_args, "arguments after the call")
+    return out
+
+
+def verdict():
+    cpu, cpu_err = attempt(run, torch.device("cpu"))
+    dev, dev_err = attempt(run_synchronized, DEVICE)
+    if dev_err is not None:
+        print(f"{{DEVICE}} raised {{type(dev_err).__name__}}: {{dev_err}}")
+    if cpu_err is not None:
+        print(f"CPU raised {{type(cpu_err).__name__}}: {{cpu_err}}")
+        return "pass (invalid case)" if dev_err is not None else "missing_error"
+    if dev_err is not None:
+        gap = isinstance(dev_err, NotImplementedError) or "not implemented" in str(dev_err).lower() or "Could not run" in str(dev_err)
+        return "not_implemented" if gap else "device_error"
+    golden, _ = attempt(run, torch.device("cpu"), golden=True)
+    show("cpu", cpu[0])
+    show(str(DEVICE), dev[0])
+    v = judge(dev, cpu, golden)
+    if v in ("meta", "fail"):
+        return {{"meta": "meta_mismatch", "fail": "mismatch"}}[v]
+    if PHASE != "backward":
+        return v
+    print("-- backward --")
+    (cpu_g, gos), err = attempt(run_backward, torch.device("cpu"))
+    if err is not None:
+        return v
+    dev_g, err = attempt(run_backward, DEVICE, grad_outputs=gos)
+    if err is not None:
+        print(f"{{DEVICE}} backward raised {{type(err).__name__}}: {{err}}")
+        return "device_error"
+    gold_g, _ = attempt(run_backward, torch.device("cpu"), golden=True, grad_outputs=[g.double() if not g.is_complex() else g.to(torch.complex128) for g in gos])
+    gv = judge(dev_g[0], cpu_g, gold_g[0] if gold_g else None)
+    return "grad_mismatch" if gv in ("meta", "fail") else gv
+
+
+try:
+    VERDICT = verdict()
+except Exception as e:  # a bug of this script, not a verdict
+    VERDICT = f"error ({{type(e).__name__}}: {{e}})"
+print(f"verdict: {{VERDICT.split(' ')[0]}}  ({{VERDICT}}; conform said {{CONFORM_VERDICT}})")
 '''
 
 
@@ -112,7 +276,7 @@ def _expr(v, *, device_var: str = "device") -> str:
     if isinstance(v, dict) and len(v) == 1:
         ((k, x),) = v.items()
         if k == "dtype":
-            return f"torch.{x}"
+            return f"D(torch.{x})"
         if k in ("layout", "memory_format"):
             return f"torch.{x}"
         if k == "device":
@@ -136,11 +300,14 @@ def _tensor_builder_source() -> str:
     return "# -- conform's tensor builder: generators/tensor.py, verbatim " + "-" * 28 + "\n" + body.strip() + "\n\n\n"
 
 
-def repro_script(op, case: Case, backend_name: str) -> str:
-    """A standalone script (torch only) that runs `case` of `op` on the CPU and the device.
+def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_expectation: bool | None = None) -> str:
+    """A standalone script (torch only) that recomputes what conform compared for `case` of `op`
+    and prints the verdict: the device against the CPU (and float64 golden where it judged), or
+    against golden when the plain CPU is under test; backward where the gradient failed.
 
     `op` is an OpSpec or a qualname ("aten::add.Tensor"); `backend_name` the device under test
     ("mps", "cuda:1", ...): a name torch does not know as a device runs on the CPU with a note.
+    `result` (an execute.CaseResult) gives the phase, the tolerance and conform's verdict.
     """
     qualname = op if isinstance(op, str) else op.qualname
     base, _, overload = qualname.split("::", 1)[-1].partition(".")
@@ -154,17 +321,39 @@ def repro_script(op, case: Case, backend_name: str) -> str:
         device = backend_name
     args = ", ".join(_expr(a) for a in case.args)
     kwargs = ", ".join(f"{k}={_expr(v)}" for k, v in case.kwargs.items())
+    written = [a.name for a in op.arguments if a.is_write or a.is_out] if not isinstance(op, str) else []
+    names = [a.name for a in op.arguments] if not isinstance(op, str) else []
     body_lines = [
         f"    torch.manual_seed({case.seed})",
         f"    args = ({args}{',' if len(case.args) == 1 else ''})",
         f"    kwargs = dict({kwargs})",
+        "    if requires_grad:  # every floating input a leaf that requires grad, as conform's backward",
+        "        grads = []",
+        "        def prep(v):",
+        "            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):",
+        "                grads.append(v.detach().requires_grad_(True))",
+        "                return grads[-1]",
+        "            if isinstance(v, (list, tuple)):",
+        "                return type(v)(prep(x) for x in v)",
+        "            return v",
+        "        args, kwargs = tuple(prep(a) for a in args), {k: prep(v) for k, v in kwargs.items()}",
         f"    result = {call}(*args, **kwargs)",
-        "    return result, (args, kwargs)",
+        "    if requires_grad:",
+        "        return result, grads",
+        f"    bound = dict(zip({names!r}, args), **kwargs)",
+        f"    return result, {{n: bound[n] for n in {written!r} if n in bound}}",
     ]
     header = (
         f'"""Reproduce {case.describe()} on {backend_name} (generated by conform).\n\n'
         f"Case: {json.dumps(case.to_json())}\n"
         '"""\n'
     )
-    prelude = _PRELUDE.format(device=device, body="\n".join(body_lines))
+    if golden_is_expectation is None:
+        golden_is_expectation = backend_name == "cpu"
+    outcome = getattr(getattr(result, "outcome", None), "value", getattr(result, "outcome", None)) or "unknown"
+    prelude = _PRELUDE.format(
+        device=device, body="\n".join(body_lines), mode="golden" if golden_is_expectation else "parity",
+        phase=getattr(result, "phase", "") or "forward", verdict=outcome, seed=case.seed,
+        rtol=float(getattr(result, "rtol", None) or 1.3e-6), atol=float(getattr(result, "atol", None) or 1e-5),
+    )
     return header + "from __future__ import annotations\n\n" + note + _tensor_builder_source() + prelude + _EPILOGUE.format()

@@ -1,0 +1,67 @@
+"""Stored reproduction scripts recompute what conform compared and print the same verdict."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import opdb
+from conform.backends import CPUBackend
+from conform.cell import CellSettings, run_cell
+from conform.execute import run_out_variants
+from conform.repro import repro_script
+from generators.case import Case
+from generators.case import TensorSpec as T
+from tests.cpu_kernels import CPUKernels
+
+
+def _script_verdict(tmp_path, script: str) -> str:
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.findall(r"^verdict: (\S+)", done.stdout, re.M)
+    assert found, done.stdout[-2000:]
+    return found[-1]
+
+
+# alarm cells of a small CPU-vs-golden run: known bugs of torch 2.13's CPU kernels, forward
+# (gelu: NaN for inf in the vectorised path) and backward (hardswish: a NaN gradient by position;
+# matrix_exp in half precision)
+@pytest.mark.parametrize("op_name,dtype", [("aten::gelu", "float32"), ("aten::hardswish", "float32"), ("aten::matrix_exp", "float16")])
+def test_the_stored_script_of_an_alarm_cell_prints_its_verdict(tmp_path, op_name, dtype):
+    cell = run_cell(opdb.lookup(op_name), dtype, CPUBackend(), CellSettings(examples=30, hypothesis_db=None, seed=1))
+    if cell.outcome == "pass":
+        pytest.skip(f"this run found no alarm in {op_name} {dtype}")
+    assert cell.outcome in ("mismatch", "grad_mismatch"), cell.message
+    assert _script_verdict(tmp_path, cell.repro) == cell.outcome
+
+
+def test_the_script_of_a_failing_out_variant_rebuilds_that_variant(tmp_path):
+    # gelu.out never writes a non-contiguous out (torch 2.13's CPU kernel)
+    op = opdb.lookup("aten::gelu.out")
+    case = Case("aten::gelu.out", (T((24,), "float32", seed=1),), {"out": T((24,), "float32", seed=2)})
+    checked, failure = run_out_variants(op, case, CPUBackend())
+    assert checked and failure is not None and failure.outcome.value == "mismatch", failure
+    script = repro_script(op, failure.variant_case, "cpu", result=failure, golden_is_expectation=True)
+    assert _script_verdict(tmp_path, script) == "mismatch"
+    # the case as drawn (a contiguous out) passes: the script is the variant's, not the original's
+    assert _script_verdict(tmp_path, repro_script(op, case, "cpu", result=failure, golden_is_expectation=True)) == "pass"
+
+
+def test_a_device_that_agrees_with_the_cpu_reproduces_as_pass_by_parity(tmp_path):
+    inf = float("inf")
+    case = Case("aten::gelu", (T((36,), "float32", data=(inf, -inf, 1.0) * 12),))
+    script = repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=False)
+    assert _script_verdict(tmp_path, script) == "pass"
+    assert _script_verdict(tmp_path, repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=True)) == "mismatch"
+
+
+def test_keyword_arguments_and_scalars_reach_the_op(tmp_path):
+    op = opdb.lookup("aten::add.Tensor")
+    case = Case("aten::add.Tensor", (T((3, 4), "float32", seed=1), T((4,), "float32", seed=2)), {"alpha": 2})
+    assert _script_verdict(tmp_path, repro_script(op, case, "cpu")) == "pass"
+    assert run_cell(opdb.lookup("aten::add.Tensor"), "float32", CPUKernels(), CellSettings(examples=2, hypothesis_db=None)).outcome == "pass"
