@@ -37,7 +37,7 @@ import torch
 
 from .tolerances import default_tolerance, is_inexact
 
-KINDS = ("ok", "structure", "shape", "dtype", "values", "nan", "inf", "sign", "error")
+KINDS = ("ok", "structure", "shape", "dtype", "strides", "values", "nan", "inf", "sign", "error")
 
 Tolerance = Callable[[torch.dtype], tuple[float, float]]
 
@@ -627,3 +627,24 @@ def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
         else:
             records += compare(a, e, tolerance=tol, path=path)
     return records
+
+
+def stride_records(actual, expected, path: str = "output") -> list[Record]:
+    """Output strides: each strided tensor leaf of `actual` against `expected`'s, on the
+    significant dimensions only (size > 1: a size-1 dimension's stride is arbitrary, as
+    torch._prims_common.check_significant_strides has it). A view, an expanded or a
+    channels_last result whose strides differ from the reference's behaves differently under
+    .view(), in-place writes and further kernels, whatever its values."""
+    out: list[Record] = []
+    a_l, e_l = list(leaves(actual)), list(leaves(expected))
+    if len(a_l) != len(e_l):
+        return out
+    for i, (a, e) in enumerate(zip(a_l, e_l)):
+        p = path if len(e_l) == 1 else f"{path}[{i}]"
+        if a.layout != torch.strided or e.layout != torch.strided or a.shape != e.shape or e.numel() <= 1 or a.is_nested or e.is_nested:
+            continue
+        bad = [d for d in range(e.dim()) if e.shape[d] > 1 and a.stride(d) != e.stride(d)]
+        if bad:
+            fmt = lambda t: "channels_last" if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() else "contiguous" if t.is_contiguous() else "strided"  # noqa: E731
+            out.append(Record(p, "strides", f"strides {list(a.stride())} ({fmt(a)}) vs {list(e.stride())} ({fmt(e)}) expected for shape {list(e.shape)} [{p}]"))
+    return out

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from . import oracle
-from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, summary, tie_records
+from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_records
 from .oracle import cast_like, max_abs_vs
 from .outcomes import Outcome
 from .tolerances import gradient_tolerance, input_scale, is_inexact, loosest, numel_ratio, tolerance_for
@@ -449,6 +449,8 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         run_cpu=lambda c, dt: _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dt)),
         expect=lambda raw: oracle.golden_pair(raw, reference) if dtype_checked else None,
         golden_wanted=golden is not None,
+        # output strides against the reference's, unless a rule says the backend chooses them
+        layout=(lambda a, want: stride_records(a[0], want[0])) if dtype_checked and hints.get("strides", True) else None,
     )
     phase.preset_golden(_observed(golden))
     rerun_ref = _forward_rerun(op, None)

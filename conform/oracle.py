@@ -41,7 +41,7 @@ CPU_WRONG = "cpu_wrong"  # the device and the CPU disagree; the device matches f
 PRECISION_EDGE = "precision_edge"  # off golden by no more than the case's conditioning
 FINDING_KINDS = (REFERENCE, CPU_WRONG, PRECISION_EDGE)
 
-META_KINDS = frozenset({"structure", "shape", "dtype", "error"})
+META_KINDS = frozenset({"structure", "shape", "dtype", "strides", "error"})
 
 
 @dataclass
@@ -78,6 +78,8 @@ class Phase:
     run_cpu: Callable[[Any, torch.dtype], "Observed | None"]
     expect: Callable[[Observed], "Observed | None"]
     golden_wanted: bool = True
+    # parity's extra checks of the device against the reference: output strides (see execute)
+    layout: Callable[[Observed, Observed], list[Record]] | None = None
     _golden: Any = field(default=None, repr=False)
     _golden_done: bool = False
 
@@ -140,6 +142,8 @@ def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, reru
             v.attribution = attribution(v.device_golden_err, v.ref_golden_err, failures(j.records)) + _note(j)
         return v
     parity = phase.compare(device, phase.reference)
+    if phase.layout is not None:
+        parity = parity + phase.layout(device, phase.reference)
     bad = failures(parity)
     if not bad:
         # the device agrees with the CPU: pass, whatever golden says of the CPU

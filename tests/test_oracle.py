@@ -105,3 +105,17 @@ def test_findings_reach_the_cell_and_the_report(tmp_path):
     store.record_result(run, dict(cell.to_dict(), findings=[{"kind": "reference", "phase": "forward", "message": "the CPU reference deviates from float64: NaN mismatch", "ref_golden_err": INF}]))
     text = report.render(report.summaries(store), "table")
     assert "1 reference findings" in text and "aten::gelu float32 (forward): the CPU reference deviates" in text
+
+
+def test_output_strides_are_compared_with_the_reference_unless_the_backend_chooses_them():
+    # a transpose that copies: the values are right, the strides are not a view's
+    copies = _backend("t-copies", {aten.t.default}, lambda f, a, k: f(*a, **k).contiguous())
+    r = run_case(opdb.lookup("aten::t"), Case("aten::t", (T((3, 5), "float32", seed=1),)), copies)
+    assert r.outcome == O.META_MISMATCH and "strides [3, 1] (contiguous) vs [1, 5] (strided) expected" in r.message
+    assert run_case(opdb.lookup("aten::t"), Case("aten::t", (T((3, 5), "float32", seed=1),)), CPUKernels()).outcome == O.PASS
+    # size-1 dimensions have no significant stride
+    assert run_case(opdb.lookup("aten::t"), Case("aten::t", (T((1, 5), "float32", seed=1),)), copies).outcome == O.PASS
+    # a convolution's memory format is the backend's choice (opdb/rules/strides.toml)
+    conv = Case("aten::conv2d", (T((1, 2, 5, 5), "float32", seed=1), T((3, 2, 3, 3), "float32", seed=2)))
+    channels_last = _backend("conv-cl", {aten.convolution.default}, lambda f, a, k: f(*a, **k).contiguous(memory_format=torch.channels_last))
+    assert run_case(opdb.lookup("aten::conv2d"), conv, channels_last).outcome == O.PASS
