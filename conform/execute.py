@@ -621,7 +621,7 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
     if not bad:
-        r = CaseResult(Outcome.PASS, "forward", finding=finding)
+        r = CaseResult(Outcome.PASS, "backward", finding=finding)
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
             r.message = v.finding.message
         return r
