@@ -7,10 +7,11 @@ Sides. Every case runs on up to three sides, each with freshly materialised tens
 nothing (in-place results, out= tensors, autograd graphs) is shared:
 
 * ``ref``: the CPU, in the case's own dtypes. It decides whether the input is valid at all.
-* ``golden``: the CPU in float64 (complex128), for cases with floating inputs. It is the truth
-  used to attribute a mismatch (device wrong, CPU wrong, or an ill-conditioned case), and it is
-  *the* reference when the device under test is the CPU itself (results are cast back to the
-  CPU's output dtypes and compared with that dtype's tolerance).
+* ``golden``: the CPU in float64 (complex128), for cases with floating inputs. It is the
+  expectation when the device under test is the plain CPU, and the judge where an accelerator
+  and the CPU disagree (or the CPU deviates: a reference finding). The verdict rule itself, with
+  its second opinions, the case's conditioning and the kernel's self-consistency, lives in
+  conform/oracle.py; this module runs the sides and hands them over.
 * ``device``: the backend under test, materialised with ``case.materialize(backend.to_device,
   backend.device)``.
 
