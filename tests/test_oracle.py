@@ -119,3 +119,23 @@ def test_output_strides_are_compared_with_the_reference_unless_the_backend_choos
     conv = Case("aten::conv2d", (T((1, 2, 5, 5), "float32", seed=1), T((3, 2, 3, 3), "float32", seed=2)))
     channels_last = _backend("conv-cl", {aten.convolution.default}, lambda f, a, k: f(*a, **k).contiguous(memory_format=torch.channels_last))
     assert run_case(opdb.lookup("aten::conv2d"), conv, channels_last).outcome == O.PASS
+
+
+def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
+    from conform.sitebuild import build_site
+    from conform.store import Store
+    from tests.sitedata import EVIL, OPS_213, env
+
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(env("2.13.0", backend="mps"), options={}, seed=1, ops_total=len(OPS_213), cells_planned=2)
+    store.record_catalog(run, OPS_213)
+    finding = {"kind": "reference", "phase": "forward", "message": f"the CPU reference deviates from float64 (the device agrees with it): NaN mismatch {EVIL}", "ref_golden_err": INF, "device_golden_err": INF}
+    store.record_result(run, {"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, "findings": [finding]})
+    store.record_result(run, {"op": "aten::add.Tensor", "dtype": "bool", "outcome": "skipped", "skip_reason": "no_kernel", "message": "no CPU kernel for bool"})
+    build_site(store, tmp_path / "out")
+    page = (tmp_path / "out" / "findings.html").read_text()
+    assert "aten::relu" in page and "reference finding" in page and "NaN mismatch" in page
+    assert "<script>window.__pwned" not in page  # database strings are escaped
+    op_data = (tmp_path / "out" / "data" / "op" / "relu.js").read_text()
+    assert '"reference", "forward"' in op_data or '["reference","forward"' in op_data
+    assert "no_kernel" in (tmp_path / "out" / "data" / "op" / "add.Tensor.js").read_text()
