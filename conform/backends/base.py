@@ -33,8 +33,11 @@ class Backend:
     device = torch.device("cpu")
     # Substrings of error messages meaning "the device does not support this dtype at all".
     unsupported_dtype_patterns: tuple[str, ...] = ()
-    # Substrings of warnings meaning "this op silently ran on the CPU instead".
-    fallback_patterns: tuple[str, ...] = ()
+    # Ops whose kernel for the device's dispatch key is itself the CPU fallback (MPS registers a
+    # few that way): conform.dispatch counts them as fallback, as it does the key's backend fallback.
+    always_fallback_ops: tuple[str, ...] = ()
+    # Substrings of device errors after which the process's device context is unusable.
+    sticky_error_patterns: tuple[str, ...] = ()
     # Meta tensors carry no values: only shapes and dtypes can be compared.
     metadata_only = False
 

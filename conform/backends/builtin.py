@@ -32,17 +32,26 @@ class MPSBackend(Backend):
 
     name = "mps"
     device = torch.device("mps")
+    # The dtype refusals of aten/src/ATen/mps/EmptyTensor.cpp and native/mps/OperationUtils.mm
+    # (TypeErrors): float64 always, bfloat16 and complex before macOS 14, and any dtype MPSGraph
+    # has no type for ("Trying to convert Float8_e4m3fn to the MPS backend but it does not have
+    # support for that dtype.").
     unsupported_dtype_patterns = (
         "MPS framework doesn't support float64",
         "Cannot convert a MPS Tensor to float64",
+        "Cannot convert a float64 Tensor to MPS",
+        "MPS BFloat16 is only supported on MacOS 14 or newer",
+        "MPS bfloat16 type is supported on MacOS 14.0 or newer",
+        "MPS complex types are only supported on MacOS 14.0 or newer",
+        "to the MPS backend but it does not have support for that dtype",
         "not supported on MPS",
         "unsupported on MPS",
         "MPS does not support",
         "is not supported by the MPS backend",
     )
-    # PYTORCH_ENABLE_MPS_FALLBACK=1: "The operator 'aten::xxx' is not currently supported on the
-    # MPS backend and will fall back to run on the CPU. This may have performance implications."
-    fallback_patterns = ("will fall back to run on the CPU",)
+    # aten/src/ATen/mps/MPSFallback.mm registers its CPU fallback as these ops' MPS kernels: they
+    # always fall back, PYTORCH_ENABLE_MPS_FALLBACK or not
+    always_fallback_ops = ("aten::embedding_renorm_", "aten::linalg_svd", "aten::linalg_svd.U", "aten::col2im", "aten::upsample_nearest3d.vec")
 
     def is_available(self) -> bool:
         mps = getattr(torch.backends, "mps", None)
