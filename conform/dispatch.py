@@ -89,9 +89,13 @@ class FallbackTrace(TorchDispatchMode):
         if kind == "kernel" and name in self.always_fallback:
             kind = "fallback"
         if kind == "fallback":
+            # recorded once the fallback returned: a fallback that raises (MPS's without
+            # PYTORCH_ENABLE_MPS_FALLBACK) is a missing kernel, and its error says so
+            out = func(*args, **kwargs)
             if name not in self.fallback:
                 self.fallback.append(name)
-        elif kind == "composite" and func not in self._running:
+            return out
+        if kind == "composite" and func not in self._running:
             # run the shared kernel here, with the trace active, so that the ops it calls are
             # seen; a kernel that calls its own op again (detach) runs untraced the second time
             kernel = torch._C._dispatch_get_computed_kernel_for_dispatch_key(name, self.key)
@@ -105,11 +109,16 @@ class FallbackTrace(TorchDispatchMode):
 
 
 def tracer_for(backend):
-    """A FallbackTrace for `backend`, or None where no trace is needed (the CPU: no fallback)."""
+    """A FallbackTrace for `backend`, or None where nothing can fall back: the CPU, and keys with
+    no backend fallback registered (CUDA, Meta), so that their sweeps pay nothing for it."""
     device = torch.device(backend.device)
-    if device.type == "cpu":
+    # metadata-only devices (meta) compute nothing, so nothing of theirs can run on the CPU instead
+    if device.type == "cpu" or getattr(backend, "metadata_only", False):
         return None
-    return FallbackTrace(device, always_fallback=getattr(backend, "always_fallback_ops", ()))
+    always = tuple(getattr(backend, "always_fallback_ops", ()) or ())
+    if not always and not torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, dispatch_key_for(device))):
+        return None
+    return FallbackTrace(device, always_fallback=always)
 
 
 def fallback_message(ops: list[str]) -> str:

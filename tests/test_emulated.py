@@ -167,3 +167,15 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path):
     assert got[("aten::erfinv", "float32")] == "fallback"
     assert got[("aten::tanh", "float32")] == "fallback"
     assert {got[(op, "float64")] for op in ops.split(",")} == {"unsupported_dtype"}
+
+
+def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback_off):
+    # MPSFallback.mm registers its CPU fallback as the MPS kernel of a few ops (linalg_svd, col2im):
+    # the dispatch table shows a kernel, the backend's always_fallback_ops says what it is
+    from conform.backends.emulated import EmulatedBackend
+
+    class SvdLikeMul(EmulatedBackend):
+        always_fallback_ops = ("aten::mul.Tensor",)
+
+    r = run("aten::mul.Tensor", f32(3, 4), f32(3, 4, seed=2), backend=SvdLikeMul())
+    assert r.outcome == O.FALLBACK and "'aten::mul.Tensor'" in r.message

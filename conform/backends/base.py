@@ -84,6 +84,15 @@ def os_description() -> tuple[str, str]:
     return system, platform.release()
 
 
+def env_flag(value: str | None) -> str:
+    """An on/off environment variable read as MPS reads PYTORCH_ENABLE_MPS_FALLBACK (on when
+    std::stoi(value) != 0): "1" when on, "" when unset or off, so "0" and unset are one setting."""
+    try:
+        return "1" if value and int(value) != 0 else ""
+    except ValueError:
+        return value or ""
+
+
 def _run(cmd: list[str]) -> str:
     import subprocess
 

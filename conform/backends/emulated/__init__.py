@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from ..base import Backend, cpu_model_name, os_description
+from ..base import Backend, cpu_model_name, env_flag, os_description
 from ..builtin import MPSBackend
 
 NAME = "emu"
@@ -160,13 +160,6 @@ class EmulatedBackend(Backend):
             "os": os_name,
             "os_version": os_version,
             "emulated_macos": os.environ.get("CONFORM_EMU_MACOS") or "13",
-            "mps_fallback": _flag(os.environ.get("CONFORM_EMU_FALLBACK")),
+            # the emulator's PYTORCH_ENABLE_MPS_FALLBACK: part of the environment's identity
+            "mps_fallback": env_flag(os.environ.get("CONFORM_EMU_FALLBACK")),
         }
-
-
-def _flag(value: str | None) -> str:
-    """An on/off environment variable as MPS reads its own (std::stoi(v) != 0): "1" or ""."""
-    try:
-        return "1" if value and int(value) != 0 else ""
-    except ValueError:
-        return value or ""
