@@ -6,15 +6,16 @@ case runs on the device, `FallbackTrace` (a TorchDispatchMode) sees every aten o
 the backend keys, and asks the operator's dispatch table what serves the device's key:
 
 * a kernel registered for the key itself (``_dispatch_has_kernel_for_dispatch_key``): native;
-* a CompositeExplicitAutograd(NonFunctional) kernel, which every backend shares and which calls
-  other ops (``erfinv`` calls ``erfinv.out``): the trace runs that kernel itself, with the trace
-  active, so that the ops it calls are classified too;
+* a composite kernel (CompositeExplicitAutograd(NonFunctional), or CompositeImplicitAutograd
+  for an op called from below autograd), which every backend shares and which calls other ops
+  (``erfinv`` calls ``erfinv.out``): the trace runs that kernel itself, with the trace active,
+  so that the ops it calls are classified too;
 * otherwise the key's backend fallback (``_dispatch_has_backend_fallback``), e.g. MPS's
   ``PYTORCH_ENABLE_MPS_FALLBACK`` CPU fallback, or PrivateUse1's: fallback.
 
 Precedence as in c10/core/dispatch/OperatorEntry.cpp (computeDispatchTableEntryWithDebug):
-direct kernel, then CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd, (implicit
-composites decompose above the Python key and never reach the trace), then the backend fallback.
+direct kernel, then CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
+CompositeImplicitAutograd, then the backend fallback.
 ``_dispatch_has_computed_kernel_for_dispatch_key`` cannot tell them apart: a slot filled by the
 backend fallback is a valid computed kernel too.
 
@@ -32,7 +33,9 @@ import functools
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-_COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd")
+# in OperatorEntry's order of precedence; an implicit composite reaches a backend key when it is
+# called from below autograd (linspace.Tensor_Tensor's kernel calling item())
+_COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
 
 
 def dispatch_key_for(device: torch.device | str) -> str:
