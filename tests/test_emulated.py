@@ -179,3 +179,17 @@ def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback
 
     r = run("aten::mul.Tensor", f32(3, 4), f32(3, 4, seed=2), backend=SvdLikeMul())
     assert r.outcome == O.FALLBACK and "'aten::mul.Tensor'" in r.message
+
+
+def test_trace_names_the_op_that_fell_back_not_the_composites_on_the_way(emu, fallback_on):
+    # linspace.Tensor_Tensor's shared kernel calls item() (an implicit composite, then a native
+    # _local_scalar_dense) and linspace.out, which only the fallback serves
+    import torch
+
+    from conform.dispatch import FallbackTrace
+
+    start, end = torch.tensor(0.0).to("emu"), torch.tensor(1.0).to("emu")
+    with FallbackTrace(emu.device) as trace:
+        out = torch.ops.aten.linspace.Tensor_Tensor(start, end, 5, device=emu.device)
+    assert trace.fallback == ["aten::linspace.out"]
+    assert out.cpu().tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
