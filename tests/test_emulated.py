@@ -193,3 +193,11 @@ def test_trace_names_the_op_that_fell_back_not_the_composites_on_the_way(emu, fa
         out = torch.ops.aten.linspace.Tensor_Tensor(start, end, 5, device=emu.device)
     assert trace.fallback == ["aten::linspace.out"]
     assert out.cpu().tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_without_a_compiler_the_device_is_unavailable_in_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", "emu", "--ops", "aten::add.Tensor", "-n", "1", "--db", str(tmp_path / "x.db")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(CXX="no-such-compiler-here"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "no C++ compiler ('no-such-compiler-here' is not on PATH" in proc.stderr, proc.stderr
