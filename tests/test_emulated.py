@@ -167,6 +167,19 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path):
     assert got[("aten::erfinv", "float32")] == "fallback"
     assert got[("aten::tanh", "float32")] == "fallback"
     assert {got[(op, "float64")] for op in ops.split(",")} == {"unsupported_dtype"}
+    # and the rest of the pipeline takes an emu run like any other
+    env = conform_env(CONFORM_EMU_FALLBACK="1")
+
+    def cli(*args):
+        p = subprocess.run([sys.executable, "-m", "conform.cli", *args, "--db", str(db)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    assert '"backend": "emu"' in cli("report", "--format", "json")
+    cli("site", "--out", str(tmp_path / "site"))
+    assert "aten::erfinv" in (tmp_path / "site" / "index.html").read_text() or any("erfinv" in f.name for f in (tmp_path / "site").rglob("*"))
+    cli("expectations", "--from-run", "latest", "-o", str(tmp_path / "expected.toml"))
+    cli("gate", "--baseline", str(tmp_path / "expected.toml"))
 
 
 def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback_off):
