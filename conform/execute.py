@@ -33,7 +33,6 @@ import dataclasses
 import math
 import re
 import traceback as _traceback
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +41,7 @@ import torch
 from . import oracle
 from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_records
 from .oracle import cast_like, max_abs_vs
+from .dispatch import fallback_message, tracer_for
 from .outcomes import Outcome
 from .tolerances import gradient_tolerance, input_scale, is_inexact, loosest, numel_ratio, tolerance_for
 
@@ -148,7 +148,7 @@ class _Side:
     written: dict[str, Any] | None = None  # name -> tensor/list for mutated and out= arguments
     inputs: tuple = ()  # (args, kwargs) after the call, for gathering tie indices
     error: BaseException | None = None
-    warnings: list[str] | None = None
+    fallback: list[str] | None = None  # aten ops served by the device's fallback (conform.dispatch)
 
     @property
     def traceback(self) -> str:
@@ -186,24 +186,19 @@ def _to_cpu(x, to_cpu):
     return x
 
 
-def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False):
+def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None):
+    """`trace`: a conform.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
     side = _Side()
-    caught: list[warnings.WarningMessage] = []
     try:
         with contextlib.ExitStack() as stack:
-            caught = stack.enter_context(warnings.catch_warnings(record=True))
-            warnings.simplefilter("always")
             if ctx is not None:
-                # warn-once C++ warnings (the MPS fallback's among them) must fire for every case
-                prev = torch.is_warn_always_enabled()
-                torch.set_warn_always(True)
-                stack.callback(torch.set_warn_always, prev)
                 stack.enter_context(ctx)
             if not grad:
                 stack.enter_context(torch.no_grad())
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             _seed(op, case.seed)
-            result = op.resolve()(*args, **kwargs)
+            with trace if trace is not None else contextlib.nullcontext():
+                result = op.resolve()(*args, **kwargs)
             if sync is not None:
                 sync()
             bound = bind_arguments(op, args, kwargs)
@@ -219,7 +214,7 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
         raise
     except BaseException as e:  # noqa: BLE001 - anything a kernel raises is a verdict
         side.error = e
-    side.warnings = [str(w.message) for w in caught]
+    side.fallback = list(trace.fallback) if trace is not None else []
     return side
 
 
@@ -304,8 +299,9 @@ def _grad_inputs(op, args, kwargs):
     return new_args, new_kwargs, found
 
 
-def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None):
-    """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them."""
+def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None, trace=None):
+    """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them.
+    `trace` (conform.dispatch.FallbackTrace) is active while the op and its backward run."""
     try:
         with contextlib.ExitStack() as stack:
             if ctx is not None:
@@ -314,7 +310,8 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             args, kwargs, inputs = _grad_inputs(op, args, kwargs)
             _seed(op, case.seed)
-            result = op.resolve()(*args, **kwargs)
+            with trace if trace is not None else contextlib.nullcontext():
+                result = op.resolve()(*args, **kwargs)
             outs = [t for t in leaves(result) if t.requires_grad and is_inexact(t.dtype)]
             if not outs or not inputs:
                 return None, None, None, ""
@@ -324,7 +321,8 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
             gos = [to_device(go.to(o.dtype)) for go, o in zip(grad_outputs, outs)]
             if len(gos) != len(outs):
                 raise RuntimeError(f"{len(outs)} differentiable outputs vs {len(gos)} on the reference")
-            grads = torch.autograd.grad(outs, [t for _, t in inputs], gos, allow_unused=True)
+            with trace if trace is not None else contextlib.nullcontext():
+                grads = torch.autograd.grad(outs, [t for _, t in inputs], gos, allow_unused=True)
             if sync is not None:
                 sync()
             by_name = {}
@@ -392,7 +390,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     else:
         dev = _run_side(
             op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend),
+            sync=backend.synchronize, ctx=_device_context(backend), trace=tracer_for(backend),
         )
 
     # -- validity and errors -----------------------------------------------------------------
@@ -417,7 +415,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     elif dev.error is not None:
         return _error_result(dev, backend, "forward")
 
-    fallback = [w for w in dev.warnings or [] if any(p in w for p in getattr(backend, "fallback_patterns", ()) or ())]
+    fallback = dev.fallback or []
 
     # -- the verdict (conform.oracle): parity with the CPU first, golden to judge ---------------
     n = numel_ratio(op, case, ref_result)
@@ -474,7 +472,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         result.outcome = Outcome.MISMATCH
         result.message = "; ".join(r.message for r in bad[:3]) + v.attribution
         if fallback:
-            result.message += f" (ran through the CPU fallback: {fallback[0].splitlines()[0]})"
+            result.message += f" ({fallback_message(fallback)})"
         return result
     if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
         result.message = v.finding.message
@@ -540,7 +538,7 @@ def _fill_golden_errors(result: CaseResult, v, device, reference, golden) -> Non
 def _with_fallback(result: CaseResult, fallback: list[str]) -> CaseResult:
     if fallback:
         result.outcome = Outcome.FALLBACK
-        result.message = fallback[0].splitlines()[0]
+        result.message = fallback_message(fallback)
     return result
 
 
@@ -588,12 +586,14 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
 
     plain = is_plain_cpu(backend)
     if plain:
-        dev_grads, dev_err, tb = ref_grads, None, ""
+        dev_grads, dev_err, tb, fallback = ref_grads, None, "", []
     else:
+        trace = tracer_for(backend)
         dev_grads, _, dev_err, tb = _run_backward(
             op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos,
+            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos, trace=trace,
         )
+        fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
         outcome = classify_device_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
@@ -625,10 +625,12 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
         r = CaseResult(Outcome.PASS, "backward", finding=finding)
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
             r.message = v.finding.message
-        return r
+        return _with_fallback(r, fallback)
     result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]) + v.attribution, finding=finding)
     _fill_errors(result, v.records)
     result.device_golden_err, result.ref_golden_err = v.device_golden_err, v.ref_golden_err
+    if fallback:
+        result.message += f" ({fallback_message(fallback)})"
     return result
 
 
