@@ -214,3 +214,10 @@ def test_without_a_compiler_the_device_is_unavailable_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "no C++ compiler ('no-such-compiler-here' is not on PATH" in proc.stderr, proc.stderr
+
+
+def test_python_scalars_reach_native_kernels_as_cpu_float64_without_a_dtype_refusal(emu, fallback_off):
+    # mul.Scalar's shared kernel wraps 0.5 in a 0-d float64 CPU tensor for mul.Tensor: only
+    # tensors on the device are subject to the device's dtype rules
+    r = run("aten::mul.Scalar", f32(3, 4), 0.5, backend=emu)
+    assert r.outcome == O.PASS, r.message
