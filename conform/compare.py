@@ -521,7 +521,6 @@ def index_outputs(op) -> set[int]:
     return {i for i, n in enumerate(names) if n in ("indices", "index")}
 
 
-
 def dense(t: torch.Tensor) -> torch.Tensor:
     return t if t.layout == torch.strided else t.to_dense()
 
@@ -537,7 +536,6 @@ def leaves(x):
     elif isinstance(x, dict):
         for v in x.values():
             yield from leaves(v)
-
 
 
 def statistics_records(dev_res, ref_res, path="output") -> list[Record]:

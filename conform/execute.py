@@ -172,7 +172,6 @@ def _device_context(backend):
     return hook()
 
 
-
 def _written_names(op) -> list[str]:
     return [a.name for a in op.arguments if a.is_write or a.is_out]
 
@@ -243,7 +242,6 @@ def _has_floating_inputs(case) -> bool:
     return any(walk(v) for v in list(case.args) + list(case.kwargs.values()))
 
 
-
 def _nondeterminism(op) -> str:
     kind = getattr(op.rules, "nondeterminism", "") or ""
     if not kind and "nondeterministic_seeded" in (op.tags or ()):
@@ -251,7 +249,6 @@ def _nondeterminism(op) -> str:
     if not kind and op.base_name in TIE_OPS:
         kind = "ties"
     return kind
-
 
 
 # -- comparing ----------------------------------------------------------------------------

@@ -123,8 +123,6 @@ def input_scale(inputs) -> float:
     return best
 
 
-
-
 # Families whose every output element sums many inputs (opdb.families names): their tolerance
 # grows with the largest input's size, an upper bound on the terms per output.
 GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "scan", "fft")
@@ -143,7 +141,6 @@ def numel_ratio(op, case, outputs) -> int:
         return max(1, biggest_in)
     biggest_out = max(outs) if outs else 1
     return max(1, math.ceil(biggest_in / max(1, biggest_out)))
-
 
 
 def gradient_tolerance(tol, want: torch.Tensor):
