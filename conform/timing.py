@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import multiprocessing
 import pickle
 import os
 import time
@@ -694,64 +693,40 @@ def _time_by_name(qualname: str, dtype: str, backend, sizes: dict[str, int], min
     return time_cell(op, dtype, backend, sizes, min_run_time=min_run_time)
 
 
-def _timing_process(conn, backend, sizes, min_run_time, threads) -> None:
-    """The child process of an isolated timing pass: times the cells it is sent, one at a time."""
+def _timing_setup(backend, sizes, min_run_time, threads):
+    """Set up the clean child of an isolated timing pass: it times the cells it is sent."""
     torch.set_num_threads(threads)
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        conn.send(_time_by_name(*msg, backend, sizes, min_run_time))
+    return lambda cell: _time_by_name(*cell, backend, sizes, min_run_time)
 
 
 class _IsolatedTimer:
-    """Times cells in one child process at a time, so that an op that crashes the process (a
-    segfault in a kernel, an abort) or hangs costs only its own cell: the child is replaced and
-    the pass goes on. Still serial: the parent only waits while the child times."""
+    """Times cells in one clean child process at a time (conform.isolation: never a fork of a
+    process that used the device), so that an op that crashes the process (a segfault in a
+    kernel, an abort) or hangs costs only its own cell: the child is replaced and the pass goes
+    on. Still serial: the parent only waits while the child times."""
 
     def __init__(self, backend, sizes, min_run_time, cell_timeout: float):
-        self.args = (backend, sizes, min_run_time)
-        self.cell_timeout = cell_timeout
-        self.proc = None
+        from .isolation import CleanChild
 
-    def _start(self) -> None:
-        ctx = multiprocessing.get_context("spawn")  # fork is unsafe with CUDA/MPS and torch's thread pools
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_timing_process, args=(child, *self.args, torch.get_num_threads()), daemon=True, name="conform-timing")
-        self.proc.start()
-        child.close()
+        self.sizes = sizes
+        self.cell_timeout = cell_timeout
+        self.child = CleanChild(_timing_setup, (backend, sizes, min_run_time, torch.get_num_threads()), name="conform-timing")
 
     def __call__(self, qualname: str, dtype: str) -> CellTiming:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        sizes = self.args[1]
-        self.conn.send((qualname, dtype))
+        from .isolation import ChildDied, ChildTimedOut, IsolationError
+
         try:
-            if self.conn.poll(self.cell_timeout):
-                return self.conn.recv()
+            return self.child.call((qualname, dtype), timeout=self.cell_timeout)
+        except ChildTimedOut:
             reason = f"timed out after {self.cell_timeout:.0f} s"
-            self.proc.kill()
-        except (EOFError, ConnectionError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            reason = f"crashed the timing process ({f'signal {-code}' if code is not None and code < 0 else f'exit status {code}'})"
-        self.proc.join(5)
-        self.proc = None
-        return CellTiming(qualname, dtype, skipped=[(label, reason) for label in sizes])
+        except ChildDied as e:
+            reason = f"crashed the timing process ({e})"
+        except IsolationError as e:
+            reason = str(e)
+        return CellTiming(qualname, dtype, skipped=[(label, reason) for label in self.sizes])
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
-            try:
-                self.conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self.proc.join(5)
-            if self.proc.is_alive():
-                self.proc.kill()
-        self.proc = None
+        self.child.close()
 
 
 def _picklable(obj) -> bool:

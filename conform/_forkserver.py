@@ -1,0 +1,47 @@
+"""Imported once by conform's fork server (conform.isolation), never elsewhere: every clean child
+is a fork of that server, so what is loaded and warmed here is loaded and warm in each child.
+
+The warm-up runs on the CPU alone and with one intra-op thread (an OpenMP pool started before
+fork() does not work in the child); the server must never initialise a device, or its children
+would inherit a device runtime that does not survive fork() (see conform.isolation). It checks.
+"""
+
+import torch
+
+torch.set_num_threads(1)
+
+import hypothesis  # noqa: E402, F401
+import opdb  # noqa: E402
+from generators.case import Case, TensorSpec  # noqa: E402
+
+from conform import cell, execute, isolation  # noqa: E402, F401
+from conform.backends import CPUBackend  # noqa: E402
+
+
+def _warm_up() -> None:
+    """Pay the first-call costs (the catalog, dispatcher caches, hypothesis's first test: it
+    registers its random generators and collects garbage, half a second) once."""
+    op = opdb.lookup("aten::add.Tensor")
+    x = TensorSpec(shape=(2, 3), dtype="float32", requires_grad=True)
+    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend())
+    cell.run_cell(op, "float32", CPUBackend(), cell.CellSettings(examples=1, hypothesis_db=None))
+    try:  # hypothesis scans the source of every loaded local module for constants, once, at some
+        # draw: 0.3 s that each child would pay again (hypothesis/internal/conjecture/providers.py)
+        from hypothesis.internal.conjecture import providers
+
+        providers._get_local_constants()
+    except (ImportError, AttributeError):
+        pass
+
+
+def initialised_devices() -> list[str]:
+    """Device runtimes this process has initialised (each would poison its forked children).
+    MPS has no such query in torch 2.13 (torch/mps/__init__.py only has _is_in_bad_fork, for the
+    child side); nothing here calls into torch.mps, which is what initialises it."""
+    found = [name for name in ("cuda", "xpu") if getattr(getattr(torch, name, None), "is_initialized", lambda: False)()]
+    return found
+
+
+_warm_up()
+if initialised_devices():
+    raise RuntimeError(f"conform's fork server initialised {', '.join(initialised_devices())}: its children would not be clean")
