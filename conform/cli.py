@@ -60,13 +60,20 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def _auto_workers(backend) -> int:
+    """One worker per core; on a GPU no more than the backend's `workers_per_device`: each worker
+    holds a device context of its own, and conform's small cases do not fill a GPU anyway."""
+    per_device = getattr(backend, "workers_per_device", None)
+    return max(1, min(_cpu_count(), per_device)) if per_device else _cpu_count()
+
+
 @cli.command()
 @click.option("--ops", "ops", default="all", show_default=True, help="all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file")
 @click.option("--dtypes", default=None, help="comma-separated dtypes (default: float32,float16,bfloat16,float64,complex64,int64,int32,bool; no float64 on cpu, whose reference is float64)")
 @click.option("--device", default=None, help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)")
 @click.option("--examples", type=click.IntRange(1), default=None, help="valid examples per cell [default: 5]")
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
-@click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores); at least 1, so a crash never takes the run down")
+@click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down")
 @click.option("--no-grad", is_flag=True, help="skip backward comparisons")
 @click.option("--case-timeout", type=float, default=None, help="seconds before a case counts as hung [default: 60]")
 @click.option("--max-numel", type=click.IntRange(1), default=None, help="elements per case [default: 4096]")
@@ -92,7 +99,7 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
     Store(db).close()
     if resume is None and device is None and backend.name == "cpu":
         click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
-    n = _cpu_count() if workers == "auto" else _positive_int(workers, "-n")
+    n = _auto_workers(backend if resume is None else None) if workers == "auto" else _positive_int(workers, "-n")
     args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
     if db:
         args += ["--conform-db", db]

@@ -10,7 +10,7 @@ import socket
 
 import torch
 
-from .backends import os_description
+from .backends.base import env_flag, os_description
 
 # What makes two runs comparable: the same torch build, Python, OS, backend and chip. The host
 # name is kept but not part of the fingerprint, so identical machines of a fleet share a column.
@@ -37,7 +37,8 @@ def capture(backend) -> dict:
         "backend": described.pop("backend", backend.name),
         "device_name": described.pop("device_name", ""),
         "hostname": socket.gethostname(),
-        "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK", ""),
+        # a backend may say what its fallback switch is (the emulator's); else MPS's variable
+        "mps_fallback": described.pop("mps_fallback") if "mps_fallback" in described else env_flag(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK")),
     }
     details = dict(described)
     details["mps_fallback"] = env["mps_fallback"]

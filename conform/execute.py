@@ -32,13 +32,13 @@ import dataclasses
 import math
 import re
 import traceback as _traceback
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from .compare import Record, _sparse_valid, compare, failures, summary
+from .dispatch import fallback_message, tracer_for
 from .outcomes import Outcome
 from .tolerances import is_inexact, tolerance_for
 
@@ -144,7 +144,7 @@ class _Side:
     written: dict[str, Any] | None = None  # name -> tensor/list for mutated and out= arguments
     inputs: tuple = ()  # (args, kwargs) after the call, for gathering tie indices
     error: BaseException | None = None
-    warnings: list[str] | None = None
+    fallback: list[str] | None = None  # aten ops served by the device's fallback (conform.dispatch)
 
     @property
     def traceback(self) -> str:
@@ -191,24 +191,19 @@ def _to_cpu(x, to_cpu):
     return x
 
 
-def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False):
+def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None):
+    """`trace`: a conform.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
     side = _Side()
-    caught: list[warnings.WarningMessage] = []
     try:
         with contextlib.ExitStack() as stack:
-            caught = stack.enter_context(warnings.catch_warnings(record=True))
-            warnings.simplefilter("always")
             if ctx is not None:
-                # warn-once C++ warnings (the MPS fallback's among them) must fire for every case
-                prev = torch.is_warn_always_enabled()
-                torch.set_warn_always(True)
-                stack.callback(torch.set_warn_always, prev)
                 stack.enter_context(ctx)
             if not grad:
                 stack.enter_context(torch.no_grad())
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             _seed(op, case.seed)
-            result = op.resolve()(*args, **kwargs)
+            with trace if trace is not None else contextlib.nullcontext():
+                result = op.resolve()(*args, **kwargs)
             if sync is not None:
                 sync()
             bound = _bind(op, args, kwargs)
@@ -224,7 +219,7 @@ def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sy
         raise
     except BaseException as e:  # noqa: BLE001 - anything a kernel raises is a verdict
         side.error = e
-    side.warnings = [str(w.message) for w in caught]
+    side.fallback = list(trace.fallback) if trace is not None else []
     return side
 
 
@@ -708,8 +703,9 @@ def _grad_inputs(op, args, kwargs):
     return new_args, new_kwargs, found
 
 
-def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None):
-    """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them."""
+def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None, trace=None):
+    """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them.
+    `trace` (conform.dispatch.FallbackTrace) is active while the op and its backward run."""
     try:
         with contextlib.ExitStack() as stack:
             if ctx is not None:
@@ -718,7 +714,8 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             args, kwargs, inputs = _grad_inputs(op, args, kwargs)
             _seed(op, case.seed)
-            result = op.resolve()(*args, **kwargs)
+            with trace if trace is not None else contextlib.nullcontext():
+                result = op.resolve()(*args, **kwargs)
             outs = [t for t in _leaves(result) if t.requires_grad and is_inexact(t.dtype)]
             if not outs or not inputs:
                 return None, None, None, ""
@@ -728,7 +725,8 @@ def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t
             gos = [to_device(go.to(o.dtype)) for go, o in zip(grad_outputs, outs)]
             if len(gos) != len(outs):
                 raise RuntimeError(f"{len(outs)} differentiable outputs vs {len(gos)} on the reference")
-            grads = torch.autograd.grad(outs, [t for _, t in inputs], gos, allow_unused=True)
+            with trace if trace is not None else contextlib.nullcontext():
+                grads = torch.autograd.grad(outs, [t for _, t in inputs], gos, allow_unused=True)
             if sync is not None:
                 sync()
             by_name = {}
@@ -796,7 +794,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     else:
         dev = _run_side(
             op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend),
+            sync=backend.synchronize, ctx=_device_context(backend), trace=tracer_for(backend),
         )
 
     # -- validity and errors -----------------------------------------------------------------
@@ -821,7 +819,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     elif dev.error is not None:
         return _error_result(dev, backend, "forward")
 
-    fallback = [w for w in dev.warnings or [] if any(p in w for p in getattr(backend, "fallback_patterns", ()) or ())]
+    fallback = dev.fallback or []
 
     # -- the expected values -------------------------------------------------------------------
     golden_cast = golden_written = None
@@ -928,7 +926,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         result.outcome = Outcome.MISMATCH
         result.message = "; ".join(r.message for r in bad[:3]) + _attribution(result, bad)
         if fallback:
-            result.message += f" (ran through the CPU fallback: {fallback[0].splitlines()[0]})"
+            result.message += f" ({fallback_message(fallback)})"
         return result
 
     result = _with_fallback(result, fallback)
@@ -947,7 +945,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 def _with_fallback(result: CaseResult, fallback: list[str]) -> CaseResult:
     if fallback:
         result.outcome = Outcome.FALLBACK
-        result.message = fallback[0].splitlines()[0]
+        result.message = fallback_message(fallback)
     return result
 
 
@@ -1028,12 +1026,14 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
         if gold is not None:
             expected = {k: gold[k].to(ref_grads[k].dtype) for k in ref_grads}
     if is_plain_cpu(backend):
-        dev_grads, dev_err, tb = ref_grads, None, ""
+        dev_grads, dev_err, tb, fallback = ref_grads, None, "", []
     else:
+        trace = tracer_for(backend)
         dev_grads, _, dev_err, tb = _run_backward(
             op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos,
+            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos, trace=trace,
         )
+        fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
         outcome = classify_device_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
@@ -1069,7 +1069,7 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
                 records, gold = alt_records, alt
     bad = failures(records)
     if not bad:
-        return None
+        return _with_fallback(CaseResult(Outcome.PASS, "backward"), fallback) if fallback else None
     result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]))
     _fill_errors(result, records)
     if gold is not None:
@@ -1077,6 +1077,8 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
         result.device_golden_err = _max_abs_vs([dev_grads.get(k) for k in names if dev_grads.get(k) is not None], [gold[k] for k in names if dev_grads.get(k) is not None])
         result.ref_golden_err = _max_abs_vs([ref_grads[k] for k in names], [gold[k] for k in names])
         result.message += _attribution(result, bad)
+    if fallback:
+        result.message += f" ({fallback_message(fallback)})"
     return result
 
 

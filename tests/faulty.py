@@ -19,7 +19,6 @@ works too once the runner exists (each class is also a module attribute).
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import torch
@@ -284,7 +283,7 @@ def _out_not_resized(func, args, kwargs):
     return func(*args, **kwargs)
 
 
-# -- errors and fallbacks -------------------------------------------------------------------
+# -- errors ----------------------------------------------------------------------------------
 
 
 @fault("missing_bounds_check", aten.index_select.default)
@@ -310,17 +309,6 @@ def _no_kernel(func, args, kwargs):
         "The operator 'aten::erfinv.out' is not currently implemented for the MPS device. If you want this op to be "
         "considered for addition please comment on https://github.com/pytorch/pytorch/issues/141287"
     )
-
-
-@fault("cpu_fallback", aten.erfinv.default, fallback_patterns=MPSBackend.fallback_patterns)
-def _cpu_fallback(func, args, kwargs):
-    """Runs, correctly, through the CPU fallback, warning as PYTORCH_ENABLE_MPS_FALLBACK=1 does."""
-    warnings.warn(
-        "The operator 'aten::erfinv.out' is not currently supported on the MPS backend and will fall back to run on "
-        "the CPU. This may have performance implications.",
-        UserWarning,
-    )
-    return func(*args, **kwargs)
 
 
 @fault("device_error", aten.cat.default)

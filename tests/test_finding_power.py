@@ -49,7 +49,6 @@ BUGS = [
     ("no_kernel", BACKENDS["no_kernel"], "aten::erfinv", O.NOT_IMPLEMENTED),
     ("backward_not_implemented", BACKENDS["backward_not_implemented"], "aten::tanh", O.NOT_IMPLEMENTED),
     ("float64_rejected", BACKENDS["float64_rejected"], "aten::add.Tensor", O.UNSUPPORTED_DTYPE),
-    ("cpu_fallback", BACKENDS["cpu_fallback"], "aten::erfinv", O.FALLBACK),
     ("device_error", BACKENDS["device_error"], "aten::cat", O.DEVICE_ERROR),
 ]
 
@@ -84,7 +83,6 @@ EXAMPLES = {
     "no_kernel": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
     "backward_not_implemented": Case("aten::tanh", (T((3, 4), "float32", seed=1),)),
     "float64_rejected": Case("aten::add.Tensor", (T((3, 4), "float64", seed=1), T((3, 4), "float64", seed=2))),
-    "cpu_fallback": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
     "device_error": Case("aten::cat", ([T((2, 3), "float32", seed=1), T((1, 3), "float32", seed=2), T((2, 3), "float32", seed=3)],)),
 }
 

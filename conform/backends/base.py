@@ -33,8 +33,11 @@ class Backend:
     device = torch.device("cpu")
     # Substrings of error messages meaning "the device does not support this dtype at all".
     unsupported_dtype_patterns: tuple[str, ...] = ()
-    # Substrings of warnings meaning "this op silently ran on the CPU instead".
-    fallback_patterns: tuple[str, ...] = ()
+    # Ops whose kernel for the device's dispatch key is itself the CPU fallback (MPS registers a
+    # few that way): conform.dispatch counts them as fallback, as it does the key's backend fallback.
+    always_fallback_ops: tuple[str, ...] = ()
+    # Substrings of device errors after which the process's device context is unusable.
+    sticky_error_patterns: tuple[str, ...] = ()
     # Meta tensors carry no values: only shapes and dtypes can be compared.
     metadata_only = False
 
@@ -79,6 +82,15 @@ def os_description() -> tuple[str, str]:
     if system == "Darwin":
         return "macOS", platform.mac_ver()[0]
     return system, platform.release()
+
+
+def env_flag(value: str | None) -> str:
+    """An on/off environment variable read as MPS reads PYTORCH_ENABLE_MPS_FALLBACK (on when
+    std::stoi(value) != 0): "1" when on, "" when unset or off, so "0" and unset are one setting."""
+    try:
+        return "1" if value and int(value) != 0 else ""
+    except ValueError:
+        return value or ""
 
 
 def _run(cmd: list[str]) -> str:

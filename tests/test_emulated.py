@@ -1,0 +1,181 @@
+"""conform's device paths against the emulated accelerator (conform.backends.emulated).
+
+The device is a PrivateUse1 backend built from C++ on first use; these tests build it once per
+session and skip only where no C++ compiler or ninja is present. Anything that poisons a process
+(a forked child of a used device, a device-side assert) runs in a subprocess of its own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import opdb
+from conform.execute import run_case
+from conform.outcomes import Outcome as O
+from generators.case import Case
+from generators.case import TensorSpec as T
+from tests.cli_helpers import cells, conform_env
+
+
+@pytest.fixture(scope="session")
+def emu():
+    from conform.backends import emulated
+
+    try:
+        emulated.load()
+    except emulated.EmulatorUnavailable as e:
+        if "compiler" in str(e) or "ninja" in str(e):
+            pytest.skip(f"the emulated device cannot be built here: {e}")
+        raise
+    return emulated.EmulatedBackend()
+
+
+@pytest.fixture
+def fallback_on(monkeypatch):
+    monkeypatch.setenv("CONFORM_EMU_FALLBACK", "1")
+
+
+@pytest.fixture
+def fallback_off(monkeypatch):
+    monkeypatch.delenv("CONFORM_EMU_FALLBACK", raising=False)
+
+
+def f32(*shape, dtype="float32", seed=1, **kw):
+    return T(tuple(shape), dtype, seed=seed, **kw)
+
+
+def run(name, *args, backend, **kwargs):
+    return run_case(opdb.lookup(name), Case(name, args, kwargs), backend)
+
+
+def test_native_kernel_passes_forward_and_backward(emu, fallback_off):
+    r = run("aten::mul.Tensor", f32(3, 4), f32(3, 4, seed=2), backend=emu)
+    assert r.outcome == O.PASS and not r.invalid, r.message
+
+
+def test_op_served_by_the_fallback_is_fallback_naming_the_aten_op(emu, fallback_on):
+    # on the torch.ops path the fallback's C++ warning never reaches Python: only the dispatcher can tell
+    for _ in range(2):  # the fallback's warning is warn-once; the dispatcher answers every time
+        r = run("aten::erfinv", f32(3, 4, values="open_unit"), backend=emu)
+        assert r.outcome == O.FALLBACK and r.phase == "forward"
+        assert "'aten::erfinv.out'" in r.message
+
+
+def test_backward_alone_falling_back_is_fallback(emu, fallback_on):
+    # tanh has a native kernel; its backward (tanh_backward) does not
+    r = run("aten::tanh", f32(3, 4), backend=emu)
+    assert r.outcome == O.FALLBACK and r.phase == "backward"
+    assert "'aten::tanh_backward.grad_input'" in r.message and "tanh.out" not in r.message
+
+
+def test_no_fallback_is_not_implemented(emu, fallback_off):
+    r = run("aten::erfinv", f32(3, 4, values="open_unit"), backend=emu)
+    assert r.outcome == O.NOT_IMPLEMENTED
+    assert "NotImplementedError: The operator 'aten::erfinv.out' is not currently implemented for the emu device" in r.message
+
+
+@pytest.mark.parametrize(
+    ("dtype", "text"),
+    [
+        ("float64", "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64"),
+        ("bfloat16", "MPS BFloat16 is only supported on MacOS 14 or newer"),
+        ("complex64", "MPS complex types are only supported on MacOS 14.0 or newer"),
+    ],
+)
+def test_dtypes_mps_rejects_are_unsupported_dtype(emu, fallback_off, dtype, text):
+    # the emulator raises MPS's own texts: the MPS backend's patterns must recognise them
+    r = run("aten::add.Tensor", f32(3, dtype=dtype), f32(3, dtype=dtype, seed=2), backend=emu)
+    assert r.outcome == O.UNSUPPORTED_DTYPE, r.message
+    assert r.message == f"TypeError: {text}" or r.message.startswith(f"TypeError: {text}")
+
+
+def test_bfloat16_works_on_an_emulated_macos_14(emu, fallback_off, monkeypatch):
+    monkeypatch.setenv("CONFORM_EMU_MACOS", "14")
+    r = run("aten::add.Tensor", f32(3, dtype="bfloat16"), f32(3, dtype="bfloat16", seed=2), backend=emu)
+    assert r.outcome == O.PASS, r.message
+
+
+def _python(script: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=conform_env(**env), capture_output=True, text=True, timeout=300)
+
+
+FORK = """
+    import os, torch
+    from conform.backends import emulated
+    emulated.load()
+    if {use_first}:
+        torch.ones(2).to("emu")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            print("child:", torch.ones(2).to("emu").sum().item(), torch.emu.is_initialized(), flush=True)
+            os._exit(0)
+        except RuntimeError as e:
+            print("child error:", e, flush=True)
+            os._exit(3)
+    print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_forked_child_of_a_used_device_cannot_use_it(emu):
+    p = _python(FORK.format(use_first=True))
+    assert "child error: Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method" in p.stdout, p.stdout + p.stderr
+    assert "exit 3" in p.stdout
+
+
+def test_forked_child_of_a_process_that_only_loaded_the_device_can_use_it(emu):
+    p = _python(FORK.format(use_first=False))
+    assert "child: 2.0 True" in p.stdout and "exit 0" in p.stdout, p.stdout + p.stderr
+
+
+def test_device_assert_is_sticky_for_the_rest_of_the_process(emu):
+    p = _python(
+        """
+        import opdb
+        from conform.backends.emulated import EmulatedBackend
+        from conform.execute import run_case
+        from generators.case import Case, TensorSpec as T
+        emu = EmulatedBackend()
+        add = Case("aten::add.Tensor", (T((3,), "float32", seed=1), T((3,), "float32", seed=2)))
+        print("before:", run_case(opdb.lookup("aten::add.Tensor"), add, emu).outcome)
+        bad = Case("aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
+        r = run_case(opdb.lookup("aten::index_select"), bad, emu)
+        print("assert:", r.invalid)
+        for _ in range(2):
+            r = run_case(opdb.lookup("aten::add.Tensor"), add, emu)
+            print("after:", r.outcome, r.message.splitlines()[0])
+        """
+    )
+    out = p.stdout
+    assert "before: pass" in out and "assert: True" in out, out + p.stderr
+    assert out.count("after: device_error RuntimeError: emu error: device-side assert triggered") == 2, out + p.stderr
+
+
+def test_conform_run_on_the_emulated_device(emu, tmp_path):
+    db = tmp_path / "emu.db"
+    ops = "aten::mul.Tensor,aten::erfinv,aten::tanh"
+    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", "emu", "--ops", ops, "--dtypes", "float32,float64", "--examples", "2", "-n", "1", "-q", "--db", str(db)]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=600)
+    assert "unknown device 'emu'" not in proc.stderr, "the installed conform predates the emu entry point: reinstall it (pip install -e .)"
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    got = {(op, dt): outcome for op, dt, outcome in cells(db)}
+    assert got[("aten::mul.Tensor", "float32")] == "pass"
+    assert got[("aten::erfinv", "float32")] == "fallback"
+    assert got[("aten::tanh", "float32")] == "fallback"
+    assert {got[(op, "float64")] for op in ops.split(",")} == {"unsupported_dtype"}
+
+
+def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback_off):
+    # MPSFallback.mm registers its CPU fallback as the MPS kernel of a few ops (linalg_svd, col2im):
+    # the dispatch table shows a kernel, the backend's always_fallback_ops says what it is
+    from conform.backends.emulated import EmulatedBackend
+
+    class SvdLikeMul(EmulatedBackend):
+        always_fallback_ops = ("aten::mul.Tensor",)
+
+    r = run("aten::mul.Tensor", f32(3, 4), f32(3, 4, seed=2), backend=SvdLikeMul())
+    assert r.outcome == O.FALLBACK and "'aten::mul.Tensor'" in r.message
