@@ -4,6 +4,11 @@ is a fork of that server, so what is loaded and warmed here is loaded and warm i
 The warm-up runs on the CPU alone and with one intra-op thread (an OpenMP pool started before
 fork() does not work in the child); the server must never initialise a device, or its children
 would inherit a device runtime that does not survive fork() (see conform.isolation). It checks.
+Nor does it run a backward: the autograd engine's first backward starts its device threads,
+sized by every registered device type's device count (on a CUDA build that queries the driver),
+and marks forked children as bad forks for device backwards (torch/csrc/autograd/engine.cpp,
+start_device_threads and track_bad_autograd_forks); an out-of-tree device registered later
+would get no queue at all ("device_ready_queues_.size() INTERNAL ASSERT FAILED").
 """
 
 import torch
@@ -22,9 +27,9 @@ def _warm_up() -> None:
     """Pay the first-call costs (the catalog, dispatcher caches, hypothesis's first test: it
     registers its random generators and collects garbage, half a second) once."""
     op = opdb.lookup("aten::add.Tensor")
-    x = TensorSpec(shape=(2, 3), dtype="float32", requires_grad=True)
-    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend())
-    cell.run_cell(op, "float32", CPUBackend(), cell.CellSettings(examples=1, hypothesis_db=None))
+    x = TensorSpec(shape=(2, 3), dtype="float32")
+    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend(), grad=False)
+    cell.run_cell(op, "float32", CPUBackend(), cell.CellSettings(examples=1, grad=False, hypothesis_db=None))
     try:  # hypothesis scans the source of every loaded local module for constants, once, at some
         # draw: 0.3 s that each child would pay again (hypothesis/internal/conjecture/providers.py)
         from hypothesis.internal.conjecture import providers

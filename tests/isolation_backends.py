@@ -98,3 +98,22 @@ class DiesInChildrenBackend(CPUBackend):
         if multiprocessing.parent_process() is not None:
             os.abort()
         return True
+
+
+# -- the emulated accelerator, with two faults ----------------------------------------------------
+
+
+def _emulated():
+    from conform.backends import emulated
+
+    return emulated
+
+
+class EmuWithFaults(_emulated().EmulatedBackend):
+    """The emulated device (real fork poisoning, real sticky asserts), where aten::abs trips a
+    device-side assert and the isolated aten::_cummax_helper aborts the process."""
+
+    name = "emu-faults"
+
+    def device_context(self):
+        return _Trap({"aten::abs": _emulated().trigger_device_assert, "aten::_cummax_helper": os.abort})

@@ -2,8 +2,12 @@
 context (issue 14), with the Python stand-ins of isolation_backends.py."""
 
 import sqlite3
+import subprocess
+import sys
 
-from cli_helpers import cells, conform, run_states
+import pytest
+
+from cli_helpers import cells, conform, conform_env, run_states
 
 
 def _messages(db) -> dict:
@@ -56,4 +60,30 @@ def test_failures_of_isolation_itself_are_not_remembered_as_crashes(tmp_path):
     assert _remembered(tmp_path) == ""
     crashed = list((tmp_path / ".conform" / "runs").glob("*/crashed-ops.txt"))
     assert all(p.read_text() == "" for p in crashed)
+    assert run_states(db) == {1: "finished"}
+
+
+def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
+    # the real constraints (conform.backends.emulated): a runtime poisoned by fork(), a sticky
+    # device-side assert (tripped by aten::abs), and an isolated op that aborts its process
+    emulated = pytest.importorskip("conform.backends.emulated")
+    try:
+        emulated.load()
+    except emulated.EmulatorUnavailable as e:
+        pytest.skip(f"the emulated device cannot be built here: {e}")
+    db = tmp_path / "c.db"
+    ops = "aten::_cummax_helper,aten::abs,aten::mul.Tensor,aten::native_batch_norm,aten::erfinv"
+    args = ["run", "--ops", ops, "--dtypes", "float32", "--device", "isolation_backends:EmuWithFaults", "--examples", "2", "-n", "1", "--seed", "1", "--db", db, "-q"]
+    proc = subprocess.run([sys.executable, "-m", "conform.cli", *map(str, args)], cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    outcome = {op: o for op, _, o in cells(db)}
+    messages = {op: m for (op, _), m in _messages(db).items()}
+    assert outcome.pop("aten::_cummax_helper") == "crash"  # its own process died, not the worker
+    assert outcome.pop("aten::abs") == "device_error" and "poisoned the device context" in messages["aten::abs"]
+    assert outcome.pop("aten::mul.Tensor") == "pass"
+    assert outcome.pop("aten::erfinv") == "fallback" and "'aten::erfinv.out'" in messages["aten::erfinv"]
+    # the isolated batch norm ran in a clean process: a fork of a used device could not run it
+    assert "re-initialize" not in messages["aten::native_batch_norm"]
+    assert set(outcome.values()) <= {"pass", "fallback"}, {op: (o, messages[op]) for op, o in outcome.items()}
+    assert _remembered(tmp_path) == ""
     assert run_states(db) == {1: "finished"}
