@@ -39,14 +39,44 @@ def _warm_up() -> None:
         pass
 
 
+def _preload_backend() -> None:
+    """For a device other than the plain CPU: the first call under a TorchDispatchMode (every
+    device case runs under conform.dispatch's trace) imports torch._dynamo (torch/_compile.py),
+    seconds that each child would pay again; and the backend's optional `fork_server_preload()`
+    hook (conform.isolation)."""
+    import os
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from conform import backends
+
+    spec = os.environ.get(isolation.SERVER_BACKEND_ENV)
+    if not spec or spec == "cpu":
+        return
+
+    class _PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with _PassThrough():
+        torch.ones(2).add(1)
+    try:
+        hook = getattr(backends.resolve(spec, require_available=False), "fork_server_preload", None)
+        if callable(hook):
+            hook()
+    except Exception:  # noqa: BLE001 - each child resolves the backend itself and reports
+        pass
+
+
 def initialised_devices() -> list[str]:
     """Device runtimes this process has initialised (each would poison its forked children).
     MPS has no such query in torch 2.13 (torch/mps/__init__.py only has _is_in_bad_fork, for the
     child side); nothing here calls into torch.mps, which is what initialises it."""
-    found = [name for name in ("cuda", "xpu") if getattr(getattr(torch, name, None), "is_initialized", lambda: False)()]
-    return found
+    names = ["cuda", "xpu", torch._C._get_privateuse1_backend_name()]
+    return [name for name in names if getattr(getattr(torch, name, None), "is_initialized", lambda: False)()]
 
 
+_preload_backend()
 _warm_up()
 if initialised_devices():
     raise RuntimeError(f"conform's fork server initialised {', '.join(initialised_devices())}: its children would not be clean")

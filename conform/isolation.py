@@ -52,13 +52,20 @@ def context():
     return ctx
 
 
-def start_server() -> None:
+SERVER_BACKEND_ENV = "CONFORM_FORKSERVER_BACKEND"
+
+
+def start_server(device_spec: str | None = None) -> None:
     """Start this process's fork server now (in the background: it imports torch), so that the
-    first child does not wait for it."""
+    first child does not wait for it. With `device_spec`, the server also runs that backend's
+    optional `fork_server_preload()` hook: loading a device library (an out-of-tree backend's
+    extension) once, for every child, without initialising the device."""
     if START_METHOD == "forkserver":
         context()
         from multiprocessing import forkserver
 
+        if device_spec:
+            os.environ[SERVER_BACKEND_ENV] = device_spec  # the server inherits it when it starts
         forkserver.ensure_running()
 
 
@@ -297,6 +304,12 @@ class Watchdog:
                 record = {**self._record, "timeout": True}
             _rewrite(self._fd, record)
             os._exit(TIMEOUT_EXIT_STATUS)
+
+
+def killed_for_time(exitcode: int | None) -> bool:
+    """Whether a process's exit status is a hang's end: its own watchdog's exit, or SIGKILL
+    (the monitor's, or the parent's)."""
+    return exitcode in (TIMEOUT_EXIT_STATUS, -signal.SIGKILL)
 
 
 def read_record(path: Path) -> dict | None:

@@ -340,7 +340,7 @@ class WorkerContext:
     def __init__(self, winput: dict, worker_id: str):
         from .isolation import CleanChild, start_server
 
-        start_server()  # in the background, while the worker collects the plan
+        start_server(winput["conform_device"])  # it imports in the background
         self.rundir = Path(winput["conform_rundir"]).absolute()
         self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
         self.device_spec = winput["conform_device"]
@@ -364,7 +364,7 @@ class WorkerContext:
         return self._run_in(self.device, cell)
 
     def _run_in(self, child, cell) -> dict:
-        from .isolation import ChildDied, IsolationError, mark_idle, read_record
+        from .isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
 
         try:
             result, poisoned = child.call(tuple(cell))
@@ -375,6 +375,9 @@ class WorkerContext:
         except ChildDied as e:
             inflight = read_record(self.inflight)
             mark_idle(self.inflight)
+            if inflight and inflight.get("timeout") and not killed_for_time(e.exitcode):
+                # it died of its own (an abort still dumping core when the monitor looked)
+                inflight = {k: v for k, v in inflight.items() if k != "timeout"}
             if child is self.device and _in_case(inflight, cell):
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
