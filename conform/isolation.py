@@ -91,7 +91,10 @@ class ChildTimedOut(Exception):
 
 
 def _serve(conn, setup: Callable, args: tuple) -> None:
-    """A clean child's life: `handler = setup(*args)`, then answer requests until told to stop."""
+    """A clean child's life: `handler = setup(*args)`, then answer requests until told to stop.
+    Ctrl-C is its parent's to handle (it reaches the whole process group): a child that died of
+    it would look like a crash of its case."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         handler = setup(*args)
     except BaseException:  # noqa: BLE001 - the parent reports it as an isolation failure
