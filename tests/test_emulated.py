@@ -167,6 +167,19 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path):
     assert got[("aten::erfinv", "float32")] == "fallback"
     assert got[("aten::tanh", "float32")] == "fallback"
     assert {got[(op, "float64")] for op in ops.split(",")} == {"unsupported_dtype"}
+    # and the rest of the pipeline takes an emu run like any other
+    env = conform_env(CONFORM_EMU_FALLBACK="1")
+
+    def cli(*args):
+        p = subprocess.run([sys.executable, "-m", "conform.cli", *args, "--db", str(db)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    assert '"backend": "emu"' in cli("report", "--format", "json")
+    cli("site", "--out", str(tmp_path / "site"))
+    assert "aten::erfinv" in (tmp_path / "site" / "index.html").read_text() or any("erfinv" in f.name for f in (tmp_path / "site").rglob("*"))
+    cli("expectations", "--from-run", "latest", "-o", str(tmp_path / "expected.toml"))
+    cli("gate", "--baseline", str(tmp_path / "expected.toml"))
 
 
 def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback_off):
@@ -179,3 +192,32 @@ def test_ops_whose_kernel_is_the_fallback_itself_count_as_fallback(emu, fallback
 
     r = run("aten::mul.Tensor", f32(3, 4), f32(3, 4, seed=2), backend=SvdLikeMul())
     assert r.outcome == O.FALLBACK and "'aten::mul.Tensor'" in r.message
+
+
+def test_trace_names_the_op_that_fell_back_not_the_composites_on_the_way(emu, fallback_on):
+    # linspace.Tensor_Tensor's shared kernel calls item() (an implicit composite, then a native
+    # _local_scalar_dense) and linspace.out, which only the fallback serves
+    import torch
+
+    from conform.dispatch import FallbackTrace
+
+    start, end = torch.tensor(0.0).to("emu"), torch.tensor(1.0).to("emu")
+    with FallbackTrace(emu.device) as trace:
+        out = torch.ops.aten.linspace.Tensor_Tensor(start, end, 5, device=emu.device)
+    assert trace.fallback == ["aten::linspace.out"]
+    assert out.cpu().tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_without_a_compiler_the_device_is_unavailable_in_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", "emu", "--ops", "aten::add.Tensor", "-n", "1", "--db", str(tmp_path / "x.db")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(CXX="no-such-compiler-here"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "no C++ compiler ('no-such-compiler-here' is not on PATH" in proc.stderr, proc.stderr
+
+
+def test_python_scalars_reach_native_kernels_as_cpu_float64_without_a_dtype_refusal(emu, fallback_off):
+    # mul.Scalar's shared kernel wraps 0.5 in a 0-d float64 CPU tensor for mul.Tensor: only
+    # tensors on the device are subject to the device's dtype rules
+    r = run("aten::mul.Scalar", f32(3, 4), 0.5, backend=emu)
+    assert r.outcome == O.PASS, r.message

@@ -3,7 +3,7 @@
 conform's own tests run against it, and it is the template for out-of-tree backends (see
 docs/emulated-device.md). The device itself is C++ (emu.cpp, shipped as package data), built on
 first use with torch.utils.cpp_extension.load into a per-torch-version folder:
-``~/.cache/conform/emulated-<torch version>``, or ``$CONFORM_EMU_BUILD_DIR``. Building needs a
+``~/.cache/conform/emulated-<torch version>/<source hash>``, or ``$CONFORM_EMU_BUILD_DIR``. Building needs a
 C++ compiler and ninja.
 
 Environment variables read by the device:
@@ -16,10 +16,12 @@ Environment variables read by the device:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -40,12 +42,28 @@ class EmulatorUnavailable(RuntimeError):
 
 
 def build_dir() -> Path:
-    """Where the extension is built: one folder per torch version, so upgrading torch rebuilds."""
+    """Where the extension is built: one folder per torch version and source, so that upgrading
+    torch rebuilds, and two checkouts with different emu.cpp do not rebuild over each other."""
     override = os.environ.get("CONFORM_EMU_BUILD_DIR")
     if override:
         return Path(override)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "conform" / f"emulated-{torch.__version__}"
+    source = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    return cache / "conform" / f"emulated-{torch.__version__}" / source
+
+
+# torch.utils.cpp_extension serialises builds with a lock file and waits for it forever; a build
+# killed half-way leaves it behind. A build takes a minute or two: an older lock is stale.
+STALE_LOCK_S = 15 * 60
+
+
+def _clear_stale_lock(folder: Path) -> None:
+    lock = folder / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def _missing_tools() -> str:
@@ -74,6 +92,7 @@ def load():
 
         folder = build_dir()
         folder.mkdir(parents=True, exist_ok=True)
+        _clear_stale_lock(folder)
         try:
             module = cpp_load(name="conform_emu", sources=[str(_SOURCE)], build_directory=str(folder), extra_cflags=["-O2"], verbose=False)
         except Exception as e:  # noqa: BLE001 - a compiler's error is many lines: keep the gist
@@ -111,7 +130,6 @@ def _device_module(ext) -> types.ModuleType:
     m.get_rng_state = lambda device=None: torch.get_rng_state()
     m.set_rng_state = lambda state, device=None: None
     m.get_amp_supported_dtype = lambda: [torch.float16]
-    m._is_in_bad_fork = ext.is_in_bad_fork
     sys.modules[m.__name__] = m
     return m
 
@@ -132,7 +150,11 @@ class EmulatedBackend(Backend):
 
     @property
     def device(self) -> torch.device:
-        load()
+        try:
+            load()
+        except EmulatorUnavailable:
+            # is_available() says why; until the device exists, its key's generic name stands in
+            return torch.device("privateuseone", 0)
         return torch.device(NAME, 0)
 
     def is_available(self) -> bool:

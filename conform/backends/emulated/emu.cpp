@@ -184,8 +184,9 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   lazy_init();
-  check_dtype(self.scalar_type());
-  check_dtype(dst.scalar_type());
+  // only the device's side of a copy must have a dtype the device supports
+  if (self.is_privateuseone()) check_dtype(self.scalar_type());
+  if (dst.is_privateuseone()) check_dtype(dst.scalar_type());
   at::Tensor dst_cpu = cpu_alias(dst);
   at::native::copy_(dst_cpu, cpu_alias(self), false);
   return dst;
@@ -252,7 +253,8 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> originals(args.begin(), args.end());
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& v = (*stack)[stack->size() - num_args + i];
-    if (v.isTensor()) {
+    // CPU tensors (wrapped Python scalars are float64 ones) are fine; device tensors are checked
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone()) {
       check_dtype(v.toTensor().scalar_type());
       v = cpu_alias(v.toTensor());
     }
