@@ -112,9 +112,13 @@ def _set_shrink_budget(seconds: float) -> None:
     engine.MAX_SHRINKING_SECONDS = seconds
 
 
-def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callable | None = None, after_case: Callable | None = None) -> CellResult:
+def run_cell(
+    op, dtype: str, backend, settings: CellSettings, *, on_case: Callable | None = None, after_case: Callable | None = None, stop_if: Callable | None = None
+) -> CellResult:
     """Run one cell. `on_case(case)` is called before each case runs and `after_case()` after
-    (the worker uses them to record the case in flight and arm its hang watchdog)."""
+    (the worker uses them to record the case in flight and arm its hang watchdog). `stop_if(r)`
+    sees each case's result; what it returns instead of None ends the cell as its verdict, with
+    no shrinking (the device process uses it when an error poisoned the device context)."""
     import generators
     from generators import Untestable
 
@@ -167,6 +171,9 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
                     r, case = failure, getattr(failure, "variant_case", case)
+            stop = stop_if(r) if stop_if else None
+            if stop is not None:
+                raise _StopCell(stop, case)
         finally:
             if after_case:
                 after_case()
@@ -270,6 +277,59 @@ def run_cell(op, dtype: str, backend, settings: CellSettings, *, on_case: Callab
             result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
     result.duration_s = time.monotonic() - started
     return result
+
+
+def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: float, memory_limit: int | None):
+    """Set up a clean device process (conform.isolation.CleanChild): its backend, its in-flight
+    record and hang watchdog; returns what runs one cell there. The answer is (result, poisoned):
+    poisoned when a case left the device context unusable (a sticky error): the worker then
+    replaces this process before the next cell."""
+    import opdb
+    import torch
+
+    from . import _forkserver  # noqa: F401 - loaded and warm already, except under spawn
+    from . import backends
+    from .execute import CaseResult
+    from .isolation import Watchdog, apply_memory_limit, sticky_error
+
+    apply_memory_limit(memory_limit)
+    torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
+    backend = backends.resolve(device_spec)
+    cell_settings = CellSettings(**settings)
+    watchdog = Watchdog(Path(inflight), case_timeout)
+    state = {"poisoned": False}
+
+    def poisoned_by(r):
+        """Stop the cell at a sticky error (what follows it would fail for that reason alone and
+        shrinking would chase it); the device is asked too, since an invalid case hides it."""
+        signature = sticky_error(backend, f"{r.message}\n{r.traceback}")
+        if not signature:
+            try:
+                backend.synchronize()
+            except Exception as e:  # noqa: BLE001
+                signature = sticky_error(backend, str(e))
+        if not signature:
+            return None
+        state["poisoned"] = True
+        return CaseResult(
+            Outcome.DEVICE_ERROR, r.phase or "forward",
+            f"{r.message if sticky_error(backend, r.message) else signature}; this error poisoned the device context, "
+            "so the device process was replaced before the next cell",
+            traceback=r.traceback,
+        )
+
+    def run(cell) -> tuple[dict, bool]:
+        op, dtype = opdb.lookup(cell[0]), cell[1]
+        current = {"op": op.qualname, "dtype": dtype}
+
+        def on_case(case):
+            watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
+
+        state["poisoned"] = False
+        result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=watchdog.disarm, stop_if=poisoned_by)
+        return result.to_dict(), state["poisoned"]
+
+    return run
 
 
 def _invalid_limit(examples: int, valid: int, reasons: int, *, no_kernel: bool = False) -> int:

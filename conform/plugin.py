@@ -5,11 +5,14 @@ Roles:
   backend, selects ops, opens the store, starts or resumes the run, writes the plan of cells,
   and is the only process that writes results;
 * **workers** read the plan and the settings from `workerinput`, run cells, and send each
-  result back in `report.user_properties` as ("conform", dict).
+  result back in `report.user_properties` as ("conform", dict). A worker never touches the
+  device: its cells run in clean child processes (conform.isolation, `WorkerContext`).
 
-A worker that dies (segfault, abort, our own hang watchdog) is replaced by xdist; the controller
-records its cell as `crash` or `timeout`, with the case that was in flight, read from the file
-the worker wrote before running it.
+A device process that dies (segfault, abort, our own hang watchdog) or whose device context an
+error poisoned is replaced by its worker, which records the cell as `crash`, `timeout` or
+`device_error`, with the case that was in flight, read from the file the process wrote before
+running it. Should a worker itself die, xdist replaces it and the controller records its cell
+from the same file.
 
 Active only when the collected tests include `conform.suite` (`conform run` does that, and so
 does `pytest --pyargs conform.suite`); the project's other test runs are untouched.
@@ -22,13 +25,12 @@ import os
 import random
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from . import __version__
-from .cell import CellResult, CellSettings, run_cell
+from .cell import CellResult, CellSettings, cell_process
 from .errors import ConformError
 from .outcomes import Outcome
 
@@ -135,8 +137,8 @@ class Controller:
         (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
         self.plan_path = self.rundir / "plan.json"
         self.plan_path.write_text(json.dumps([list(c) for c in cells]))
-        # ops that crashed a worker in an earlier run on this torch and device run forked from
-        # the start: a worker restart costs seconds (torch import, collection of the plan)
+        # ops that crashed a process in an earlier run on this torch and device run isolated from
+        # the start, each cell in a fresh clean process
         self.crashers_path = workdir / re.sub(r"[^\w.-]", "_", f"crashers-{_torch_version()}-{self.backend.name}.txt")
         known = _read_lines(self.crashers_path)
         if known:
@@ -153,7 +155,7 @@ class Controller:
         )
         self.case_timeout = float(options.get("case_timeout", 60.0))
         self.memory_limit = _memory_limit_bytes(opt("conform_memory_limit"), self.backend)
-        from .watchdog import Monitor
+        from .isolation import Monitor
 
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
@@ -175,6 +177,7 @@ class Controller:
             "conform_settings": self.settings.to_dict(),
             "conform_case_timeout": self.case_timeout,
             "conform_memory_limit": self.memory_limit,
+            "conform_crashers": str(self.crashers_path),
         }
 
     def record(self, result: dict) -> None:
@@ -198,18 +201,13 @@ class Controller:
 
     def crash_result(self, report) -> dict:
         """The result of a cell whose worker died: `crash`, or `timeout` if a watchdog killed it.
-        The op is noted in the run's crash list, so workers run its other cells in a forked
-        child: a crash then costs a fork, not a worker restart (seconds of re-collection)."""
+        Not remembered as the op's crash: workers run no device work themselves (their clean
+        device processes do, and a worker remembers the crashes of those)."""
+        from .isolation import read_record
+
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
-        for path in (self.rundir / CRASHED_OPS, self.crashers_path):
-            try:
-                with open(path, "a") as f:
-                    f.write(cell[0] + "\n")
-            except OSError:  # the memory across runs is an optimisation; the run's own list is not
-                if path != self.crashers_path:
-                    raise
-        return died_result(cell, _read_inflight(self.rundir, worker), self.options["device"], f"({report.longrepr})")
+        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.options["device"], f"({report.longrepr})")
 
     def finish(self, exitstatus) -> None:
         self.monitor.stop()
@@ -293,13 +291,6 @@ def _cell_of_nodeid(nodeid: str) -> tuple[str, str]:
     return f"aten::{short}", dtype
 
 
-def _read_inflight(rundir: Path, worker: str) -> dict | None:
-    try:
-        return json.loads((rundir / "inflight" / f"{worker}.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config._conform = None
@@ -339,61 +330,78 @@ def _memory_limit_bytes(value: str, backend) -> int | None:
         raise ConformError(f"--memory-limit takes GiB, 'auto' or 'none', not {value!r}") from None
 
 
-def _apply_memory_limit(limit: int | None) -> None:
-    if not limit:
-        return
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-    except (ImportError, ValueError, OSError):  # not on this OS: the element cap still holds
-        pass
-
-
 class WorkerContext:
-    """A worker's backend, settings, and the in-flight record with its hang watchdog."""
+    """A worker's side of running cells. The worker itself never touches the device: each cell
+    runs in a clean child process (conform.isolation), the worker's long-lived device process for
+    most cells and a fresh one per cell for ops that are known to kill processes (opdb's isolate
+    rules, and ops that crashed earlier). A crash, a hang or a poisoned device context costs that
+    process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
     def __init__(self, winput: dict, worker_id: str):
-        import torch
+        from .isolation import CleanChild, start_server
 
-        from . import backends
-        from .watchdog import Watchdog
-
-        # cases are small: one intra-op thread per worker beats oversubscribing the cores
-        torch.set_num_threads(1)
-        if worker_id != "main":  # never cap the controller's own process
-            _apply_memory_limit(winput.get("conform_memory_limit"))
-        self.backend = backends.resolve(winput["conform_device"])
-        self.settings = CellSettings(**winput["conform_settings"])
-        self.cells = [tuple(c) for c in json.loads(Path(winput["conform_plan"]).read_text())]
-        _warm_up()
-        self.watchdog = Watchdog(Path(winput["conform_rundir"]) / "inflight" / f"{worker_id}.json", float(winput["conform_case_timeout"]))
-        self.rundir = Path(winput["conform_rundir"])
-        self.case_timeout = float(winput["conform_case_timeout"])
+        start_server(winput["conform_device"])  # it imports in the background
+        self.rundir = Path(winput["conform_rundir"]).absolute()
+        self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
         self.device_spec = winput["conform_device"]
+        self.crashers_path = winput.get("conform_crashers") and Path(winput["conform_crashers"]).absolute()
+        self.child_args = (self.device_spec, winput["conform_settings"], str(self.inflight), float(winput["conform_case_timeout"]), winput.get("conform_memory_limit"))
+        self.name = f"conform-device-{worker_id}"
+        self.device = CleanChild(cell_process, self.child_args, name=self.name)
         self._crashed_mtime = None
         self._crashed: set[str] = set()
 
     def run(self, cell) -> dict:
-        if hasattr(os, "fork") and (_op_base(cell[0]) in self._crashed_ops() or _isolated(cell[0])):
-            return self._run_forked(cell)
-        return self._run(cell)
+        from .isolation import CleanChild
 
-    def _run(self, cell) -> dict:
-        import opdb
+        if _op_base(cell[0]) in self._crashed_ops() or _isolated(cell[0]):
+            # a process that has not touched the device before this cell, ended after it
+            once = CleanChild(cell_process, self.child_args, name=f"{self.name}-isolated")
+            try:
+                return self._run_in(once, cell)
+            finally:
+                once.close()
+        return self._run_in(self.device, cell)
 
-        op = opdb.lookup(cell[0])
-        current = {"op": op.qualname, "dtype": cell[1]}
+    def _run_in(self, child, cell) -> dict:
+        from .isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
 
-        def on_case(case):
-            self.watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
+        try:
+            result, poisoned = child.call(tuple(cell))
+        except IsolationError as e:
+            # isolation failed, not the op: recorded as conform's own error, never remembered
+            r = CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error: {e}")
+            return r.to_dict()
+        except ChildDied as e:
+            inflight = read_record(self.inflight)
+            mark_idle(self.inflight)
+            if inflight and inflight.get("timeout") and not killed_for_time(e.exitcode):
+                # it died of its own (an abort still dumping core when the monitor looked)
+                inflight = {k: v for k, v in inflight.items() if k != "timeout"}
+            if child is self.device and _in_case(inflight, cell):
+                # the op's own case killed the shared process (not its start-up, not isolation):
+                # its later cells run isolated
+                self._remember_crash(cell[0])
+            return died_result(cell, inflight, self.device_spec, f"({e})")
+        if poisoned:
+            child.kill()  # a fresh device process serves the next cell
+        return result
 
-        result = run_cell(op, cell[1], self.backend, self.settings, on_case=on_case, after_case=self.watchdog.disarm)
-        return result.to_dict()
+    def _remember_crash(self, qualname: str) -> None:
+        """Later cells of the op run isolated (this run's list) and so do the next runs' (the
+        crashers file of this torch and device)."""
+        for path in (self.rundir / CRASHED_OPS, self.crashers_path):
+            if not path:
+                continue
+            try:
+                with open(path, "a") as f:
+                    f.write(qualname + "\n")
+            except OSError:  # the memory across runs is an optimisation; the run's own list is not
+                if path != self.crashers_path:
+                    raise
 
     def _crashed_ops(self) -> set[str]:
-        """Base names of the ops that crashed a worker in this run (or an earlier one)."""
+        """Base names of the ops that crashed a process in this run (or an earlier one)."""
         path = self.rundir / CRASHED_OPS
         try:
             mtime = path.stat().st_mtime
@@ -404,59 +412,12 @@ class WorkerContext:
             self._crashed = {_op_base(q) for q in _read_lines(path)}
         return self._crashed
 
-    def _run_forked(self, cell) -> dict:
-        """Run a cell of an op that already crashed a worker in a forked child, so that another
-        crash ends only the child. The child's cases are still recorded in flight (the
-        controller's monitor kills it if it hangs)."""
-        import select
-        import signal
-
-        rfd, wfd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: no threads survived the fork; the controller's monitor watches it
-            os.close(rfd)
-            code = 0
-            try:
-                data = json.dumps(self._run(cell)).encode()
-                with os.fdopen(wfd, "wb") as w:
-                    w.write(data)
-            except BaseException:  # noqa: BLE001 - the parent records whatever happened
-                code = 1
-            os._exit(code)
-        os.close(wfd)
-        chunks, deadline = [], time.monotonic() + self.settings.cell_budget_s + self.settings.shrink_budget_s + 4 * self.case_timeout
-        with os.fdopen(rfd, "rb") as r:
-            while time.monotonic() < deadline:
-                ready, _, _ = select.select([r], [], [], 1.0)
-                if ready:
-                    chunk = os.read(r.fileno(), 1 << 20)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        if chunks and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            return json.loads(b"".join(chunks))
-        inflight = _read_inflight(self.rundir, self.watchdog.path.stem)
-        how = f"(signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else f"(exit status {os.WEXITSTATUS(status)})"
-        return died_result(cell, inflight, self.device_spec, how)
+    def close(self) -> None:
+        self.device.close()
 
 
-def _warm_up() -> None:
-    """Pay the first-call costs (lazy imports, dispatcher caches, hypothesis internals) before the
-    hang watchdog starts counting, on the CPU alone so that a faulty device is not touched."""
-    import generators
-    import opdb
-    from generators.case import Case, TensorSpec
-
-    from . import execute
-    from .backends import CPUBackend
-
-    op = opdb.lookup("aten::add.Tensor")
-    x = TensorSpec(shape=(2, 3), dtype="float32", requires_grad=True)
-    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend())
-    generators.from_schema(op, "float32")
+def _in_case(inflight: dict | None, cell) -> bool:
+    return bool(inflight) and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle")
 
 
 def _worker_context(config) -> WorkerContext:
@@ -528,7 +489,7 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_unconfigure(config):
     worker = getattr(config, "_conform_worker", None)
     if worker is not None:
-        worker.watchdog.stop()
+        worker.close()
     controller = getattr(config, "_conform", None)
     if controller is not None:
         controller.store.close()

@@ -12,9 +12,13 @@ Why each step is there:
 * Several blocks are taken; the median per-call time resists outliers (a scheduler hiccup on a
   shared machine hits one block, not the median) and the interquartile range says how noisy the
   measurement was, which is what the regression check (`conform.timing`) weighs changes against.
-* Where the device has timing events (CUDA, MPS, XPU), event pairs around single calls measure
-  the time on the device's own timeline as well: with the wall-clock time it separates launch
-  overhead from kernel time.
+* Where the device has timing events (CUDA, MPS, XPU), event pairs around single calls give a
+  second figure, the *device-event time*. It is not a kernel time, and it is named for what it
+  is: torch/cuda/streams.py `Event.elapsed_time` is the time between two events recorded on the
+  stream, so at small sizes, where the host launches slower than the GPU runs, it measures the
+  spacing of launches; torch/mps/event.py records into MPS's command stream, so the figure
+  includes encoding and committing the command buffer. The wall-clock figure (blocks, device
+  synchronised) is the primary one; an event failure costs only the event figure.
 
 The same timer times the device and the CPU reference, so their ratio is like against like.
 """
@@ -36,8 +40,8 @@ RESOLUTION_FACTOR = 1000
 OVERHEAD_FACTOR = 100
 # blocks aimed for within min_run_time (each block lasts about min_run_time / TARGET_BLOCKS)
 TARGET_BLOCKS = 20
-# single calls timed with device events, for the kernel time
-KERNEL_SAMPLES = 50
+# single calls timed with device events, for the device-event time
+EVENT_SAMPLES = 50
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,9 @@ class Measurement:
     iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
     number: int  # calls per timed block
     times: tuple[float, ...]  # per-call time of each block
-    kernel_median: float | None = None  # on the device's timeline (timing events), if it has them
-    kernel_iqr: float | None = None
+    event_median: float | None = None  # device-event time per call (see the module doc), if it has events
+    event_iqr: float | None = None
+    event_error: str = ""  # why the events gave no figure, when they failed
     wall_s: float = 0.0  # everything measure() spent: warm-up, calibration and the blocks
 
     @property
@@ -121,7 +126,8 @@ def measure(
     """Time `fn()`: median and IQR of its per-call time over blocks of calibrated length.
 
     `synchronize` waits for the device to finish queued work; it is called before every clock
-    read. `events` (see `device_events`) adds kernel times on the device's timeline.
+    read. `events` (see `device_events`) adds the device-event time; should they fail, the
+    wall-clock figure stands and `event_error` says why.
     Blocks are taken until `min_run_time` seconds of blocks and `min_blocks` blocks are done, or,
     for very slow calls, `max_run_time` (default 20 x min_run_time, at least 1 s) and 3 blocks.
     """
@@ -180,32 +186,39 @@ def measure(
         if total >= max_run_time and len(times) >= min(3, min_blocks):
             break
 
-    # Kernel time: an event pair around each single call, recorded on the device's stream, times
-    # the call on the device's own timeline. Unlike the blocks above it leaves out the gaps in
-    # which the device waits for the host to launch the next kernel, so wall - kernel is the
-    # launch overhead.
-    kernels: list[float] = []
-    if events is not None:
-        pairs = [events() for _ in range(max(3, min(KERNEL_SAMPLES, len(times) * number)))]
+    # Device-event time: an event pair around each single call, recorded on the device's stream.
+    # Unlike the blocks above it leaves out host time in which the stream is idle.
+    events_s, event_error = _event_times(fn, sync, events, max(3, min(EVENT_SAMPLES, len(times) * number))) if events is not None else ([], "")
+
+    median, iqr = _median_iqr(times)
+    emedian, eiqr = _median_iqr(events_s) if events_s else (None, None)
+    return Measurement(
+        median=median,
+        iqr=iqr,
+        number=number,
+        times=tuple(times),
+        event_median=emedian,
+        event_iqr=eiqr,
+        event_error=event_error,
+        wall_s=time.perf_counter() - wall_start,
+    )
+
+
+def _event_times(fn, sync, events, samples: int) -> tuple[list[float], str]:
+    """Per-call device-event times in seconds, or ([], why) when the events fail (an event
+    backend without timing support, a device error): the wall-clock figure is kept either way."""
+    try:
+        pairs = [events() for _ in range(samples)]
         sync()
         for start, end in pairs:
             start.record()
             fn()
             end.record()
         sync()
-        kernels = [start.elapsed_time(end) / 1e3 for start, end in pairs]  # ms -> s
-
-    median, iqr = _median_iqr(times)
-    kmedian, kiqr = _median_iqr(kernels) if kernels else (None, None)
-    return Measurement(
-        median=median,
-        iqr=iqr,
-        number=number,
-        times=tuple(times),
-        kernel_median=kmedian,
-        kernel_iqr=kiqr,
-        wall_s=time.perf_counter() - wall_start,
-    )
+        return [start.elapsed_time(end) / 1e3 for start, end in pairs], ""  # ms -> s
+    except Exception as e:  # noqa: BLE001
+        text = str(e).strip()
+        return [], f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import multiprocessing
 import pickle
 import os
 import time
@@ -589,7 +588,10 @@ def time_cell(op, dtype: str, backend, sizes: dict[str, int] | None = None, *, m
                 "numel": sc.numel,
                 "device_median_s": dev.median,
                 "device_iqr_s": dev.iqr,
-                "device_kernel_s": dev.kernel_median,
+                # the stored name predates the label: this is device-event time, not kernel time
+                # (conform.timer: launch spacing on CUDA at small sizes, encoding + commit on MPS)
+                "device_kernel_s": dev.event_median,
+                "device_event_error": dev.event_error,
                 "ref_median_s": ref.median if ref else None,
                 "ref_iqr_s": ref.iqr if ref else None,
                 "repeats": dev.repeats,
@@ -694,64 +696,40 @@ def _time_by_name(qualname: str, dtype: str, backend, sizes: dict[str, int], min
     return time_cell(op, dtype, backend, sizes, min_run_time=min_run_time)
 
 
-def _timing_process(conn, backend, sizes, min_run_time, threads) -> None:
-    """The child process of an isolated timing pass: times the cells it is sent, one at a time."""
+def _timing_setup(backend, sizes, min_run_time, threads):
+    """Set up the clean child of an isolated timing pass: it times the cells it is sent."""
     torch.set_num_threads(threads)
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        conn.send(_time_by_name(*msg, backend, sizes, min_run_time))
+    return lambda cell: _time_by_name(*cell, backend, sizes, min_run_time)
 
 
 class _IsolatedTimer:
-    """Times cells in one child process at a time, so that an op that crashes the process (a
-    segfault in a kernel, an abort) or hangs costs only its own cell: the child is replaced and
-    the pass goes on. Still serial: the parent only waits while the child times."""
+    """Times cells in one clean child process at a time (conform.isolation: never a fork of a
+    process that used the device), so that an op that crashes the process (a segfault in a
+    kernel, an abort) or hangs costs only its own cell: the child is replaced and the pass goes
+    on. Still serial: the parent only waits while the child times."""
 
     def __init__(self, backend, sizes, min_run_time, cell_timeout: float):
-        self.args = (backend, sizes, min_run_time)
-        self.cell_timeout = cell_timeout
-        self.proc = None
+        from .isolation import CleanChild
 
-    def _start(self) -> None:
-        ctx = multiprocessing.get_context("spawn")  # fork is unsafe with CUDA/MPS and torch's thread pools
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_timing_process, args=(child, *self.args, torch.get_num_threads()), daemon=True, name="conform-timing")
-        self.proc.start()
-        child.close()
+        self.sizes = sizes
+        self.cell_timeout = cell_timeout
+        self.child = CleanChild(_timing_setup, (backend, sizes, min_run_time, torch.get_num_threads()), name="conform-timing")
 
     def __call__(self, qualname: str, dtype: str) -> CellTiming:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        sizes = self.args[1]
-        self.conn.send((qualname, dtype))
+        from .isolation import ChildDied, ChildTimedOut, IsolationError
+
         try:
-            if self.conn.poll(self.cell_timeout):
-                return self.conn.recv()
+            return self.child.call((qualname, dtype), timeout=self.cell_timeout)
+        except ChildTimedOut:
             reason = f"timed out after {self.cell_timeout:.0f} s"
-            self.proc.kill()
-        except (EOFError, ConnectionError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            reason = f"crashed the timing process ({f'signal {-code}' if code is not None and code < 0 else f'exit status {code}'})"
-        self.proc.join(5)
-        self.proc = None
-        return CellTiming(qualname, dtype, skipped=[(label, reason) for label in sizes])
+        except ChildDied as e:
+            reason = f"crashed the timing process ({e})"
+        except IsolationError as e:
+            reason = str(e)
+        return CellTiming(qualname, dtype, skipped=[(label, reason) for label in self.sizes])
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
-            try:
-                self.conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self.proc.join(5)
-            if self.proc.is_alive():
-                self.proc.kill()
-        self.proc = None
+        self.child.close()
 
 
 def _picklable(obj) -> bool:
@@ -897,7 +875,7 @@ def _fmt_s(s: float | None) -> str:
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'op':<42} {'dtype':<9} {'size':<7} {'shape':<22} {'device':>10} {'+-iqr':>9} {'kernel':>9} {'cpu ref':>10} {'speedup':>8}"]
+    lines = [f"{'op':<42} {'dtype':<9} {'size':<7} {'shape':<22} {'device':>10} {'+-iqr':>9} {'events':>9} {'cpu ref':>10} {'speedup':>8}"]
     for r in rows:
         speed = r["ref_median_s"] / r["device_median_s"] if r.get("ref_median_s") and r.get("device_median_s") else None
         lines.append(
@@ -927,8 +905,10 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     (so that an op that crashes or hangs skips only its own cell), never in the run's parallel
     workers. Each passing op x dtype is timed at every size of --sizes (element count
     of its largest input) on the device and on the CPU: median and interquartile range over
-    blocks of calibrated length, with the device synchronised before each clock read, plus the
-    kernel time on the device's timeline where it has timing events. Timings are stored against
+    blocks of calibrated length, with the device synchronised before each clock read (the wall
+    time, which speedups use), plus the device-event time where it has timing events (between
+    events on its stream: on CUDA at small sizes that is launch spacing, on MPS it includes
+    command-buffer encoding; an event failure leaves the wall time stored). Timings are stored against
     the run (speedup = CPU time / device time); timing it again replaces them. Ops for which no
     input of a size can be built are listed as skipped, with the reason.
 

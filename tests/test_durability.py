@@ -17,7 +17,7 @@ def test_abort_and_hang_are_recorded_and_the_sweep_finishes(tmp_path):
     proc = conform("run", "--ops", OPS, "--dtypes", "float32,bfloat16", "--device", "durability_backends:TrapBackend", "--examples", "3", "-n", "2", "--case-timeout", "8", "--db", db, "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
-    # the second crashing cell of an op runs in a forked child (no worker restart): still a crash
+    # the second crashing cell of an op runs in a clean process of its own: still a crash
     assert outcome[("aten::abs", "float32")] == "crash"
     assert outcome[("aten::abs", "bfloat16")] == "crash"
     assert outcome[("aten::neg", "float32")] == "timeout"
@@ -34,8 +34,8 @@ def test_abort_and_hang_are_recorded_and_the_sweep_finishes(tmp_path):
 
 
 def test_ops_opdb_knows_to_crash_run_forked_and_never_kill_a_worker(tmp_path):
-    # opdb/rules/isolate.toml: such cells run in a forked child from the start, so the crash is
-    # recorded without a worker restart (which would also put the op in the crashers memory)
+    # opdb/rules/isolate.toml: such cells run in a clean process of their own from the start, so
+    # the crash costs that process, and the op (isolated already) is not put in the crashers memory
     db = tmp_path / "c.db"
     proc = conform("run", "--ops", "aten::_cummax_helper,aten::abs", "--dtypes", "float32,float64", "--device", "durability_backends:AbortsInIsolatedOpBackend", "--examples", "3", "-n", "1", "--db", db, "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

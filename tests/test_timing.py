@@ -87,7 +87,7 @@ def test_device_is_synchronised_before_every_clock_read():
     assert log.count("sync") >= 2 * m.blocks
 
 
-def test_device_events_give_a_kernel_time():
+def test_device_events_give_a_device_event_time():
     recorded = []
 
     class Event:
@@ -102,9 +102,39 @@ def test_device_events_give_a_kernel_time():
             return 3.0
 
     m = measure(lambda: None, events=lambda: (Event(), Event()), min_run_time=0.005, warmup=0.0)
-    assert m.kernel_median == pytest.approx(3e-3)  # per call: each pair brackets one call
+    assert m.event_median == pytest.approx(3e-3)  # per call: each pair brackets one call
     assert len(recorded) >= 2 * 3
-    assert measure(lambda: None, min_run_time=0.005).kernel_median is None
+    assert measure(lambda: None, min_run_time=0.005).event_median is None
+
+
+class _BrokenEvent:
+    def record(self):
+        pass
+
+    def elapsed_time(self, end):  # as MPS reports events it cannot time
+        raise RuntimeError("Events were not created with timing enabled")
+
+
+def test_a_failing_event_keeps_the_wall_clock_figure():
+    clock = FakeClock(cost=2e-6)
+    m = measure(clock.fn, clock=clock, events=lambda: (_BrokenEvent(), _BrokenEvent()), min_run_time=0.005, warmup=0.0)
+    assert m.median == pytest.approx(2e-6, rel=1e-3)
+    assert m.event_median is None and "not created with timing enabled" in m.event_error
+
+
+class _BrokenEventsBackend(CPUBackend):
+    name = "broken-events"
+
+    def timing_events(self):
+        return lambda: (_BrokenEvent(), _BrokenEvent())
+
+
+def test_a_cell_whose_events_fail_is_stored_with_its_wall_time(stored_run):
+    store, run = stored_run
+    summary = timing.bench(store, run, _BrokenEventsBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
+    assert not summary.skipped
+    (row,) = timing.load_timings(store, run)
+    assert row["device_median_s"] > 0 and row["device_kernel_s"] is None
 
 
 # -- sizes, inputs ---------------------------------------------------------------------------

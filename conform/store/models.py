@@ -174,7 +174,7 @@ class Timing(Base):
     numel: Mapped[int] = mapped_column(Integer, default=0)
     device_median_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
     device_iqr_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    device_kernel_s: Mapped[Optional[float]] = mapped_column(Float, default=None)  # device events, if any
+    device_kernel_s: Mapped[Optional[float]] = mapped_column(Float, default=None)  # device-event time (conform.timer), not kernel time
     ref_median_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
     ref_iqr_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
     repeats: Mapped[int] = mapped_column(Integer, default=0)

@@ -174,6 +174,11 @@ class EmulatedBackend(Backend):
     def synchronize(self) -> None:
         load().synchronize()
 
+    def fork_server_preload(self) -> None:
+        """conform's fork server loads the library once for every clean child (loading does not
+        initialise the runtime; see conform.isolation)."""
+        load()
+
     def describe(self) -> dict[str, str]:
         os_name, os_version = os_description()
         return {

@@ -1,0 +1,82 @@
+"""Imported once by conform's fork server (conform.isolation), never elsewhere: every clean child
+is a fork of that server, so what is loaded and warmed here is loaded and warm in each child.
+
+The warm-up runs on the CPU alone and with one intra-op thread (an OpenMP pool started before
+fork() does not work in the child); the server must never initialise a device, or its children
+would inherit a device runtime that does not survive fork() (see conform.isolation). It checks.
+Nor does it run a backward: the autograd engine's first backward starts its device threads,
+sized by every registered device type's device count (on a CUDA build that queries the driver),
+and marks forked children as bad forks for device backwards (torch/csrc/autograd/engine.cpp,
+start_device_threads and track_bad_autograd_forks); an out-of-tree device registered later
+would get no queue at all ("device_ready_queues_.size() INTERNAL ASSERT FAILED").
+"""
+
+import torch
+
+torch.set_num_threads(1)
+
+import hypothesis  # noqa: E402, F401
+import opdb  # noqa: E402
+from generators.case import Case, TensorSpec  # noqa: E402
+
+from conform import cell, execute, isolation  # noqa: E402, F401
+from conform.backends import CPUBackend  # noqa: E402
+
+
+def _warm_up() -> None:
+    """Pay the first-call costs (the catalog, dispatcher caches, hypothesis's first test: it
+    registers its random generators and collects garbage, half a second) once."""
+    op = opdb.lookup("aten::add.Tensor")
+    x = TensorSpec(shape=(2, 3), dtype="float32")
+    execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend(), grad=False)
+    cell.run_cell(op, "float32", CPUBackend(), cell.CellSettings(examples=1, grad=False, hypothesis_db=None))
+    try:  # hypothesis scans the source of every loaded local module for constants, once, at some
+        # draw: 0.3 s that each child would pay again (hypothesis/internal/conjecture/providers.py)
+        from hypothesis.internal.conjecture import providers
+
+        providers._get_local_constants()
+    except (ImportError, AttributeError):
+        pass
+
+
+def _preload_backend() -> None:
+    """For a device other than the plain CPU: the first call under a TorchDispatchMode (every
+    device case runs under conform.dispatch's trace) imports torch._dynamo (torch/_compile.py),
+    seconds that each child would pay again; and the backend's optional `fork_server_preload()`
+    hook (conform.isolation)."""
+    import os
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from conform import backends
+
+    spec = os.environ.get(isolation.SERVER_BACKEND_ENV)
+    if not spec or spec == "cpu":
+        return
+
+    class _PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with _PassThrough():
+        torch.ones(2).add(1)
+    try:
+        hook = getattr(backends.resolve(spec, require_available=False), "fork_server_preload", None)
+        if callable(hook):
+            hook()
+    except Exception:  # noqa: BLE001 - each child resolves the backend itself and reports
+        pass
+
+
+def initialised_devices() -> list[str]:
+    """Device runtimes this process has initialised (each would poison its forked children).
+    MPS has no such query in torch 2.13 (torch/mps/__init__.py only has _is_in_bad_fork, for the
+    child side); nothing here calls into torch.mps, which is what initialises it."""
+    names = ["cuda", "xpu", torch._C._get_privateuse1_backend_name()]
+    return [name for name in names if getattr(getattr(torch, name, None), "is_initialized", lambda: False)()]
+
+
+_preload_backend()
+_warm_up()
+if initialised_devices():
+    raise RuntimeError(f"conform's fork server initialised {', '.join(initialised_devices())}: its children would not be clean")

@@ -1,0 +1,89 @@
+"""Process isolation on devices that do not survive fork() and errors that poison a device
+context (issue 14), with the Python stand-ins of isolation_backends.py."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from cli_helpers import cells, conform, conform_env, run_states
+
+
+def _messages(db) -> dict:
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT o.qualname, r.dtype, r.message FROM results r JOIN ops o ON o.id = r.op_id").fetchall()
+    return {(op, dt): m for op, dt, m in rows}
+
+
+def _remembered(tmp_path) -> str:
+    return "".join(p.read_text() for p in (tmp_path / ".conform").glob("crashers-*.txt"))
+
+
+def test_a_fork_poisoned_device_works_in_isolated_cells(tmp_path):
+    # aten::_chunk_cat is isolated (opdb/rules/isolate.toml): its cells run in a process of
+    # their own. Forked from a worker that had initialised the device, that process could not
+    # use it ("Cannot re-initialize CUDA in forked subprocess"): every cell was device_error.
+    db = tmp_path / "c.db"
+    proc = conform("run", "--ops", "aten::abs,aten::_chunk_cat", "--dtypes", "float32", "--device", "isolation_backends:ForkPoisonedBackend", "--examples", "2", "-n", "1", "--seed", "1", "--db", db, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    outcome = {(op, dt): o for op, dt, o in cells(db)}
+    messages = _messages(db)
+    assert outcome[("aten::_chunk_cat", "float32")] == "pass", messages[("aten::_chunk_cat", "float32")]
+    assert outcome[("aten::abs", "float32")] == "pass", messages[("aten::abs", "float32")]
+    assert run_states(db) == {1: "finished"}
+
+
+def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
+    # aten::abs trips a device-side assert; every later call in that process fails with it. The
+    # worker replaces its device process, so the cells after it (same worker, -n 1) pass.
+    db = tmp_path / "c.db"
+    proc = conform("run", "--ops", "aten::abs,aten::neg,aten::relu,aten::sin", "--dtypes", "float32", "--device", "isolation_backends:StickyBackend", "--examples", "2", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    outcome = {(op, dt): o for op, dt, o in cells(db)}
+    assert outcome.pop(("aten::abs", "float32")) == "device_error"
+    assert outcome and all(o == "pass" for o in outcome.values()), outcome
+    message = _messages(db)[("aten::abs", "float32")]
+    assert "device-side assert triggered" in message and "poisoned the device context" in message
+    assert "abs" not in _remembered(tmp_path)  # an error, not a crash: nothing to isolate later
+    assert run_states(db) == {1: "finished"}
+
+
+def test_failures_of_isolation_itself_are_not_remembered_as_crashes(tmp_path):
+    # the device cannot start in a child process: no op is to blame, and none is remembered
+    db = tmp_path / "c.db"
+    proc = conform("run", "--ops", "aten::abs,aten::_cummax_helper", "--dtypes", "float32", "--device", "isolation_backends:DiesInChildrenBackend", "--examples", "2", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    outcome = {(op, dt): o for op, dt, o in cells(db)}
+    assert set(outcome.values()) == {"skipped"}, outcome
+    assert all("could not start" in m or "failed to start" in m for m in _messages(db).values()), _messages(db)
+    assert _remembered(tmp_path) == ""
+    crashed = list((tmp_path / ".conform" / "runs").glob("*/crashed-ops.txt"))
+    assert all(p.read_text() == "" for p in crashed)
+    assert run_states(db) == {1: "finished"}
+
+
+def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
+    # the real constraints (conform.backends.emulated): a runtime poisoned by fork(), a sticky
+    # device-side assert (tripped by aten::abs), and an isolated op that aborts its process
+    emulated = pytest.importorskip("conform.backends.emulated")
+    try:
+        emulated.load()
+    except emulated.EmulatorUnavailable as e:
+        pytest.skip(f"the emulated device cannot be built here: {e}")
+    db = tmp_path / "c.db"
+    ops = "aten::_cummax_helper,aten::abs,aten::mul.Tensor,aten::native_batch_norm,aten::erfinv"
+    args = ["run", "--ops", ops, "--dtypes", "float32", "--device", "isolation_backends:EmuWithFaults", "--examples", "2", "-n", "1", "--seed", "1", "--db", db, "-q"]
+    proc = subprocess.run([sys.executable, "-m", "conform.cli", *map(str, args)], cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    outcome = {op: o for op, _, o in cells(db)}
+    messages = {op: m for (op, _), m in _messages(db).items()}
+    assert outcome.pop("aten::_cummax_helper") == "crash"  # its own process died, not the worker
+    assert outcome.pop("aten::abs") == "device_error" and "poisoned the device context" in messages["aten::abs"]
+    assert outcome.pop("aten::mul.Tensor") == "pass"
+    assert outcome.pop("aten::erfinv") == "fallback" and "'aten::erfinv.out'" in messages["aten::erfinv"]
+    # the isolated batch norm ran in a clean process: a fork of a used device could not run it
+    assert "re-initialize" not in messages["aten::native_batch_norm"]
+    assert set(outcome.values()) <= {"pass", "fallback"}, {op: (o, messages[op]) for op, o in outcome.items()}
+    assert _remembered(tmp_path) == ""
+    assert run_states(db) == {1: "finished"}
