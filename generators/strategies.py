@@ -78,17 +78,21 @@ def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _vector_lengths(max_numel: int) -> st.SearchStrategy[int]:
-    return st.sampled_from([n for n in VECTOR_LENGTHS if n <= max_numel])
+def _vector_lengths(lo: int, min_outer: int, max_numel: int) -> st.SearchStrategy[int]:
+    """The VECTOR_LENGTHS a shape can end in: at least the least side, and fitting under the
+    element cap with `min_outer` outer sides of the least size."""
+    return st.sampled_from([n for n in VECTOR_LENGTHS if n >= lo and n * lo**min_outer <= max_numel] or [lo])
 
 
-def _cap_outer(outer: list[int], last: int, max_numel: int) -> list[int]:
-    """`outer + [last]` with the outer sides halved until the shape fits: the innermost length is
-    the point of the draw."""
+def _cap_outer(outer: list[int], last: int, max_numel: int, lo: int, min_outer: int) -> list[int]:
+    """`outer + [last]` with the outer sides halved (not below `lo`), then outer dims beyond
+    `min_outer` dropped, until the shape fits: the innermost length is the point of the draw."""
     outer = list(outer)
-    while outer and math.prod(outer) * last > max_numel:
+    while math.prod(outer) * last > max_numel and any(s > lo for s in outer):
         i = max(range(len(outer)), key=lambda j: outer[j])
-        outer[i] = max(1, outer[i] // 2) if outer[i] > 1 else 0
+        outer[i] = max(lo, outer[i] // 2)
+    while math.prod(outer) * last > max_numel and len(outer) > min_outer:
+        outer.pop(0)
     return outer + [last]
 
 
@@ -119,8 +123,9 @@ def shapes(
         # (a second pass, a tiled kernel's edge) need one; shrinking still heads for small
         large = st.lists(st.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1))
         # and now and then an innermost length at a vector width's edge (see VECTOR_LENGTHS)
-        outer = st.lists(st.integers(lo, max_side), min_size=max(min_dims - 1, 0), max_size=max_dims - 1)
-        vector = st.tuples(outer, _vector_lengths(max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel))
+        min_outer = max(min_dims - 1, 0)
+        outer = st.lists(st.integers(lo, max_side), min_size=min_outer, max_size=max_dims - 1)
+        vector = st.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer))
         sides = st.one_of(sides, sides, sides, sides, sides, large, vector)
     if min_side == 0 and lo > 0:
         # a zero-size dim in about one draw of 8 (empty reductions are a classic bug); "no zero"
