@@ -163,7 +163,7 @@ def main() -> None:
             t = time.monotonic()
             proc = subprocess.run(
                 [sys.executable, "-m", "conform.cli", "run", "--ops", ops, "--device", "cpu", "--db", str(db),
-                 "--workdir", str(Path(tmp) / "wd"), "-n", args.workers, "-q", "--seed", str(seed)],
+                 "-n", args.workers, "-q", "--seed", str(seed)],
                 cwd=tmp, env=env, capture_output=True, text=True,
             )
             secs = time.monotonic() - t

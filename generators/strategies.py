@@ -172,7 +172,7 @@ _seeds = st.integers(0, 2**31 - 1)
 # Domains whose values may be drawn in a magnitude band (generators.tensor.MAGNITUDES): those
 # unbounded above. Bounded domains (unit, probability) and "small" (exp-like ops, and ops that
 # loop as many times as an input says) keep their ranges; so do explicit low/high ranges.
-MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one")
+MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one", "invertible", "spd")
 # Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
 # a count or a size, and near the type's limit it would ask for billions of elements.
 INT_MAGNITUDE_DOMAINS = ("real", "nonzero")

@@ -183,7 +183,7 @@ class TensorSpec:
         Elementwise kinds can fill any base; a matrix property must hold for the *logical*
         tensor, so the logical values are made first and the base is built around them.
         """
-        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high)
+        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
         return _base_around(logical, self)
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
@@ -269,7 +269,13 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         return x.to(dtype)
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
     if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
-        return _make_matrices(shape, dtype, kind, g)
+        m = _make_matrices(shape, torch.float64 if not dtype.is_complex else torch.complex128, kind, g)
+        band = magnitude_band(magnitude, real_dtype)
+        if band is not None and m.numel():
+            # the whole matrix scaled, so it stays invertible (SPD): its largest entry in the band
+            top = math.exp(math.log(band[0]) + float(torch.rand((), generator=g, dtype=torch.float64)) * (math.log(band[1]) - math.log(band[0])))
+            m = m * (top / float(m.abs().max()))
+        return m.to(dtype)
     lo, hi = _RANGES.get(kind, (-3.0, 3.0))
     lo = low if low is not None else lo
     hi = high if high is not None else hi

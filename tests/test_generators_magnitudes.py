@@ -149,3 +149,18 @@ def test_shrunk_cases_keep_the_band_only_when_the_failure_needs_it():
     assert all(sp.magnitude == "" for sp in plain.tensor_specs())
     vec = find(shapes(), lambda s: bool(s) and s[-1] in (17, 33, 65), settings=settings(database=None, max_examples=5000))
     assert vec[-1] == 17 and math.prod(vec[:-1]) <= 1
+
+
+def test_structured_matrices_are_scaled_into_the_band_and_stay_invertible():
+    for kind in ("invertible", "spd"):
+        plain = TensorSpec((3, 4, 4), "float32", values=kind, seed=3).make_cpu_base()
+        big = TensorSpec((3, 4, 4), "float16", values=kind, seed=3, magnitude="sqrt_max").make_cpu_base().to(torch.float64)
+        lo, hi = magnitude_band("sqrt_max", torch.float16)
+        assert lo * 0.99 <= float(big.abs().max()) <= hi * 1.01 and float(plain.abs().max()) < 10
+        assert bool((torch.linalg.matrix_rank(big) == 4).all())
+        if kind == "spd":
+            assert bool((torch.linalg.eigvalsh(big) > 0).all())
+    # the linalg family's matrices draw bands too (a half-precision norm's squares overflow there)
+    op = opdb.lookup("aten::linalg_vector_norm")
+    assert "invertible" in {sp.values for c in _drawn(from_schema(op, "float16"), examples=100) for sp in c.tensor_specs()}
+    assert {sp.magnitude for c in _drawn(from_schema(op, "float16"), examples=200) for sp in c.tensor_specs()} > {""}
