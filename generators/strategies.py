@@ -176,10 +176,16 @@ MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one", 
 # Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
 # a count or a size, and near the type's limit it would ask for billions of elements.
 INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
-# About one tensor in four gets a band; "" (the kind's own range) first, so failures shrink to it.
+# About one tensor in three gets a band; "" (the kind's own range) first, so failures shrink to it.
 # Real floating dtypes only: for complex ones, |z| in the hundreds overflows exp inside the
 # kernels, and where inf meets a zero part (inf * sin(0)) the NaN that follows is no contract.
-_float_magnitudes = st.sampled_from(("",) * 9 + ("moderate", "moderate", "sqrt_max", "near_max"))
+# The large bands (near sqrt(max) and a fraction of max) only for float16: its range is where a
+# half-precision kernel's intermediates overflow while the CPU's float32 arithmetic does not.
+# For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
+# 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
+# matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
+_float_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3)
+_half_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3 + ("sqrt_max", "near_max"))
 _int_magnitudes = st.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
 _byte_magnitudes = st.sampled_from(("",) * 9 + ("int_extreme",))
 
@@ -187,7 +193,7 @@ _byte_magnitudes = st.sampled_from(("",) * 9 + ("int_extreme",))
 def _magnitudes(dtype: str, values: str):
     """The magnitude bands a tensor of `dtype` in domain `values` may draw, or None."""
     if is_floating(dtype) and not is_complex(dtype) and values in MAGNITUDE_DOMAINS:
-        return _float_magnitudes
+        return _half_magnitudes if dtype == "float16" else _float_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
         return _byte_magnitudes if dtype in ("int8", "uint8") else _int_magnitudes
     return None

@@ -40,8 +40,8 @@ def test_float16_values_reach_every_magnitude_band():
     specs = _specs("float16")
     bands = {s.magnitude for s in specs}
     assert bands == {"", "moderate", "sqrt_max", "near_max"}
-    # about one tensor in four, not most: the default range still finds the everyday bugs
-    assert 0.1 < sum(s.magnitude != "" for s in specs) / len(specs) < 0.5
+    # about one tensor in three, not most: the default range still finds the everyday bugs
+    assert 0.2 < sum(s.magnitude != "" for s in specs) / len(specs) < 0.6
     for s in specs:
         a = _finite_abs(s)
         if s.magnitude and a.numel():
@@ -55,17 +55,15 @@ def test_float16_values_reach_every_magnitude_band():
     assert any(float((a * a).max()) > 65504 for a in sqrt_max)
 
 
-def test_every_real_float_reaches_the_bands_and_complex_none():
+def test_wider_floats_reach_hundreds_to_thousands_but_not_their_own_overflow():
     assert {s.magnitude for s in _specs("complex64")} == {""}
     for dtype in ("float32", "bfloat16"):
         specs = _specs(dtype)
-        assert {s.magnitude for s in specs} == {"", "moderate", "sqrt_max", "near_max"}
+        assert {s.magnitude for s in specs} == {"", "moderate"}
         big = [_finite_abs(s) for s in specs if s.magnitude == "moderate"]
         hi = max(float(a.max()) for a in big if a.numel())
         # bfloat16 holds no odd integer above 256: a kernel that loses them shows here
         assert 1000 < hi <= MODERATE_BAND[1] * 1.01
-        near = [_finite_abs(s) for s in specs if s.magnitude == "near_max"]
-        assert max(float(a.max()) for a in near if a.numel()) > 1e37
 
 
 def test_integer_extremes_wrap_when_summed():
