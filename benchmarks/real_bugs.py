@@ -84,6 +84,12 @@ def _median_expanded() -> bool:
     return not torch.equal(x.median(dim=0).values, x.contiguous().median(dim=0).values)
 
 
+def _div_trunc_fpe() -> bool:
+    """INT_MIN // -1 in trunc mode kills the process with SIGFPE (run in a child)."""
+    code = "import torch; torch.div(torch.tensor([-2**31], dtype=torch.int32), torch.tensor([-1], dtype=torch.int32), rounding_mode='trunc')"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == -8
+
+
 def _matrix_exp_half() -> bool:
     a = torch.tensor([[0.5, 0.1], [0.2, 0.3]])
     return not torch.allclose(torch.linalg.matrix_exp(a.half()).float(), torch.linalg.matrix_exp(a), rtol=1e-2, atol=1e-2)
@@ -124,6 +130,8 @@ BUGS = [
         lambda: _norm_overflow(lambda x: F.batch_norm(x, None, None, training=True)), "float32 values near 1e30 (large magnitudes)"),
     Bug("fused_sgd_half_skips_blocks", "aten::_fused_sgd_", ("float16", "bfloat16"), "mismatch",
         "https://github.com/pytorch/pytorch/issues/191763", _fused_sgd, "half-precision parameters longer than a vector"),
+    Bug("div_trunc_int_min_fpe", "aten::div.Tensor_mode", ("int32", "int64"), "crash",
+        "https://github.com/pytorch/pytorch/issues/138425", _div_trunc_fpe, "integer extremes divided by -1"),
     Bug("median_dim_expanded_garbage", "aten::median.dim", ("float32", "float64", "bfloat16", "float16", "int64", "int32"), "mismatch",
         "issue 15 of this project (conform's own audit); no upstream report found", _median_expanded, "an expanded (stride-0) input"),
     Bug("matrix_exp_half_wrong", "aten::linalg_matrix_exp", ("float16", "bfloat16"), "mismatch",
