@@ -601,7 +601,7 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     # a gradient is grad_output times local derivatives of the inputs: its rounding error scales
     # with both magnitudes (see tolerances.tolerance_for's input_scale)
     go_scale = max([1.0] + [float(g.detach().abs().max()) for g in gos if g.numel() and torch.isfinite(g).all()])
-    base = lambda dt: tolerance_for(op, dt, reduction_size=out_n, input_scale=scale * go_scale)  # noqa: E731
+    base = lambda dt: tolerance_for(op, dt, reduction_size=out_n, input_scale=scale * go_scale, gradient=True)  # noqa: E731
     # backward computes in the outputs' dtype: the gradient of a float32 0-d tensor multiplied
     # into a float16 tensor is a float16 sum cast to float32, as precise as float16, not float32;
     # and, as forward, no gradient is more precise than the least precise input

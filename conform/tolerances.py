@@ -82,11 +82,14 @@ def override_for(op, dtype: torch.dtype | str) -> tuple[float, float] | None:
     return float(tol.rtol), float(tol.atol)
 
 
-def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0) -> tuple[float, float]:
+def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0, gradient: bool = False) -> tuple[float, float]:
     """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
 
     Integer and bool results are always exact, whatever a rule says: an integer result is
-    either right or wrong.
+    either right or wrong. So are the floating results of an op whose results are exactly
+    determined (`OpSpec.exact`: moved, selected or rounded values), unless a tolerance rule says
+    otherwise: 255 for 256 in bfloat16 is within rtol and still wrong. Not their gradients
+    (`gradient=True`): where's gradient sums over broadcast dimensions.
 
     `input_scale` is the largest finite magnitude among the case's floating inputs. A result
     computed from inputs of that size carries rounding error of about rtol * input_scale in
@@ -101,6 +104,8 @@ def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, inpu
     rule = override_for(op, dt) if op is not None else None
     if rule is not None:
         return rule
+    if not gradient and getattr(op, "exact", False):
+        return EXACT
     rtol, atol = default_tolerance(dt)
     g = growth(reduction_size)
     return rtol * g, max(atol * g, rtol * g * input_scale)

@@ -35,6 +35,11 @@ INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 
 DEFAULT_MAX_NUMEL = 4096
 
+# Innermost lengths that straddle SIMD widths: a vectorised loop handles full blocks (8 float32
+# with AVX2, 16 with AVX-512, 4 with NEON; 2 or 4 blocks unrolled) and a scalar or masked tail
+# the rest, and the two paths disagree where a kernel is wrong.
+VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
+
 
 def is_floating(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES or dtype == "float8_e4m3fn"
@@ -73,6 +78,24 @@ def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _vector_lengths(lo: int, min_outer: int, max_numel: int) -> st.SearchStrategy[int]:
+    """The VECTOR_LENGTHS a shape can end in: at least the least side, and fitting under the
+    element cap with `min_outer` outer sides of the least size."""
+    return st.sampled_from([n for n in VECTOR_LENGTHS if n >= lo and n * lo**min_outer <= max_numel] or [lo])
+
+
+def _cap_outer(outer: list[int], last: int, max_numel: int, lo: int, min_outer: int) -> list[int]:
+    """`outer + [last]` with the outer sides halved (not below `lo`), then outer dims beyond
+    `min_outer` dropped, until the shape fits: the innermost length is the point of the draw."""
+    outer = list(outer)
+    while math.prod(outer) * last > max_numel and any(s > lo for s in outer):
+        i = max(range(len(outer)), key=lambda j: outer[j])
+        outer[i] = max(lo, outer[i] // 2)
+    while math.prod(outer) * last > max_numel and len(outer) > min_outer:
+        outer.pop(0)
+    return outer + [last]
+
+
 @functools.lru_cache(maxsize=1024)
 def shapes(
     *,
@@ -99,7 +122,11 @@ def shapes(
         # now and then a large tensor, up to the element cap: bugs that start above a size
         # (a second pass, a tiled kernel's edge) need one; shrinking still heads for small
         large = st.lists(st.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1))
-        sides = st.one_of(sides, sides, sides, sides, sides, large)
+        # and now and then an innermost length at a vector width's edge (see VECTOR_LENGTHS)
+        min_outer = max(min_dims - 1, 0)
+        outer = st.lists(st.integers(lo, max_side), min_size=min_outer, max_size=max_dims - 1)
+        vector = st.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer))
+        sides = st.one_of(sides, sides, sides, sides, sides, large, vector)
     if min_side == 0 and lo > 0:
         # a zero-size dim in about one draw of 8 (empty reductions are a classic bug); "no zero"
         # is what shrinks
@@ -142,6 +169,38 @@ _REAL_VALUE_KINDS = ("real", "special")
 _real_value_kinds = st.sampled_from(_REAL_VALUE_KINDS)
 _seeds = st.integers(0, 2**31 - 1)
 
+# Domains whose values may be drawn in a magnitude band (generators.tensor.MAGNITUDES): those
+# unbounded above. Bounded domains (unit, probability) and "small" (exp-like ops, and ops that
+# loop as many times as an input says) keep their ranges; so do explicit low/high ranges.
+# Not the structured kinds (invertible, SPD): TensorSpec can scale them into a band, but on the
+# CPU sweep a half-precision norm's backward over such a matrix overflowed in the CPU's own
+# intermediate (inf against golden's 2428), a false alarm until the oracle judges those.
+MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one")
+# Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
+# a count or a size, and near the type's limit it would ask for billions of elements.
+INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
+# About one tensor in three gets a band; "" (the kind's own range) first, so failures shrink to it.
+# Real floating dtypes only: for complex ones, |z| in the hundreds overflows exp inside the
+# kernels, and where inf meets a zero part (inf * sin(0)) the NaN that follows is no contract.
+# The large bands (near sqrt(max) and a fraction of max) only for float16: its range is where a
+# half-precision kernel's intermediates overflow while the CPU's float32 arithmetic does not.
+# For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
+# 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
+# matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
+_float_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3)
+_half_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3 + ("sqrt_max", "near_max"))
+_int_magnitudes = st.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
+_byte_magnitudes = st.sampled_from(("",) * 9 + ("int_extreme",))
+
+
+def _magnitudes(dtype: str, values: str):
+    """The magnitude bands a tensor of `dtype` in domain `values` may draw, or None."""
+    if is_floating(dtype) and not is_complex(dtype) and values in MAGNITUDE_DOMAINS:
+        return _half_magnitudes if dtype == "float16" else _float_magnitudes
+    if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+        return _byte_magnitudes if dtype in ("int8", "uint8") else _int_magnitudes
+    return None
+
 
 @functools.lru_cache(maxsize=None)
 def _layout_choices(shape: tuple[int, ...], writable: bool) -> st.SearchStrategy[str]:
@@ -178,8 +237,10 @@ def draw_tensor(
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
     # "small" (exp-like ops) keeps finite inputs small but still meets NaN and +-inf
     kind = draw(_real_value_kinds, label=f"{label} values") if values in ("real", "small") and is_floating(dtype) else values
+    bands = _magnitudes(dtype, values) if low is None and high is None else None
+    magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
     seed = draw(_seeds, label=f"{label} seed")
-    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high)
+    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude)
 
 
 QSCHEMES = ("per_tensor", "per_channel", "any")

@@ -39,6 +39,16 @@ VALUE_KINDS = (
 )
 
 
+# Magnitude bands a tensor's finite values may be drawn in, instead of the value kind's default
+# range (about +-3). Bugs live at scales the default never reaches: bfloat16/float16 lose integer
+# precision above 256/2048 ("moderate"), a product or square overflows near the square root of
+# the dtype's largest value ("sqrt_max"), a sum or a doubling near a fraction of it ("near_max"),
+# and integer accumulations wrap near the integer type's limits ("int_extreme"). A band keeps the
+# sign the kind drew (so positive domains stay positive and zeros stay zero).
+MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme")
+MODERATE_BAND = (100.0, 4000.0)
+
+
 # quantized dtypes: the values are drawn as float32 and quantized on the target device
 QUANTIZED_DTYPES = ("quint8", "qint8", "qint32")
 # the integer cell whose storage each quantized dtype shares (int_repr's dtype)
@@ -85,12 +95,16 @@ class TensorSpec:
     # explicit values (flattened, row-major) instead of drawn ones: for arguments that must come
     # from another op's result, such as the indices a max-pooling backward takes from its forward
     data: tuple | None = None
+    # one of MAGNITUDES: the band the finite values are drawn in ("" for the kind's own range)
+    magnitude: str = ""
 
     def __post_init__(self):
         if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
+        if self.magnitude not in MAGNITUDES:
+            raise ValueError(f"unknown magnitude {self.magnitude!r}")
         if self.quantized:
             if self.scale is None or not self.scale > 0:
                 raise ValueError(f"a {self.dtype} tensor needs a positive scale, got {self.scale!r}")
@@ -145,7 +159,7 @@ class TensorSpec:
             return self._explicit_base()
         if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
             return self._structured_base()
-        return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high)
+        return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
 
     def quantize(self, base: torch.Tensor) -> torch.Tensor:
         """`base` (float, on its final device) quantized with this spec's parameters."""
@@ -169,7 +183,7 @@ class TensorSpec:
         Elementwise kinds can fill any base; a matrix property must hold for the *logical*
         tensor, so the logical values are made first and the base is built around them.
         """
-        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high)
+        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
         return _base_around(logical, self)
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
@@ -212,7 +226,8 @@ class TensorSpec:
         extra = "" if self.layout == "contiguous" else f", {self.layout}"
         if self.quantized:
             extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
-        return f"{self.dtype}{list(self.shape)}{extra}, {self.values}"
+        mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
+        return f"{self.dtype}{list(self.shape)}{extra}, {self.values}{mag}"
 
 
 def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
@@ -230,7 +245,7 @@ def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     return logical
 
 
-def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> torch.Tensor:
+def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, magnitude: str = "") -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
         return torch.rand(shape, generator=g) < 0.5
@@ -242,15 +257,25 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> 
         info = torch.iinfo(dtype)
         lo = int(low) if low is not None else max(info.min, -9 if info.min < 0 else 0)
         hi = int(high) if high is not None else min(info.max, 9)
+        if magnitude == "moderate":
+            lo, hi = max(info.min, -int(MODERATE_BAND[1])), min(info.max, int(MODERATE_BAND[1]))
         if kind in ("positive", "above_one"):
             lo = max(lo, 1)
         x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
+        if magnitude == "int_extreme":
+            x = _int_extremes(x, info, g)
         if kind == "nonzero":  # both signs: integer division's rounding differs for negatives
             x = torch.where(x == 0, torch.ones_like(x), x)
         return x.to(dtype)
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
     if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
-        return _make_matrices(shape, dtype, kind, g)
+        m = _make_matrices(shape, torch.float64 if not dtype.is_complex else torch.complex128, kind, g)
+        band = magnitude_band(magnitude, real_dtype)
+        if band is not None and m.numel():
+            # the whole matrix scaled, so it stays invertible (SPD): its largest entry in the band
+            top = math.exp(math.log(band[0]) + float(torch.rand((), generator=g, dtype=torch.float64)) * (math.log(band[1]) - math.log(band[0])))
+            m = m * (top / float(m.abs().max()))
+        return m.to(dtype)
     lo, hi = _RANGES.get(kind, (-3.0, 3.0))
     lo = low if low is not None else lo
     hi = high if high is not None else hi
@@ -260,16 +285,58 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high) -> 
         x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)
     if dtype.is_complex:
         y = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
-        x = torch.complex(x, y)
+        x = torch.complex(_in_band(x, magnitude, real_dtype, g), _in_band(y, magnitude, real_dtype, g))
+    else:
+        x = _in_band(x, magnitude, real_dtype, g)
     if kind == "special" and x.numel() > 0:
         specials = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype)
         mask = torch.rand(shape, generator=g) < 0.25
         pick = torch.randint(0, len(specials), shape, generator=g)
+        if len(shape) >= 1 and shape[-1] >= 2:
+            # the head and the tail of each innermost row, where a vectorised loop's scalar
+            # prologue and epilogue live, get special values more often than the middle
+            edges = torch.rand((*shape[:-1], 2), generator=g) < 0.5
+            mask[..., 0] |= edges[..., 0]
+            mask[..., -1] |= edges[..., 1]
         repl = specials[pick]
         if dtype.is_complex:
             repl = torch.complex(repl, torch.zeros_like(repl))
         x = torch.where(mask, repl, x)
     return x.to(dtype)
+
+
+def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | None:
+    """(low, high) of the absolute values a floating band draws, or None for the kind's own range."""
+    if magnitude == "moderate":
+        return MODERATE_BAND
+    top = torch.finfo(dtype).max
+    if magnitude == "sqrt_max":
+        return math.sqrt(top) / 4, math.sqrt(top) * 2
+    if magnitude == "near_max":
+        return top / 64, top / 2
+    return None
+
+
+def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+    """`x` with each nonzero value moved into the band, log-uniformly, keeping its sign."""
+    band = magnitude_band(magnitude, dtype)
+    if band is None or x.numel() == 0:
+        return x
+    lo, hi = math.log(band[0]), math.log(band[1])
+    mag = torch.exp(torch.rand(x.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo)
+    return torch.sign(x) * mag
+
+
+def _int_extremes(x: torch.Tensor, info, g: torch.Generator) -> torch.Tensor:
+    """Integers within 16 of the type's limits, of either sign. The first element is always at the
+    low end, so an op that reads integers as sizes or counts (bincount, repeat_interleave) rejects
+    the tensor instead of allocating billions of elements."""
+    near = torch.randint(0, 17, x.shape, generator=g, dtype=torch.int64)
+    top = torch.rand(x.shape, generator=g) < 0.5
+    out = torch.where(top, info.max - near, info.min + near)
+    if out.numel():
+        out.view(-1)[0] = info.min + int(near.view(-1)[0])
+    return out
 
 
 def _make_matrices(shape, dtype: torch.dtype, kind: str, g: torch.Generator) -> torch.Tensor:

@@ -247,3 +247,37 @@ _POINTWISE_RX = _rx(
     r"_add_relu|fill|zero|polar|complex|view_as_real|view_as_complex|_chunk_grad_outputs_efficient_attention|_cast_\w+|"
     r"_?foobar|_amp_\w+|_fused_\w+_|_functional_\w+)_?"
 )
+
+
+# -- exactly determined results -----------------------------------------------------------------
+# Ops whose floating results are moved, selected or rounded, never computed: every correct kernel
+# returns the same bits, so they are compared exactly (an integer-valued bfloat16 result off by
+# one is wrong, though it is within bfloat16's rtol of 1.6%). Derived from the family, then the
+# name; opdb/rules/exactness.toml overrides either way.
+
+# families whose ops only move or select values, with the names inside them that compute
+_EXACT_FAMILIES = {
+    "shape": _rx(r".*_backward.*", r"unfold_backward", r"_?to_copy", r"to", r"type_as", r"chalf", r"_autocast_to_.*"),
+    "indexing": _rx(r".*(add|reduce|bag|accumulate|put).*", r".*_backward.*", r"_?embedding_renorm_?"),
+    "sort": _rx(r"(nan)?quantile", r".*_backward.*"),
+}
+# names of other families whose results are selected or rounded: order statistics, extrema,
+# rounding, sign and selection, and sequences of exactly representable steps
+_EXACT_NAMES = _rx(
+    r"max", r"min", r"amax", r"amin", r"_?aminmax", r"cummax", r"cummin", r"_cummax_helper", r"_cummin_helper",
+    r"maximum", r"minimum", r"fmax", r"fmin", r"clamp(_min|_max)?_?", r"clip_?",
+    r"floor_?", r"ceil_?", r"trunc_?", r"fix_?", r"round_?", r"neg_?", r"negative_?", r"positive", r"sign_?",
+    r"copysign_?", r"nextafter_?", r"heaviside_?", r"where", r"masked_fill_?", r"fill_?", r"zero_?",
+    r"relu_?", r"relu6_?", r"hardtanh_?", r"threshold_?", r"hardshrink",
+    r"arange", r"range", r"zeros(_like)?", r"ones(_like)?", r"full(_like)?", r"new_(zeros|ones|full)", r"eye", r"scalar_tensor",
+)
+
+
+def exact_by_default(base: str, family: str) -> bool:
+    """Are this op's floating results exactly determined? (see OpSpec.exact)"""
+    if base.startswith("_foreach_"):
+        return False  # fused lists: each leaf would need its own rule
+    computes = _EXACT_FAMILIES.get(family)
+    if computes is not None:
+        return not computes.fullmatch(base)
+    return bool(_EXACT_NAMES.fullmatch(base))

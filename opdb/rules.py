@@ -53,7 +53,7 @@ RULES_DIR = Path(__file__).with_name("rules")
 
 DOMAINS = ("real", "positive", "nonnegative", "unit", "open_unit", "above_one", "probability", "nonzero", "small")
 NONDETERMINISM = ("", "seeded", "uninitialized", "ties")
-_FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "reason")
+_FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "exact", "reason")
 
 TORCHSCRIPT_REASON = "TorchScript builtin on Python values, not a dispatcher operator: no backend kernel to test"
 NO_CPU_KERNEL_REASON = "no CPU kernel in this build: the CPU reference cannot run it"
@@ -155,6 +155,8 @@ def _validate(source: str, key: str, fields: Any) -> dict[str, Any]:
         out["tolerances"] = tols
         if not out.get("tolerance_reason") and not out.get("reason"):
             raise RulesError(f"{where}: tolerances need a tolerance_reason")
+    if "exact" in out and not isinstance(out["exact"], bool):
+        raise RulesError(f"{where}: exact must be true or false")
     if "hints" in out and not isinstance(out["hints"], dict):
         raise RulesError(f"{where}: hints must be a table")
     return out

@@ -85,6 +85,9 @@ class OpRules:
     untestable: str = ""
     # free-form hints for generators (family-specific keys); JSON-able values only
     hints: dict[str, Any] = field(default_factory=dict)
+    # True/False: the op's floating results are (are not) exactly determined by its inputs, so
+    # they are compared exactly; None: derived from the op's family and name (opdb.families.exact_by_default)
+    exact: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -122,6 +125,21 @@ class OpSpec:
     def base_name(self) -> str:
         """"add": the operator name without namespace and overload."""
         return self.name.split("::", 1)[1]
+
+    @property
+    def exact(self) -> bool:
+        """Are the op's floating results exactly determined (compared without rtol/atol)?
+
+        Integer and bool results are always exact; this is about floating ones: values that
+        are moved, selected or rounded rather than computed (views and copies, gathers, sort and
+        max/min values, floor/ceil/round/trunc, clamp, arange-like sequences). An op rule
+        (`exact = true/false`) decides; otherwise opdb.families.exact_by_default.
+        """
+        if self.rules.exact is not None:
+            return self.rules.exact
+        from opdb.families import exact_by_default
+
+        return exact_by_default(self.base_name, self.family)
 
     @property
     def tensor_args(self) -> tuple[ArgSpec, ...]:

@@ -223,7 +223,8 @@ def _wrong_distribution(func, args, kwargs):
 
 @fault("ties_last_index", aten.argmax.default)
 def _ties_last_index(func, args, kwargs):
-    """argmax returns the last of tied maxima instead of the first: legitimate, not a bug."""
+    """argmax returns the last of tied maxima instead of the first: a bug, since the
+    documentation promises the first occurrence."""
     x = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     if dim is None:
@@ -231,6 +232,17 @@ def _ties_last_index(func, args, kwargs):
         return (x.numel() - 1 - func(flipped)).reshape(())
     n = x.shape[dim]
     return n - 1 - func(x.flip(dim), dim, *args[2:], **kwargs)
+
+
+@fault("topk_last_tie", aten.topk.default)
+def _topk_last_tie(func, args, kwargs):
+    """topk picks the last of tied values rather than the first: legitimate, since topk does not
+    say which of equal elements it returns."""
+    x, k = args[0], args[1]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+    rest = args[3:]
+    values, indices = func(x.flip(dim), k, dim, *rest, **{n: v for n, v in kwargs.items() if n != "dim"})
+    return values, x.shape[dim] - 1 - indices
 
 
 @fault("argmax_wrong", aten.argmax.default)
@@ -330,6 +342,44 @@ def _grad_wrong(func, args, kwargs):
 def _backward_not_implemented(func, args, kwargs):
     """The forward works; the backward kernel is missing."""
     raise NotImplementedError("the derivative for 'tanh' is not implemented on this device")
+
+
+@fault("fp16_intermediate_overflow", aten.hypot.default)
+def _fp16_intermediate_overflow(func, args, kwargs):
+    """A half-precision hypot squares and sums in half: x*x + y*y overflows above 65504, so the
+    result is inf where it is finite (about 181 and up), though every input and output fits."""
+    x, y = args[0], args[1]
+    out = func(*args, **kwargs)
+    if out.dtype == torch.float16:
+        squares = x.to(torch.float32) ** 2 + y.to(torch.float32) ** 2
+        out = torch.where(squares > torch.finfo(torch.float16).max, torch.full_like(out, float("inf")), out)
+    return out
+
+
+@fault("bf16_integer_off_by_one", aten.round.default)
+def _bf16_integer_off_by_one(func, args, kwargs):
+    """A bfloat16 round takes a fast path floor(x + 0.5) for |x| >= 64, with x + 0.5 rounded to
+    bfloat16: between 128 and 256 that is a tie rounded to even, so odd integers come out one too
+    large (129 -> 130). Within bfloat16's rtol of 1.6%: only an exact comparison sees it."""
+    x = args[0]
+    out = func(*args, **kwargs)
+    if x.dtype == torch.bfloat16:
+        out = torch.where(x.abs() >= 64, torch.floor(x + 0.5), out)
+    return out
+
+
+@fault("vector_tail_nan", aten.relu.default)
+def _vector_tail_nan(func, args, kwargs):
+    """relu's vectorised body (blocks of 8 along the innermost dim) propagates NaN; its scalar
+    tail, after at least one full block, is max(x, 0) with the operands swapped and returns 0."""
+    x = args[0]
+    out = func(*args, **kwargs)
+    n = x.shape[-1] if x.dim() else 0
+    if n > 8 and n % 8 and x.is_floating_point():
+        out = out.clone()
+        tail = out[..., n - n % 8:]
+        tail.copy_(torch.where(tail.isnan(), torch.zeros_like(tail), tail))
+    return out
 
 
 def _reject_float64(self, t):

@@ -160,12 +160,22 @@ def test_other_device_exception_is_device_error_with_its_first_line():
     assert r.message == "RuntimeError: MPSGraph: failed to encode kernel: too many input tensors (3 > 2)"
 
 
-def test_tied_indices_that_select_equal_values_pass():
+def test_argmax_ties_are_compared_exactly_since_the_first_occurrence_is_documented():
     ties = Case("aten::argmax", (T((4, 6), "float32", low=0, high=0.0),  1))  # all zeros: every index is a tie
-    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["ties_last_index"]()).outcome == O.PASS
-    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["argmax_wrong"]()).outcome == O.PASS  # argmin of ties: a tie too
+    r = run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["ties_last_index"]())
+    assert r.outcome == O.MISMATCH and "exact comparison" in r.message
+    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["argmax_wrong"]()).outcome == O.PASS  # argmin of zeros: the first too
     distinct = Case("aten::argmax", (f32(4, 6), 1))
     assert run_case(opdb.lookup("aten::argmax"), distinct, BACKENDS["argmax_wrong"]()).outcome == O.MISMATCH
+
+
+def test_topk_ties_accept_any_tied_index():
+    op = opdb.lookup("aten::topk")
+    ties = Case("aten::topk", (T((4, 6), "float32", low=1, high=1.0), 3))  # all ones: every index is a tie
+    # forward only: the gradient lands on the chosen indices, which is the oracle's business
+    assert run_case(op, ties, BACKENDS["topk_last_tie"](), grad=False).outcome == O.PASS
+    distinct = Case("aten::topk", (f32(4, 6, seed=3), 3))
+    assert run_case(op, distinct, BACKENDS["topk_last_tie"]()).outcome == O.PASS
 
 
 def test_sign_of_zero_is_checked_only_when_the_op_asks():

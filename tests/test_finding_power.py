@@ -50,6 +50,9 @@ BUGS = [
     ("backward_not_implemented", BACKENDS["backward_not_implemented"], "aten::tanh", O.NOT_IMPLEMENTED),
     ("float64_rejected", BACKENDS["float64_rejected"], "aten::add.Tensor", O.UNSUPPORTED_DTYPE),
     ("device_error", BACKENDS["device_error"], "aten::cat", O.DEVICE_ERROR),
+    ("fp16_intermediate_overflow", BACKENDS["fp16_intermediate_overflow"], "aten::hypot", O.MISMATCH),
+    ("bf16_integer_off_by_one", BACKENDS["bf16_integer_off_by_one"], "aten::round", O.MISMATCH),
+    ("vector_tail_nan", BACKENDS["vector_tail_nan"], "aten::relu", O.MISMATCH),
 ]
 
 # op rules some bugs need (the rule an op owner would write)
@@ -84,6 +87,9 @@ EXAMPLES = {
     "backward_not_implemented": Case("aten::tanh", (T((3, 4), "float32", seed=1),)),
     "float64_rejected": Case("aten::add.Tensor", (T((3, 4), "float64", seed=1), T((3, 4), "float64", seed=2))),
     "device_error": Case("aten::cat", ([T((2, 3), "float32", seed=1), T((1, 3), "float32", seed=2), T((2, 3), "float32", seed=3)],)),
+    "fp16_intermediate_overflow": Case("aten::hypot", (T((8,), "float16", seed=1, magnitude="sqrt_max"), T((8,), "float16", seed=2, magnitude="sqrt_max"))),
+    "bf16_integer_off_by_one": Case("aten::round", (T((64,), "bfloat16", seed=1, magnitude="moderate"),)),
+    "vector_tail_nan": Case("aten::relu", (T((3, 17), "float32", values="special", seed=1),)),
 }
 
 

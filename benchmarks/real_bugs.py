@@ -1,0 +1,205 @@
+"""Real-bug benchmark: published bugs of PyTorch's own CPU kernels, each found or not by
+`conform run` at default settings (examples, dtypes, a random seed) over its op.
+
+Every bug in BUGS cites where it was published and carries a tiny repro that returns True while
+the bug is present in the installed torch. The benchmark
+
+1. runs each repro (a bug that no longer reproduces is reported as such, not counted);
+2. runs `conform run --ops <the ops> --device cpu` once, default settings, into a fresh
+   database under /tmp (one run: the cells of an op are independent of the other ops);
+3. reads the op's cells: the bug is found when a cell of the bug's dtype has the expected
+   failing outcome; the cell's message is printed so a reader can check it is this bug.
+
+    python benchmarks/real_bugs.py [--only NAME,...] [--seed N] [--workers N]
+
+benchmarks/real_bugs.md lists the bugs with their repros and the last measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+# a NaN's position against the vector width: every floating cell (their widths differ from golden's)
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    op: str  # the conform op whose cells should find it
+    dtypes: tuple[str, ...]  # cells in which the bug shows
+    outcome: str  # "mismatch" or "grad_mismatch"
+    source: str
+    repro: Callable[[], bool]  # True while the bug reproduces
+    cls: str  # the class of input that reaches it
+
+
+def _nan_grad_differs(fn, dtype=torch.float64, n=17) -> bool:
+    """A NaN's gradient differs between the vectorised body and the scalar tail (#195075)."""
+    x = torch.full((n,), float("nan"), dtype=dtype, requires_grad=True)
+    fn(x).sum().backward()
+    g = x.grad
+    return not (g.isnan() == g[0].isnan()).all() or not torch.equal(g.nan_to_num(7.0), g[:1].nan_to_num(7.0).expand(n))
+
+
+def _fmod_nan() -> bool:
+    tiny = torch.finfo(torch.float32).tiny / 4  # a subnormal divisor: |a / b| overflows
+    return bool(torch.fmod(torch.full((16,), 2.5), torch.full((16,), tiny))[0].isnan()) and math.fmod(2.5, tiny) == 0.0
+
+
+def _remainder_nan() -> bool:
+    tiny = torch.finfo(torch.float32).tiny / 4
+    return bool(torch.remainder(torch.full((16,), 2.5), torch.full((16,), tiny))[0].isnan())
+
+
+def _norm_overflow(fn) -> bool:
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0)) * 1e30
+    got, want = fn(x), fn(x.double())
+    return not torch.allclose(got.double(), want, atol=1e-3, equal_nan=False)
+
+
+def _fused_sgd() -> bool:
+    p, g = torch.ones(17, dtype=torch.float16), torch.ones(17, dtype=torch.float16)
+    torch._fused_sgd_([p], [g], [], weight_decay=0.0, momentum=0.0, lr=0.5, dampening=0.0, nesterov=False, maximize=False, is_first_step=True)
+    return p[0].item() == 1.0  # the full vector block was never updated
+
+
+def _median_expanded() -> bool:
+    x = torch.arange(5.0).reshape(1, 5).expand(3, 5)
+    return not torch.equal(x.median(dim=0).values, x.contiguous().median(dim=0).values)
+
+
+def _div_trunc_fpe() -> bool:
+    """INT_MIN // -1 in trunc mode kills the process with SIGFPE (run in a child)."""
+    code = "import torch; torch.div(torch.tensor([-2**31], dtype=torch.int32), torch.tensor([-1], dtype=torch.int32), rounding_mode='trunc')"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == -8
+
+
+def _matrix_exp_half() -> bool:
+    a = torch.tensor([[0.5, 0.1], [0.2, 0.3]])
+    return not torch.allclose(torch.linalg.matrix_exp(a.half()).float(), torch.linalg.matrix_exp(a), rtol=1e-2, atol=1e-2)
+
+
+BUGS = [
+    Bug("gelu_inf_nan", "aten::gelu", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/185770 (also #187293)",
+        lambda: bool(F.gelu(torch.full((16,), float("inf")))[0].isnan()), "special values in a full vector block"),
+    Bug("fmod_vectorised_nan", "aten::fmod.Tensor", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193753", _fmod_nan, "subnormal divisor in a full vector block"),
+    Bug("remainder_vectorised_nan", "aten::remainder.Tensor", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193753", _remainder_nan, "subnormal divisor in a full vector block"),
+    Bug("hardtanh_backward_nan", "aten::hardtanh_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardtanh), "NaN in the vector body and the tail"),
+    Bug("hardshrink_backward_nan", "aten::hardshrink_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardshrink), "NaN in the vector body and the tail"),
+    Bug("softshrink_backward_nan", "aten::softshrink_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.softshrink), "NaN in the vector body and the tail"),
+    Bug("elu_backward_nan", "aten::elu_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.elu), "NaN in the vector body and the tail"),
+    Bug("hardswish_backward_nan", "aten::hardswish_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardswish), "NaN in the vector body and the tail"),
+    Bug("logit_backward_nan", "aten::logit_backward", FLOATS, "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(lambda x: torch.logit(x, eps=0.1)), "NaN in the vector body and the tail"),
+    Bug("ldexp_power_overflow", "aten::ldexp.Tensor", ("float16", "float32", "bfloat16"), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/133265",
+        lambda: bool(torch.ldexp(torch.tensor([2.0 ** -10], dtype=torch.float16), torch.tensor([20], dtype=torch.float16)).isinf()),
+        "an exponent whose power of two overflows while the result does not"),
+    Bug("layer_norm_variance_overflow", "aten::native_layer_norm", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
+        lambda: _norm_overflow(lambda x: F.layer_norm(x, (16,))), "float32 values near 1e30 (large magnitudes)"),
+    Bug("group_norm_variance_overflow", "aten::native_group_norm", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
+        lambda: _norm_overflow(lambda x: F.group_norm(x.reshape(4, 4, 4), 2)), "float32 values near 1e30 (large magnitudes)"),
+    Bug("batch_norm_variance_overflow", "aten::native_batch_norm", ("float32",), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
+        lambda: _norm_overflow(lambda x: F.batch_norm(x, None, None, training=True)), "float32 values near 1e30 (large magnitudes)"),
+    Bug("fused_sgd_half_skips_blocks", "aten::_fused_sgd_", ("float16", "bfloat16"), "mismatch",
+        "https://github.com/pytorch/pytorch/issues/191763", _fused_sgd, "half-precision parameters longer than a vector"),
+    Bug("div_trunc_int_min_fpe", "aten::div.Tensor_mode", ("int32", "int64"), "crash",
+        "https://github.com/pytorch/pytorch/issues/138425", _div_trunc_fpe, "integer extremes divided by -1"),
+    Bug("median_dim_expanded_garbage", "aten::median.dim", ("float32", "float64", "bfloat16", "float16", "int64", "int32"), "mismatch",
+        "issue 15 of this project (conform's own audit); no upstream report found", _median_expanded, "an expanded (stride-0) input"),
+    Bug("matrix_exp_half_wrong", "aten::linalg_matrix_exp", ("float16", "bfloat16"), "mismatch",
+        "issue 15 of this project (conform's own audit); no upstream report found", _matrix_exp_half, "half-precision matrices of size >= 2"),
+]
+
+FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
+
+
+def reproduces(bug: Bug) -> bool | str:
+    try:
+        return bool(bug.repro())
+    except Exception as e:  # noqa: BLE001 - a repro that raises does not reproduce
+        return f"{type(e).__name__}: {e}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma list of bug names")
+    ap.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
+    ap.add_argument("--workers", default="1")
+    ap.add_argument("--db", default=None, help="reuse an existing run's database instead of running")
+    args = ap.parse_args()
+    bugs = [b for b in BUGS if not args.only or b.name in args.only.split(",")]
+    live = []
+    for b in bugs:
+        r = reproduces(b)
+        if r is not True:
+            print(f"{b.name}: does not reproduce on torch {torch.__version__} ({r})", file=sys.stderr)
+        else:
+            live.append(b)
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    with tempfile.TemporaryDirectory(prefix="real-bugs-") as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "run.db"
+        secs = 0.0
+        if not args.db:
+            ops = ",".join(sorted({b.op for b in live}))
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            t = time.monotonic()
+            proc = subprocess.run(
+                [sys.executable, "-m", "conform.cli", "run", "--ops", ops, "--device", "cpu", "--db", str(db),
+                 "-n", args.workers, "-q", "--seed", str(seed)],
+                cwd=tmp, env=env, capture_output=True, text=True,
+            )
+            secs = time.monotonic() - t
+            if proc.returncode != 0:
+                print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+        with sqlite3.connect(db) as c:
+            rows = c.execute("SELECT o.qualname, r.dtype, r.outcome, r.message FROM results r JOIN ops o ON o.id = r.op_id").fetchall()
+    cells: dict[str, list[tuple[str, str, str]]] = {}
+    for op, dtype, outcome, message in rows:
+        cells.setdefault(op, []).append((dtype, outcome, message))
+    table = []
+    found = 0
+    for b in live:
+        hits = [(d, o, m) for d, o, m in cells.get(b.op, []) if d in b.dtypes and o == b.outcome]
+        found += bool(hits)
+        note = f"{hits[0][0]}: {hits[0][2][:110]}" if hits else ", ".join(sorted({f'{d} {o}' for d, o, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
+        table.append((b.name, b.op, "yes" if hits else "NO", b.cls, note))
+    header = ("bug", "op", "found", "inputs that reach it", "cell / what the op's cells said")
+    widths = [max(len(str(r[i])) for r in table + [header]) for i in range(len(header))]
+    print(f"torch {torch.__version__}, seed {seed}, one conform run over {len({b.op for b in live})} ops in {secs:.0f} s")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in table:
+        print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
+    print(f"found {found}/{len(live)} reproducing bugs ({100.0 * found / max(len(live), 1):.0f}%); {len(bugs) - len(live)} listed bugs do not reproduce here")
+
+
+if __name__ == "__main__":
+    main()
