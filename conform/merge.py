@@ -182,6 +182,8 @@ def _merge_declared(src, dst, env_map, op_map, stats: MergeStats) -> None:
 
 def merge(sources, dest, *, create: bool = True) -> list[MergeStats]:
     """Merge the databases `sources` (paths or URLs) into `dest`, in order."""
+    for path in sources:  # a damaged or foreign source is refused before `dest` is created or changed
+        Store(path, readonly=True).close()
     out = Store(dest, create=create)
     try:
         stats = []

@@ -5,10 +5,11 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from cli_helpers import cells, conform, conform_env
+from cli_helpers import cells, conform, conform_env, damaged_database
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
 CLEAN_OPS = "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
@@ -97,6 +98,28 @@ def test_garbage_database(tmp_path):
     _one_line_error(conform("report", "--db", db, cwd=tmp_path), "not a readable conform database")
     _one_line_error(conform("run", "--ops", "aten::relu", "--db", db, cwd=tmp_path), "not a readable conform database")
     assert db.read_text().startswith("definitely not sqlite")
+
+
+def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, tmp_path):
+    good, _ = clean_run
+    db = tmp_path / "damaged.db"
+    before = damaged_database(db)
+    commands = [
+        ("report",),
+        ("coverage",),
+        ("site", "--out", tmp_path / "site"),
+        ("expectations", "--from-run", "latest", "-o", tmp_path / "e.toml"),
+        ("bench",),
+        ("gate", "--baseline", Path(__file__).parent.parent / "ci" / "expectations-cpu.toml"),
+        ("run", "--ops", "aten::relu", "--dtypes", "float32", "-n", "1"),
+    ]
+    for args in commands:
+        _one_line_error(conform(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed")
+    # as a baseline or a merge source, next to a good database
+    _one_line_error(conform("gate", "--baseline", db, "--db", good / "c.db", cwd=tmp_path), "damaged.db is damaged")
+    _one_line_error(conform("merge", db, "-o", tmp_path / "all.db", cwd=tmp_path), "damaged.db is damaged")
+    assert db.read_bytes() == before  # no new run, no WAL switch, nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]
 
 
 def test_missing_database_for_report(tmp_path):
