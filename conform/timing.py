@@ -768,6 +768,7 @@ def bench(
     backend,
     *,
     ops: Iterable[str] | None = None,
+    dtypes: Iterable[str] | None = None,
     sizes: dict[str, int] | None = None,
     min_run_time: float = DEFAULT_MIN_RUN_TIME,
     isolate: bool = True,
@@ -776,6 +777,7 @@ def bench(
 ) -> BenchSummary:
     """Time every passing cell of `run_id` (restricted to the qualnames `ops`, if given) on
     `backend` and the CPU at each size, storing the timings against the run as each cell ends.
+    `dtypes`, if given, keeps only those dtypes' cells.
 
     With `isolate` (the default, where the backend can be pickled), cells are timed in a child
     process, one cell at a time: a crash or a hang (over `cell_timeout` s) skips that cell with
@@ -788,6 +790,8 @@ def bench(
     if ops is not None:
         wanted = set(ops)
         cells = [c for c in cells if c[0] in wanted]
+    if dtypes is not None:
+        cells = [c for c in cells if c[1] in set(dtypes)]
     summary = BenchSummary(run_id=run_id, cells=len(cells))
     isolated = _IsolatedTimer(backend, sizes, min_run_time, cell_timeout) if isolate and _picklable(backend) else None
     try:

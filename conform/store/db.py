@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import String, create_engine, delete, event, insert, inspect, select, text
+from sqlalchemy import String, create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -427,6 +427,12 @@ class Store:
         with self.session() as s:
             rows = s.execute(select(Op.qualname, Result.dtype).join(Op, Result.op_id == Op.id).where(Result.run_id == run_id)).all()
         return {(q, d) for q, d in rows}
+
+    def outcome_counts(self, run_id: int) -> dict[str, int]:
+        """{outcome: cells} of one run."""
+        with self.session() as s:
+            rows = s.execute(select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)).all()
+        return {o: n for o, n in rows}
 
     # -- declared kernels --------------------------------------------------------------------
 
