@@ -926,7 +926,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
                 )
                 return _with_fallback(result, fallback)
         result.outcome = Outcome.MISMATCH
-        result.message = "; ".join(r.message for r in bad[:3]) + _attribution(result, bad)
+        result.message = _joined(bad) + _attribution(result, bad, is_plain_cpu(backend))
         if fallback:
             result.message += f" (ran through the CPU fallback: {fallback[0].splitlines()[0]})"
         return result
@@ -955,10 +955,24 @@ def _e(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def _attribution(result: CaseResult, bad: list[Record]) -> str:
+def _joined(bad: list[Record]) -> str:
+    """The first three findings, each text once: an out= argument is the returned tensor itself,
+    and the same finding at both is said once with both places ("... expected [output, out (out)]")."""
+    places: dict[str, list[str]] = {}
+    for r in bad[:3]:
+        body, sep, tail = r.message.rpartition(" [")
+        if not (sep and r.message.endswith("]")):
+            body, tail = r.message, ""
+        places.setdefault(body, []).append(tail[:-1])
+    return "; ".join(f"{b} [{', '.join(p)}]" if all(p) else b for b, p in places.items())
+
+
+def _attribution(result: CaseResult, bad: list[Record], plain_cpu: bool = False) -> str:
     d, r = result.device_golden_err, result.ref_golden_err
     if d is None or r is None:
         return ""
+    if plain_cpu:  # the device side is the reference side: one CPU, measured against golden
+        return f"; CPU error {_e(d)} vs golden float64"
     worst = bad[0]
     if worst.kind != "values":  # NaN, inf and sign-of-zero findings: inf where the specials disagree
         return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"
@@ -1070,13 +1084,13 @@ def _backward(op, case, backend, *, device_is_cpu, meta_only, n, sign, scale=0.0
     bad = failures(records)
     if not bad:
         return None
-    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]))
+    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", _joined(bad))
     _fill_errors(result, records)
     if gold is not None:
         names = sorted(ref_grads)
         result.device_golden_err = _max_abs_vs([dev_grads.get(k) for k in names if dev_grads.get(k) is not None], [gold[k] for k in names if dev_grads.get(k) is not None])
         result.ref_golden_err = _max_abs_vs([ref_grads[k] for k in names], [gold[k] for k in names])
-        result.message += _attribution(result, bad)
+        result.message += _attribution(result, bad, is_plain_cpu(backend))
     return result
 
 
