@@ -145,31 +145,36 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
         sys.exit(130)
     if bench:
         _timing_pass(c, db_arg, quiet)
+    c.store.close()  # the last connection: SQLite folds its -wal file back into conform.db
     click.echo(f"next: conform report --run {c.run_id}{db_arg}; conform site{db_arg} --out conform-site")
 
 
 # The timing pass `conform run` does after its sweep: float32 cells of the ops tagged core, at two
 # sizes, so that the site's Performance page has data after the one command README gives.
-# `conform bench` times any other selection; --no-bench skips this.
+# Not 1e6 elements: there one op alone (cdist, whose output is quadratic) took 270 of 585 s on a
+# loaded 2-core machine. `conform bench` times any other selection; --no-bench skips this.
 RUN_BENCH_OPS = "core"
 RUN_BENCH_DTYPES = ("float32",)
-RUN_BENCH_SIZES = {"small": 1_000, "large": 1_000_000}
+RUN_BENCH_SIZES = {"small": 1_000, "medium": 100_000}
 
 
 def _timing_pass(c, db_arg: str, quiet: bool) -> None:
     from . import timing
 
-    ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
-    click.echo(f"timing pass: passing {'/'.join(RUN_BENCH_DTYPES)} cells of the {RUN_BENCH_OPS} ops on {c.backend.name} and the CPU (skip with --no-bench)", err=True)
-    bar = None
-    if not quiet:
-        from tqdm import tqdm
+    from .report import plural
 
-        bar = tqdm(unit="cell", dynamic_ncols=True, file=sys.stderr)
+    ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
+    where = "the CPU" if c.backend.name == "cpu" else f"{c.backend.name} and the CPU"
+    click.echo(f"timing pass: passing {'/'.join(RUN_BENCH_DTYPES)} cells of the {RUN_BENCH_OPS} ops on {where} (skip with --no-bench)", err=True)
+    bar = None
 
     def progress(cell, n, total):
+        nonlocal bar
+        if bar is None and not quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="cell", dynamic_ncols=True, file=sys.stderr)
         if bar is not None:
-            bar.total = total
             bar.update(1)
 
     started = time.monotonic()
@@ -182,7 +187,7 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
     finally:
         if bar is not None:
             bar.close()
-    click.echo(f"timed {summary.cells} cells: {summary.timings} timings stored in {time.monotonic() - started:.0f} s")
+    click.echo(f"timed {plural(summary.cells, 'cell')}: {plural(summary.timings, 'timing')} stored in {time.monotonic() - started:.0f} s")
 
 
 class _Summary:

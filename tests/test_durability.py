@@ -115,17 +115,25 @@ def _interrupt(proc, when) -> tuple[str, str]:
     return proc.communicate(timeout=120)
 
 
-def _check_stopped(db, proc, out, err) -> str | None:
+def _snapshot(db) -> tuple[dict, list]:
+    try:
+        return run_states(db), sorted(cells(db))
+    except sqlite3.Error:  # not created yet, or its schema not yet written
+        return {}, []
+
+
+def _check_stopped(db, proc, out, err, before) -> str | None:
     """What Ctrl-C must leave, whatever moment it landed: one line on stderr and no traceback;
-    no run, or the run `interrupted` with exactly the count printed (or `finished` with every
-    cell, when the interrupt came after the final state was written); no duplicate cell, and no
-    cell stored as a crash because its worker was stopped."""
+    the database as it was before (the interrupt came before a run was started or resumed), or
+    the run `interrupted` with exactly the count printed (or `finished` with every cell, when the
+    interrupt came after the final state was written); no duplicate cell, and no cell stored as a
+    crash because its worker was stopped."""
     assert "Traceback" not in err, err
-    states = run_states(db) if db.exists() else {}
-    if not states:
-        assert proc.returncode == 130 and err.strip().endswith("conform: interrupted"), (proc.returncode, err)
+    if "run 1 " not in out:
+        assert proc.returncode == 130 and err.strip() == "conform: interrupted", (proc.returncode, out, err)
+        assert _snapshot(db) == before, "an interrupt before the run started changed the database"
         return None
-    (state,) = states.values()
+    (state,) = run_states(db).values()
     stored = cells(db)
     assert len(stored) == len(set(stored)), "duplicate cells"
     assert not [c for c in stored if c[2] == "crash"], "a cell stopped by Ctrl-C was stored as a crash"
@@ -185,16 +193,28 @@ def test_ctrl_c_at_any_moment_leaves_the_run_interrupted_with_an_exact_count(tmp
         proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=tmp_path)
         out, err = _interrupt(proc, point(db))
         try:
-            seen[name] = _check_stopped(db, proc, out, err)
+            seen[name] = _check_stopped(db, proc, out, err, ({}, []))
         except AssertionError as e:
             raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
     assert seen["run appears"] == seen["mid-sweep"] == "interrupted", seen
 
-    # an interrupted --resume, at its start-up and mid-way, then one that completes
+    # an interrupted --resume: before it takes the run over, the moment it marks it running
+    # again (today: "database is locked", the run left `running`), and mid-way; then one that
+    # completes
     db = tmp_path / "mid-sweep.db"
-    for point in (lambda: _since(launched, 2.0), lambda: (lambda base: lambda: _results(db) >= base + 2)(_results(db))):
+    resume_points = {
+        "resume starting": lambda: _since(launched, 1.0),
+        "resume takes the run": lambda: lambda: _snapshot(db)[0] == {1: "running"},
+        "resume mid-way": lambda: (lambda base: lambda: _results(db) >= base + 2)(_results(db)),
+    }
+    for name, point in resume_points.items():
+        before = _snapshot(db)
         proc = popen_conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
-        _check_stopped(db, proc, *_interrupt(proc, point()))
+        out, err = _interrupt(proc, point())
+        try:
+            _check_stopped(db, proc, out, err, before)
+        except AssertionError as e:
+            raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
     done = conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert run_states(db) == {1: "finished"}
