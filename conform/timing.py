@@ -696,6 +696,9 @@ def _time_by_name(qualname: str, dtype: str, backend, sizes: dict[str, int], min
 
 def _timing_process(conn, backend, sizes, min_run_time, threads) -> None:
     """The child process of an isolated timing pass: times the cells it is sent, one at a time."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this child
     torch.set_num_threads(threads)
     while True:
         try:
@@ -704,7 +707,11 @@ def _timing_process(conn, backend, sizes, min_run_time, threads) -> None:
             return
         if msg is None:
             return
-        conn.send(_time_by_name(*msg, backend, sizes, min_run_time))
+        try:
+            cell = _time_by_name(*msg, backend, sizes, min_run_time)
+        except Exception as e:  # noqa: BLE001 - a bug in building one op's input skips that cell, without a traceback on the user's terminal
+            cell = CellTiming(msg[0], msg[1], skipped=[(label, f"could not be timed: {type(e).__name__}: {_first_line(e)}") for label in sizes])
+        conn.send(cell)
 
 
 class _IsolatedTimer:

@@ -2,6 +2,7 @@
 `pytest --pyargs conform.suite`, and one clear line with exit 2 for every kind of bad input."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -147,3 +148,20 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
     assert got[("aten::relu", "float32")] == "pass"
     assert got[("aten::neg", "float32")] == "pass"
     assert "relu/float32" in (tmp_path / "j.xml").read_text()
+
+
+def test_the_main_command_leaves_timings_for_the_performance_page(tmp_path):
+    """`conform run` with no flag times the core ops after its sweep (README's first command)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "conform.cli", "run", "--ops", "aten::abs,aten::add.Tensor,aten::mm", "--dtypes", "float32", "--examples", "3", "-n", "1", "--db", "c.db"],
+        cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^timed 3 cells: 6 timings stored in \d+ s$", proc.stdout, re.M), proc.stdout
+    assert "timing pass: passing float32 cells of the core ops on the CPU (skip with --no-bench)" in proc.stderr
+    with sqlite3.connect(tmp_path / "c.db") as c:
+        timed = {r[0] for r in c.execute("SELECT o.qualname FROM timings t JOIN ops o ON o.id = t.op_id")}
+    assert timed == {"aten::abs", "aten::add.Tensor", "aten::mm"}
+    conform("site", "--db", "c.db", "--out", "site", cwd=tmp_path, check=True)
+    assert "no timings" not in (tmp_path / "site" / "index.html").read_text()
+    assert "No timings in this database" not in (tmp_path / "site" / "perf.html").read_text()
