@@ -36,7 +36,7 @@ def run(op: str, device: str, db: Path, workers: int) -> tuple[int, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "conform.cli", "run", "--ops", op, "--device", device, "--db", str(db), "-n", str(workers), "-q"],
+        [sys.executable, "-m", "conform.cli", "run", "--ops", op, "--device", device, "--db", str(db), "-n", str(workers), "--no-bench", "-q"],
         cwd=db.parent, env=env, capture_output=True, text=True,
     )
     if proc.returncode != 0:

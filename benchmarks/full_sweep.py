@@ -52,15 +52,16 @@ def main() -> None:
         printed = None
         while p.poll() is None:
             time.sleep(0.5)
-            if printed is None and " cells in " in log.read_text():
+            if printed is None and " cells recorded, " in log.read_text():
                 printed = time.monotonic() - started
         wall = time.monotonic() - started
     stdout = log.read_text()
     if p.returncode not in (0, 1):
         sys.exit(f"conform run failed ({p.returncode}):\n{stdout[-2000:]}{err.read_text()[-2000:]}")
-    print(stdout.strip().splitlines()[-2] if stdout.strip() else "")
-    if printed is not None and wall - printed > 5:
-        print(f"(the summary was printed at {printed:.0f} s; the process exited {wall - printed:.0f} s later)")
+    print("\n".join(line for line in stdout.splitlines() if line.startswith(("run ", "timed "))))
+    if printed is not None:
+        # after the sweep's summary: the timing pass (unless --no-bench is in the extra arguments) and the shutdown
+        print(f"sweep {printed:.0f} s, then {wall - printed:.0f} s more (timing pass and exit): {wall:.0f} s in all")
 
     report = json.loads(conform("report", "--format", "json", cwd=out).stdout)
     env = report["environments"][-1]

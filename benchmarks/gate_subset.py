@@ -59,7 +59,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     ops = pick_ops(a.ops)
     (out / "ops.txt").write_text("\n".join(exact(q) for q in ops) + "\n")
-    run_args = ["run", "--ops", f"@{out / 'ops.txt'}", "--dtypes", "float32", "--derandomize", "-q", "-n", a.workers]
+    run_args = ["run", "--ops", f"@{out / 'ops.txt'}", "--dtypes", "float32", "--derandomize", "--no-bench", "-q", "-n", a.workers]
     if a.examples:
         run_args += ["--examples", str(a.examples)]
 

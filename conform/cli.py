@@ -81,13 +81,14 @@ def _auto_workers(backend) -> int:
 @click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
 @click.option("--derandomize", is_flag=True, help="same cases for the same op every time (for gating)")
 @click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
+@click.option("--bench/--no-bench", default=True, show_default=True, help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option
-def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, memory_limit, resume, derandomize, junitxml, quiet, db):
+def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, memory_limit, resume, derandomize, junitxml, bench, quiet, db):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
     import pytest
 
-    from . import backends, selection
+    from . import backends, interrupts, selection
     from .store import Store
 
     # validate everything a user can get wrong before any worker starts
@@ -128,20 +129,71 @@ def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max
         args.remove("--conform-progress")
     summary = _Summary()
     started = time.monotonic()
-    with _quiet_stdout():
-        code = pytest.main(args, plugins=[summary])
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or summary.controller is None:
-        raise ConformError(summary.error or f"the run could not start (pytest exit status {int(code)})")
+    interrupts.check()  # one that an import swallowed: stop before a run exists
+    try:
+        with _quiet_stdout():
+            code = pytest.main(args, plugins=[summary])
+    except KeyboardInterrupt:  # a second Ctrl-C during pytest's own shutdown
+        code = pytest.ExitCode.INTERRUPTED
     c = summary.controller
+    if c is None and code == pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt  # before a run was started: nothing was written
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or c is None:
+        raise ConformError(summary.error or f"the run could not start (pytest exit status {int(code)})")
+    c.finish(pytest.ExitCode.INTERRUPTED)  # already done unless pytest's shutdown was cut short
+    db_arg = f" --db {db}" if db else ""
     if c.fatal:
-        raise ConformError(f"{c.fatal}; run {c.run_id} stopped with {c.recorded} cells recorded (continue with --resume {c.run_id})")
+        raise ConformError(f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)")
     elapsed = time.monotonic() - started
     counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
-    click.echo(f"run {c.run_id} {c.state}: {c.recorded} cells in {elapsed:.0f} s ({counts}) -> {c.store.where}")
-    click.echo(f"next: conform report --run {c.run_id}" + (f" --db {db}" if db else ""))
+    click.echo(f"run {c.run_id} {c.state}: {c.stored} of {c.planned} cells recorded, {c.recorded} in {elapsed:.0f} s ({counts}) -> {c.store.where}")
     if c.state == "interrupted":
-        click.echo(f"interrupted: continue with `conform run --resume {c.run_id}`" + (f" --db {db}" if db else ""), err=True)
+        click.echo(f"interrupted: continue with `conform run --resume {c.run_id}{db_arg}`", err=True)
         sys.exit(130)
+    if bench:
+        _timing_pass(c, db_arg, quiet)
+    c.store.close()  # the last connection: SQLite folds its -wal file back into conform.db
+    click.echo(f"next: conform report --run {c.run_id}{db_arg}; conform site{db_arg} --out conform-site")
+
+
+# The timing pass `conform run` does after its sweep: float32 cells of the ops tagged core, at two
+# sizes, so that the site's Performance page has data after the one command README gives.
+# Not 1e6 elements: there one op alone (cdist, whose output is quadratic) took 270 of 585 s on a
+# loaded 2-core machine. `conform bench` times any other selection; --no-bench skips this.
+RUN_BENCH_OPS = "core"
+RUN_BENCH_DTYPES = ("float32",)
+RUN_BENCH_SIZES = {"small": 1_000, "medium": 100_000}
+
+
+def _timing_pass(c, db_arg: str, quiet: bool) -> None:
+    from . import timing
+    from .report import plural
+
+    ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
+    where = "the CPU" if c.backend.name == "cpu" else f"{c.backend.name} and the CPU"
+    click.echo(f"timing pass: passing {'/'.join(RUN_BENCH_DTYPES)} cells of the {RUN_BENCH_OPS} ops on {where} (skip with --no-bench)", err=True)
+    bar = None
+
+    def progress(cell, n, total):
+        nonlocal bar
+        if bar is None and not quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="cell", dynamic_ncols=True, file=sys.stderr)
+        if bar is not None:
+            bar.update(1)
+
+    started = time.monotonic()
+    try:
+        summary = timing.bench(c.store, c.run_id, c.backend, ops=ops, dtypes=RUN_BENCH_DTYPES, sizes=RUN_BENCH_SIZES, progress=progress)
+    except KeyboardInterrupt:
+        # the run itself is complete and stays `finished`; only its timings are partial
+        click.echo(f"timing pass interrupted: time again with `conform bench --run {c.run_id} --ops {RUN_BENCH_OPS}{db_arg}`", err=True)
+        sys.exit(130)
+    finally:
+        if bar is not None:
+            bar.close()
+    click.echo(f"timed {plural(summary.cells, 'cell')}: {plural(summary.timings, 'timing')} stored in {time.monotonic() - started:.0f} s")
 
 
 class _Summary:
@@ -150,8 +202,8 @@ class _Summary:
     controller = None
     error = ""
 
-    def pytest_sessionstart(self, session):
-        self.controller = getattr(session.config, "_conform", None)
+    def pytest_configure(self, config):  # after conform's own (tryfirst) pytest_configure
+        self.controller = getattr(config, "_conform", None)
 
     def pytest_internalerror(self, excrepr, excinfo):
         self.error = str(excinfo.value)
@@ -229,6 +281,17 @@ def report(fmt, run_id, db):
 
 
 def main(argv=None) -> None:
+    from . import interrupts
+
+    interrupts.install()
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # also while torch is still being imported
+        click.echo("conform: interrupted", err=True)
+        sys.exit(130)
+
+
+def _main(argv) -> None:
     from opdb import UnknownOpError
 
     try:
@@ -244,9 +307,6 @@ def main(argv=None) -> None:
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        click.echo("conform: interrupted", err=True)
-        sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
 

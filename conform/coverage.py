@@ -134,12 +134,20 @@ def _reason_group(reason: str) -> str:
     return reason[:160]
 
 
-def render(report: dict, fmt: str) -> str:
+REASON_WIDTH = 120  # characters of a reason in the table; --full and JSON give it whole
+
+
+def render(report: dict, fmt: str, *, full: bool = False) -> str:
     if fmt == "json":
         return json.dumps(report, indent=1)
     rows = report["ops"]
     header = ["op", "family", "variant", "exercised", "valid", "reason"]
-    table = [[r["op"], r["family"], r["variant"], "yes" if r["exercised"] else "no", str(r["valid_cases"]), r["reason"][:120]] for r in rows]
+    cut = not full and any(len(r["reason"]) > REASON_WIDTH for r in rows)
+
+    def reason(text: str) -> str:
+        return text if full or len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 1] + "…"
+
+    table = [[r["op"], r["family"], r["variant"], "yes" if r["exercised"] else "no", str(r["valid_cases"]), reason(r["reason"])] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *table)] if table else [len(h) for h in header]
     fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
     t = report["totals"]
@@ -155,6 +163,8 @@ def render(report: dict, fmt: str) -> str:
     if t.get("skipped_cells"):
         lines.append("skipped cells, by reason:")
         lines += [f"  {n:6d}  {_SKIP_WORDS.get(kind, kind)}" for kind, n in t["skipped_cells"].items()]
+    if cut:
+        lines.append(f"(reasons longer than {REASON_WIDTH} characters end in …: --full shows them whole, as does --format json)")
     return "\n".join(lines)
 
 
@@ -169,11 +179,12 @@ _SKIP_WORDS = {
 @click.command("coverage")
 @click.option("--run", "run", default="latest", show_default=True, metavar="ID|latest", help="the run to describe")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--full", is_flag=True, help=f"every reason whole (the table cuts them at {REASON_WIDTH} characters; JSON never does)")
 @click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
-def coverage_command(run, fmt, db):
+def coverage_command(run, fmt, full, db):
     """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
     store = Store(db, readonly=True)
-    click.echo(render(coverage(store, resolve_run(store, run)), fmt))
+    click.echo(render(coverage(store, resolve_run(store, run)), fmt, full=full))
 
 
 __all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "totals"]

@@ -467,7 +467,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             result.message = "; ".join(r.message for r in bad if r.kind in oracle.META_KINDS)
             return result
         result.outcome = Outcome.MISMATCH
-        result.message = "; ".join(r.message for r in bad[:3]) + v.attribution
+        result.message = _joined(bad) + v.attribution
         if fallback:
             result.message += f" ({fallback_message(fallback)})"
         return result
@@ -537,6 +537,18 @@ def _with_fallback(result: CaseResult, fallback: list[str]) -> CaseResult:
         result.outcome = Outcome.FALLBACK
         result.message = fallback_message(fallback)
     return result
+
+
+def _joined(bad: list[Record]) -> str:
+    """The first three findings, each text once: an out= argument is the returned tensor itself,
+    and the same finding at both is said once with both places ("... expected [output, out (out)]")."""
+    places: dict[str, list[str]] = {}
+    for r in bad[:3]:
+        body, sep, tail = r.message.rpartition(" [")
+        if not (sep and r.message.endswith("]")):
+            body, tail = r.message, ""
+        places.setdefault(body, []).append(tail[:-1])
+    return "; ".join(f"{b} [{', '.join(p)}]" if all(p) else b for b, p in places.items())
 
 
 def _fill_errors(result: CaseResult, records: list[Record]) -> None:
@@ -623,7 +635,7 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
             r.message = v.finding.message
         return _with_fallback(r, fallback)
-    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", "; ".join(r.message for r in bad[:3]) + v.attribution, finding=finding)
+    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", _joined(bad) + v.attribution, finding=finding)
     _fill_errors(result, v.records)
     result.device_golden_err, result.ref_golden_err = v.device_golden_err, v.ref_golden_err
     if fallback:

@@ -166,11 +166,20 @@ def resolve_baseline(spec: str, current_store, current_run: int):
 
 
 def _looks_like_toml(p: Path) -> bool:
+    """Text that is not a database: a file named *.db or holding binary data is opened as a
+    database, and refused as one ("not a readable conform database"), not parsed as TOML."""
     try:
         with open(p, "rb") as f:
-            return not f.read(16).startswith(b"SQLite format 3")
+            head = f.read(4096)
     except OSError:
         return False
+    if head.startswith(b"SQLite format 3") or p.suffix.lower() in (".db", ".sqlite", ".sqlite3") or b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start > len(head) - 4  # a character cut at the end of the block read
+    return True
 
 
 # -- comparing ----------------------------------------------------------------------------------

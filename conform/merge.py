@@ -18,6 +18,7 @@ import click
 from sqlalchemy import inspect, select
 
 from .errors import ConformError
+from .report import plural
 from .store import CatalogEntry, Environment, Failure, Op, Result, Run, Store, Timing
 from .store import models
 
@@ -182,6 +183,8 @@ def _merge_declared(src, dst, env_map, op_map, stats: MergeStats) -> None:
 
 def merge(sources, dest, *, create: bool = True) -> list[MergeStats]:
     """Merge the databases `sources` (paths or URLs) into `dest`, in order."""
+    for path in sources:  # a damaged or foreign source is refused before `dest` is created or changed
+        Store(path, readonly=True).close()
     out = Store(dest, create=create)
     try:
         stats = []
@@ -214,11 +217,11 @@ def merge_command(sources, output, as_json):
         click.echo(json.dumps({"output": output, "sources": [s.to_dict() for s in all_stats]}, indent=2))
         return
     for s in all_stats:
-        parts = [f"{s.runs} runs", f"{s.results} results", f"{s.failures} failures", f"{s.timings} timings", f"{s.environments} environments", f"{s.ops} ops"]
+        parts = [plural(s.runs, "run"), plural(s.results, "result"), plural(s.failures, "failure"), plural(s.timings, "timing"), plural(s.environments, "environment"), plural(s.ops, "op")]
         if s.runs_extended:
-            parts.append(f"{s.runs_extended} runs extended")
+            parts.append(plural(s.runs_extended, "run") + " extended")
         if s.declared_kernels:
-            parts.append(f"{s.declared_kernels} declared kernels")
+            parts.append(plural(s.declared_kernels, "declared kernel"))
         click.echo(f"{s.source}: added " + ", ".join(parts) if s.added else f"{s.source}: nothing new")
         for t in s.skipped_tables:
             click.echo(f"conform merge: warning: table {t!r} of {s.source} is unknown to this conform and was not merged", err=True)

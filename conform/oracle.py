@@ -139,7 +139,7 @@ def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, reru
         if j.ok and j.excuse:
             v.finding = Finding(PRECISION_EDGE, phase.name, j.excuse, v.device_golden_err, v.ref_golden_err)
         elif not j.ok:
-            v.attribution = attribution(v.device_golden_err, v.ref_golden_err, failures(j.records)) + _note(j)
+            v.attribution = attribution(v.device_golden_err, v.ref_golden_err, failures(j.records), plain_cpu=True) + _note(j)
         return v
     parity = phase.compare(device, phase.reference)
     if phase.layout is not None and not failures(parity):
@@ -636,10 +636,12 @@ def _e(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def attribution(d: float | None, r: float | None, bad: list[Record]) -> str:
+def attribution(d: float | None, r: float | None, bad: list[Record], *, plain_cpu: bool = False) -> str:
     """The message's tail: how far the device and the CPU each are from golden."""
     if d is None or r is None:
         return ""
+    if plain_cpu:  # the device side is the reference side: one CPU, measured against golden
+        return f"; CPU error {_e(d)} vs golden float64"
     worst = bad[0]
     if worst.kind != "values":  # NaN, inf and sign-of-zero findings: inf where the specials disagree
         return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from . import __version__
+from . import __version__, interrupts
 from .cell import CellResult, CellSettings, cell_process
 from .errors import ConformError
 from .outcomes import Outcome
@@ -75,6 +75,26 @@ class Controller:
     """The controller's state: the store, the run, the plan, the progress bar."""
 
     def __init__(self, config):
+        # Ctrl-C is taken over first: from here on a run may exist in the store, and it must end
+        # `interrupted` whatever moment the interrupt lands (conform.interrupts)
+        interrupts.install()
+        self.finished = False
+        interrupts.check()  # an interrupt swallowed before: no run is started
+        # the run, its catalog and plan are written whole, and the workers start, before an
+        # interrupt takes effect: in pytest_runtestloop, before the first cell
+        interrupts.block()  # (per thread: a thread that does not block it may still take it)
+        try:
+            with interrupts.held(deliver=False):
+                self._start(config)
+        except BaseException:
+            interrupts.unblock()
+            raise
+
+    @property
+    def interrupted(self) -> bool:
+        return interrupts.seen()
+
+    def _start(self, config):
         from opdb import UnknownOpError
 
         from . import backends, environment, selection
@@ -82,6 +102,7 @@ class Controller:
 
         opt = config.getoption
         self.config = config
+        self.run_id = None
         self.store = Store(opt("conform_db"))
         workdir = Path(opt("conform_workdir"))
         resume = opt("conform_resume")
@@ -121,6 +142,7 @@ class Controller:
         import opdb
 
         catalog = opdb.catalog()
+        self.planned = len(cells)
         if resume:
             self.run_id = run_id
             done = self.store.recorded_cells(run_id)
@@ -159,6 +181,8 @@ class Controller:
 
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
+        self.stored = 0  # cells of the run in the store, this session's and earlier ones'
+        self.state = "running"
         self.fatal = ""
         self.session = None
         self.recorded = 0
@@ -174,6 +198,7 @@ class Controller:
             "conform_plan": str(self.plan_path),
             "conform_rundir": str(self.rundir),
             "conform_device": self.options["device"],
+            "conform_device_name": self.backend.name,  # what --device chose (repro scripts name it)
             "conform_settings": self.settings.to_dict(),
             "conform_case_timeout": self.case_timeout,
             "conform_memory_limit": self.memory_limit,
@@ -181,7 +206,11 @@ class Controller:
         }
 
     def record(self, result: dict) -> None:
-        if self.fatal:
+        with interrupts.held():  # the result whole, then the interrupt
+            self._record(result)
+
+    def _record(self, result: dict) -> None:
+        if self.fatal or self.finished:
             return
         try:
             stored = self.store.record_result(self.run_id, result)
@@ -207,18 +236,31 @@ class Controller:
 
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
-        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.options["device"], f"({report.longrepr})")
+        # the repro names the device tested, also when it was chosen automatically
+        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.options["device"] or self.backend.name, f"({report.longrepr})")
 
     def finish(self, exitstatus) -> None:
-        self.monitor.stop()
-        state = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED or self.fatal else "finished"
-        if self.progress is not None:
-            self.progress.close()
-        self.state = state
-        try:
-            self.store.set_run_state(self.run_id, state)
-        except ConformError as e:
-            self.fatal = self.fatal or str(e)
+        """Store the run's final state once (from pytest_sessionfinish, or from
+        pytest_unconfigure when an interrupt ended the session before it began). `finished`
+        only when no interrupt came and every planned cell is stored; `stored` and `counts` are
+        read back from the store, so they are exact however the run ended."""
+        if self.finished:
+            return
+        self.finished = True
+        self.state = "interrupted"
+        with interrupts.held(deliver=False):  # a second Ctrl-C must not cut the final state in half
+            self.monitor.stop()
+            if self.progress is not None:
+                self.progress.close()
+            try:
+                done = self.store.recorded_cells(self.run_id)
+                if not (self.interrupted or self.fatal or exitstatus == pytest.ExitCode.INTERRUPTED) and all(c in done for c in self.cells):
+                    self.state = "finished"
+                self.store.set_run_state(self.run_id, self.state)
+                self.stored, self.counts = len(done), self.store.outcome_counts(self.run_id)
+            except ConformError as e:
+                self.fatal = self.fatal or str(e)
+        interrupts.release()  # Ctrl-C now ends whatever follows (pytest's shutdown, the timing pass)
 
 
 CRASHED_OPS = "crashed-ops.txt"
@@ -298,6 +340,9 @@ def pytest_configure(config):
     if not _is_conform_session(config):
         return
     if hasattr(config, "workerinput"):
+        interrupts.install()  # a Ctrl-C never dropped in a collector callback
+        interrupts.unblock()  # blocked by the controller while it started this worker
+        interrupts.check()
         return
     try:
         config._conform = Controller(config)
@@ -344,6 +389,7 @@ class WorkerContext:
         self.rundir = Path(winput["conform_rundir"]).absolute()
         self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
         self.device_spec = winput["conform_device"]
+        self.device_name = winput.get("conform_device_name") or self.device_spec  # for repro scripts
         self.crashers_path = winput.get("conform_crashers") and Path(winput["conform_crashers"]).absolute()
         self.child_args = (self.device_spec, winput["conform_settings"], str(self.inflight), float(winput["conform_case_timeout"]), winput.get("conform_memory_limit"))
         self.name = f"conform-device-{worker_id}"
@@ -382,7 +428,7 @@ class WorkerContext:
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
                 self._remember_crash(cell[0])
-            return died_result(cell, inflight, self.device_spec, f"({e})")
+            return died_result(cell, inflight, self.device_name, f"({e})")
         if poisoned:
             child.kill()  # a fresh device process serves the next cell
         return result
@@ -463,7 +509,10 @@ def pytest_runtest_logreport(report):
     if PROPERTY in props and report.when == "call":
         controller.record(props[PROPERTY])
     elif report.when == "???" or (report.failed and report.when == "call" and PROPERTY not in props):
-        controller.record(controller.crash_result(report))
+        # after Ctrl-C a worker that stops mid-cell looks like a crash to xdist: the cell was
+        # interrupted, not crashed, and `--resume` runs it again
+        if not controller.interrupted:
+            controller.record(controller.crash_result(report))
     elif report.failed and report.when == "setup":
         cell = _cell_of_nodeid(report.nodeid)
         r = CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}")
@@ -480,6 +529,15 @@ def pytest_sessionstart(session):
         session.config._conform.session = session
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """An interrupt that came during start-up (held until the run was fully written) stops the
+    session here, before any cell runs, through pytest's own path for Ctrl-C."""
+    if getattr(session.config, "_conform", None) is not None:
+        interrupts.unblock()
+        interrupts.check()
+
+
 def pytest_sessionfinish(session, exitstatus):
     controller = getattr(session.config, "_conform", None)
     if controller is not None:
@@ -492,4 +550,5 @@ def pytest_unconfigure(config):
         worker.close()
     controller = getattr(config, "_conform", None)
     if controller is not None:
+        controller.finish(pytest.ExitCode.INTERRUPTED)  # no-op unless the session never finished
         controller.store.close()

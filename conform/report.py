@@ -12,6 +12,11 @@ from .outcomes import SEVERITY, Outcome
 from .store import Environment, Op, Result, Run, Store
 
 
+def plural(n: int, noun: str) -> str:
+    """'1 environment', '2 environments' (nouns of conform's summaries take an s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @dataclass
 class EnvironmentSummary:
     environment_id: int

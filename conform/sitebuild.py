@@ -22,6 +22,7 @@ import jinja2
 
 from . import __version__, site_charts, site_data
 from .outcomes import SEVERITY
+from .report import plural
 from .site_data import CODES, DTYPE_ORDER, R_FINDINGS, R_OUTCOME, R_RUN, R_SKIP, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
@@ -443,8 +444,8 @@ def site_command(db, out):
         store.close()
     index = Path(out).resolve() / "index.html"
     click.echo(
-        f"site: {stats.environments} environments, {stats.ops} ops, {stats.cells} cells -> {stats.pages} pages, "
-        f"{stats.files} files, {stats.bytes / 1e6:.1f} MB in {stats.seconds:.1f} s; "
+        f"site: {plural(stats.environments, 'environment')}, {plural(stats.ops, 'op')}, {plural(stats.cells, 'cell')} -> {plural(stats.pages, 'page')}, "
+        f"{plural(stats.files, 'file')}, {stats.bytes / 1e6:.1f} MB in {stats.seconds:.1f} s; "
         f"largest page {stats.largest_page[0]} {stats.largest_page[1] / 1e3:.0f} kB"
     )
     click.echo(f"open {index.as_uri()}")

@@ -2,13 +2,15 @@
 `pytest --pyargs conform.suite`, and one clear line with exit 2 for every kind of bad input."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from cli_helpers import cells, conform, conform_env
+from cli_helpers import cells, conform, conform_env, damaged_database
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
 CLEAN_OPS = "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
@@ -99,6 +101,28 @@ def test_garbage_database(tmp_path):
     assert db.read_text().startswith("definitely not sqlite")
 
 
+def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, tmp_path):
+    good, _ = clean_run
+    db = tmp_path / "damaged.db"
+    before = damaged_database(db)
+    commands = [
+        ("report",),
+        ("coverage",),
+        ("site", "--out", tmp_path / "site"),
+        ("expectations", "--from-run", "latest", "-o", tmp_path / "e.toml"),
+        ("bench",),
+        ("gate", "--baseline", Path(__file__).parent.parent / "ci" / "expectations-cpu.toml"),
+        ("run", "--ops", "aten::relu", "--dtypes", "float32", "-n", "1"),
+    ]
+    for args in commands:
+        _one_line_error(conform(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed")
+    # as a baseline or a merge source, next to a good database
+    _one_line_error(conform("gate", "--baseline", db, "--db", good / "c.db", cwd=tmp_path), "damaged.db is damaged")
+    _one_line_error(conform("merge", db, "-o", tmp_path / "all.db", cwd=tmp_path), "damaged.db is damaged")
+    assert db.read_bytes() == before  # no new run, no WAL switch, nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]
+
+
 def test_missing_database_for_report(tmp_path):
     _one_line_error(conform("report", "--db", tmp_path / "nope.db", cwd=tmp_path), "no conform database")
 
@@ -124,3 +148,20 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
     assert got[("aten::relu", "float32")] == "pass"
     assert got[("aten::neg", "float32")] == "pass"
     assert "relu/float32" in (tmp_path / "j.xml").read_text()
+
+
+def test_the_main_command_leaves_timings_for_the_performance_page(tmp_path):
+    """`conform run` with no flag times the core ops after its sweep (README's first command)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "conform.cli", "run", "--ops", "aten::abs,aten::add.Tensor,aten::mm", "--dtypes", "float32", "--examples", "3", "-n", "1", "--db", "c.db"],
+        cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^timed 3 cells: 6 timings stored in \d+ s$", proc.stdout, re.M), proc.stdout
+    assert "timing pass: passing float32 cells of the core ops on the CPU (skip with --no-bench)" in proc.stderr
+    with sqlite3.connect(tmp_path / "c.db") as c:
+        timed = {r[0] for r in c.execute("SELECT o.qualname FROM timings t JOIN ops o ON o.id = t.op_id")}
+    assert timed == {"aten::abs", "aten::add.Tensor", "aten::mm"}
+    conform("site", "--db", "c.db", "--out", "site", cwd=tmp_path, check=True)
+    assert "no timings" not in (tmp_path / "site" / "index.html").read_text()
+    assert "No timings in this database" not in (tmp_path / "site" / "perf.html").read_text()

@@ -76,3 +76,21 @@ def test_table_ends_with_totals(run_db):
 def test_unknown_run_is_one_line_error(run_db):
     proc = conform("coverage", "--db", "c.db", "--run", "99", cwd=run_db)
     assert proc.returncode == 2 and proc.stderr.strip() == f"conform: error: no run 99 in {run_db / 'c.db'}"
+
+
+def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_path):
+    from conform.store import Store
+    from opdb.spec import OpSpec
+
+    reason = "takes a handle to a live resource that no generator can build: " + "detail " * 30 + "THE END"
+    op = OpSpec(name="aten::long_reason", overload="", schema="", arguments=(), returns=(), variant="functional", tags=(), family="other", kernels=())
+    store = Store(tmp_path / "c.db")
+    run = store.start_run({"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=1, ops_total=1, cells_planned=1)
+    store.record_catalog(run, [op])
+    store.record_result(run, {"op": "aten::long_reason", "dtype": "none", "outcome": "skipped", "message": f"untestable: {reason}"})
+    store.set_run_state(run, "finished")
+    store.close()
+    table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
+    assert "THE END" not in table.split("\n\n")[0] and "…" in table and "--full" in table
+    assert reason in conform("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
+    assert json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)["ops"][0]["reason"] == reason

@@ -1,6 +1,7 @@
 """Crashes, hangs, interruptions and kill -9 lose nothing (issue: durability)."""
 
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -97,3 +98,125 @@ def test_ctrl_c_stops_cleanly_and_marks_the_run_interrupted(tmp_path):
     assert run_states(db) == {1: "interrupted"}
     recorded = cells(db)
     assert recorded and len(recorded) == len(set(recorded))
+
+
+def _planned(db) -> int:
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT cells_planned FROM runs").fetchone()[0]
+
+
+def _interrupt(proc, when) -> tuple[str, str]:
+    """SIGINT to the run's process group (what Ctrl-C at a terminal sends) once `when()` holds."""
+    deadline = time.monotonic() + 240
+    while not when() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    return proc.communicate(timeout=120)
+
+
+def _snapshot(db) -> tuple[dict, list]:
+    try:
+        return run_states(db), sorted(cells(db))
+    except sqlite3.Error:  # not created yet, or its schema not yet written
+        return {}, []
+
+
+def _check_stopped(db, proc, out, err, before) -> str | None:
+    """What Ctrl-C must leave, whatever moment it landed: one line on stderr and no traceback;
+    the database as it was before (the interrupt came before a run was started or resumed), or
+    the run `interrupted` with exactly the count printed (or `finished` with every cell, when the
+    interrupt came after the final state was written); no duplicate cell, and no cell stored as a
+    crash because its worker was stopped."""
+    assert "Traceback" not in err, err
+    if "run 1 " not in out:
+        assert proc.returncode == 130 and err.strip() == "conform: interrupted", (proc.returncode, out, err)
+        assert _snapshot(db) == before, "an interrupt before the run started changed the database"
+        return None
+    (state,) = run_states(db).values()
+    stored = cells(db)
+    assert len(stored) == len(set(stored)), "duplicate cells"
+    assert not [c for c in stored if c[2] == "crash"], "a cell stopped by Ctrl-C was stored as a crash"
+    if state == "finished":
+        assert len(stored) == _planned(db), (len(stored), _planned(db), out, err)
+        return state
+    assert state == "interrupted", (state, out, err)
+    assert proc.returncode == 130, (proc.returncode, err)
+    m = re.search(r"run 1 interrupted: (\d+) of (\d+) cells recorded", out)
+    assert m and int(m[1]) == len(stored) and int(m[2]) == _planned(db), (out, len(stored))
+    assert "`conform run --resume 1 --db " in err, err
+    return state
+
+
+def _results(db) -> int:
+    try:
+        return len(cells(db))
+    except sqlite3.Error:  # not created yet, or its schema not yet written
+        return -1
+
+
+def _has_run(db) -> bool:
+    try:
+        return bool(run_states(db))
+    except sqlite3.Error:
+        return False
+
+
+def _since(predicate, seconds):
+    """A condition that holds `seconds` after `predicate` first held."""
+    first = []
+
+    def when():
+        if not first and predicate():
+            first.append(time.monotonic())
+        return bool(first) and time.monotonic() - first[0] >= seconds
+
+    return when
+
+
+def test_ctrl_c_at_any_moment_leaves_the_run_interrupted_with_an_exact_count(tmp_path):
+    def launched():
+        return True
+
+    # start-up (before the run exists; the moment it appears, while its catalog and plan are
+    # written; while the workers start), mid-sweep, and when the last cell is stored (shutdown)
+    points = {
+        "before the run": lambda db: _since(launched, 1.0),
+        "run appears": lambda db: lambda: _has_run(db),
+        "workers starting": lambda db: _since(lambda: _has_run(db), 1.0),
+        "mid-sweep": lambda db: lambda: _results(db) >= 3,
+        "shutdown": lambda db: lambda: _has_run(db) and _results(db) >= _planned(db),
+    }
+    seen = {}
+    for name, point in points.items():
+        db = tmp_path / f"{name.replace(' ', '-')}.db"
+        proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=tmp_path)
+        out, err = _interrupt(proc, point(db))
+        try:
+            seen[name] = _check_stopped(db, proc, out, err, ({}, []))
+        except AssertionError as e:
+            raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
+    assert seen["run appears"] == seen["mid-sweep"] == "interrupted", seen
+
+    # an interrupted --resume: before it takes the run over, the moment it marks it running
+    # again (today: "database is locked", the run left `running`), and mid-way; then one that
+    # completes
+    db = tmp_path / "mid-sweep.db"
+    resume_points = {
+        "resume starting": lambda: _since(launched, 1.0),
+        "resume takes the run": lambda: lambda: _snapshot(db)[0] == {1: "running"},
+        "resume mid-way": lambda: (lambda base: lambda: _results(db) >= base + 2)(_results(db)),
+    }
+    for name, point in resume_points.items():
+        before = _snapshot(db)
+        proc = popen_conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
+        out, err = _interrupt(proc, point())
+        try:
+            _check_stopped(db, proc, out, err, before)
+        except AssertionError as e:
+            raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
+    done = conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run_states(db) == {1: "finished"}
+    final = cells(db)
+    assert len(final) == len(set(final)) == _planned(db)

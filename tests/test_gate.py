@@ -50,7 +50,7 @@ def cli(*args: str) -> int:
 
 def conform_run(cwd: Path, *args: str) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "conform.cli", "run", "--dtypes", "float32", "--examples", "3", "-n", "1", "--derandomize", "-q", *args]
+    cmd = [sys.executable, "-m", "conform.cli", "run", "--dtypes", "float32", "--examples", "3", "-n", "1", "--derandomize", "--no-bench", "-q", *args]
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
 
@@ -210,6 +210,18 @@ def test_bad_baselines_exit_2_with_one_line(tmp_path, capsys, baseline, words):
     assert cli("gate", "--baseline", baseline, "--db", db) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("conform: error: ") and words in err and "\n" not in err
+
+
+@pytest.mark.parametrize("name, content", [("garbage.db", bytes(range(256)) * 8), ("garbage.db", b"hello = 1\n"), ("baseline", b"\x00\xff" * 100)])
+def test_a_baseline_that_is_not_a_database_says_so(tmp_path, capsys, name, content):
+    """Not "not UTF-8 text": a *.db or binary file is refused as a database, not read as TOML."""
+    db = _db(tmp_path)
+    make_run(Store(db), {("aten::add.Tensor", "float32"): "pass"})
+    (tmp_path / name).write_bytes(content)
+    capsys.readouterr()
+    assert cli("gate", "--baseline", tmp_path / name, "--db", db) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a readable conform database" in err and "\n" not in err, err
 
 
 def test_an_unfinished_run_is_not_gated(tmp_path, capsys):

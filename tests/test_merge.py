@@ -102,3 +102,10 @@ def test_cli_reports_what_was_added(tmp_path):
     assert [s["runs"] for s in report["sources"]] == [1, 1]
     r = CliRunner().invoke(merge_command, [str(a), "-o", str(out)])
     assert "nothing new" in r.output
+
+
+def test_cli_counts_say_one_thing_in_the_singular(tmp_path):
+    a, _ = two_dbs(tmp_path)
+    r = CliRunner().invoke(merge_command, [str(a), "-o", str(tmp_path / "all.db")])
+    assert r.exit_code == 0, r.output
+    assert "added 1 run, " in r.output and ", 1 environment, " in r.output and ", 1 timing, " in r.output, r.output

@@ -303,3 +303,12 @@ def test_site_files_is_a_real_folder_with_templates_and_assets():
     root = site_files()
     assert isinstance(root, Path) and root.is_dir()
     assert (root / "templates" / "base.html").is_file() and (root / "static" / "style.css").is_file()
+
+
+def test_overview_table_fits_a_1400_px_window(site, browser):
+    """Every column of the overview (per-outcome counts included) is visible without scrolling."""
+    out, _ = site
+    browser.goto((out / "index.html").as_uri())
+    width = browser.eval("document.documentElement.clientWidth")
+    box = browser.eval("(() => { const s = document.querySelector('#overview').parentElement; return [s.scrollWidth, s.clientWidth, document.querySelector('#overview').getBoundingClientRect().right]; })()")
+    assert width == 1400 and box[0] <= box[1] and box[2] <= width, (width, box)

@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 from sqlalchemy import text
 
+from cli_helpers import damaged_database
 from conform.errors import StoreError
 from conform.store import SCHEMA_VERSION, Store
 from opdb.spec import OpSpec
@@ -80,6 +81,28 @@ def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):
     with sqlite3.connect(path) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == {"customers"}
+
+
+def test_foreign_sqlite_file_gets_no_write_at_all(tmp_path):
+    """Not even the switch to WAL, which rewrites bytes 18-19 of the header."""
+    path = tmp_path / "their.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER)")
+    before = path.read_bytes()
+    for kw in ({}, {"readonly": True}, {"create": False}):
+        with pytest.raises(StoreError, match="not a conform database"):
+            Store(path, **kw)
+    assert path.read_bytes() == before
+    assert not (tmp_path / "their.db-wal").exists()
+
+
+def test_damaged_database_is_refused_at_open_and_untouched(tmp_path):
+    path = tmp_path / "c.db"
+    before = damaged_database(path)
+    for kw in ({}, {"readonly": True}, {"create": False}):
+        with pytest.raises(StoreError, match="c.db is damaged: database disk image is malformed"):
+            Store(path, **kw)
+    assert path.read_bytes() == before
 
 
 def test_missing_folder_is_a_clear_error(tmp_path):

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import String, create_engine, delete, event, insert, inspect, select, text
+from sqlalchemy import String, create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -70,11 +70,13 @@ def _describe(url: str) -> str:
     return u.render_as_string(hide_password=True)
 
 
-def _sqlite_pragmas(readonly: bool):
+def _sqlite_pragmas(store: "Store"):
     def on_connect(dbapi_conn, _record):
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA busy_timeout = 30000")
-        if not readonly:
+        # journal_mode = WAL rewrites the file's header: only once the file is known to be
+        # conform's (or a new one), never on another application's database
+        if store._wal:
             cur.execute("PRAGMA journal_mode = WAL")
             cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
@@ -149,8 +151,9 @@ class Store:
             raise StoreError(f"cannot open database {self.where}: {_first_line(e)}{hint}") from None
         except (ArgumentError, SQLAlchemyError) as e:
             raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
+        self._wal = False
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas(readonly))
+            event.listen(self.engine, "connect", _sqlite_pragmas(self))
         self._session_factory = sessionmaker(self.engine, expire_on_commit=False)
         self._op_ids: dict[str, int] = {}
         self._check_schema(create=create and not readonly)
@@ -158,13 +161,22 @@ class Store:
     # -- schema ------------------------------------------------------------------------------
 
     def _check_schema(self, *, create: bool) -> None:
+        """Refuse a file that is not conform's, is damaged, or is too new, before anything is
+        written to it; then switch a writable SQLite file to WAL and create or upgrade the schema."""
         try:
             with self.engine.connect() as conn:
                 state = self._schema_state(conn)
+                if self.is_sqlite and state is not None:
+                    self._check_integrity(conn)
         except (DatabaseError, sqlite3.DatabaseError) as e:
+            if _is_damage(e):
+                raise StoreError(f"{self.where} is damaged: {_first_line(e)}") from None
             raise StoreError(f"{self.where} is not a readable conform database: {_first_line(e)}") from None
         except SQLAlchemyError as e:
             raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
+        if self.is_sqlite and not self.readonly:
+            self._wal = True
+            self.engine.dispose()  # the pooled connection was opened without WAL
         if state == SCHEMA_VERSION:
             return
         if state is None and not create:
@@ -174,6 +186,16 @@ class Store:
         # Create or upgrade under a lock, looking again once it is held: several fleet machines
         # may open the same fresh (or old) database at once, and only one must change it.
         self._guard(self._change_schema)
+
+    def _check_integrity(self, conn) -> None:
+        """A damaged page (a disk error, a file copied while written) fails here, at open, with
+        one clear error, not as a traceback in the middle of a report or a run. quick_check reads
+        every page once but skips the index cross-checks of integrity_check."""
+        problems = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check(1)")]
+        if problems != ["ok"]:
+            # "*** in database main ***\nPage 1946: btreeInitPage() returns error code 11"
+            detail = "; ".join(line for p in problems for line in str(p).splitlines() if not line.startswith("***"))
+            raise StoreError(f"{self.where} is damaged: database disk image is malformed ({detail})")
 
     def _schema_state(self, conn) -> int | None:
         """The schema version (None: an empty database); StoreError if foreign or too new."""
@@ -221,6 +243,8 @@ class Store:
                 raise StoreError(f"{self.where} is read-only") from None
             raise StoreError(f"database error on {self.where}: {msg}") from None
         except (DatabaseError, sqlite3.DatabaseError) as e:
+            if _is_damage(e):
+                raise StoreError(f"{self.where} is damaged: {_first_line(e)}") from None
             raise StoreError(f"database error on {self.where}: {_first_line(e)}") from None
 
     # -- sessions ----------------------------------------------------------------------------
@@ -406,6 +430,12 @@ class Store:
             rows = s.execute(select(Op.qualname, Result.dtype).join(Op, Result.op_id == Op.id).where(Result.run_id == run_id)).all()
         return {(q, d) for q, d in rows}
 
+    def outcome_counts(self, run_id: int) -> dict[str, int]:
+        """{outcome: cells} of one run."""
+        with self.session() as s:
+            rows = s.execute(select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)).all()
+        return {o: n for o, n in rows}
+
     # -- declared kernels --------------------------------------------------------------------
 
     def record_declared(self, env: dict[str, Any], kernels: dict[str, dict[str, str]], ops: dict[str, dict[str, Any]] | None = None) -> int:
@@ -479,6 +509,11 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _is_damage(e: BaseException) -> bool:
+    msg = _first_line(e).lower()
+    return "malformed" in msg or "corrupt" in msg
 
 
 def _first_line(e: BaseException) -> str:

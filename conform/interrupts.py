@@ -1,0 +1,108 @@
+"""Ctrl-C that is never lost.
+
+Python turns SIGINT into a KeyboardInterrupt raised wherever the main thread happens to be. Raised
+inside a garbage-collector callback (hypothesis installs one) or a `__del__`, it is printed as
+"Exception ignored" and dropped, and a sweep would go on as if no one had pressed Ctrl-C. The
+handler here raises it again after a collector callback, and also notes the interrupt, so that
+the controller finds one lost elsewhere at its next checkpoint;
+and while the controller writes to the store (`held()`) it only notes it: a write cut in half can
+leave its transaction open, and the run's final state could then not be written.
+
+While the controller starts its workers, SIGINT is blocked (`block()`): a blocked signal stays
+blocked in a child process, so that a worker that is still importing torch when Ctrl-C comes does
+not die with a traceback; each worker unblocks it once its pytest is configured, and the
+interrupt then ends it the ordinary way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import threading
+
+_state = {"seen": False, "raised": False, "held": 0, "installed": False}
+
+
+def _on_sigint(signum, frame):
+    _state["seen"] = True
+    if _state["held"] or _state["raised"]:
+        return  # one KeyboardInterrupt stops a process; more would only land in its shutdown
+    if _in_gc_callback(frame):
+        # raised here it would be printed as "Exception ignored" and dropped: deliver it again
+        # once the collector is done
+        again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+        again.daemon = True
+        again.start()
+        return
+    _state["raised"] = True
+    raise KeyboardInterrupt
+
+
+def _in_gc_callback(frame) -> bool:
+    codes = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def install() -> None:
+    """Take over SIGINT (idempotent; a no-op off the main thread, where Python cannot)."""
+    if _state["installed"]:
+        return
+    try:
+        signal.signal(signal.SIGINT, _on_sigint)
+        _state["installed"] = True
+    except ValueError:
+        pass
+
+
+def seen() -> bool:
+    """Whether SIGINT came since `install()`, raised or not."""
+    return _state["seen"]
+
+
+def check() -> None:
+    """A checkpoint: raise the KeyboardInterrupt of a SIGINT that was held or swallowed."""
+    if _state["seen"] and not _state["held"]:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def held(*, deliver: bool = True):
+    """Code that must complete: an interrupt meanwhile is only noted. With `deliver`, it is
+    raised when the outermost held block ends without an error of its own; without, the caller
+    looks at `seen()` itself (at a checkpoint of its choosing)."""
+    _state["held"] += 1
+    try:
+        yield
+    finally:
+        _state["held"] -= 1
+    if deliver:
+        check()
+
+
+def block() -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def unblock() -> None:
+    """Let SIGINT in; one that came while blocked is delivered now (noted, as held() is on)."""
+    if hasattr(signal, "pthread_sigmask"):
+        with held(deliver=False):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def release() -> None:
+    """Plain KeyboardInterrupt again from here on (once the run's final state is written)."""
+    unblock()
+    _state["held"] = 0
+    _state["installed"] = False
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass
