@@ -162,15 +162,24 @@ def functional_of(op):
     found = None
     packet = getattr(torch.ops.aten, op.base_name, None)
     wanted = [a.name for a in op.arguments if not a.is_out]
-    if packet is not None:
-        for overload in packet.overloads():
-            fn = getattr(packet, overload, None)
-            args = fn._schema.arguments if fn is not None else []
-            if any(a.is_out for a in args):
-                continue
-            if [a.name for a in args] == wanted:
-                found = fn
-                break
+    # names alone are ambiguous: float_power.Scalar_out (Scalar self, Tensor exponent) would find
+    # float_power.Tensor_Tensor first, which rejects a number for self; the types must agree too
+    own = getattr(packet, op.overload or "default", None) if packet is not None else None
+    wanted_types = [str(a.type) for a in own._schema.arguments if not a.is_out] if own is not None else None
+    candidates = []
+    for overload in packet.overloads() if packet is not None else ():
+        fn = getattr(packet, overload, None)
+        args = fn._schema.arguments if fn is not None else []
+        if any(a.is_out for a in args):
+            continue
+        head, rest = args[: len(wanted)], args[len(wanted) :]
+        # the functional may take more arguments, with defaults: tril_indices.out (row, col,
+        # offset) and tril_indices (row, col, offset, dtype=long, ...) give the same result
+        if rest and not all(a.has_default_value() for a in rest):
+            continue
+        if [a.name for a in head] == wanted and (wanted_types is None or [str(a.type) for a in head] == wanted_types):
+            candidates.append((len(rest), fn))
+    found = min(candidates, key=lambda c: c[0])[1] if candidates else None
     _FUNCTIONAL_CACHE[op.qualname] = found
     return found
 
