@@ -501,6 +501,10 @@ def _draw_bool(arg, ctx, label):
 
 def _draw_bool_list(arg, ctx, label):
     n = list_size(arg.type) or 2
+    if arg.name == "output_mask" and ctx.op.variant == "out":
+        # a masked-off result is an undefined tensor, which an out= overload cannot copy into its
+        # out ("Expected out tensor to have dtype nullptr", native_group_norm_backward.out)
+        return [True] * n
     return ctx.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=label)
 
 

@@ -535,7 +535,7 @@ def batch_norm(ctx):
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
     if "running_mean" in names:
         ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
         ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
@@ -570,6 +570,15 @@ def quantized_batch_norm(ctx):
     ctx.fixed["output_zero_point"] = ctx.draw(st.integers(0, 10), label="output_zero_point")
 
 
+def _leave_out(ctx, name) -> bool:
+    """Whether an optional weight or bias is None. Never in a backward's out= overload: without a
+    weight its gradient is an undefined tensor, which the out= wrapper cannot copy into its out
+    ("tensor does not have a device", native_layer_norm_backward.out, torch 2.13)."""
+    if ctx.op.variant == "out" and "output_mask" in _arg_names(ctx):
+        return False
+    return ctx.draw(st.booleans(), label=f"no {name}")
+
+
 @family("layer_norm", "native_layer_norm", "rms_norm", "fused_rms_norm", "fused_layer_norm")
 def layer_norm(ctx):
     names = _arg_names(ctx)
@@ -582,7 +591,7 @@ def layer_norm(ctx):
     ctx.fixed["normalized_shape"] = normalized
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, tuple(normalized), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, tuple(normalized), label=name)
 
 
 @family("group_norm", "native_group_norm")
@@ -596,7 +605,7 @@ def group_norm(ctx):
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
     if "num_groups" in names:
         ctx.fixed["num_groups"] = g
     if "group" in names:
@@ -1137,10 +1146,32 @@ def make_quantized(ctx):
 
 @family("int_mm")
 def int_mm(ctx):
-    """int8 matrices; the out= overload does not resize its out, which must be (n, m) int32."""
+    """int8 matrices in the int32 cell, the result's dtype (no default cell is int8: in the others
+    the cell's dtype, which the reference rejects); the out= overload does not resize its out,
+    which must be (n, m) int32."""
+    int32 = ctx.dtype == "int32"
+    if int32:
+        ctx.dtype = "int8"
     symbolic(ctx, _MM)
+    if int32:
+        ctx.dtype = "int32"
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=(ctx.shape[0], ctx.fixed["mat2"].shape[1]), dtype="int32")
+
+
+@family("scaled_mm")
+def scaled_mm(ctx):
+    """float8 (e4m3) matrices (n, k) x (k, m), the second column-major as every kernel requires,
+    with per-tensor float32 scales; the result is in the cell's dtype (out_dtype), so the
+    floating cells hold the valid cases."""
+    n, k, m = (ctx.draw(st.integers(1, 4), label=x) for x in ("n", "k", "m"))
+    ctx.shape = (n, k)
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(n, k), values="small", layout="contiguous", label="self")
+    ctx.fixed["mat2"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(k, m), values="small", layout="transposed", label="mat2")
+    for name in ("scale_a", "scale_b"):
+        ctx.fixed[name] = draw_tensor(ctx.draw, dtype="float32", shape=(), values="positive", layout="contiguous", label=name)
+    ctx.fixed.update(bias=None, scale_result=None, use_fast_accum=False)
+    ctx.fixed["out_dtype"] = {"dtype": ctx.dtype}
 
 
 
@@ -1347,3 +1378,79 @@ def device_from_string(ctx):
     arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
     if arg is not None and arg.type == "str":
         ctx.fixed["a"] = ctx.draw(st.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")
+
+
+# -- ops whose inputs are of another dtype than the cell's, or of one value range ---------------------
+
+
+@family("float_power")
+def float_power(ctx):
+    """The result is float64 (complex128 for complex inputs) whatever the inputs: the in-place
+    overloads write it into self, which must already be of that dtype."""
+    if ctx.op.variant == "inplace":
+        wide = "complex128" if ctx.dtype.startswith("complex") else "float64"
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, dtype=wide, label="self", writable=True)
+
+
+@family("stft")
+def stft(ctx):
+    """A real or complex signal (L,) or (B, L) with n_fft <= L (and under L when centred, which
+    reflect-pads by n_fft // 2), hop and window lengths within n_fft; return_complex is given,
+    which torch requires for real input. Onesided only for real input."""
+    names = _arg_names(ctx)
+    length = ctx.draw(st.integers(2, 8), label="length")
+    batch = ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch")
+    ctx.shape = (*batch, length)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    center = "center" in names and ctx.draw(st.booleans(), label="center")
+    if "center" in names:
+        ctx.fixed["center"] = center
+        ctx.fixed["pad_mode"] = ctx.draw(st.sampled_from(("reflect", "constant", "replicate", "circular")), label="pad_mode")
+    n_fft = ctx.draw(st.integers(1, length - 1 if center else length), label="n_fft")
+    ctx.fixed["n_fft"] = n_fft
+    ctx.fixed["hop_length"] = ctx.draw(st.none() | st.integers(1, n_fft), label="hop_length")
+    win = ctx.draw(st.none() | st.integers(1, n_fft), label="win_length")
+    ctx.fixed["win_length"] = win
+    ctx.fixed["window"] = None if ctx.draw(st.booleans(), label="no window") else _tensor(ctx, (win or n_fft,), values="positive", label="window")
+    ctx.fixed["normalized"] = ctx.draw(st.booleans(), label="normalized")
+    ctx.fixed["onesided"] = None if ctx.dtype.startswith("complex") else ctx.draw(st.sampled_from((None, True, False)), label="onesided")
+    ctx.fixed["return_complex"] = True
+    if "align_to_window" in names:
+        ctx.fixed["align_to_window"] = None
+
+
+def _counts(ctx, n: int, *, label: str, high: int = 4, dtype: str | None = None) -> TensorSpec:
+    """n non-negative integers below `high`, of the cell's dtype (only integer cells are valid)."""
+    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=(n,), values="index", low=0, high=high, label=label)
+
+
+@family("bincount")
+def bincount(ctx):
+    """A 1-d tensor of non-negative integers (the integer cells; the others are rejected), float
+    weights of the same length or none, and a minimum length."""
+    n = ctx.draw(st.integers(0, 6), label="length")
+    ctx.shape = (n,)
+    ctx.fixed["self"] = _counts(ctx, n, label="self", high=6)
+    ctx.fixed["weights"] = None if ctx.draw(st.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
+    ctx.fixed["minlength"] = ctx.draw(st.integers(0, 3), label="minlength")
+
+
+@family("repeat_interleave")
+def repeat_interleave(ctx):
+    """Tensor repeats: 1-d non-negative integers, one per element of self along dim (of the
+    flattened self without dim), or a single one; output_size, when given, is their total."""
+    names = _arg_names(ctx)
+    repeats = next((a for a in ctx.op.arguments if a.name == "repeats"), None)
+    if repeats is None or not repeats.type.startswith("Tensor"):
+        return
+    if "self" in names:
+        dim = ctx.draw(st.none() | dims(ctx), label="dim") if ctx.rank else None
+        ctx.fixed["dim"] = dim
+        n = _numel(ctx.shape) if dim is None else ctx.size(dim)
+        n = 1 if ctx.draw(st.booleans(), label="one repeat") else n
+    else:
+        n = ctx.draw(st.integers(0, 5), label="length")
+        ctx.shape = (n,)
+    # with self, the repeats are an index-like argument: int64 in every cell
+    ctx.fixed["repeats"] = _counts(ctx, n, label="repeats", dtype="int64" if "self" in names else None)
+    ctx.fixed["output_size"] = None
