@@ -186,6 +186,16 @@ def functional_of(op):
 
 def out_dtypes(op, drawn: dict) -> list[str] | None:
     """Result dtypes of the functional counterpart of out= op `op`, run on the CPU, in order."""
+    results = out_results(op, drawn)
+    return None if results is None else [r and r[0] for r in results]
+
+
+_SPARSE_OUT_LAYOUTS = {torch.sparse_coo: "sparse_coo"}
+
+
+def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]] | None] | None:
+    """(dtype, sparse layout or None, shape) of each result of the functional counterpart of out=
+    op `op`, run on the CPU, in order; None where a result is not a tensor."""
     fn = functional_of(op)
     if fn is None:
         return None
@@ -197,4 +207,7 @@ def out_dtypes(op, drawn: dict) -> list[str] | None:
     except Exception:  # the functional rejects these inputs: the out op will too
         return None
     outs = out if isinstance(out, (tuple, list)) else [out]
-    return [str(t.dtype).removeprefix("torch.") if isinstance(t, torch.Tensor) else None for t in outs]
+    return [
+        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), tuple(t.shape)) if isinstance(t, torch.Tensor) else None
+        for t in outs
+    ]

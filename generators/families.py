@@ -1454,3 +1454,33 @@ def repeat_interleave(ctx):
     # with self, the repeats are an index-like argument: int64 in every cell
     ctx.fixed["repeats"] = _counts(ctx, n, label="repeats", dtype="int64" if "self" in names else None)
     ctx.fixed["output_size"] = None
+
+
+@family("to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")
+def to_sparse_compressed(ctx):
+    """A dense matrix (compressed layouts hold 2-d tensors, batched or not, here unbatched) and,
+    for the block layouts, a block size that divides it. The out= overloads copy into an out of
+    the same layout, which must hold as many elements as the result: the same values, converted."""
+    import dataclasses
+
+    block = ctx.op.base_name.lstrip("_").startswith("to_sparse_b")
+    bh, bw = (ctx.draw(st.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
+    ctx.shape = (bh * ctx.draw(st.integers(1, 3), label="block rows"), bw * ctx.draw(st.integers(1, 3), label="block cols"))
+    out = ctx.op.variant == "out"
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous" if out else None, label="self")
+    if block:
+        ctx.fixed["blocksize"] = [bh, bw]
+    ctx.fixed["dense_dim"] = None
+    layout = {"to_sparse_csr": "sparse_csr", "to_sparse_csc": "sparse_csc"}.get(ctx.op.base_name.lstrip("_"))
+    if out and layout:
+        ctx.fixed["out"] = dataclasses.replace(ctx.fixed["self"], layout=layout)
+
+
+@family("coalesce")
+def uncoalesced(ctx):
+    """_coalesce asserts that its input is not coalesced: a sparse COO tensor with each entry
+    repeated (coalesce accepts both)."""
+    if ctx.op.base_name == "_coalesce":
+        if ctx.rank == 0:
+            ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="sparse_coo_uncoalesced", label="self")

@@ -143,7 +143,9 @@ def _cases(draw, op, cell, max_numel, builder):
             value = backward.draw_deferred(arg, ctx)
         elif arg.is_out:
             if "out dtypes" not in ctx.hints:
-                ctx.hints["out dtypes"] = backward.out_dtypes(op, ctx.drawn) or []
+                results = backward.out_results(op, ctx.drawn) or []
+                ctx.hints["out dtypes"] = [r and r[0] for r in results]
+                ctx.hints["out results"] = results
             value = argtypes.out_values(arg, ctx)
         else:
             value = argtypes.draw_arg(arg, ctx)
