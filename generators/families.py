@@ -1484,3 +1484,19 @@ def uncoalesced(ctx):
         if ctx.rank == 0:
             ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
         ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="sparse_coo_uncoalesced", label="self")
+
+
+@family("Delete", "__getitem__", "pop")
+def dict_key(ctx):
+    """dict[key], del dict[key] and dict.pop(key) on a TorchScript Dict: the key is one the dict
+    holds (else KeyError). A Tensor key is the very spec of the dict's key, which
+    `Case.materialize` builds once: Dict[Tensor, t] hashes tensors by identity."""
+    from generators.argtypes import draw_jit, jit_formal
+
+    names = _arg_names(ctx)
+    if getattr(ctx.op, "family", "") != "torchscript" or "Dict" not in ctx.op.overload or "key" not in names:
+        return
+    d = draw_jit(jit_formal(ctx.op, "self"), ctx, "arg self", name="self")
+    ctx.fixed["self"] = d
+    keys = [k for k, _ in d["dict"]]
+    ctx.fixed["key"] = keys[ctx.draw(st.integers(0, len(keys) - 1), label="key")]
