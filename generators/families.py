@@ -1500,3 +1500,42 @@ def dict_key(ctx):
     ctx.fixed["self"] = d
     keys = [k for k, _ in d["dict"]]
     ctx.fixed["key"] = keys[ctx.draw(st.integers(0, len(keys) - 1), label="key")]
+
+
+@family("einsum")
+def einsum_sublist(ctx):
+    """einsum(a, [subscripts of a], b, [subscripts of b], ..., [output subscripts]): the sublist
+    form takes its operands and subscript lists as varargs after a. Shared subscripts have one
+    size; the output subscripts, when given, are distinct subscripts of the operands."""
+    from generators.schema import VARARGS
+
+    if ctx.op.overload != "sublist":
+        return
+    sizes = [ctx.draw(st.integers(1, 3), label=f"size[{i}]") for i in range(4)]
+    operands = ctx.draw(st.integers(1, 2), label="operands")
+    subs = [ctx.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
+    tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
+    ctx.shape = tensors[0].shape
+    ctx.fixed["a"] = tensors[0]
+    rest = [subs[0]]
+    for t, sub in zip(tensors[1:], subs[1:]):
+        rest += [t, sub]
+    if ctx.draw(st.booleans(), label="output subscripts"):
+        present = sorted({j for sub in subs for j in sub})
+        rest.append(ctx.draw(st.lists(st.sampled_from(present), max_size=len(present), unique=True), label="output"))
+    ctx.fixed[VARARGS] = rest
+
+
+@family("fused_adam", "fused_adamw", "fused_adagrad", "fused_sgd")
+def fused_optimizer(ctx):
+    """A step of a fused optimizer over a list of parameters: state_steps holds one step count per
+    parameter, each a one-element float32 tensor (it is read as a number); no gradient scaling."""
+    names = _arg_names(ctx)
+    if "state_steps" in names:
+        ctx.fixed["state_steps"] = [
+            draw_tensor(ctx.draw, dtype="float32", shape=(), values="index", low=1, high=5, layout="contiguous", label=f"state_steps[{i}]")
+            for i in range(len(ctx.list_shapes))
+        ]
+    for name in ("grad_scale", "found_inf"):
+        if name in names:
+            ctx.fixed[name] = None

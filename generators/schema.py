@@ -27,6 +27,8 @@ class Untestable(Exception):
 
 # sentinel: leave the argument out of the call so the schema default applies
 OMIT = object()
+# key of ctx.fixed for the values a vararg schema ("...") takes after its declared arguments
+VARARGS = "..."
 
 
 @dataclass
@@ -165,6 +167,8 @@ def _cases(draw, op, cell, max_numel, builder):
             kwargs[arg.name] = value
         else:
             args.append(value)
+    # a vararg builtin's extra positional values ("einsum.sublist(Tensor a, ...)"), from its builder
+    args.extend(ctx.fixed.get(VARARGS, ()))
     seed = draw(st.integers(0, 2**31 - 1), label="seed")
     case = Case(op=op.qualname, args=tuple(args), kwargs=kwargs, seed=seed)
     return _enforce_cap(case, max_numel)
