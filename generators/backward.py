@@ -208,6 +208,6 @@ def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]]
         return None
     outs = out if isinstance(out, (tuple, list)) else [out]
     return [
-        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), tuple(t.shape)) if isinstance(t, torch.Tensor) else None
+        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), () if t.is_nested else tuple(t.shape)) if isinstance(t, torch.Tensor) else None
         for t in outs
     ]
