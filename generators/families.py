@@ -532,7 +532,11 @@ def batch_norm(ctx):
     c = ctx.draw(st.integers(1, 3), label="channels")
     spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
-    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    if ctx.op.base_name.startswith("native_group_norm"):
+        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
+        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+    else:
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
             ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
@@ -570,6 +574,13 @@ def quantized_batch_norm(ctx):
     ctx.fixed["output_zero_point"] = ctx.draw(st.integers(0, 10), label="output_zero_point")
 
 
+def _forward_eps(ctx) -> None:
+    """A backward takes the forward's mean and rstd, which generators.backward computes by running
+    the forward; that needs the eps the backward does not take."""
+    if "_backward" in ctx.op.base_name:
+        ctx.fixed["eps"] = 1e-5
+
+
 def _leave_out(ctx, name) -> bool:
     """Whether an optional weight or bias is None. Never in a backward's out= overload: without a
     weight its gradient is an undefined tensor, which the out= wrapper cannot copy into its out
@@ -589,6 +600,7 @@ def layer_norm(ctx):
     normalized = list(ctx.shape[ctx.rank - k :])
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     ctx.fixed["normalized_shape"] = normalized
+    _forward_eps(ctx)
     for name in ("weight", "bias"):
         if name in names:
             ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, tuple(normalized), label=name)
@@ -602,10 +614,15 @@ def group_norm(ctx):
     n = ctx.draw(st.integers(1, 2), label="batch")
     spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
-    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    if ctx.op.base_name.startswith("native_group_norm"):
+        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
+        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+    else:
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
             ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
+    _forward_eps(ctx)
     if "num_groups" in names:
         ctx.fixed["num_groups"] = g
     if "group" in names:
@@ -1408,7 +1425,8 @@ def stft(ctx):
         ctx.fixed["pad_mode"] = ctx.draw(st.sampled_from(("reflect", "constant", "replicate", "circular")), label="pad_mode")
     n_fft = ctx.draw(st.integers(1, length - 1 if center else length), label="n_fft")
     ctx.fixed["n_fft"] = n_fft
-    ctx.fixed["hop_length"] = ctx.draw(st.none() | st.integers(1, n_fft), label="hop_length")
+    # without a hop length, torch takes n_fft // 4, which is 0 (invalid) below 4
+    ctx.fixed["hop_length"] = ctx.draw((st.none() if n_fft >= 4 else st.nothing()) | st.integers(1, n_fft), label="hop_length")
     win = ctx.draw(st.none() | st.integers(1, n_fft), label="win_length")
     ctx.fixed["win_length"] = win
     ctx.fixed["window"] = None if ctx.draw(st.booleans(), label="no window") else _tensor(ctx, (win or n_fft,), values="positive", label="window")
@@ -1456,13 +1474,20 @@ def repeat_interleave(ctx):
     ctx.fixed["output_size"] = None
 
 
-@family("to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")
+@family("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")
 def to_sparse_compressed(ctx):
     """A dense matrix (compressed layouts hold 2-d tensors, batched or not, here unbatched) and,
     for the block layouts, a block size that divides it. The out= overloads copy into an out of
     the same layout, which must hold as many elements as the result: the same values, converted."""
     import dataclasses
 
+    names = _arg_names(ctx)
+    if ctx.op.base_name.lstrip("_") == "to_sparse":
+        # the generic conversion: to sparse COO (no layout, no block size), sparse_dim <= rank
+        ctx.fixed.update(layout=None, blocksize=None, dense_dim=None)
+        if "sparse_dim" in names:
+            ctx.fixed["sparse_dim"] = ctx.draw(st.integers(min(1, ctx.rank), ctx.rank), label="sparse_dim")
+        return
     block = ctx.op.base_name.lstrip("_").startswith("to_sparse_b")
     bh, bw = (ctx.draw(st.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
     ctx.shape = (bh * ctx.draw(st.integers(1, 3), label="block rows"), bw * ctx.draw(st.integers(1, 3), label="block cols"))
@@ -1481,9 +1506,9 @@ def uncoalesced(ctx):
     """_coalesce asserts that its input is not coalesced: a sparse COO tensor with each entry
     repeated (coalesce accepts both)."""
     if ctx.op.base_name == "_coalesce":
-        if ctx.rank == 0:
-            ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
-        ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="sparse_coo_uncoalesced", label="self")
+        # non-zero values, so that some entry is stored (and repeated): all zeros would be coalesced
+        ctx.shape = tuple(ctx.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2), label="shape"))
+        ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self")
 
 
 @family("Delete", "__getitem__", "pop")
@@ -1522,7 +1547,8 @@ def einsum_sublist(ctx):
         rest += [t, sub]
     if ctx.draw(st.booleans(), label="output subscripts"):
         present = sorted({j for sub in subs for j in sub})
-        rest.append(ctx.draw(st.lists(st.sampled_from(present), max_size=len(present), unique=True), label="output"))
+        # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
+        rest.append(ctx.draw(st.lists(st.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
     ctx.fixed[VARARGS] = rest
 
 
@@ -1539,6 +1565,12 @@ def fused_optimizer(ctx):
     for name in ("grad_scale", "found_inf"):
         if name in names:
             ctx.fixed[name] = None
+    if "amsgrad" in names:
+        # max_exp_avg_sqs is used with amsgrad only, and must be empty without it
+        amsgrad = ctx.draw(st.booleans(), label="amsgrad")
+        ctx.fixed["amsgrad"] = amsgrad
+        if not amsgrad:
+            ctx.fixed["max_exp_avg_sqs"] = []
 
 
 # -- nested tensors ---------------------------------------------------------------------------------
