@@ -678,7 +678,7 @@ def set_storage_view(ctx):
     ctx.fixed["stride"] = [cols, 1]
 
 
-@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
+@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
 def positional_dims(ctx):
     """Index, start and length arguments within the size of the chosen dim."""
     names = _arg_names(ctx)
@@ -712,9 +712,11 @@ def positional_dims(ctx):
         ctx.fixed["length"] = ctx.draw(st.integers(0, size - start), label="length")
     elif base in ("unflatten",):
         ctx.fixed["sizes"] = [1, size] if ctx.draw(st.booleans(), label="split") else [size, -1] if size else [size]
-    elif base in ("split_with_sizes",):
+    elif base in ("split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split") and _sizes_arg(ctx):
+        # sizes that sum to the dim's size (split's list overloads are split_with_sizes)
         a = ctx.draw(st.integers(0, size), label="first")
-        ctx.fixed["split_sizes"] = [a, size - a]
+        ctx.fixed[_sizes_arg(ctx)] = [a, size - a]
+        ctx.list_shapes = [ctx.shape] * 2  # an out= overload's list of outs: one per piece
     elif base == "unfold":
         ctx.fixed["dimension"] = dim
         ctx.fixed["size"] = ctx.draw(st.integers(0, size), label="size")
@@ -732,6 +734,11 @@ def positional_dims(ctx):
         else:
             ctx.fixed["source"] = dim
             ctx.fixed["destination"] = ctx.draw(dims(ctx), label="destination")
+
+
+def _sizes_arg(ctx) -> str | None:
+    """The name of a split's list of sizes, if it takes one (split.Tensor takes one size)."""
+    return next((a.name for a in ctx.op.arguments if a.name in ("split_size", "split_sizes") and "[" in a.type), None)
 
 
 _FAMILY_BUILDERS: dict[str, Callable] = {}
@@ -1623,3 +1630,43 @@ def nested_view_from_buffer(ctx):
     ctx.fixed["nested_size"] = TensorSpec(shape=(b, 2), dtype="int64", data=tuple(x for n in lengths for x in (n, d)))
     ctx.fixed["nested_strides"] = TensorSpec(shape=(b, 2), dtype="int64", data=(d, 1) * b)
     ctx.fixed["offsets"] = TensorSpec(shape=(b,), dtype="int64", data=tuple(offsets[:-1]))
+
+
+@family("renorm")
+def renorm(ctx):
+    """A positive norm order and a positive max norm (renorm rejects non-positive ones), over the
+    sub-tensors along dim of an input of two dims or more."""
+    ctx.fixed["p"] = ctx.draw(st.sampled_from((2.0, 1.0, 3.0)), label="p")
+    ctx.fixed["maxnorm"] = ctx.draw(st.sampled_from((1.0, 0.5, 2.0)), label="maxnorm")
+    if ctx.rank < 2:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    ctx.fixed["dim"] = ctx.draw(dims(ctx), label="dim")
+
+
+@family("chain_matmul")
+def chain_matmul(ctx):
+    """Matrices whose inner sizes chain: (n0, n1), (n1, n2), ..."""
+    k = ctx.draw(st.integers(1, 3), label="matrices")
+    sides = [ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    ctx.shape = (sides[0], sides[1])
+    ctx.fixed["matrices"] = [_tensor(ctx, (sides[i], sides[i + 1]), label=f"matrices[{i}]") for i in range(k)]
+
+
+@family("diagonal_scatter")
+def diagonal_scatter(ctx):
+    """src is the shape of self's diagonal (offset, dim1, dim2): the other dims, then its length."""
+    if ctx.rank < 2:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    rows, cols = ctx.shape[0], ctx.shape[1]
+    offset = ctx.draw(st.integers(-rows + 1, cols - 1), label="offset")
+    ctx.fixed.update(offset=offset, dim1=0, dim2=1)
+    length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["src"] = _tensor(ctx, (*ctx.shape[2:], length), label="src")
+
+
+@family("glu_jvp")
+def glu_jvp(ctx):
+    """glu's result (n, k) and its input and tangent (n, 2k): halved along dim 1."""
+    symbolic(ctx, {"glu": "n k", "x": "n 2k", "dx": "n 2k"})
+    ctx.fixed["dim"] = 1

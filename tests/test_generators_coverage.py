@@ -41,6 +41,12 @@ RULES = [
     ("aten::_nested_tensor_from_mask", "float32"),  # nested-tensor constructors
     ("aten::_nested_from_padded", "float32"),
     ("aten::_nested_view_from_buffer", "float32"),
+    ("aten::split.sizes", "float32"),  # sizes that sum to the dim's size
+    ("aten::split_with_sizes_copy.out", "float32"),  # one out per piece
+    ("aten::renorm", "float32"),  # a positive norm and max norm
+    ("aten::chain_matmul", "float32"),  # chained inner sizes
+    ("aten::diagonal_scatter", "float32"),  # src of the diagonal's shape
+    ("aten::glu_jvp", "float32"),  # halved along dim 1
 ]
 
 
