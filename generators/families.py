@@ -520,6 +520,7 @@ def padding_modes(ctx):
     "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_functional",
     "native_batch_norm_legit_no_training", "batch_norm_impl_index", "instance_norm", "cudnn_batch_norm",
     "miopen_batch_norm", "batch_norm_with_update", "batch_norm_no_update", "batch_norm_with_update_functional",
+    "batch_norm_update_stats",
 )
 def batch_norm(ctx):
     """(N, C, *) input with per-channel weight, bias and running stats (running_var > 0).

@@ -47,6 +47,7 @@ RULES = [
     ("aten::chain_matmul", "float32"),  # chained inner sizes
     ("aten::diagonal_scatter", "float32"),  # src of the diagonal's shape
     ("aten::glu_jvp", "float32"),  # halved along dim 1
+    ("aten::batch_norm_update_stats", "float32"),  # (N, C, *) with per-channel running stats
 ]
 
 
