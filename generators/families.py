@@ -958,6 +958,23 @@ def col2im(ctx):
     ctx.fixed.update(output_size=out, kernel_size=k, dilation=dilation, padding=padding, stride=stride)
 
 
+@family("im2col")
+def im2col(ctx):
+    """An (N, C, H, W) or (C, H, W) image at least as large as the dilated kernel, with 2-d
+    kernel, dilation, padding and stride."""
+    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
+    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
+    extent = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
+    lead = [ctx.draw(st.integers(1, 2), label="channels")]
+    if ctx.draw(st.booleans(), label="batched"):
+        lead.insert(0, ctx.draw(st.integers(1, 2), label="batch"))
+    ctx.shape = (*lead, *extent)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
+    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
+    ctx.fixed.update(kernel_size=k, dilation=dilation, padding=padding, stride=stride)
+
+
 @family("istft")
 def istft(ctx):
     """A one-sided spectrogram (n_fft / 2 + 1, frames), complex of the cell's precision, with a

@@ -48,6 +48,7 @@ RULES = [
     ("aten::diagonal_scatter", "float32"),  # src of the diagonal's shape
     ("aten::glu_jvp", "float32"),  # halved along dim 1
     ("aten::batch_norm_update_stats", "float32"),  # (N, C, *) with per-channel running stats
+    ("aten::im2col", "float32"),  # an image at least as large as the dilated kernel
 ]
 
 
