@@ -1688,3 +1688,26 @@ def glu_jvp(ctx):
     """glu's result (n, k) and its input and tangent (n, 2k): halved along dim 1."""
     symbolic(ctx, {"glu": "n k", "x": "n 2k", "dx": "n 2k"})
     ctx.fixed["dim"] = 1
+
+
+@family("empty_permuted")
+def empty_permuted(ctx):
+    """A size and a physical layout that is a permutation of its dims."""
+    size = [ctx.draw(st.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(st.integers(0, 3), label="rank"))]
+    ctx.fixed["size"] = size
+    ctx.fixed["physical_layout"] = ctx.draw(st.permutations(list(range(len(size)))), label="physical_layout")
+
+
+_SPLIT_DIM = {"vsplit": (0, 2), "hsplit": (1, 1), "dsplit": (2, 3)}  # (dim, least rank)
+
+
+@family("dsplit", "hsplit", "vsplit")
+def directional_split(ctx):
+    """A tensor of the rank the split needs; an int number of sections that divides its dim
+    (hsplit splits a 1-d tensor along dim 0)."""
+    dim, least = _SPLIT_DIM[ctx.op.base_name]
+    if ctx.rank < least:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(least))
+    if "sections" in _arg_names(ctx):
+        size = ctx.shape[dim if ctx.rank > 1 else 0]
+        ctx.fixed["sections"] = ctx.draw(st.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")

@@ -49,6 +49,8 @@ RULES = [
     ("aten::glu_jvp", "float32"),  # halved along dim 1
     ("aten::batch_norm_update_stats", "float32"),  # (N, C, *) with per-channel running stats
     ("aten::im2col", "float32"),  # an image at least as large as the dilated kernel
+    ("aten::empty_permuted", "float32"),  # a physical layout that permutes the dims
+    ("aten::dsplit.int", "float32"),  # three dims, sections that divide the third
 ]
 
 
