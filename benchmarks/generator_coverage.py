@@ -1,6 +1,6 @@
 """How many catalog ops does the generator reach? Probe every op on the CPU and summarise.
 
-    python benchmarks/generator_coverage.py [--examples 5] [--jobs 2] [--seed N] [--ops REGEX] [--output results.json]
+    python benchmarks/generator_coverage.py [--examples 12] [--jobs 2] [--seed N] [--ops REGEX] [--output results.json]
 
 Each op's cells are the dtypes a default CPU sweep runs (`conform run --ops all`), tried in order
 until one has a valid case, with as many draws per cell as the runner allows before it gives up;
