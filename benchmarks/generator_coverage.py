@@ -1,6 +1,11 @@
 """How many catalog ops does the generator reach? Probe every op on the CPU and summarise.
 
-    python benchmarks/generator_coverage.py [--examples 5] [--jobs 2] [--ops REGEX] [--output results.json]
+    python benchmarks/generator_coverage.py [--examples 12] [--jobs 2] [--seed N] [--ops REGEX] [--output results.json]
+
+Each op's cells are the dtypes a default CPU sweep runs (`conform run --ops all`), tried in order
+until one has a valid case, with as many draws per cell as the runner allows before it gives up;
+so an op without a valid case here is one the sweep would report as "no valid case". `--seed`
+draws other cases (default: derandomized): two seeds that agree say the valid case is not luck.
 
 Ops run in worker subprocesses, a chunk at a time, because some ops crash the process on random
 inputs; a crash is recorded against the op in flight and the worker restarts after it. Each op
@@ -22,8 +27,13 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# cells tried in order until one has a valid case: an op is exercised if some dtype works
-FALLBACK_DTYPES = ("float32", "int64", "bool", "complex64")
+# cells tried in order until one has a valid case: an op is exercised if some dtype works. These
+# are the cells of a default CPU sweep (conform.plugin.CPU_DEFAULT_DTYPES).
+FALLBACK_DTYPES = ("float32", "float16", "bfloat16", "complex64", "int64", "int32", "bool")
+# draws per cell with no valid case before the runner gives up on it, and sooner when every
+# rejection gives the same reason (conform.cell._invalid_limit)
+RUNNER_DRAWS = 12
+RUNNER_PATIENCE = 5
 
 
 def load_catalog():
@@ -52,7 +62,7 @@ _CPU_DISPATCH = re.compile(r"Could not run '[^']*' with arguments from the 'CPU'
 NO_CPU_KERNEL_REASON = "no CPU kernel in this build: the CPU reference cannot run it"
 
 
-def worker(indices: list[int], examples: int, cap: float) -> None:
+def worker(indices: list[int], examples: int, cap: float, seed: int | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -70,12 +80,11 @@ def worker(indices: list[int], examples: int, cap: float) -> None:
         try:
             cells = cell_dtypes(op, list(FALLBACK_DTYPES))
             first_reason = None
-            for k, cell in enumerate(cells):
-                # the first cell gets the full budget; the others are a quick check for ops
-                # that reject float32 (integer-only, bool-only, complex-only ops)
-                valid, reason = probe(op, cell, examples=examples if k == 0 else 2, stop_after=1)
+            for cell in cells:
+                valid, reason = probe(op, cell, examples=examples, stop_after=1, seed=seed, patience=RUNNER_PATIENCE)
+                # a cell-level Untestable (a quantized op's float cells) leaves the other cells to try
                 first_reason = first_reason or reason
-                if valid or (reason or "").startswith("untestable"):
+                if valid:
                     break
             reason = None if valid else first_reason
         except _OpTimeout:
@@ -94,12 +103,12 @@ def worker(indices: list[int], examples: int, cap: float) -> None:
 # -- controller ----------------------------------------------------------------------------------
 
 
-def run_chunk(indices, examples, cap, results, catalog):
+def run_chunk(indices, examples, cap, results, catalog, seed=None):
     """Run `indices` in a worker; restart after a crash or hang, skipping the op in flight."""
     pending = list(indices)
     while pending:
         proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", ",".join(map(str, pending)), "--examples", str(examples), "--cap", str(cap)],
+            [sys.executable, os.path.abspath(__file__), "--worker", ",".join(map(str, pending)), "--examples", str(examples), "--cap", str(cap)] + ([] if seed is None else ["--seed", str(seed)]),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -132,13 +141,18 @@ def run_chunk(indices, examples, cap, results, catalog):
         pending = [i for i in pending if i not in results]
 
 
+def _crashed(rec: dict) -> bool:
+    return (rec.get("reason") or "").startswith(("crash", "timeout"))
+
+
 def is_public_functional(op) -> bool:
     return not op.base_name.startswith("_") and op.variant == "functional"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--examples", type=int, default=5, help="cases drawn per op and dtype (default 5)")
+    ap.add_argument("--examples", type=int, default=RUNNER_DRAWS, help=f"cases drawn per op and dtype (default {RUNNER_DRAWS}, as the runner)")
+    ap.add_argument("--seed", type=int, default=None, help="draw the cases of this seed (default: derandomized)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--cap", type=float, default=10.0, help="seconds per op before it counts as a timeout (default 10)")
     ap.add_argument("--chunk", type=int, default=200, help="ops per worker process (default 200)")
@@ -148,7 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
-        worker([int(x) for x in args.worker.split(",") if x], args.examples, args.cap)
+        worker([int(x) for x in args.worker.split(",") if x], args.examples, args.cap, args.seed)
         return 0
 
     t0 = time.time()
@@ -166,7 +180,7 @@ def main(argv=None) -> int:
                 c = work.get_nowait()
             except queue.Empty:
                 return
-            run_chunk(c, args.examples, args.cap, results, catalog)
+            run_chunk(c, args.examples, args.cap, results, catalog, args.seed)
 
     threads = [threading.Thread(target=drain) for _ in range(max(1, args.jobs))]
     for t in threads:
@@ -198,6 +212,14 @@ def main(argv=None) -> int:
     print(f"not exercised, with a stated reason (untestable rule, unsupported argument type, no CPU kernel): {stated}; "
           f"without: {total - ok - stated}")
     print(f"crashes: {sum(v for k, v in reasons.items() if k.startswith('crash'))}; timeouts: {sum(v for k, v in reasons.items() if k.startswith('timeout'))}")
+    # the denominator that matters: ops this machine can run (no opdb untestable rule, which
+    # includes "no CPU kernel in this build"); among them, one without a valid case is a defect
+    runnable = [i for i in indices if not catalog[i].rules.untestable]
+    no_case = sorted((catalog[i].qualname, results.get(i, {}).get("reason")) for i in runnable if not results.get(i, {}).get("valid") and not _crashed(results.get(i, {})))
+    print(f"untestable (opdb rule, not counting no CPU kernel): {sum(1 for i in indices if catalog[i].rules.untestable and catalog[i].rules.untestable != NO_CPU_KERNEL_REASON)}")
+    print(f"with a kernel here and testable: {len(runnable)}; no valid case among them: {len(no_case)}")
+    for name, reason in no_case:
+        print(f"  no valid case: {name}: {reason}")
     print(f"elapsed: {elapsed:.0f} s")
     print("top failure reasons:")
     for reason, n in reasons.most_common(args.top):

@@ -9,6 +9,18 @@ reference accepted the input and both sides were compared). Its valid cases are 
    inputs; first: <error>", or another outcome's message;
 2. with no cell in the run: the op's untestable rule in the installed opdb, if any;
 3. otherwise "not in this run's op selection".
+
+Each op also gets a `status`, which the totals count against three denominators:
+
+- `catalog`: every op of the installed torch;
+- `runnable`: the ops that have a kernel, or a composite that decomposes into kernels, reachable
+  on this machine (opdb asks the dispatcher: `torch._C._dispatch_has_kernel_for_dispatch_key` for
+  the CPU, CPU-layout and composite keys), plus the TorchScript builtins, which the interpreter
+  runs; an op without one is "no kernel here";
+- `public functional` ops among the runnable ones.
+
+Among runnable ops, "untestable" (a property of the op, with its reason in opdb) is a verdict;
+"no valid case" is not: it is a generator defect, and the table lists those ops first.
 """
 
 from __future__ import annotations
@@ -104,8 +116,33 @@ def coverage(store: Store, run_id: int) -> dict:
             reason = _cell_reason(cells[qualname])
         else:
             reason = _rule_reason(qualname) or recorded or NOT_SELECTED
-        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason, **({"skipped": skips[qualname]} if qualname in skips else {})})
+        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason, "status": status(n, reason, cells.get(qualname)), **({"skipped": skips[qualname]} if qualname in skips else {})})
+    # the defects first: an op this machine can run that got no valid case
+    rows.sort(key=lambda r: r["status"] != NO_VALID_CASE)
     return {"run": run_id, "ops": rows, "totals": totals(rows)}
+
+
+EXERCISED, NO_VALID_CASE, NO_KERNEL, UNTESTABLE = "exercised", "no valid case", "no kernel here", "untestable"
+NOT_RUN, OTHER = "not selected", "other outcome"
+_NOT_RUNNABLE = (NO_KERNEL,)
+
+
+def status(valid_cases: int, reason: str, cells: list[tuple[str, str, str]] | None) -> str:
+    """What an op's row says: exercised, no valid case (a generator defect), no kernel here,
+    untestable (with the op's reason), not selected, or another outcome (crash, timeout, ...)."""
+    from opdb.rules import NO_CPU_KERNEL_REASON
+
+    if valid_cases > 0:
+        return EXERCISED
+    if reason == NO_CPU_KERNEL_REASON:
+        return NO_KERNEL
+    if reason == NOT_SELECTED:
+        return NOT_RUN
+    if reason.startswith("no valid case"):
+        return NO_VALID_CASE
+    if cells is None or any(m.startswith("untestable: ") for _, _, m in cells):
+        return UNTESTABLE  # an opdb rule, or the generator's reason (an argument type it cannot draw)
+    return OTHER
 
 
 def totals(rows: list[dict]) -> dict:
@@ -113,18 +150,36 @@ def totals(rows: list[dict]) -> dict:
     done = sum(r["exercised"] for r in rows)
     pub_done = sum(r["exercised"] for r in pub)
     reasons = Counter(_reason_group(r["reason"]) for r in rows if not r["exercised"])
+    runnable = [r for r in rows if r.get("status") not in _NOT_RUNNABLE]
+    pub_runnable = [r for r in runnable if is_public_functional(r["op"], r["variant"])]
+    statuses = Counter(r.get("status", OTHER) for r in rows)
     return {
         "ops": len(rows),
         "exercised": done,
-        "exercised_pct": round(100 * done / len(rows), 1) if rows else 0.0,
+        "exercised_pct": _pct(done, len(rows)),
         "public_functional": len(pub),
         "public_functional_exercised": pub_done,
-        "public_functional_pct": round(100 * pub_done / len(pub), 1) if pub else 0.0,
+        "public_functional_pct": _pct(pub_done, len(pub)),
+        "runnable": len(runnable),
+        "runnable_exercised": sum(r["exercised"] for r in runnable),
+        "runnable_pct": _pct(sum(r["exercised"] for r in runnable), len(runnable)),
+        "public_functional_runnable": len(pub_runnable),
+        "public_functional_runnable_exercised": sum(r["exercised"] for r in pub_runnable),
+        "public_functional_runnable_pct": _pct(sum(r["exercised"] for r in pub_runnable), len(pub_runnable)),
+        "no_valid_case": statuses.get(NO_VALID_CASE, 0),
+        "untestable": statuses.get(UNTESTABLE, 0),
+        "no_kernel_here": statuses.get(NO_KERNEL, 0),
+        "not_selected": statuses.get(NOT_RUN, 0),
+        "other_outcome": statuses.get(OTHER, 0),
         "valid_cases": sum(r["valid_cases"] for r in rows),
         "reasons": dict(reasons.most_common()),
         # skipped cells by kind: no CPU kernel for the dtype is not "no valid case was found"
         "skipped_cells": dict(Counter(kind for r in rows for kind, dts in r.get("skipped", {}).items() for _ in dts).most_common()),
     }
+
+
+def _pct(n: int, d: int) -> float:
+    return round(100 * n / d, 1) if d else 0.0
 
 
 def _reason_group(reason: str) -> str:
@@ -141,13 +196,13 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
     if fmt == "json":
         return json.dumps(report, indent=1)
     rows = report["ops"]
-    header = ["op", "family", "variant", "exercised", "valid", "reason"]
+    header = ["op", "family", "variant", "status", "valid", "reason"]
     cut = not full and any(len(r["reason"]) > REASON_WIDTH for r in rows)
 
     def reason(text: str) -> str:
         return text if full or len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 1] + "…"
 
-    table = [[r["op"], r["family"], r["variant"], "yes" if r["exercised"] else "no", str(r["valid_cases"]), reason(r["reason"])] for r in rows]
+    table = [[r["op"], r["family"], r["variant"], r.get("status", ""), str(r["valid_cases"]), reason(r["reason"])] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *table)] if table else [len(h) for h in header]
     fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
     t = report["totals"]
@@ -155,8 +210,14 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
     lines += [
         "",
         f"run {report['run']}: {t['ops']} ops, {t['valid_cases']} valid cases",
-        f"exercised:                    {t['exercised']} / {t['ops']} ({t['exercised_pct']}%)",
-        f"public functional exercised:  {t['public_functional_exercised']} / {t['public_functional']} ({t['public_functional_pct']}%)",
+        f"exercised, of the whole catalog:                          {t['exercised']} / {t['ops']} ({t['exercised_pct']}%)",
+        f"exercised, of the ops with a kernel or composite here:     {t['runnable_exercised']} / {t['runnable']} ({t['runnable_pct']}%)",
+        f"exercised, of the public functional ops among those:       {t['public_functional_runnable_exercised']} / {t['public_functional_runnable']} ({t['public_functional_runnable_pct']}%)",
+        f"public functional exercised, of the whole catalog's:       {t['public_functional_exercised']} / {t['public_functional']} ({t['public_functional_pct']}%)",
+        f"no valid case (a generator defect: listed first above):    {t['no_valid_case']}",
+        f"untestable by nature (the op's reason):                    {t['untestable']}",
+        f"no kernel here (not counted among the runnable ops):       {t['no_kernel_here']}",
+        f"not in this run's selection: {t['not_selected']}; another outcome (crash, timeout, ...): {t['other_outcome']}",
         "not exercised, by reason:",
     ]
     lines += [f"  {n:6d}  {reason}" for reason, n in t["reasons"].items()]
@@ -187,4 +248,4 @@ def coverage_command(run, fmt, full, db):
     click.echo(render(coverage(store, resolve_run(store, run)), fmt, full=full))
 
 
-__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "totals"]
+__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "status", "totals"]

@@ -285,7 +285,19 @@ def out_values(arg, ctx):
     scale = 1.0 if is_quantized(dtype) else None
     if base(arg.type) == "Tensor[]":
         return [TensorSpec(shape=(0,), dtype=dtype, scale=scale) for _ in ctx.list_shapes]
+    result = _functional_result(arg, ctx)
+    if result is not None and result[1] is not None:
+        # a sparse result goes into a sparse out, which is not resized: the result's shape
+        # (_to_sparse.out, _coalesce.out; a strided out raises "copy_() between dense and sparse")
+        return TensorSpec(shape=result[2], dtype=dtype, layout=result[1])
     return TensorSpec(shape=(0,), dtype=dtype, scale=scale)
+
+
+def _functional_result(arg, ctx):
+    outs = [a.name for a in ctx.op.arguments if a.is_out]
+    results = ctx.hints.get("out results") or []
+    i = outs.index(arg.name) if arg.name in outs else -1
+    return results[i] if 0 <= i < len(results) else None
 
 
 def out_dtype(arg, ctx) -> str:
@@ -501,6 +513,10 @@ def _draw_bool(arg, ctx, label):
 
 def _draw_bool_list(arg, ctx, label):
     n = list_size(arg.type) or 2
+    if arg.name == "output_mask" and ctx.op.variant == "out":
+        # a masked-off result is an undefined tensor, which an out= overload cannot copy into its
+        # out ("Expected out tensor to have dtype nullptr", native_group_norm_backward.out)
+        return [True] * n
     return ctx.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=label)
 
 

@@ -32,7 +32,7 @@ def forward_name(op) -> str:
 
 # arguments of a backward op that hold one of its forward's results, by name: the index in the
 # forward's outputs (max pooling's argmax indices, CTC loss's loss and alphas)
-FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1}
+FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1, "mean": 1, "rstd": 2}
 # forwards whose public op hides a result that the backward takes
 _FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward"}
 
@@ -162,21 +162,40 @@ def functional_of(op):
     found = None
     packet = getattr(torch.ops.aten, op.base_name, None)
     wanted = [a.name for a in op.arguments if not a.is_out]
-    if packet is not None:
-        for overload in packet.overloads():
-            fn = getattr(packet, overload, None)
-            args = fn._schema.arguments if fn is not None else []
-            if any(a.is_out for a in args):
-                continue
-            if [a.name for a in args] == wanted:
-                found = fn
-                break
+    # names alone are ambiguous: float_power.Scalar_out (Scalar self, Tensor exponent) would find
+    # float_power.Tensor_Tensor first, which rejects a number for self; the types must agree too
+    own = getattr(packet, op.overload or "default", None) if packet is not None else None
+    wanted_types = [str(a.type) for a in own._schema.arguments if not a.is_out] if own is not None else None
+    candidates = []
+    for overload in packet.overloads() if packet is not None else ():
+        fn = getattr(packet, overload, None)
+        args = fn._schema.arguments if fn is not None else []
+        if any(a.is_out for a in args):
+            continue
+        head, rest = args[: len(wanted)], args[len(wanted) :]
+        # the functional may take more arguments, with defaults: tril_indices.out (row, col,
+        # offset) and tril_indices (row, col, offset, dtype=long, ...) give the same result
+        if rest and not all(a.has_default_value() for a in rest):
+            continue
+        if [a.name for a in head] == wanted and (wanted_types is None or [str(a.type) for a in head] == wanted_types):
+            candidates.append((len(rest), fn))
+    found = min(candidates, key=lambda c: c[0])[1] if candidates else None
     _FUNCTIONAL_CACHE[op.qualname] = found
     return found
 
 
 def out_dtypes(op, drawn: dict) -> list[str] | None:
     """Result dtypes of the functional counterpart of out= op `op`, run on the CPU, in order."""
+    results = out_results(op, drawn)
+    return None if results is None else [r and r[0] for r in results]
+
+
+_SPARSE_OUT_LAYOUTS = {torch.sparse_coo: "sparse_coo"}
+
+
+def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]] | None] | None:
+    """(dtype, sparse layout or None, shape) of each result of the functional counterpart of out=
+    op `op`, run on the CPU, in order; None where a result is not a tensor."""
     fn = functional_of(op)
     if fn is None:
         return None
@@ -188,4 +207,7 @@ def out_dtypes(op, drawn: dict) -> list[str] | None:
     except Exception:  # the functional rejects these inputs: the out op will too
         return None
     outs = out if isinstance(out, (tuple, list)) else [out]
-    return [str(t.dtype).removeprefix("torch.") if isinstance(t, torch.Tensor) else None for t in outs]
+    return [
+        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), () if t.is_nested else tuple(t.shape)) if isinstance(t, torch.Tensor) else None
+        for t in outs
+    ]

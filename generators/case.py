@@ -60,12 +60,19 @@ class Case:
     def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], device: torch.device, *, dtype: torch.dtype | None = None):
         """(args, kwargs) with real tensors on `device`. `dtype` upcasts floating tensors (golden run)."""
 
+        built: dict[int, torch.Tensor] = {}
+
         def build(v):
             if isinstance(v, TensorSpec):
+                # one spec object in two places is one tensor in both (a Dict[Tensor, t]'s key
+                # and the key looked up in it: TorchScript hashes tensors by identity)
+                if id(v) in built:
+                    return built[id(v)]
                 d = None
                 if dtype is not None and (v.torch_dtype.is_floating_point or v.torch_dtype.is_complex):
                     d = torch.complex128 if v.torch_dtype.is_complex else dtype
-                return v.materialize(to_device, dtype=d)
+                built[id(v)] = v.materialize(to_device, dtype=d)
+                return built[id(v)]
             if isinstance(v, tuple):
                 return tuple(build(x) for x in v)
             if isinstance(v, list):

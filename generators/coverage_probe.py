@@ -11,6 +11,7 @@ import warnings
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import Unsatisfiable
 
 from generators.schema import Untestable, from_schema
@@ -22,11 +23,15 @@ def _identity(t):
     return t
 
 
-def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_after: int | None = None) -> tuple[int, str | None]:
+def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_after: int | None = None, seed: int | None = None, patience: int | None = None) -> tuple[int, str | None]:
     """(number of valid cases among `examples` drawn, reason when none was valid).
 
     The reason is the Untestable reason, or the most common CPU error, shortened to one line.
     `stop_after`: stop drawing after this many valid cases (a coverage scan needs one).
+    `seed`: draw the cases of this seed (None: derandomized, the same cases every time), so that
+    a probe can tell a generator that always finds a valid case from one that finds it by luck.
+    `patience`: with no valid case yet, give up after this many rejections that all give the same
+    reason, as the runner does (conform.cell gives up after 5).
     """
     try:
         strategy = from_schema(op, dtype, max_numel=max_numel)
@@ -43,7 +48,7 @@ def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_aft
         max_examples=examples,
         database=None,
         deadline=None,
-        derandomize=True,
+        derandomize=seed is None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
@@ -58,11 +63,15 @@ def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_aft
         except Exception as exc:  # the reference rejected the input: an invalid case
             key = error_key(exc)
             errors[key] = errors.get(key, 0) + 1
+            if patience is not None and not valid and len(errors) == 1 and errors[key] >= patience:
+                raise _Enough
             return
         valid += 1
         if stop_after is not None and valid >= stop_after:
             raise _Enough
 
+    if seed is not None:
+        run = hypothesis_seed(seed)(run)
     try:
         run()
     except _Enough:

@@ -520,6 +520,7 @@ def padding_modes(ctx):
     "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_functional",
     "native_batch_norm_legit_no_training", "batch_norm_impl_index", "instance_norm", "cudnn_batch_norm",
     "miopen_batch_norm", "batch_norm_with_update", "batch_norm_no_update", "batch_norm_with_update_functional",
+    "batch_norm_update_stats",
 )
 def batch_norm(ctx):
     """(N, C, *) input with per-channel weight, bias and running stats (running_var > 0).
@@ -532,10 +533,14 @@ def batch_norm(ctx):
     c = ctx.draw(st.integers(1, 3), label="channels")
     spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
-    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    if ctx.op.base_name.startswith("native_group_norm"):
+        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
+        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+    else:
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
     if "running_mean" in names:
         ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
         ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
@@ -570,6 +575,22 @@ def quantized_batch_norm(ctx):
     ctx.fixed["output_zero_point"] = ctx.draw(st.integers(0, 10), label="output_zero_point")
 
 
+def _forward_eps(ctx) -> None:
+    """A backward takes the forward's mean and rstd, which generators.backward computes by running
+    the forward; that needs the eps the backward does not take."""
+    if "_backward" in ctx.op.base_name:
+        ctx.fixed["eps"] = 1e-5
+
+
+def _leave_out(ctx, name) -> bool:
+    """Whether an optional weight or bias is None. Never in a backward's out= overload: without a
+    weight its gradient is an undefined tensor, which the out= wrapper cannot copy into its out
+    ("tensor does not have a device", native_layer_norm_backward.out, torch 2.13)."""
+    if ctx.op.variant == "out" and "output_mask" in _arg_names(ctx):
+        return False
+    return ctx.draw(st.booleans(), label=f"no {name}")
+
+
 @family("layer_norm", "native_layer_norm", "rms_norm", "fused_rms_norm", "fused_layer_norm")
 def layer_norm(ctx):
     names = _arg_names(ctx)
@@ -580,9 +601,10 @@ def layer_norm(ctx):
     normalized = list(ctx.shape[ctx.rank - k :])
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     ctx.fixed["normalized_shape"] = normalized
+    _forward_eps(ctx)
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, tuple(normalized), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, tuple(normalized), label=name)
 
 
 @family("group_norm", "native_group_norm")
@@ -593,10 +615,15 @@ def group_norm(ctx):
     n = ctx.draw(st.integers(1, 2), label="batch")
     spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
-    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    if ctx.op.base_name.startswith("native_group_norm"):
+        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
+        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+    else:
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
         if name in names:
-            ctx.fixed[name] = None if ctx.draw(st.booleans(), label=f"no {name}") else _tensor(ctx, (c,), label=name)
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
+    _forward_eps(ctx)
     if "num_groups" in names:
         ctx.fixed["num_groups"] = g
     if "group" in names:
@@ -652,7 +679,7 @@ def set_storage_view(ctx):
     ctx.fixed["stride"] = [cols, 1]
 
 
-@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
+@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
 def positional_dims(ctx):
     """Index, start and length arguments within the size of the chosen dim."""
     names = _arg_names(ctx)
@@ -686,9 +713,11 @@ def positional_dims(ctx):
         ctx.fixed["length"] = ctx.draw(st.integers(0, size - start), label="length")
     elif base in ("unflatten",):
         ctx.fixed["sizes"] = [1, size] if ctx.draw(st.booleans(), label="split") else [size, -1] if size else [size]
-    elif base in ("split_with_sizes",):
+    elif base in ("split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split") and _sizes_arg(ctx):
+        # sizes that sum to the dim's size (split's list overloads are split_with_sizes)
         a = ctx.draw(st.integers(0, size), label="first")
-        ctx.fixed["split_sizes"] = [a, size - a]
+        ctx.fixed[_sizes_arg(ctx)] = [a, size - a]
+        ctx.list_shapes = [ctx.shape] * 2  # an out= overload's list of outs: one per piece
     elif base == "unfold":
         ctx.fixed["dimension"] = dim
         ctx.fixed["size"] = ctx.draw(st.integers(0, size), label="size")
@@ -706,6 +735,11 @@ def positional_dims(ctx):
         else:
             ctx.fixed["source"] = dim
             ctx.fixed["destination"] = ctx.draw(dims(ctx), label="destination")
+
+
+def _sizes_arg(ctx) -> str | None:
+    """The name of a split's list of sizes, if it takes one (split.Tensor takes one size)."""
+    return next((a.name for a in ctx.op.arguments if a.name in ("split_size", "split_sizes") and "[" in a.type), None)
 
 
 _FAMILY_BUILDERS: dict[str, Callable] = {}
@@ -924,6 +958,23 @@ def col2im(ctx):
     ctx.fixed.update(output_size=out, kernel_size=k, dilation=dilation, padding=padding, stride=stride)
 
 
+@family("im2col")
+def im2col(ctx):
+    """An (N, C, H, W) or (C, H, W) image at least as large as the dilated kernel, with 2-d
+    kernel, dilation, padding and stride."""
+    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
+    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
+    extent = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
+    lead = [ctx.draw(st.integers(1, 2), label="channels")]
+    if ctx.draw(st.booleans(), label="batched"):
+        lead.insert(0, ctx.draw(st.integers(1, 2), label="batch"))
+    ctx.shape = (*lead, *extent)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
+    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
+    ctx.fixed.update(kernel_size=k, dilation=dilation, padding=padding, stride=stride)
+
+
 @family("istft")
 def istft(ctx):
     """A one-sided spectrogram (n_fft / 2 + 1, frames), complex of the cell's precision, with a
@@ -1137,10 +1188,32 @@ def make_quantized(ctx):
 
 @family("int_mm")
 def int_mm(ctx):
-    """int8 matrices; the out= overload does not resize its out, which must be (n, m) int32."""
+    """int8 matrices in the int32 cell, the result's dtype (no default cell is int8: in the others
+    the cell's dtype, which the reference rejects); the out= overload does not resize its out,
+    which must be (n, m) int32."""
+    int32 = ctx.dtype == "int32"
+    if int32:
+        ctx.dtype = "int8"
     symbolic(ctx, _MM)
+    if int32:
+        ctx.dtype = "int32"
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=(ctx.shape[0], ctx.fixed["mat2"].shape[1]), dtype="int32")
+
+
+@family("scaled_mm")
+def scaled_mm(ctx):
+    """float8 (e4m3) matrices (n, k) x (k, m), the second column-major as every kernel requires,
+    with per-tensor float32 scales; the result is in the cell's dtype (out_dtype), so the
+    floating cells hold the valid cases."""
+    n, k, m = (ctx.draw(st.integers(1, 4), label=x) for x in ("n", "k", "m"))
+    ctx.shape = (n, k)
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(n, k), values="small", layout="contiguous", label="self")
+    ctx.fixed["mat2"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(k, m), values="small", layout="transposed", label="mat2")
+    for name in ("scale_a", "scale_b"):
+        ctx.fixed[name] = draw_tensor(ctx.draw, dtype="float32", shape=(), values="positive", layout="contiguous", label=name)
+    ctx.fixed.update(bias=None, scale_result=None, use_fast_accum=False)
+    ctx.fixed["out_dtype"] = {"dtype": ctx.dtype}
 
 
 
@@ -1347,3 +1420,294 @@ def device_from_string(ctx):
     arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
     if arg is not None and arg.type == "str":
         ctx.fixed["a"] = ctx.draw(st.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")
+
+
+# -- ops whose inputs are of another dtype than the cell's, or of one value range ---------------------
+
+
+@family("float_power")
+def float_power(ctx):
+    """The result is float64 (complex128 for complex inputs) whatever the inputs: the in-place
+    overloads write it into self, which must already be of that dtype."""
+    if ctx.op.variant == "inplace":
+        wide = "complex128" if ctx.dtype.startswith("complex") else "float64"
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, dtype=wide, label="self", writable=True)
+
+
+@family("stft")
+def stft(ctx):
+    """A real or complex signal (L,) or (B, L) with n_fft <= L (and under L when centred, which
+    reflect-pads by n_fft // 2), hop and window lengths within n_fft; return_complex is given,
+    which torch requires for real input. Onesided only for real input."""
+    names = _arg_names(ctx)
+    length = ctx.draw(st.integers(2, 8), label="length")
+    batch = ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch")
+    ctx.shape = (*batch, length)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    center = "center" in names and ctx.draw(st.booleans(), label="center")
+    if "center" in names:
+        ctx.fixed["center"] = center
+        ctx.fixed["pad_mode"] = ctx.draw(st.sampled_from(("reflect", "constant", "replicate", "circular")), label="pad_mode")
+    n_fft = ctx.draw(st.integers(1, length - 1 if center else length), label="n_fft")
+    ctx.fixed["n_fft"] = n_fft
+    # without a hop length, torch takes n_fft // 4, which is 0 (invalid) below 4
+    ctx.fixed["hop_length"] = ctx.draw((st.none() if n_fft >= 4 else st.nothing()) | st.integers(1, n_fft), label="hop_length")
+    win = ctx.draw(st.none() | st.integers(1, n_fft), label="win_length")
+    ctx.fixed["win_length"] = win
+    ctx.fixed["window"] = None if ctx.draw(st.booleans(), label="no window") else _tensor(ctx, (win or n_fft,), values="positive", label="window")
+    ctx.fixed["normalized"] = ctx.draw(st.booleans(), label="normalized")
+    ctx.fixed["onesided"] = None if ctx.dtype.startswith("complex") else ctx.draw(st.sampled_from((None, True, False)), label="onesided")
+    ctx.fixed["return_complex"] = True
+    if "align_to_window" in names:
+        ctx.fixed["align_to_window"] = None
+
+
+def _counts(ctx, n: int, *, label: str, high: int = 4, dtype: str | None = None) -> TensorSpec:
+    """n non-negative integers below `high`, of the cell's dtype (only integer cells are valid)."""
+    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=(n,), values="index", low=0, high=high, label=label)
+
+
+@family("bincount")
+def bincount(ctx):
+    """A 1-d tensor of non-negative integers (the integer cells; the others are rejected), float
+    weights of the same length or none, and a minimum length."""
+    n = ctx.draw(st.integers(0, 6), label="length")
+    ctx.shape = (n,)
+    ctx.fixed["self"] = _counts(ctx, n, label="self", high=6)
+    ctx.fixed["weights"] = None if ctx.draw(st.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
+    ctx.fixed["minlength"] = ctx.draw(st.integers(0, 3), label="minlength")
+
+
+@family("repeat_interleave")
+def repeat_interleave(ctx):
+    """Tensor repeats: 1-d non-negative integers, one per element of self along dim (of the
+    flattened self without dim), or a single one; output_size, when given, is their total."""
+    names = _arg_names(ctx)
+    repeats = next((a for a in ctx.op.arguments if a.name == "repeats"), None)
+    if repeats is None or not repeats.type.startswith("Tensor"):
+        return
+    if "self" in names:
+        dim = ctx.draw(st.none() | dims(ctx), label="dim") if ctx.rank else None
+        ctx.fixed["dim"] = dim
+        n = _numel(ctx.shape) if dim is None else ctx.size(dim)
+        n = 1 if ctx.draw(st.booleans(), label="one repeat") else n
+    else:
+        n = ctx.draw(st.integers(0, 5), label="length")
+        ctx.shape = (n,)
+    # with self, the repeats are an index-like argument: int64 in every cell
+    ctx.fixed["repeats"] = _counts(ctx, n, label="repeats", dtype="int64" if "self" in names else None)
+    ctx.fixed["output_size"] = None
+
+
+@family("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")
+def to_sparse_compressed(ctx):
+    """A dense matrix (compressed layouts hold 2-d tensors, batched or not, here unbatched) and,
+    for the block layouts, a block size that divides it. The out= overloads copy into an out of
+    the same layout, which must hold as many elements as the result: the same values, converted."""
+    import dataclasses
+
+    names = _arg_names(ctx)
+    if ctx.op.base_name.lstrip("_") == "to_sparse":
+        # the generic conversion: to sparse COO (no layout, no block size), sparse_dim <= rank
+        ctx.fixed.update(layout=None, blocksize=None, dense_dim=None)
+        if "sparse_dim" in names:
+            ctx.fixed["sparse_dim"] = ctx.draw(st.integers(min(1, ctx.rank), ctx.rank), label="sparse_dim")
+        return
+    block = ctx.op.base_name.lstrip("_").startswith("to_sparse_b")
+    bh, bw = (ctx.draw(st.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
+    ctx.shape = (bh * ctx.draw(st.integers(1, 3), label="block rows"), bw * ctx.draw(st.integers(1, 3), label="block cols"))
+    out = ctx.op.variant == "out"
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous" if out else None, label="self")
+    if block:
+        ctx.fixed["blocksize"] = [bh, bw]
+    ctx.fixed["dense_dim"] = None
+    layout = {"to_sparse_csr": "sparse_csr", "to_sparse_csc": "sparse_csc"}.get(ctx.op.base_name.lstrip("_"))
+    if out and layout:
+        ctx.fixed["out"] = dataclasses.replace(ctx.fixed["self"], layout=layout)
+
+
+@family("coalesce")
+def uncoalesced(ctx):
+    """_coalesce asserts that its input is not coalesced: a sparse COO tensor with each entry
+    repeated (coalesce accepts both)."""
+    if ctx.op.base_name == "_coalesce":
+        # non-zero values, so that some entry is stored (and repeated): all zeros would be coalesced
+        ctx.shape = tuple(ctx.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2), label="shape"))
+        ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self")
+
+
+@family("Delete", "__getitem__", "pop")
+def dict_key(ctx):
+    """dict[key], del dict[key] and dict.pop(key) on a TorchScript Dict: the key is one the dict
+    holds (else KeyError). A Tensor key is the very spec of the dict's key, which
+    `Case.materialize` builds once: Dict[Tensor, t] hashes tensors by identity."""
+    from generators.argtypes import draw_jit, jit_formal
+
+    names = _arg_names(ctx)
+    if getattr(ctx.op, "family", "") != "torchscript" or "Dict" not in ctx.op.overload or "key" not in names:
+        return
+    d = draw_jit(jit_formal(ctx.op, "self"), ctx, "arg self", name="self")
+    ctx.fixed["self"] = d
+    keys = [k for k, _ in d["dict"]]
+    ctx.fixed["key"] = keys[ctx.draw(st.integers(0, len(keys) - 1), label="key")]
+
+
+@family("einsum")
+def einsum_sublist(ctx):
+    """einsum(a, [subscripts of a], b, [subscripts of b], ..., [output subscripts]): the sublist
+    form takes its operands and subscript lists as varargs after a. Shared subscripts have one
+    size; the output subscripts, when given, are distinct subscripts of the operands."""
+    from generators.schema import VARARGS
+
+    if ctx.op.overload != "sublist":
+        return
+    sizes = [ctx.draw(st.integers(1, 3), label=f"size[{i}]") for i in range(4)]
+    operands = ctx.draw(st.integers(1, 2), label="operands")
+    subs = [ctx.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
+    tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
+    ctx.shape = tensors[0].shape
+    ctx.fixed["a"] = tensors[0]
+    rest = [subs[0]]
+    for t, sub in zip(tensors[1:], subs[1:]):
+        rest += [t, sub]
+    if ctx.draw(st.booleans(), label="output subscripts"):
+        present = sorted({j for sub in subs for j in sub})
+        # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
+        rest.append(ctx.draw(st.lists(st.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
+    ctx.fixed[VARARGS] = rest
+
+
+@family("fused_adam", "fused_adamw", "fused_adagrad", "fused_sgd")
+def fused_optimizer(ctx):
+    """A step of a fused optimizer over a list of parameters: state_steps holds one step count per
+    parameter, each a one-element float32 tensor (it is read as a number); no gradient scaling."""
+    names = _arg_names(ctx)
+    if "state_steps" in names:
+        ctx.fixed["state_steps"] = [
+            draw_tensor(ctx.draw, dtype="float32", shape=(), values="index", low=1, high=5, layout="contiguous", label=f"state_steps[{i}]")
+            for i in range(len(ctx.list_shapes))
+        ]
+    for name in ("grad_scale", "found_inf"):
+        if name in names:
+            ctx.fixed[name] = None
+    if "amsgrad" in names:
+        # max_exp_avg_sqs is used with amsgrad only, and must be empty without it
+        amsgrad = ctx.draw(st.booleans(), label="amsgrad")
+        ctx.fixed["amsgrad"] = amsgrad
+        if not amsgrad:
+            ctx.fixed["max_exp_avg_sqs"] = []
+
+
+# -- nested tensors ---------------------------------------------------------------------------------
+
+
+def _nested_lengths(ctx):
+    """(batch, lengths, features): the component tensors of a nested tensor are (length_i, D)."""
+    b = ctx.draw(st.integers(1, 3), label="batch")
+    d = ctx.draw(st.integers(1, 3), label="features")
+    lengths = [ctx.draw(st.integers(1, 3), label=f"length[{i}]") for i in range(b)]
+    return b, lengths, d
+
+
+@family("nested_tensor_from_mask", "nested_tensor_from_mask_left_aligned")
+def nested_from_mask(ctx):
+    """A padded (N, L, D) batch and its (N, L) padding mask, left-aligned: each row is True for
+    the first length_i positions (what the constructor keeps) and False after."""
+    b, lengths, d = _nested_lengths(ctx)
+    longest = max(lengths)
+    ctx.shape = (b, longest, d)
+    ctx.fixed["t"] = _tensor(ctx, ctx.shape, label="t")
+    mask = tuple(j < n for n in lengths for j in range(longest))
+    ctx.fixed["mask"] = TensorSpec(shape=(b, longest), dtype="bool", data=mask)
+    if "mask_check" in _arg_names(ctx):
+        ctx.fixed["mask_check"] = True
+
+
+@family("nested_from_padded", "nested_from_padded_and_nested_example")
+def nested_from_padded(ctx):
+    """A padded (N, L, D) batch and the (N, 2) int64 sizes of its components (length_i, D)."""
+    b, lengths, d = _nested_lengths(ctx)
+    ctx.shape = (b, max(lengths), d)
+    ctx.fixed["padded"] = _tensor(ctx, ctx.shape, label="padded")
+    sizes = tuple(x for n in lengths for x in (n, d))
+    ctx.fixed["cpu_nested_shape_example"] = TensorSpec(shape=(b, 2), dtype="int64", data=sizes)
+    if "fuse_transform_0213" in _arg_names(ctx):
+        ctx.fixed["fuse_transform_0213"] = False
+
+
+@family("nested_view_from_buffer", "nested_view_from_buffer_copy")
+def nested_view_from_buffer(ctx):
+    """A contiguous 1-d buffer holding the components (length_i, D) one after the other: their
+    (N, 2) sizes, row-major strides (D, 1) and start offsets, all int64."""
+    b, lengths, d = _nested_lengths(ctx)
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n * d)
+    ctx.shape = (offsets[-1],)
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="self")
+    ctx.fixed["nested_size"] = TensorSpec(shape=(b, 2), dtype="int64", data=tuple(x for n in lengths for x in (n, d)))
+    ctx.fixed["nested_strides"] = TensorSpec(shape=(b, 2), dtype="int64", data=(d, 1) * b)
+    ctx.fixed["offsets"] = TensorSpec(shape=(b,), dtype="int64", data=tuple(offsets[:-1]))
+
+
+@family("renorm")
+def renorm(ctx):
+    """A positive norm order and a positive max norm (renorm rejects non-positive ones), over the
+    sub-tensors along dim of an input of two dims or more."""
+    ctx.fixed["p"] = ctx.draw(st.sampled_from((2.0, 1.0, 3.0)), label="p")
+    ctx.fixed["maxnorm"] = ctx.draw(st.sampled_from((1.0, 0.5, 2.0)), label="maxnorm")
+    if ctx.rank < 2:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    ctx.fixed["dim"] = ctx.draw(dims(ctx), label="dim")
+
+
+@family("chain_matmul")
+def chain_matmul(ctx):
+    """Matrices whose inner sizes chain: (n0, n1), (n1, n2), ..."""
+    k = ctx.draw(st.integers(1, 3), label="matrices")
+    sides = [ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    ctx.shape = (sides[0], sides[1])
+    ctx.fixed["matrices"] = [_tensor(ctx, (sides[i], sides[i + 1]), label=f"matrices[{i}]") for i in range(k)]
+
+
+@family("diagonal_scatter")
+def diagonal_scatter(ctx):
+    """src is the shape of self's diagonal (offset, dim1, dim2): the other dims, then its length."""
+    if ctx.rank < 2:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    rows, cols = ctx.shape[0], ctx.shape[1]
+    offset = ctx.draw(st.integers(-rows + 1, cols - 1), label="offset")
+    ctx.fixed.update(offset=offset, dim1=0, dim2=1)
+    length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["src"] = _tensor(ctx, (*ctx.shape[2:], length), label="src")
+
+
+@family("glu_jvp")
+def glu_jvp(ctx):
+    """glu's result (n, k) and its input and tangent (n, 2k): halved along dim 1."""
+    symbolic(ctx, {"glu": "n k", "x": "n 2k", "dx": "n 2k"})
+    ctx.fixed["dim"] = 1
+
+
+@family("empty_permuted")
+def empty_permuted(ctx):
+    """A size and a physical layout that is a permutation of its dims."""
+    size = [ctx.draw(st.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(st.integers(0, 3), label="rank"))]
+    ctx.fixed["size"] = size
+    ctx.fixed["physical_layout"] = ctx.draw(st.permutations(list(range(len(size)))), label="physical_layout")
+
+
+_SPLIT_DIM = {"vsplit": (0, 2), "hsplit": (1, 1), "dsplit": (2, 3)}  # (dim, least rank)
+
+
+@family("dsplit", "hsplit", "vsplit")
+def directional_split(ctx):
+    """A tensor of the rank the split needs; an int number of sections that divides its dim
+    (hsplit splits a 1-d tensor along dim 0)."""
+    dim, least = _SPLIT_DIM[ctx.op.base_name]
+    if ctx.rank < least:
+        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(least))
+    if "sections" in _arg_names(ctx):
+        size = ctx.shape[dim if ctx.rank > 1 else 0]
+        ctx.fixed["sections"] = ctx.draw(st.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")

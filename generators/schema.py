@@ -27,6 +27,8 @@ class Untestable(Exception):
 
 # sentinel: leave the argument out of the call so the schema default applies
 OMIT = object()
+# key of ctx.fixed for the values a vararg schema ("...") takes after its declared arguments
+VARARGS = "..."
 
 
 @dataclass
@@ -143,7 +145,9 @@ def _cases(draw, op, cell, max_numel, builder):
             value = backward.draw_deferred(arg, ctx)
         elif arg.is_out:
             if "out dtypes" not in ctx.hints:
-                ctx.hints["out dtypes"] = backward.out_dtypes(op, ctx.drawn) or []
+                results = backward.out_results(op, ctx.drawn) or []
+                ctx.hints["out dtypes"] = [r and r[0] for r in results]
+                ctx.hints["out results"] = results
             value = argtypes.out_values(arg, ctx)
         else:
             value = argtypes.draw_arg(arg, ctx)
@@ -163,6 +167,8 @@ def _cases(draw, op, cell, max_numel, builder):
             kwargs[arg.name] = value
         else:
             args.append(value)
+    # a vararg builtin's extra positional values ("einsum.sublist(Tensor a, ...)"), from its builder
+    args.extend(ctx.fixed.get(VARARGS, ()))
     seed = draw(st.integers(0, 2**31 - 1), label="seed")
     case = Case(op=op.qualname, args=tuple(args), kwargs=kwargs, seed=seed)
     return _enforce_cap(case, max_numel)

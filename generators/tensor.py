@@ -19,7 +19,7 @@ import torch
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
-SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc")
+SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced")
 
 # value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
 VALUE_KINDS = (
@@ -203,6 +203,11 @@ class TensorSpec:
             t = t[1:].view(self.shape)
         elif self.layout == "sparse_coo":
             t = t.to_sparse()
+        elif self.layout == "sparse_coo_uncoalesced":
+            # every entry twice, the second time as a zero: the same tensor, not coalesced
+            # (what _coalesce sums; it asserts its input is not coalesced)
+            s = t.to_sparse()
+            t = torch.sparse_coo_tensor(torch.cat([s.indices(), s.indices()], 1), torch.cat([s.values(), torch.zeros_like(s.values())]), s.shape)
         elif self.layout == "sparse_csr":
             t = t.to_sparse_csr()
         elif self.layout == "sparse_csc":

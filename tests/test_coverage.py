@@ -24,6 +24,11 @@ def run_db(tmp_path_factory):
         op_id = s.scalar(select(Op.id).where(Op.qualname == "aten::synthetic_untestable"))
         s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": op_id, "kernels": []}])
         s.execute(insert(Result), [{"run_id": run_id, "op_id": op_id, "dtype": "none", "outcome": "skipped", "message": "untestable: takes a synthetic argument"}])
+        # an op this machine runs whose every generated input the reference rejected
+        s.execute(insert(Op), [{"qualname": "aten::synthetic_no_case", "variant": "functional", "family": "other", "tags": [], "schema": ""}])
+        op_id = s.scalar(select(Op.id).where(Op.qualname == "aten::synthetic_no_case"))
+        s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": op_id, "kernels": ["CPU"]}])
+        s.execute(insert(Result), [{"run_id": run_id, "op_id": op_id, "dtype": "float32", "outcome": "skipped", "message": "no valid case: the CPU reference rejected all 5 generated inputs; first: bad"}])
 
     store.write(add_synthetic)
     store.close()
@@ -48,7 +53,7 @@ def test_unexercised_ops_say_why(run_db):
     _, ops = _report(run_db, "--run", "latest")
     assert ops["aten::synthetic_untestable"] == {
         "op": "aten::synthetic_untestable", "family": "other", "variant": "functional",
-        "exercised": False, "valid_cases": 0, "reason": "takes a synthetic argument",
+        "exercised": False, "valid_cases": 0, "reason": "takes a synthetic argument", "status": "untestable",
     }
     assert ops["aten::mul.Tensor"]["reason"] == "not in this run's op selection"
     # an op outside the selection that opdb marks untestable keeps its rule's reason
@@ -70,7 +75,7 @@ def test_totals_count_all_ops_and_public_functional_ones(run_db):
 def test_table_ends_with_totals(run_db):
     out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
     assert "aten::synthetic_untestable" in out and "takes a synthetic argument" in out
-    assert "public functional exercised:" in out
+    assert "public functional exercised, of the whole catalog's:" in out
 
 
 def test_unknown_run_is_one_line_error(run_db):
@@ -94,3 +99,27 @@ def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_p
     assert "THE END" not in table.split("\n\n")[0] and "…" in table and "--full" in table
     assert reason in conform("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
     assert json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)["ops"][0]["reason"] == reason
+
+
+def test_three_denominators_say_which_is_which(run_db):
+    report, ops = _report(run_db)
+    t = report["totals"]
+    no_kernel = [r for r in ops.values() if r["status"] == "no kernel here"]
+    assert no_kernel and all("no CPU kernel" in r["reason"] for r in no_kernel)
+    # the ops this machine can run: the catalog less those without a kernel or composite here
+    assert t["runnable"] == t["ops"] - len(no_kernel) == t["ops"] - t["no_kernel_here"]
+    assert t["runnable_exercised"] == t["exercised"]  # an op without a kernel is never exercised
+    runnable_public = [q for q, r in ops.items() if r["status"] != "no kernel here" and r["variant"] == "functional" and not q.split("::")[1].startswith("_")]
+    assert t["public_functional_runnable"] == len(runnable_public) < t["public_functional"]
+    assert t["untestable"] >= 1 and t["no_valid_case"] == 1
+    out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
+    for label in ("of the whole catalog:", "of the ops with a kernel or composite here:", "of the public functional ops among those:"):
+        assert label in out
+
+
+def test_no_valid_case_is_a_defect_listed_first(run_db):
+    report, ops = _report(run_db)
+    assert report["ops"][0]["op"] == "aten::synthetic_no_case" and report["ops"][0]["status"] == "no valid case"
+    assert ops["aten::synthetic_untestable"]["status"] == "untestable"
+    table = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout.splitlines()
+    assert table[2].startswith("aten::synthetic_no_case")

@@ -1,0 +1,94 @@
+"""The family rules that give every op with a kernel here valid cases (issue 16): each rule's
+drawn cases are valid for the CPU reference, not by luck, and so is the form hypothesis shrinks
+them to (a failure found on a device shrinks through such forms)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, settings
+
+import opdb
+from generators import from_schema
+from generators.coverage_probe import probe
+
+CPU = torch.device("cpu")
+
+# (op, cell): one cell where the rule makes every case valid
+RULES = [
+    ("aten::float_power_.Scalar", "float32"),  # a float64 self: the result's dtype
+    ("aten::float_power.Scalar_out", "float32"),  # the out's dtype from the functional with the same types
+    ("aten::tril_indices.out", "none"),  # an int64 out, from tril_indices' default dtype
+    ("aten::stft", "float32"),  # return_complex given for real input
+    ("aten::stft.center", "complex64"),
+    ("aten::bincount", "int64"),  # 1-d non-negative integers
+    ("aten::repeat_interleave.Tensor", "int64"),
+    ("aten::repeat_interleave.self_Tensor", "float32"),
+    ("aten::_int_mm", "int32"),  # int8 matrices in the cell of the result
+    ("aten::_scaled_mm", "float32"),  # float8 matrices with per-tensor scales
+    ("aten::native_group_norm_backward.out", "float32"),  # every output unmasked, a weight
+    ("aten::native_layer_norm_backward.out", "float32"),
+    ("aten::_to_sparse.out", "float32"),  # a sparse out of the result's shape
+    ("aten::_to_sparse_csr.out", "float32"),  # a CSR out with the result's elements
+    ("aten::to_sparse_bsr", "float32"),  # a block size that divides the matrix
+    ("aten::_coalesce", "float32"),  # an uncoalesced input
+    ("aten::__getitem__.Dict_Tensor", "float32"),  # the key is the dict's own key tensor
+    ("aten::pop.Dict_str", "none"),
+    ("aten::einsum.sublist", "float32"),  # operands and subscript lists as varargs
+    ("aten::_fused_adamw.out", "float32"),  # one-element step counts
+    ("aten::_nested_tensor_from_mask", "float32"),  # nested-tensor constructors
+    ("aten::_nested_from_padded", "float32"),
+    ("aten::_nested_view_from_buffer", "float32"),
+    ("aten::split.sizes", "float32"),  # sizes that sum to the dim's size
+    ("aten::split_with_sizes_copy.out", "float32"),  # one out per piece
+    ("aten::renorm", "float32"),  # a positive norm and max norm
+    ("aten::chain_matmul", "float32"),  # chained inner sizes
+    ("aten::diagonal_scatter", "float32"),  # src of the diagonal's shape
+    ("aten::glu_jvp", "float32"),  # halved along dim 1
+    ("aten::batch_norm_update_stats", "float32"),  # (N, C, *) with per-channel running stats
+    ("aten::im2col", "float32"),  # an image at least as large as the dilated kernel
+    ("aten::empty_permuted", "float32"),  # a physical layout that permutes the dims
+    ("aten::dsplit.int", "float32"),  # three dims, sections that divide the third
+]
+
+
+def _runs(op, case) -> bool:
+    args, kwargs = case.materialize(lambda t: t, CPU)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op.resolve()(*args, **kwargs)
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name,cell", RULES, ids=[f"{n}[{c}]" for n, c in RULES])
+def test_every_drawn_case_is_valid_on_cpu(name, cell):
+    op = opdb.lookup(name)
+    valid, reason = probe(op, cell, examples=8, seed=0)
+    assert valid == 8, reason
+
+
+@pytest.mark.parametrize("name,cell", RULES, ids=[f"{n}[{c}]" for n, c in RULES])
+def test_the_shrunk_case_stays_valid(name, cell):
+    op = opdb.lookup(name)
+    strategy = from_schema(op, cell)
+    quick = settings(max_examples=30, database=None, deadline=None, phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+    # the simplest case of all, and the simplest with a tensor of two elements or more: what a
+    # shrinker ends at when a failure needs a little data
+    simplest = find(strategy, lambda case: True, settings=quick)
+    assert _runs(op, simplest), simplest.describe()
+    if op.has_tensor_inputs:
+        larger = find(strategy, lambda case: any(t.numel >= 2 for t in case.tensor_specs()), settings=quick)
+        assert _runs(op, larger), larger.describe()
+
+
+def test_the_builtin_dict_key_is_the_dict_key_tensor():
+    """Dict[Tensor, t] hashes by identity: the key must be the very tensor the dict holds."""
+    op = opdb.lookup("aten::__getitem__.Dict_Tensor")
+    case = find(from_schema(op, "float32"), lambda c: True, settings=settings(database=None, max_examples=5))
+    (d, key), _ = case.materialize(lambda t: t, CPU)
+    assert any(k is key for k in d)
