@@ -1676,7 +1676,8 @@ def diagonal_scatter(ctx):
     if ctx.rank < 2:
         ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
     rows, cols = ctx.shape[0], ctx.shape[1]
-    offset = ctx.draw(st.integers(-rows + 1, cols - 1), label="offset")
+    # (an empty side leaves only offset 0, which every empty diagonal accepts)
+    offset = ctx.draw(st.integers(min(0, -rows + 1), max(0, cols - 1)), label="offset")
     ctx.fixed.update(offset=offset, dim1=0, dim2=1)
     length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")

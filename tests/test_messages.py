@@ -1,8 +1,8 @@
 """What a finding's message says: each finding once, and the CPU named once when it is both sides."""
 
 from conform.compare import Record
-from conform.execute import CaseResult, _attribution, _joined
-from conform.outcomes import Outcome
+from conform.execute import _joined
+from conform.oracle import attribution
 
 
 def _record(message: str) -> Record:
@@ -20,8 +20,6 @@ def test_the_same_finding_at_output_and_out_is_said_once_with_both_places():
 
 
 def test_cpu_only_attribution_names_the_cpu_once():
-    result = CaseResult(Outcome.MISMATCH, "forward")
-    result.device_golden_err = result.ref_golden_err = 2.92e-05
     bad = [_record("x [output]")]
-    assert _attribution(result, bad, plain_cpu=True) == "; CPU error 2.92e-05 vs golden float64"
-    assert _attribution(result, bad) == "; device error 2.92e-05 vs CPU 2.92e-05 (golden float64)"
+    assert attribution(2.92e-05, 2.92e-05, bad, plain_cpu=True) == "; CPU error 2.92e-05 vs golden float64"
+    assert attribution(2.92e-05, 2.92e-05, bad) == "; device error 2.92e-05 vs CPU 2.92e-05 (golden float64)"

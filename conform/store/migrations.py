@@ -11,7 +11,7 @@ locks: see `Store._check_schema`), so a schema is created or upgraded all at onc
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
 from .models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
 
@@ -21,9 +21,13 @@ def _add_declared_kernels(conn: Connection) -> None:
 
 
 def _add_findings_and_skip_reason(conn: Connection) -> None:
-    # plain ALTER TABLE: SQLite and PostgreSQL both add a nullable or defaulted column in place
-    conn.execute(text("ALTER TABLE results ADD COLUMN findings JSON"))
-    conn.execute(text("ALTER TABLE results ADD COLUMN skip_reason VARCHAR(24) NOT NULL DEFAULT ''"))
+    # plain ALTER TABLE: SQLite and PostgreSQL both add a nullable or defaulted column in place;
+    # a column already there (a database a newer conform created, its version row rolled back) stays
+    have = {c["name"] for c in inspect(conn).get_columns("results")}
+    if "findings" not in have:
+        conn.execute(text("ALTER TABLE results ADD COLUMN findings JSON"))
+    if "skip_reason" not in have:
+        conn.execute(text("ALTER TABLE results ADD COLUMN skip_reason VARCHAR(24) NOT NULL DEFAULT ''"))
 
 
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
