@@ -325,8 +325,17 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
         def on_case(case):
             watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
 
+        def drawing():
+            # generation runs kernels too (an out= op's functional, to size its outs; a forward
+            # result an argument needs): a hang there is the cell's timeout, not a stuck worker
+            watchdog.arm({**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"})
+
         state["poisoned"] = False
-        result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=watchdog.disarm, stop_if=poisoned_by)
+        drawing()
+        try:
+            result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
+        finally:
+            watchdog.disarm()
         return result.to_dict(), state["poisoned"]
 
     return run

@@ -307,8 +307,8 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
             r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
-        r.examples_run = 1
-        if r.case is not None:
+        if r.case is not None:  # (none when the process hung while drawing a case)
+            r.examples_run = 1
             r.repro = _repro_from_json(cell[0], r.case, device or "auto")
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
