@@ -548,6 +548,13 @@ def pytest_unconfigure(config):
     worker = getattr(config, "_conform_worker", None)
     if worker is not None:
         worker.close()
+    if hasattr(config, "workerinput") and _is_conform_session(config):
+        # an xdist worker with its cells done: a Ctrl-C to the process group is the controller's
+        # to handle, and here it would only land in the interpreter's teardown (torch.library's
+        # atexit finalizers) and print a traceback over the run's last lines
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     controller = getattr(config, "_conform", None)
     if controller is not None:
         controller.finish(pytest.ExitCode.INTERRUPTED)  # no-op unless the session never finished
