@@ -187,33 +187,46 @@ def test_empty_database_builds_a_site_that_says_so(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from browser import Browser, find_chromium
+def chromium():
+    from browser import find_chromium
 
     binary = find_chromium()
     if binary is None:
         pytest.skip("chromium is not installed (apt-get install chromium): browser tests skipped")
-    pytest.importorskip("websocket", reason="websocket-client is not installed (pip install '.[test]')")
-    b = Browser(binary)
-    yield b
-    b.close()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=binary, args=["--disable-dev-shm-usage"])
+        yield browser
+        browser.close()
 
 
-def test_matrix_filters_in_browser(site, browser, tmp_path):
+@pytest.fixture
+def page(chromium):
+    """A fresh 1400 x 900 page per test; `page.errors` lists its console errors, uncaught
+    exceptions and failed loads."""
+    from browser import open_page
+
+    page, errors = open_page(chromium)
+    page.errors = errors
+    yield page
+    page.close()
+
+
+def test_matrix_filters_in_browser(site, page, tmp_path):
     out, _ = site
-    b = browser
-    b.goto((out / "matrix.html").as_uri())
-    ready = lambda: b.eval("document.getElementById('matrix').getAttribute('data-ready')")  # noqa: E731
-    b.wait(ready, what="matrix rendering")
+    page.goto((out / "matrix.html").as_uri())
+    ready = "document.getElementById('matrix').getAttribute('data-ready')"
+    page.wait_for_function(ready)
     visible = "Array.from(document.querySelectorAll('tbody.family:not([hidden]):not(.collapsed) tr.oprow')).map(r => r.dataset.op)"
 
     def set_filter(js):
-        before = ready()
-        b.eval(js)
-        b.wait(lambda: ready() != before, what="matrix re-rendering")
-        return b.eval(visible)
+        before = page.evaluate(ready)
+        page.evaluate(js)
+        page.wait_for_function(f"before => {ready} !== before", arg=before)
+        return page.evaluate(visible)
 
-    assert b.eval(visible) == ["aten::add.Tensor", "aten::new_op_in_214"]  # first family open by default
+    assert page.evaluate(visible) == ["aten::add.Tensor", "aten::new_op_in_214"]  # first family open by default
     rows = set_filter("var t = document.getElementById('f-text'); t.value = 'SUM'; t.dispatchEvent(new Event('input'))")
     assert rows == ["aten::sum"]
     rows = set_filter("var t = document.getElementById('f-text'); t.value = ''; var o = document.getElementById('f-outcome'); o.value = 'mismatch'; o.dispatchEvent(new Event('change'))")
@@ -222,75 +235,74 @@ def test_matrix_filters_in_browser(site, browser, tmp_path):
     assert rows == ["aten::mm"]
     rows = set_filter("document.getElementById('f-family').value = ''; var c = document.getElementById('f-changed'); c.checked = true; c.dispatchEvent(new Event('change'))")
     assert sorted(rows) == ["aten::add.Tensor", "aten::mm"]  # rows whose outcome changed stand out
-    assert b.eval("document.querySelectorAll('tr.oprow.changed').length") == 2
-    assert "changed=1" in b.eval("location.hash")
+    assert page.evaluate("document.querySelectorAll('tr.oprow.changed').length") == 2
+    assert "changed=1" in page.evaluate("location.hash")
     # every link the script made resolves
-    hrefs = b.eval("Array.from(document.querySelectorAll('#matrix a[href]')).map(a => a.getAttribute('href'))")
+    hrefs = page.evaluate("Array.from(document.querySelectorAll('#matrix a[href]')).map(a => a.getAttribute('href'))")
     assert hrefs and all(local_target(out / "matrix.html", h).is_file() for h in hrefs)
     # a row's first cell is compared with nothing to its left (it was compared with the row above)
     rows = set_filter("var c = document.getElementById('f-changed'); c.checked = false; c.dispatchEvent(new Event('change')); document.getElementById('expand-all').click()")
-    first = b.eval("Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)")
+    first = page.evaluate("Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)")
     assert first and not [c for c in first if "diffprev" in c]
-    assert b.eval("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2  # add.Tensor and mm, in the 2.14.1 column
+    assert page.evaluate("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2  # add.Tensor and mm, in the 2.14.1 column
     # each cell says which run its results came from; sum int64 came from the later run
-    tips = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => c.title)]))")
+    tips = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => c.title)]))")
     assert re.search(r"from run \w{8} of \d{4}-\d\d-\d\d", tips["aten::mm"][1])
     assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips["aten::sum"][1]
     # the declared toggle: a letter per cell; add.Tensor's declared CPU kernel fails on 2.14.1
     set_filter("var d = document.getElementById('f-declared'); d.checked = true; d.dispatchEvent(new Event('change'))")
-    marks = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => (c.querySelector('.decl') || {}).className || '')]))")
+    marks = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => (c.querySelector('.decl') || {}).className || '')]))")
     assert marks["aten::add.Tensor"] == ["", "decl decl-K decl-broken"]  # 2.13.0: no release stored
     assert marks["aten::sum"][1] == "decl decl-D" and marks["aten::new_op_in_214"][1] == "decl decl-none"
-    b.screenshot(tmp_path / "matrix.png")
+    page.screenshot(path=tmp_path / "matrix.png")
     assert (tmp_path / "matrix.png").stat().st_size > 10_000
-    assert b.errors() == []
+    assert page.errors == []
 
 
-def test_pages_load_without_console_errors(site, browser):
+def test_pages_load_without_console_errors(site, page):
     out, _ = site
-    b = browser
     for rel in ["index.html", "perf.html", "diff.html", "declared.html", next(out.glob("declared-*.html")).name, "op.html?op=add.Tensor", "op.html?op=mm", "op.html?op=relu", next(out.glob("diff-*-*.html")).name]:
-        b.goto((out / "index.html").as_uri().replace("index.html", rel))
+        page.goto((out / "index.html").as_uri().replace("index.html", rel))
         if rel.startswith("op.html"):
-            b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what=f"{rel} rendering")
-        assert b.errors() == [], rel
-        assert b.eval("window.__pwned") is None, f"{rel} ran a script from the database"
-        b.eval("document.querySelector('table.sortable th') && document.querySelector('table.sortable th').click()")  # sorting does not throw
-        assert b.errors() == [], rel
+            page.wait_for_function("document.getElementById('op-page').getAttribute('data-ready')")
+        assert page.errors == [], rel
+        assert page.evaluate("window.__pwned") is None, f"{rel} ran a script from the database"
+        page.evaluate("document.querySelector('table.sortable th') && document.querySelector('table.sortable th').click()")  # sorting does not throw
+        assert page.errors == [], rel
 
 
-def test_op_page_shows_results_failures_and_timings(site, browser):
+def test_op_page_shows_results_failures_and_timings(site, page):
     out, _ = site
-    b = browser
-    b.goto((out / "op.html").as_uri() + "?op=add.Tensor")
-    b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what="op page")
-    text = b.eval("document.getElementById('op-page').innerText")
+    op_ready = "document.getElementById('op-page').getAttribute('data-ready')"
+    page.goto((out / "op.html").as_uri() + "?op=add.Tensor")
+    page.wait_for_function(op_ready)
+    text = page.evaluate("document.getElementById('op-page').innerText")
     assert "aten::add.Tensor" in text and "Reproduction script" in text and "changed" in text
     assert "<script>window.__pwned = 1</script>" in text  # the message shows as text, not as markup
-    assert b.eval("document.querySelectorAll('section.failure').length") == 1
+    assert page.evaluate("document.querySelectorAll('section.failure').length") == 1
     assert "No timings for this op" in text
-    declared = b.eval("Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())")
+    declared = page.evaluate("Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())")
     assert declared == ["torch MPS CUDA CPU XPU", "2.9.1 – kernel kernel –", "2.14.1 kernel kernel kernel –"]
-    b.goto((out / "op.html").as_uri() + "?op=mm")
-    b.wait(lambda: b.eval("document.getElementById('op-page').getAttribute('data-ready')"), what="op page")
-    assert b.eval("document.querySelectorAll('#op-page svg.chart circle').length") >= 6
-    b.goto((out / "op.html").as_uri() + "?op=no_such_op")
-    b.wait(lambda: "No op" in b.eval("document.getElementById('op-page').innerText"), what="missing-op message")
-    assert all("no_such_op" in e for e in b.errors())  # only the failed load of its data file
+    page.goto((out / "op.html").as_uri() + "?op=mm")
+    page.wait_for_function(op_ready)
+    assert page.evaluate("document.querySelectorAll('#op-page svg.chart circle').length") >= 6
+    assert page.errors == []
+    page.goto((out / "op.html").as_uri() + "?op=no_such_op")
+    page.wait_for_function("document.getElementById('op-page').innerText.includes('No op')")
+    assert page.errors and all("no_such_op" in e for e in page.errors)  # only the failed load of its data file
 
 
-def test_diff_of_any_two_matches_the_precomputed_one(site, browser):
+def test_diff_of_any_two_matches_the_precomputed_one(site, page):
     out, _ = site
-    b = browser
     static = next(out.glob("diff-*-*.html"))
     a, bkey = re.search(r'data-a="([^"]+)" data-b="([^"]+)"', static.read_text()).groups()
     expected = {k: v for k, v in re.findall(r'id="n-([a-z-]+)">(\d+)<', static.read_text())}
-    b.goto((out / "diff.html").as_uri() + f"#a={a}&b={bkey}")
-    b.wait(lambda: b.eval("document.getElementById('diff-out').getAttribute('data-ready')"), what="diff")
-    got = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('#diff-out b[id^=n-]')).map(x => [x.id.slice(2), x.textContent]))")
+    page.goto((out / "diff.html").as_uri() + f"#a={a}&b={bkey}")
+    page.wait_for_function("document.getElementById('diff-out').getAttribute('data-ready')")
+    got = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#diff-out b[id^=n-]')).map(x => [x.id.slice(2), x.textContent]))")
     assert got == expected
-    assert b.eval("document.getElementById('diff-out').textContent").count("aten::add.Tensor") >= 1
-    assert b.errors() == []
+    assert page.evaluate("document.getElementById('diff-out').textContent").count("aten::add.Tensor") >= 1
+    assert page.errors == []
 
 
 def test_site_files_is_a_real_folder_with_templates_and_assets():
@@ -305,10 +317,10 @@ def test_site_files_is_a_real_folder_with_templates_and_assets():
     assert (root / "templates" / "base.html").is_file() and (root / "static" / "style.css").is_file()
 
 
-def test_overview_table_fits_a_1400_px_window(site, browser):
+def test_overview_table_fits_a_1400_px_window(site, page):
     """Every column of the overview (per-outcome counts included) is visible without scrolling."""
     out, _ = site
-    browser.goto((out / "index.html").as_uri())
-    width = browser.eval("document.documentElement.clientWidth")
-    box = browser.eval("(() => { const s = document.querySelector('#overview').parentElement; return [s.scrollWidth, s.clientWidth, document.querySelector('#overview').getBoundingClientRect().right]; })()")
+    page.goto((out / "index.html").as_uri())
+    width = page.evaluate("document.documentElement.clientWidth")
+    box = page.evaluate("(() => { const s = document.querySelector('#overview').parentElement; return [s.scrollWidth, s.clientWidth, document.querySelector('#overview').getBoundingClientRect().right]; })()")
     assert width == 1400 and box[0] <= box[1] and box[2] <= width, (width, box)
