@@ -18,7 +18,7 @@ from conform.execute import run_case
 from conform.outcomes import Outcome as O
 from generators.case import Case
 from generators.case import TensorSpec as T
-from tests.cli_helpers import cells, conform_env
+from cli_helpers import cells, conform_env
 
 
 @pytest.fixture(scope="session")

@@ -124,7 +124,7 @@ def test_output_strides_are_compared_with_the_reference_unless_the_backend_choos
 def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
     from conform.sitebuild import build_site
     from conform.store import Store
-    from tests.sitedata import EVIL, OPS_213, env
+    from sitedata import EVIL, OPS_213, env
 
     store = Store(tmp_path / "c.db")
     run = store.start_run(env("2.13.0", backend="mps"), options={}, seed=1, ops_total=len(OPS_213), cells_planned=2)
