@@ -86,7 +86,11 @@ def test_unknown_dtype(tmp_path):
 
 
 def test_unavailable_device(tmp_path):
-    _one_line_error(conform("run", "--ops", "aten::relu", "--device", "mps", "--db", tmp_path / "c.db", cwd=tmp_path), "mps", "not available")
+    from conform.backends.builtin import BUILTIN
+
+    # whichever accelerator this machine lacks (a Mac has MPS, not CUDA; Linux has no MPS)
+    absent = next(name for name in ("mps", "cuda", "xpu") if not BUILTIN[name]().is_available())
+    _one_line_error(conform("run", "--ops", "aten::relu", "--device", absent, "--db", tmp_path / "c.db", cwd=tmp_path), absent, "not available")
 
 
 def test_unknown_device(tmp_path):

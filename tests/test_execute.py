@@ -201,9 +201,31 @@ def test_seeded_random_ops_compare_statistics_not_values():
 
 
 def test_meta_backend_compares_metadata_only():
-    case = Case("aten::mm", (f32(3, 4), f32(4, 5)))
-    r = run_case(opdb.lookup("aten::mm"), case, MetaBackend())
+    """Shape and dtype are compared on meta; values never (a meta tensor has none to compare)."""
+    from tests.faulty import _FaultMode
+
+    op, case = opdb.lookup("aten::mm"), Case("aten::mm", (f32(3, 4), f32(4, 5)))
+    r = run_case(op, case, MetaBackend())
     assert r.outcome == O.PASS, r.message
+
+    class NaNValues(MetaBackend):  # every value read back is NaN: compared, it would fail
+        def to_cpu(self, t):
+            return super().to_cpu(t).fill_(float("nan"))
+
+    class Transposed(MetaBackend):  # mm's result has its dimensions the wrong way round
+        def device_context(self):
+            return _FaultMode({torch.ops.aten.mm.default}, lambda func, args, kwargs: func(*args, **kwargs).t())
+
+    class Widened(MetaBackend):  # mm computes in float64 and forgets to cast back
+        def device_context(self):
+            return _FaultMode({torch.ops.aten.mm.default}, lambda func, args, kwargs: func(*args, **kwargs).double())
+
+    r = run_case(op, case, NaNValues())
+    assert r.outcome == O.PASS, r.message
+    r = run_case(op, case, Transposed())
+    assert r.outcome == O.META_MISMATCH and "shape [5, 3] vs [3, 5]" in r.message, r.message
+    r = run_case(op, case, Widened())
+    assert r.outcome == O.META_MISMATCH and "dtype float64 vs float32" in r.message, r.message
 
 
 def test_run_case_never_raises_on_a_broken_backend():

@@ -5,6 +5,7 @@ tests use a fake clock whose time advances only when the timed function "runs".
 """
 
 import ctypes
+import itertools
 import json
 import time
 
@@ -63,10 +64,29 @@ def test_median_of_a_sleeping_function_is_its_duration():
     # real clock: a logic check with a generous bound, not a speed test
     m = measure(lambda: time.sleep(0.002), min_run_time=0.03, warmup=0.0)
     assert 0.0019 <= m.median <= 0.02
-    assert m.iqr >= 0.0
+    assert min(m.times) >= 0.0019  # every block slept, none was cut short
+    assert m.iqr <= m.median  # the middle half of the blocks lie within one sleep of each other
     fast = measure(lambda: time.sleep(0.0001), min_run_time=0.03, warmup=0.0)
     assert fast.number > 1  # calibration grew the block past the target length
     assert fast.median < m.median
+
+
+def test_iqr_is_the_spread_of_the_middle_half_of_the_blocks():
+    class CyclingClock(FakeClock):
+        """Each call costs the next of `costs`, round and round: any 5 blocks of one call are 1..5 ms."""
+
+        def __init__(self, costs):
+            super().__init__(cost=0.0)
+            self.costs = itertools.cycle(costs)
+
+        def fn(self):
+            self.now += next(self.costs)
+
+    clock = CyclingClock([1e-3, 5e-3, 2e-3, 4e-3, 3e-3])
+    m = measure(clock.fn, clock=clock, min_run_time=0.01, warmup=0.0)
+    assert m.number == 1 and sorted(m.times) == pytest.approx([1e-3, 2e-3, 3e-3, 4e-3, 5e-3], rel=1e-5)
+    assert m.median == pytest.approx(3e-3, rel=1e-5)
+    assert m.iqr == pytest.approx(4e-3 - 2e-3, rel=1e-5)  # quartiles of 1..5 ms: 2 ms and 4 ms
 
 
 def test_device_is_synchronised_before_every_clock_read():
