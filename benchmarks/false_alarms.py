@@ -77,8 +77,8 @@ def main() -> None:
         for f in json.loads(r[4]) if r[4] else []:
             findings[f.get("kind", "")] += 1
     print(f"conform run took {took:.0f} s (exit {proc.returncode}); outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
-    print(f"findings stored instead of alarms: " + (", ".join(f"{k} {v}" for k, v in findings.most_common()) or "none"))
-    for q, d, o, m, _ in rows:
+    print("findings stored instead of alarms: " + (", ".join(f"{k} {v}" for k, v in findings.most_common()) or "none"))
+    for q, d, o, _, _ in rows:
         if q in NAMED:
             print(f"  named  {q} {d}: {o}")
     for q, d, o, m, _ in alarms:

@@ -52,6 +52,7 @@ def _cases(dev):
     img = r(8, 16, 32, 32)
     w = r(16, 16, 3, 3)
     pos = r(512, 512, low=0.1, high=4.0)
+    idx_rows, idx_gather = ints(1024, 256), ints(512, 512, 512)
     return [
         ("add.Tensor", "[512, 512] x2", lambda: aten.add.Tensor(a, b)),
         ("mul.Tensor", "[512, 512] x2", lambda: aten.mul.Tensor(a, b)),
@@ -90,7 +91,7 @@ def _cases(dev):
         ("cat", "[512, 512] x2 dim 0", lambda: aten.cat.default([a, b], 0)),
         ("clone", "[1024, 1024]", lambda: aten.clone.default(big)),
         ("transpose+contiguous", "[512, 512]", lambda: aten.clone.default(a.t(), memory_format=torch.contiguous_format)),
-    ], {"idx_rows": ints(1024, 256), "idx_gather": ints(512, 512, 512)}
+    ]
 
 
 def main(argv=None) -> int:
@@ -106,8 +107,7 @@ def main(argv=None) -> int:
     threads = torch.get_num_threads()
     dev = torch.device(args.device)
     sync = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(dev.type)
-    cases, extra = _cases(dev)
-    globals().update(extra)
+    cases = _cases(dev)
 
     print(f"torch {torch.__version__}, device {dev}, {threads} threads, load average {os.getloadavg()[0]:.2f}")
     print(f"{'op':<26} {'shape':<34} {'conform':>10} {'anchor':>10} {'ratio':>6} {'conf wall':>9} {'anch wall':>9} ok")

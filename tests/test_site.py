@@ -220,20 +220,21 @@ def test_matrix_filters_in_browser(site, page, tmp_path):
     page.wait_for_function(ready)
     visible = "Array.from(document.querySelectorAll('tbody.family:not([hidden]):not(.collapsed) tr.oprow')).map(r => r.dataset.op)"
 
-    def set_filter(js):
+    def act(action, *args):
+        """What a user does to one control, then the matrix's re-rendering it starts."""
         before = page.evaluate(ready)
-        page.evaluate(js)
+        action(*args)
         page.wait_for_function(f"before => {ready} !== before", arg=before)
         return page.evaluate(visible)
 
     assert page.evaluate(visible) == ["aten::add.Tensor", "aten::new_op_in_214"]  # first family open by default
-    rows = set_filter("var t = document.getElementById('f-text'); t.value = 'SUM'; t.dispatchEvent(new Event('input'))")
-    assert rows == ["aten::sum"]
-    rows = set_filter("var t = document.getElementById('f-text'); t.value = ''; var o = document.getElementById('f-outcome'); o.value = 'mismatch'; o.dispatchEvent(new Event('change'))")
-    assert sorted(rows) == ["aten::add.Tensor", "aten::mm"]
-    rows = set_filter("var o = document.getElementById('f-outcome'); o.value = ''; var f = document.getElementById('f-family'); f.value = 'linalg'; f.dispatchEvent(new Event('change'))")
-    assert rows == ["aten::mm"]
-    rows = set_filter("document.getElementById('f-family').value = ''; var c = document.getElementById('f-changed'); c.checked = true; c.dispatchEvent(new Event('change'))")
+    assert act(page.fill, "#f-text", "SUM") == ["aten::sum"]
+    act(page.fill, "#f-text", "")
+    assert sorted(act(page.select_option, "#f-outcome", "mismatch")) == ["aten::add.Tensor", "aten::mm"]
+    act(page.select_option, "#f-outcome", "")
+    assert act(page.select_option, "#f-family", "linalg") == ["aten::mm"]
+    act(page.select_option, "#f-family", "")
+    rows = act(page.check, "#f-changed")
     assert sorted(rows) == ["aten::add.Tensor", "aten::mm"]  # rows whose outcome changed stand out
     assert page.evaluate("document.querySelectorAll('tr.oprow.changed').length") == 2
     assert "changed=1" in page.evaluate("location.hash")
@@ -241,17 +242,19 @@ def test_matrix_filters_in_browser(site, page, tmp_path):
     hrefs = page.evaluate("Array.from(document.querySelectorAll('#matrix a[href]')).map(a => a.getAttribute('href'))")
     assert hrefs and all(local_target(out / "matrix.html", h).is_file() for h in hrefs)
     # a row's first cell is compared with nothing to its left (it was compared with the row above)
-    rows = set_filter("var c = document.getElementById('f-changed'); c.checked = false; c.dispatchEvent(new Event('change')); document.getElementById('expand-all').click()")
+    act(page.uncheck, "#f-changed")
+    act(page.click, "#expand-all")
     first = page.evaluate("Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)")
     assert first and not [c for c in first if "diffprev" in c]
     assert page.evaluate("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2  # add.Tensor and mm, in the 2.14.1 column
     # each cell says which run its results came from; sum int64 came from the later run
-    tips = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => c.title)]))")
+    per_cell = "rows => Object.fromEntries(rows.map(r => [r.dataset.op, [...r.querySelectorAll('td.cell')].map(CELL)]))"
+    tips = page.locator("tr.oprow").evaluate_all(per_cell.replace("CELL", "c => c.title"))
     assert re.search(r"from run \w{8} of \d{4}-\d\d-\d\d", tips["aten::mm"][1])
     assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips["aten::sum"][1]
     # the declared toggle: a letter per cell; add.Tensor's declared CPU kernel fails on 2.14.1
-    set_filter("var d = document.getElementById('f-declared'); d.checked = true; d.dispatchEvent(new Event('change'))")
-    marks = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('tr.oprow')).map(r => [r.dataset.op, Array.from(r.querySelectorAll('td.cell')).map(c => (c.querySelector('.decl') || {}).className || '')]))")
+    act(page.check, "#f-declared")
+    marks = page.locator("tr.oprow").evaluate_all(per_cell.replace("CELL", "c => (c.querySelector('.decl') || {}).className || ''"))
     assert marks["aten::add.Tensor"] == ["", "decl decl-K decl-broken"]  # 2.13.0: no release stored
     assert marks["aten::sum"][1] == "decl decl-D" and marks["aten::new_op_in_214"][1] == "decl decl-none"
     page.screenshot(path=tmp_path / "matrix.png")
@@ -322,5 +325,5 @@ def test_overview_table_fits_a_1400_px_window(site, page):
     out, _ = site
     page.goto((out / "index.html").as_uri())
     width = page.evaluate("document.documentElement.clientWidth")
-    box = page.evaluate("(() => { const s = document.querySelector('#overview').parentElement; return [s.scrollWidth, s.clientWidth, document.querySelector('#overview').getBoundingClientRect().right]; })()")
+    box = page.locator("#overview").evaluate("t => [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.getBoundingClientRect().right]")
     assert width == 1400 and box[0] <= box[1] and box[2] <= width, (width, box)
