@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-import sitedata
 from click.testing import CliRunner
 
+import sitedata
 from conform.sitebuild import build_site, site_command
 from conform.store import Store
 
