@@ -30,10 +30,8 @@ import re
 from collections import Counter
 
 import click
-from sqlalchemy import select
-
 from .errors import ConformError
-from .store import CatalogEntry, Op, Result, Store
+from .store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
 _CPU_DISPATCH = re.compile(r"Could not run '[^']*' with arguments from the 'CPU' backend")
@@ -86,19 +84,8 @@ def resolve_run(store: Store, run: str | None) -> int:
 
 def coverage(store: Store, run_id: int) -> dict:
     """{"run": id, "ops": [{"op", "family", "variant", "exercised", "valid_cases", "reason"}], "totals": {...}}."""
-    with store.session() as s:
-        ops = s.execute(
-            select(Op.qualname, Op.family, Op.variant, CatalogEntry.coverage)
-            .join(CatalogEntry, CatalogEntry.op_id == Op.id)
-            .where(CatalogEntry.run_id == run_id)
-            .order_by(Op.qualname)
-        ).all()
-        results = s.execute(
-            select(Op.qualname, Result.dtype, Result.outcome, Result.examples_run, Result.message, Result.skip_reason)
-            .join(Op, Result.op_id == Op.id)
-            .where(Result.run_id == run_id)
-            .order_by(Result.id)
-        ).all()
+    ops = queries.catalog_of(store, run_id)
+    results = queries.run_cells(store, run_id)
     cells: dict[str, list[tuple[str, str, str]]] = {}
     valid: Counter = Counter()
     skips: dict[str, dict[str, list[str]]] = {}  # op -> skip reason kind -> dtypes

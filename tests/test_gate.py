@@ -22,6 +22,7 @@ from conform import gate as g
 from conform.cell import CellSettings, run_cell
 from conform.cli import main
 from conform.store import Store
+from conform.store.timings import record_timings
 from test_expectations import make_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,9 +253,6 @@ def test_a_run_that_was_not_derandomized_is_flagged(tmp_path, capsys):
 
 
 def test_timing_regressions_beyond_noise_fail_the_gate(tmp_path, capsys):
-    timing = pytest.importorskip("conform.timing")
-    if not hasattr(timing, "record_timings"):
-        pytest.skip("conform.timing cannot record timings yet")
     db = _db(tmp_path)
     store = Store(db)
     cells = {("aten::add.Tensor", "float32"): "pass", ("aten::mul.Tensor", "float32"): "pass"}
@@ -264,8 +262,8 @@ def test_timing_regressions_beyond_noise_fail_the_gate(tmp_path, capsys):
         return {"op": op, "dtype": "float32", "size_label": "small", "shape": [64], "layout": "contiguous", "numel": 64,
                 "device_median_s": median, "device_iqr_s": iqr, "device_kernel_s": None, "ref_median_s": median, "ref_iqr_s": iqr, "repeats": 100}  # fmt: skip
 
-    timing.record_timings(store, base, [row("aten::add.Tensor", 10e-6, 0.2e-6), row("aten::mul.Tensor", 10e-6, 3e-6)])
-    timing.record_timings(store, cur, [row("aten::add.Tensor", 20e-6, 0.2e-6), row("aten::mul.Tensor", 12e-6, 3e-6)])  # mul: within noise
+    record_timings(store, base, [row("aten::add.Tensor", 10e-6, 0.2e-6), row("aten::mul.Tensor", 10e-6, 3e-6)])
+    record_timings(store, cur, [row("aten::add.Tensor", 20e-6, 0.2e-6), row("aten::mul.Tensor", 12e-6, 3e-6)])  # mul: within noise
     assert cli("gate", "--baseline", f"run:{base}", "--db", db, "--junitxml", str(tmp_path / "t.xml")) == 1
     out = capsys.readouterr().out
     assert "1 timing regression:\n  aten::add.Tensor float32 small [64]: 10.0 us -> 20.0 us (+100%" in out
