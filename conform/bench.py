@@ -345,12 +345,8 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     if threads is not None:
         torch.set_num_threads(threads)
     store = Store(db, create=False)
-    run_id = store.latest_run_id() if run_ref == "latest" else _run_id(run_ref)
-    if run_id is None:
-        raise ConformError(f"no run in {store.where}: run `conform run` first")
+    run_id = queries.run_id_of(store, run_ref)
     run = queries.run(store, run_id)
-    if run is None:
-        raise ConformError(f"no run {run_id} in {store.where}")
     env = run.environment
     run_device = (run.options or {}).get("device") or env.backend
     backend = backends.resolve(device or run_device)
@@ -401,10 +397,3 @@ def _load() -> tuple[float | None, int]:
         return os.getloadavg()[0], cores
     except OSError:
         return None, cores
-
-
-def _run_id(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConformError(f"--run takes a run id or 'latest', not {value!r}") from None

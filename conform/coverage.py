@@ -30,7 +30,6 @@ import re
 from collections import Counter
 
 import click
-from .errors import ConformError
 from .store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
@@ -65,21 +64,6 @@ def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
         if o != "skipped":
             return f"{o}: {m}" if m else o
     return messages[0][1] if messages and messages[0][1] else "no example ran"
-
-
-def resolve_run(store: Store, run: str | None) -> int:
-    if run in (None, "latest"):
-        run_id = store.latest_run_id()
-        if run_id is None:
-            raise ConformError(f"no run in {store.where}")
-        return run_id
-    try:
-        run_id = int(run)
-    except ValueError:
-        raise ConformError(f"--run takes a run id or 'latest', not {run!r}") from None
-    if store.get_run(run_id) is None:
-        raise ConformError(f"no run {run_id} in {store.where}")
-    return run_id
 
 
 def coverage(store: Store, run_id: int) -> dict:
@@ -232,7 +216,7 @@ _SKIP_WORDS = {
 def coverage_command(run, fmt, full, db):
     """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
     store = Store(db, readonly=True)
-    click.echo(render(coverage(store, resolve_run(store, run)), fmt, full=full))
+    click.echo(render(coverage(store, queries.run_id_of(store, run)), fmt, full=full))
 
 
-__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "status", "totals"]
+__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "status", "totals"]

@@ -410,7 +410,7 @@ def expectations_command(from_run_ref, check_path, output, db):
 
     store = Store(db, readonly=True, create=False)
     try:
-        run_id = _run_ref(store, from_run_ref)
+        run_id = queries.run_id_of(store, from_run_ref, option="--from-run")
         text = from_run(store, run_id)
     finally:
         store.close()
@@ -420,15 +420,3 @@ def expectations_command(from_run_ref, check_path, output, db):
         Path(output).write_text(text, encoding="utf-8")
         loads(text, output)  # what we write must read back
         click.echo(f"wrote {output}: expectations of run {run_id}", err=True)
-
-
-def _run_ref(store, ref: str) -> int:
-    if ref == "latest":
-        run_id = store.latest_run_id()
-        if run_id is None:
-            raise ConformError(f"no runs in {store.where}")
-        return run_id
-    try:
-        return int(ref)
-    except ValueError:
-        raise ConformError(f"--from-run takes 'latest' or a run id, not {ref!r}") from None

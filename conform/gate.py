@@ -443,7 +443,7 @@ def render_markdown(r: GateResult) -> str:
         out += [f"<sub>{_md(n)}</sub><br>" for n in footer]
     text = "\n".join(out).rstrip() + "\n"
     if len(text) > MAX_SUMMARY:
-        text = text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0] + f"\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
+        text = text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0] + "\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
     return text
 
 

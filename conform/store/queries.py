@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Optional
 
 from sqlalchemy import func, select
 
+from ..errors import ConformError
 from .models import CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, Timing
 
 
@@ -83,6 +84,24 @@ def latest_run_id(store, *, kind: str = "measured", other_than: int | None = Non
         q = q.where(Run.id != other_than)
     with store.session() as s:
         return s.scalar(q.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+
+
+def run_id_of(store, ref: str | None, *, option: str = "--run") -> int:
+    """The run a command's `option` names: "latest" (or nothing) for the newest measured run, else
+    a run id that must exist. ConformError, naming the option, otherwise."""
+    if ref in (None, "latest"):
+        found = latest_run_id(store)
+        if found is None:
+            raise ConformError(f"no run in {store.where}: run `conform run` first")
+        return found
+    try:
+        run_id = int(ref)
+    except ValueError:
+        raise ConformError(f"{option} takes a run id or 'latest', not {ref!r}") from None
+    with store.session() as s:
+        if s.get(Run, run_id) is None:
+            raise ConformError(f"no run {run_id} in {store.where}")
+    return run_id
 
 
 def environment(store, environment_id: int) -> EnvironmentRow | None:
@@ -341,5 +360,5 @@ def failures(store, result_ids: set[int]) -> dict[int, tuple]:
 __all__ = [
     "CatalogOp", "CatalogRow", "CellRow", "EnvironmentRow", "OpRow", "ResultRow", "RunCell", "RunRow", "Snapshot", "TimingRow",
     "TIMING_FIELDS", "catalog_of", "declared_kernels", "failures", "environment", "environments", "latest_cells", "latest_run_id",
-    "passing_cells", "repro_of", "run", "run_cells", "runs_of", "snapshot", "timing_count", "timings_of",
+    "passing_cells", "repro_of", "run", "run_cells", "run_id_of", "runs_of", "snapshot", "timing_count", "timings_of",
 ]  # fmt: skip
