@@ -139,12 +139,14 @@ class CellRow:
 def latest_cells(store, environment_id: int, run_id: int | None = None) -> dict[tuple[str, str], CellRow]:
     """{(qualname, dtype): the newest result} of every cell measured in an environment (or only
     in one run)."""
-    q = select(Result, Op.qualname).join(Op, Result.op_id == Op.id).join(Run, Result.run_id == Run.id)
+    columns = [Op.qualname if f.name == "op" else Result.__table__.c[f.name] for f in dataclasses.fields(CellRow)]
+    q = select(*columns).join(Op, Result.op_id == Op.id).join(Run, Result.run_id == Run.id)
     q = q.where(Run.environment_id == environment_id) if run_id is None else q.where(Result.run_id == run_id)
     latest: dict[tuple[str, str], CellRow] = {}
     with store.session() as s:
-        for res, qualname in s.execute(q.order_by(Run.started_at, Result.id)):
-            latest[(qualname, res.dtype)] = _from_orm(CellRow, res, op=qualname)
+        for row in s.execute(q.order_by(Run.started_at, Result.id)):
+            cell = CellRow(*row)
+            latest[(cell.op, cell.dtype)] = cell
     return latest
 
 
