@@ -7,6 +7,7 @@ result of each cell: a later run's cell replaces an earlier one's, as in `confor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import re
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from . import declared, versions
 from .outcomes import FAILING, SEVERITY
 from .store import Store, queries
-from .store.queries import ResultRow, TimingRow
+from .store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -52,24 +53,19 @@ def worst(outcomes) -> str | None:
 
 
 @dataclass
-class Env:
-    id: int
-    key: str  # short, stable, file-name safe
-    kind: str
-    torch_version: str
-    torch_git: str
-    python_version: str
-    os: str
-    os_version: str
-    backend: str
-    device_name: str
-    hostname: str
-    details: dict
+class Env(EnvironmentRow):
+    """An environment (a column of the site) with the newest of everything measured there."""
+
     runs: list[dict] = field(default_factory=list)
     catalog: dict[int, list] = field(default_factory=dict)  # op id -> declared kernels (newest run)
     coverage_notes: dict[int, str] = field(default_factory=dict)
-    cells: dict[tuple[int, str], tuple] = field(default_factory=dict)  # (op id, dtype) -> result row
-    timings: dict[tuple[int, str, str], tuple] = field(default_factory=dict)  # (op, dtype, size) -> row
+    cells: dict[tuple[int, str], ResultRow] = field(default_factory=dict)  # (op id, dtype) -> result row
+    timings: dict[tuple[int, str, str], TimingRow] = field(default_factory=dict)  # (op, dtype, size) -> row
+
+    @property
+    def key(self) -> str:
+        """Short, stable, file-name safe."""
+        return self.fingerprint[:10]
 
     @property
     def label(self) -> str:
@@ -123,14 +119,8 @@ class Env:
 
 
 @dataclass
-class OpInfo:
-    id: int
-    qualname: str
-    variant: str
-    family: str
-    tags: list
-    schema: str
-    slug: str = ""
+class OpInfo(OpRow):
+    slug: str = ""  # the file name of its page
 
     @property
     def short_name(self) -> str:
@@ -173,13 +163,13 @@ def env_sort_key(e: Env):
 
 def load(store: Store) -> SiteData:
     snap = queries.snapshot(store)
-    ops = {r.id: OpInfo(*r) for r in snap.ops}
+    ops = {r.id: OpInfo(**vars(r)) for r in snap.ops}
     _slugs(ops)
     envs: dict[int, Env] = {}
     for r in snap.environments:
-        envs[r.id] = Env(id=r.id, key=r.fingerprint[:10], kind=r.kind or "measured", torch_version=r.torch_version or "?", torch_git=r.torch_git or "",
-                         python_version=r.python_version or "", os=r.os or "", os_version=r.os_version or "", backend=r.backend or "",
-                         device_name=r.device_name or "", hostname=r.hostname or "", details=r.details or {})  # fmt: skip
+        row = dataclasses.asdict(r)
+        row.update({k: "" for k, v in row.items() if v is None})  # fields an older conform left empty
+        envs[r.id] = Env(**row | {"kind": r.kind or "measured", "torch_version": r.torch_version or "?", "details": r.details or {}})
     # the snapshot's rows come oldest run first: a later run's row of a cell replaces an earlier one's
     run_env: dict[int, int] = {}
     runs: dict[int, dict] = {}

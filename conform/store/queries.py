@@ -26,7 +26,7 @@ def _from_orm(cls, obj, **extra):
 # -- environments and runs --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class EnvironmentRow:
     """Where results were measured (kind "measured") or what a release declares (kind "declared")."""
 
@@ -296,7 +296,8 @@ class TimingRow(NamedTuple):
     run_id: int
 
 
-class OpRow(NamedTuple):
+@dataclass
+class OpRow:
     id: int
     qualname: str
     variant: str
@@ -333,7 +334,7 @@ def _columns(model, row_type) -> list:
 def snapshot(store) -> Snapshot:
     """The whole store in bulk (failing cases and scripts apart: see `failures`)."""
     with store.engine.connect() as c:
-        ops = [OpRow(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "") for r in c.execute(select(*_columns(Op, OpRow)))]
+        ops = [OpRow(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "") for r in c.execute(select(Op.id, Op.qualname, Op.variant, Op.family, Op.tags, Op.schema))]
         envs = [EnvironmentRow(**{f.name: r[f.name] for f in dataclasses.fields(EnvironmentRow)}) for r in c.execute(select(Environment.__table__)).mappings()]
         runs = [
             dict(r._mapping)
