@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from conform import declared
 from conform.errors import ConformError
-from conform.store import Store
+from conform.store import Store, queries
 
 YAML = """
 - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -143,7 +143,7 @@ def test_recording_a_release_again_replaces_it(store, tmp_path):
     smaller = YAML.split("- func: abs")[0]
     b = declared.record(store, declared.read_wheel(_wheel(tmp_path, name="torch-2.4.1-cp311-cp311-linux_x86_64.whl", yaml=smaller)))
     assert a == b  # one environment per torch version, whatever the platform of the wheel
-    assert set(store.declared_kernels(a)) == {"aten::add.Tensor", "aten::add.out"}
+    assert set(queries.declared_kernels(store, a)) == {"aten::add.Tensor", "aten::add.out"}
 
 
 def test_declared_beside_measured(store, tmp_path):

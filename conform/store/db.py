@@ -463,21 +463,6 @@ class Store:
         self._write_retrying(go)
         return env_id
 
-    def declared_kernels(self, environment_id: int) -> dict[str, dict[str, str]]:
-        """{qualname: {dispatch key: how}} as stored by record_declared."""
-        out: dict[str, dict[str, str]] = {}
-        with self.session() as s:
-            q = (
-                select(Op.qualname, DeclaredKernel.dispatch_key, DeclaredKernel.how)
-                .join(Op, DeclaredKernel.op_id == Op.id)
-                .where(DeclaredKernel.environment_id == environment_id)
-            )
-            for qualname, key, how in s.execute(q):
-                by_key = out.setdefault(qualname, {})
-                if key:
-                    by_key[key] = how
-        return out
-
     # -- concurrent writers ------------------------------------------------------------------
 
     def _conflict_insert(self, model, index_elements: list[str]):
