@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 import click
 import torch
 
-from .bench_inputs import NotTimeable, SeedPool, _call, sized_case
+from .bench_inputs import NotTimeable, SeedPool, bound_call, sized_case
 from .errors import ConformError, first_line
 from .store import queries
 from .store.timings import record_timings
@@ -111,7 +111,7 @@ def time_cell(op, dtype: str, backend, sizes: dict[str, int] | None = None, *, m
             try:
                 with _device_context(backend):
                     dev = measure(
-                        _call(op, sc.case, backend.to_device, backend.device),
+                        bound_call(op, sc.case, backend.to_device, backend.device),
                         synchronize=backend.synchronize,
                         events=events,
                         min_run_time=min_run_time,
@@ -121,7 +121,7 @@ def time_cell(op, dtype: str, backend, sizes: dict[str, int] | None = None, *, m
                 continue
             ref: Measurement | None
             try:
-                ref = measure(_call(op, sc.case, lambda t: t, torch.device("cpu")), min_run_time=min_run_time)
+                ref = measure(bound_call(op, sc.case, lambda t: t, torch.device("cpu")), min_run_time=min_run_time)
             except Exception:
                 ref = None  # the CPU has no kernel for this dtype: the device time still counts
         result.rows.append(

@@ -311,7 +311,7 @@ def scale_scalars(op, case, target: int):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = _call(op, case, lambda t: t, torch.device("cpu"))()
+            out = bound_call(op, case, lambda t: t, torch.device("cpu"))()
     except Exception:
         return None
     numel = out.numel() if isinstance(out, torch.Tensor) else 0
@@ -354,7 +354,8 @@ def _main_tensor(case):
     return max(specs, key=lambda s: s.numel) if specs else None
 
 
-def _call(op, case, to_device, device):
+def bound_call(op, case, to_device, device):
+    """A no-argument call of the op on the case, its inputs already made on `device` (what is timed)."""
     args, kwargs = case.materialize(to_device, device)
     fn = op.resolve()
     return lambda: fn(*args, **kwargs)
@@ -379,12 +380,12 @@ def _check_on_cpu(op, case, target: int, *, check_numel: bool = True) -> tuple[i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:  # size the outputs on the meta device first: no memory, no time
-            meta_out = _call(op, case, lambda t: t.to("meta"), torch.device("meta"))()
+            meta_out = bound_call(op, case, lambda t: t.to("meta"), torch.device("meta"))()
         except Exception:
             meta_out = None  # no meta kernel: the real call below decides
         if meta_out is not None and _output_elements(meta_out) > limit:
             raise NotTimeable(f"outputs of {_output_elements(meta_out)} elements")
-        fn = _call(op, case, lambda t: t, torch.device("cpu"))
+        fn = bound_call(op, case, lambda t: t, torch.device("cpu"))
         t0 = time.perf_counter()
         out = fn()
         elapsed = time.perf_counter() - t0
