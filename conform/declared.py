@@ -312,8 +312,18 @@ def coverage_rows(release, ops: dict[Any, dict[str, str]], keys=BACKEND_KEYS) ->
         hows = [how_on(by_key, key) for by_key in ops.values()]
         kernel = sum(h in KERNEL_HOWS for h in hows)
         composite = sum(h in COMPOSITE_HOWS for h in hows)
-        rows.append({"environment_id": release.id, "torch_version": release.torch_version, "torch_git": release.torch_git, "dispatch_key": key,
-                     "ops_with_kernel": kernel, "ops_via_composite": composite, "ops_unavailable": len(ops) - kernel - composite, "ops_total": len(ops)})  # fmt: skip
+        rows.append(
+            {
+                "environment_id": release.id,
+                "torch_version": release.torch_version,
+                "torch_git": release.torch_git,
+                "dispatch_key": key,
+                "ops_with_kernel": kernel,
+                "ops_via_composite": composite,
+                "ops_unavailable": len(ops) - kernel - composite,
+                "ops_total": len(ops),
+            }
+        )
     return rows
 
 

@@ -370,7 +370,8 @@ def from_run(store, run_id: int) -> str:
     doc.add(tomlkit.comment("conform expectations: what this backend is expected to do, cell by cell."))
     doc.add(tomlkit.comment("Written by `conform expectations --from-run`; edit freely (see conform/expectations.py)."))
     doc.add(tomlkit.comment(f"run: {run.id} ({run.uuid}) of {store.where}, {run.state}, started {run.started_at.isoformat(timespec='seconds')}"))
-    doc.add(tomlkit.comment(f"environment: torch {env.torch_version} on {env.backend} ({env.device_name or '?'}), {env.os} {env.os_version}, Python {env.python_version}"))
+    where = f"{env.backend} ({env.device_name or '?'}), {env.os} {env.os_version}, Python {env.python_version}"
+    doc.add(tomlkit.comment(f"environment: torch {env.torch_version} on {where}"))
     doc.add(tomlkit.comment("options: " + ", ".join(f"{k}={v}" for k, v in sorted((run.options or {}).items()))))
     defaults = tomlkit.table()
     expected = tomlkit.item("pass").comment("covered cells without an [[expect]] entry")
