@@ -1,9 +1,9 @@
-"""Reading conform's store: every query that report, coverage, gate, expectations, declared, timing
+"""Reading conform's store: every query that report, coverage, gate, expectations, declared, bench
 and the site make, as named functions that return plain rows (dataclasses and named tuples, never
 ORM objects or SQLAlchemy statements), so that only `conform.store` knows SQL.
 
 The newest result of a cell wins: a later run's cell replaces an earlier one's in an environment,
-so partial re-runs refine a column (`latest_cells`, and `site_snapshot` for the site).
+so partial re-runs refine a column (`latest_cells`; the site keeps the last of `snapshot`'s rows, which come oldest run first).
 """
 
 from __future__ import annotations
