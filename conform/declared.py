@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
 
 from . import versions
 from .errors import ConformError
@@ -212,9 +214,8 @@ def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredReleas
         raise ConformError(f"{path} is not a wheel (not a zip file)") from None
     version = _VERSION_RE.search(version_py)
     git = _GIT_RE.search(version_py)
-    # torch-2.4.1-cp310-none-macosx_11_0_arm64.whl: the platform tag is the last part
-    platform = path.name[:-4].split("-")[-1] if path.name.endswith(".whl") else ""
-    release = _release(text, version.group(1) if version else path.name.split("-")[1], git.group(1) if git else "", path.name, platform)
+    name_version, platform = _wheel_name(path.name)
+    release = _release(text, version.group(1) if version else name_version, git.group(1) if git else "", path.name, platform)
     if cache:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -224,6 +225,16 @@ def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredReleas
         except OSError:
             pass  # no cache is only slower
     return release
+
+
+def _wheel_name(name: str) -> tuple[str, str]:
+    """(version, platform) of a wheel's file name (torch-2.4.1-cp310-none-macosx_11_0_arm64.whl:
+    "2.4.1", "macosx_11_0_arm64"), read by packaging; "?" and "" for a name that is no wheel's."""
+    try:
+        _, version, _, tags = parse_wheel_filename(name)
+    except (InvalidWheelFilename, InvalidVersion):
+        return "?", ""
+    return str(version), ".".join(sorted({t.platform for t in tags}))
 
 
 def read_installed() -> DeclaredRelease:
