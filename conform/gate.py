@@ -15,7 +15,7 @@ Baseline cells the run lacks are reported as missing ops (no cell of the op ran)
 When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
 fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
 
-The gate reads the store only; it never imports torch unless there are timings to compare.
+The gate reads the store only; it never imports torch.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import click
 from .errors import ConformError, first_line
 from .outcomes import Outcome
 from .store import queries
+from .timing_changes import slowdowns
 
 PASS = Outcome.PASS.value
 
@@ -292,8 +293,6 @@ def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tup
     """The gate's view of timings: the significant slowdowns from the baseline run to this one
     (conform.timing_changes, over each side's own rows, so two databases compare as one does),
     and a note that says what was compared or why nothing could be."""
-    from .timing_changes import slowdowns
-
     counts = {side.label: queries.timing_count(side.store, side.run_id) for side in (base, current)}
     lacking = [label for label, n in counts.items() if not n]
     if lacking:
