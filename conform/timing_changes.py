@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+
 @dataclass(frozen=True)
 class TimingChange:
     """A timing that changed beyond the noise between two runs."""
