@@ -26,7 +26,7 @@ LAZY_COMMANDS = {
     "gate": ("conform.gate", "gate_command"),
     "expectations": ("conform.expectations", "expectations_command"),
     "declared": ("conform.declared", "declared_command"),
-    "bench": ("conform.timing", "bench_command"),
+    "bench": ("conform.bench", "bench_command"),
 }
 
 
@@ -166,7 +166,7 @@ RUN_BENCH_SIZES = {"small": 1_000, "medium": 100_000}
 
 
 def _timing_pass(c, db_arg: str, quiet: bool) -> None:
-    from . import timing
+    from . import bench
     from .report import plural
 
     ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
@@ -185,7 +185,7 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
 
     started = time.monotonic()
     try:
-        summary = timing.bench(c.store, c.run_id, c.backend, ops=ops, dtypes=RUN_BENCH_DTYPES, sizes=RUN_BENCH_SIZES, progress=progress)
+        summary = bench.bench(c.store, c.run_id, c.backend, ops=ops, dtypes=RUN_BENCH_DTYPES, sizes=RUN_BENCH_SIZES, progress=progress)
     except KeyboardInterrupt:
         # the run itself is complete and stays `finished`; only its timings are partial
         click.echo(f"timing pass interrupted: time again with `conform bench --run {c.run_id} --ops {RUN_BENCH_OPS}{db_arg}`", err=True)

@@ -30,10 +30,7 @@ import re
 from collections import Counter
 
 import click
-from sqlalchemy import select
-
-from .errors import ConformError
-from .store import CatalogEntry, Op, Result, Store
+from .store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
 _CPU_DISPATCH = re.compile(r"Could not run '[^']*' with arguments from the 'CPU' backend")
@@ -69,36 +66,10 @@ def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
     return messages[0][1] if messages and messages[0][1] else "no example ran"
 
 
-def resolve_run(store: Store, run: str | None) -> int:
-    if run in (None, "latest"):
-        run_id = store.latest_run_id()
-        if run_id is None:
-            raise ConformError(f"no run in {store.where}")
-        return run_id
-    try:
-        run_id = int(run)
-    except ValueError:
-        raise ConformError(f"--run takes a run id or 'latest', not {run!r}") from None
-    if store.get_run(run_id) is None:
-        raise ConformError(f"no run {run_id} in {store.where}")
-    return run_id
-
-
 def coverage(store: Store, run_id: int) -> dict:
     """{"run": id, "ops": [{"op", "family", "variant", "exercised", "valid_cases", "reason"}], "totals": {...}}."""
-    with store.session() as s:
-        ops = s.execute(
-            select(Op.qualname, Op.family, Op.variant, CatalogEntry.coverage)
-            .join(CatalogEntry, CatalogEntry.op_id == Op.id)
-            .where(CatalogEntry.run_id == run_id)
-            .order_by(Op.qualname)
-        ).all()
-        results = s.execute(
-            select(Op.qualname, Result.dtype, Result.outcome, Result.examples_run, Result.message, Result.skip_reason)
-            .join(Op, Result.op_id == Op.id)
-            .where(Result.run_id == run_id)
-            .order_by(Result.id)
-        ).all()
+    ops = queries.catalog_of(store, run_id)
+    results = queries.run_cells(store, run_id)
     cells: dict[str, list[tuple[str, str, str]]] = {}
     valid: Counter = Counter()
     skips: dict[str, dict[str, list[str]]] = {}  # op -> skip reason kind -> dtypes
@@ -245,7 +216,7 @@ _SKIP_WORDS = {
 def coverage_command(run, fmt, full, db):
     """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
     store = Store(db, readonly=True)
-    click.echo(render(coverage(store, resolve_run(store, run)), fmt, full=full))
+    click.echo(render(coverage(store, queries.run_id_of(store, run)), fmt, full=full))
 
 
-__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "resolve_run", "status", "totals"]
+__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "status", "totals"]

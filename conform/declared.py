@@ -14,8 +14,9 @@ installed or imported), it says for each ATen overload which dispatch keys have 
 - `autogen: foo.out`: an out= overload generated from the functional one (composite explicit).
 
 The result is stored as a kind="declared" environment per torch version (see
-models.DeclaredKernel), shown by the site beside what was measured. Queries for the site:
-`declared_coverage`, `declared_ops`, `declared_vs_measured`.
+models.DeclaredKernel), shown by the site beside what was measured: `coverage_rows` and
+`beside_measured` are pure functions that the command (`declared_coverage`,
+`declared_vs_measured`, reading the store) and the site (conform.site_data) share.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
 
+from . import versions
 from .errors import ConformError
+from .store import queries
 
 YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
 BACKEND_KEYS = ("MPS", "CUDA", "CPU", "XPU")
@@ -209,9 +214,8 @@ def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredReleas
         raise ConformError(f"{path} is not a wheel (not a zip file)") from None
     version = _VERSION_RE.search(version_py)
     git = _GIT_RE.search(version_py)
-    # torch-2.4.1-cp310-none-macosx_11_0_arm64.whl: the platform tag is the last part
-    platform = path.name[:-4].split("-")[-1] if path.name.endswith(".whl") else ""
-    release = _release(text, version.group(1) if version else path.name.split("-")[1], git.group(1) if git else "", path.name, platform)
+    name_version, platform = _wheel_name(path.name)
+    release = _release(text, version.group(1) if version else name_version, git.group(1) if git else "", path.name, platform)
     if cache:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -221,6 +225,16 @@ def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredReleas
         except OSError:
             pass  # no cache is only slower
     return release
+
+
+def _wheel_name(name: str) -> tuple[str, str]:
+    """(version, platform) of a wheel's file name (torch-2.4.1-cp310-none-macosx_11_0_arm64.whl:
+    "2.4.1", "macosx_11_0_arm64"), read by packaging; "?" and "" for a name that is no wheel's."""
+    try:
+        _, version, _, tags = parse_wheel_filename(name)
+    except (InvalidWheelFilename, InvalidVersion):
+        return "?", ""
+    return str(version), ".".join(sorted({t.platform for t in tags}))
 
 
 def read_installed() -> DeclaredRelease:
@@ -273,116 +287,115 @@ def record(store, release: DeclaredRelease) -> int:
     return store.record_declared(env, release.kernels, ops)
 
 
-# -- queries for the site and the CLI -----------------------------------------------------------
-
-
-def version_key(version: str) -> tuple:
-    """Sort torch versions numerically: 1.12.1 < 1.13.0 < 2.0.0 < 2.10.0 (local labels last)."""
-    base, _, local = version.partition("+")
-    parts = []
-    for p in re.split(r"[.]", base):
-        m = re.match(r"(\d+)(.*)", p)
-        parts.append((int(m.group(1)), m.group(2)) if m else (-1, p))
-    return (tuple(parts), local)
-
-
-def declared_environments(store) -> list:
-    """Declared environments, oldest torch first."""
-    from sqlalchemy import select
-
-    from .store import Environment
-
-    with store.session() as s:
-        envs = list(s.scalars(select(Environment).where(Environment.kind == "declared")))
-    return sorted(envs, key=lambda e: (version_key(e.torch_version), e.id))
-
-
-def declared_ops(store, environment_id: int, *, keys=BACKEND_KEYS) -> dict[str, dict[str, str]]:
-    """{qualname: {key: how}} for one declared environment, resolved per backend key: "kernel",
-    "structured_delegate", "composite_explicit" or "composite_implicit"; a key is absent where
-    the op is not available at all."""
-    out = {}
-    for qualname, by_key in store.declared_kernels(environment_id).items():
-        out[qualname] = {k: h for k in keys if (h := how_on(by_key, k)) is not None}
-    return out
-
-
-def declared_coverage(store, *, keys=BACKEND_KEYS) -> list[dict[str, Any]]:
-    """One row per declared torch version and backend key, oldest version first:
-    {environment_id, torch_version, torch_git, dispatch_key, ops_with_kernel, ops_via_composite,
-    ops_unavailable, ops_total} — ops_with_kernel counts kernels and structured delegates,
-    ops_via_composite ops that only decompose (composite implicit or explicit)."""
-    rows = []
-    for env in declared_environments(store):
-        ops = declared_ops(store, env.id, keys=keys)
-        for key in keys:
-            hows = [by_key.get(key) for by_key in ops.values()]
-            kernel = sum(h in KERNEL_HOWS for h in hows)
-            composite = sum(h in COMPOSITE_HOWS for h in hows)
-            rows.append(
-                {
-                    "environment_id": env.id,
-                    "torch_version": env.torch_version,
-                    "torch_git": env.torch_git,
-                    "dispatch_key": key,
-                    "ops_with_kernel": kernel,
-                    "ops_via_composite": composite,
-                    "ops_unavailable": len(ops) - kernel - composite,
-                    "ops_total": len(ops),
-                }
-            )
-    return rows
-
-
-def declared_environment_for(store, torch_version: str) -> int | None:
-    """The declared environment of this torch version ("2.13.0+cpu" matches "2.13.0")."""
-    want = torch_version.partition("+")[0]
-    exact = [e for e in declared_environments(store) if e.torch_version == torch_version]
-    same = exact or [e for e in declared_environments(store) if e.torch_version.partition("+")[0] == want]
-    return same[-1].id if same else None
-
+# -- declared beside measured: pure functions over plain rows ------------------------------------
+# The command reads its rows from the store, keyed by qualified name; the site passes the rows it
+# has already loaded, keyed by op id. Both get their answers here.
 
 # outcomes that say a declared kernel does not work (unsupported_dtype is a kernel refusing a
 # dtype it never claimed, and skipped says nothing)
 _BROKEN = frozenset({"mismatch", "grad_mismatch", "meta_mismatch", "not_implemented", "fallback", "device_error", "missing_error", "crash", "timeout"})
 
 
-def declared_vs_measured(store, environment_id: int, *, declared_environment_id: int | None = None) -> dict[str, Any]:
-    """Declared beside measured for one measured environment (its backend's dispatch key, the
-    declared environment of its torch version unless given):
+def dispatch_key_of(backend: str) -> str:
+    """The dispatch key of a measured environment's backend ("cuda:1" -> "CUDA")."""
+    return KEY_OF_BACKEND.get(backend.split(":")[0], backend)
 
-    {"declared_environment_id", "dispatch_key",
-     "declared_failing": {qualname: [outcomes]}  - a kernel is declared, yet a cell fails,
-     "composite_passing": {qualname: how}         - no kernel declared, passes by decomposition,
-     "undeclared_measured": [qualname]}           - measured, but not in that yaml at all.
-    None where no declared environment matches."""
-    from .report import latest_results
-    from .store import Environment
 
-    with store.session() as s:
-        env = s.get(Environment, environment_id)
-        if env is None:
-            raise ConformError(f"no environment {environment_id} in {store.where}")
-        backend, version = env.backend, env.torch_version
-    key = KEY_OF_BACKEND.get(backend.split(":")[0], backend)
-    declared_id = declared_environment_id or declared_environment_for(store, version)
-    if declared_id is None:
-        return None
-    declared = declared_ops(store, declared_id, keys=(key,))
-    outcomes: dict[str, set[str]] = {}
-    for (qualname, _dtype), res in latest_results(store, environment_id).items():
-        outcomes.setdefault(qualname, set()).add(res.outcome)
+def in_release_order(releases: list) -> list:
+    """Declared environments (anything with `torch_version` and `id`), oldest torch first."""
+    return sorted(releases, key=lambda e: (versions.sort_key(e.torch_version), e.id))
+
+
+def release_for(releases_in_order: list, torch_version: str):
+    """The declared environment of a torch version ("2.13.0+cpu" matches "2.13.0"), or None."""
+    same = [e for e in releases_in_order if e.torch_version == torch_version]
+    same = same or [e for e in releases_in_order if e.torch_version.partition("+")[0] == torch_version.partition("+")[0]]
+    return same[-1] if same else None
+
+
+def coverage_rows(release, ops: dict[Any, dict[str, str]], keys=BACKEND_KEYS) -> list[dict[str, Any]]:
+    """One row per key for one declared release whose ops map to {dispatch key: how}:
+    {environment_id, torch_version, torch_git, dispatch_key, ops_with_kernel, ops_via_composite,
+    ops_unavailable, ops_total} - ops_with_kernel counts kernels and structured delegates,
+    ops_via_composite ops that only decompose (composite implicit or explicit)."""
+    rows = []
+    for key in keys:
+        hows = [how_on(by_key, key) for by_key in ops.values()]
+        kernel = sum(h in KERNEL_HOWS for h in hows)
+        composite = sum(h in COMPOSITE_HOWS for h in hows)
+        rows.append(
+            {
+                "environment_id": release.id,
+                "torch_version": release.torch_version,
+                "torch_git": release.torch_git,
+                "dispatch_key": key,
+                "ops_with_kernel": kernel,
+                "ops_via_composite": composite,
+                "ops_unavailable": len(ops) - kernel - composite,
+                "ops_total": len(ops),
+            }
+        )
+    return rows
+
+
+def beside_measured(declared_ops: dict[Any, dict[str, str]], outcomes: dict[Any, set[str]], key: str) -> dict[str, Any]:
+    """Declared (op -> {dispatch key: how}) beside measured (op -> the outcomes of its cells, in
+    the order to list them) on one dispatch key:
+
+    {"declared_failing": {op: [outcomes]}  - a kernel is declared, yet a cell fails,
+     "composite_passing": {op: how}         - no kernel declared, passes by decomposition,
+     "undeclared_measured": [op]}           - measured, but not declared at all."""
     failing, via_composite, undeclared = {}, {}, []
-    for qualname, seen in sorted(outcomes.items()):
-        if qualname not in declared:
-            undeclared.append(qualname)
+    for op, seen in outcomes.items():
+        if op not in declared_ops:
+            undeclared.append(op)
             continue
-        how = declared[qualname].get(key)
+        how = how_on(declared_ops[op], key)
         if how in KERNEL_HOWS and seen & _BROKEN:
-            failing[qualname] = sorted(seen & _BROKEN)
+            failing[op] = sorted(seen & _BROKEN)
         elif how in COMPOSITE_HOWS and "pass" in seen:
-            via_composite[qualname] = how
-    return {"declared_environment_id": declared_id, "dispatch_key": key, "declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}
+            via_composite[op] = how
+    return {"declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}
+
+
+# -- the same, read from the store ----------------------------------------------------------------
+
+
+def declared_environments(store) -> list:
+    """Declared environments (conform.store.queries.EnvironmentRow), oldest torch first."""
+    return in_release_order(queries.environments(store, kind="declared"))
+
+
+def declared_ops(store, environment_id: int, *, keys=BACKEND_KEYS) -> dict[str, dict[str, str]]:
+    """{qualname: {key: how}} for one declared environment, resolved per backend key: "kernel",
+    "structured_delegate", "composite_explicit" or "composite_implicit"; a key is absent where
+    the op is not available at all."""
+    return {q: {k: h for k in keys if (h := how_on(by_key, k)) is not None} for q, by_key in queries.declared_kernels(store, environment_id).items()}
+
+
+def declared_coverage(store, *, keys=BACKEND_KEYS) -> list[dict[str, Any]]:
+    """`coverage_rows` of every declared torch version, oldest first."""
+    return [row for env in declared_environments(store) for row in coverage_rows(env, queries.declared_kernels(store, env.id), keys)]
+
+
+def declared_vs_measured(store, environment_id: int, *, declared_environment_id: int | None = None) -> dict[str, Any] | None:
+    """`beside_measured` for one measured environment, by qualified name, on its backend's dispatch
+    key, against the declared environment of its torch version unless one is given; with
+    "declared_environment_id" and "dispatch_key". None where no declared environment matches."""
+    env = queries.environment(store, environment_id)
+    if env is None:
+        raise ConformError(f"no environment {environment_id} in {store.where}")
+    key = dispatch_key_of(env.backend)
+    if declared_environment_id is None:
+        release = release_for(declared_environments(store), env.torch_version)
+        if release is None:
+            return None
+        declared_environment_id = release.id
+    outcomes: dict[str, set[str]] = {}
+    for (qualname, _dtype), cell in sorted(queries.latest_cells(store, environment_id).items()):
+        outcomes.setdefault(qualname, set()).add(cell.outcome)
+    found = beside_measured(queries.declared_kernels(store, declared_environment_id), outcomes, key)
+    return {"declared_environment_id": declared_environment_id, "dispatch_key": key, **found}
 
 
 def render_coverage(rows: list[dict[str, Any]], fmt: str, *, keys=BACKEND_KEYS) -> str:

@@ -42,6 +42,7 @@ from . import oracle
 from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_records
 from .oracle import cast_like, max_abs_vs
 from .dispatch import fallback_message, tracer_for
+from .errors import first_line
 from .outcomes import Outcome
 from .tolerances import gradient_tolerance, input_scale, is_inexact, loosest, numel_ratio, tolerance_for
 
@@ -87,12 +88,6 @@ _NOT_IMPLEMENTED_RE = re.compile("|".join(NOT_IMPLEMENTED_PATTERNS), re.IGNORECA
 def is_kernel_gap(exc: BaseException) -> bool:
     """The error says "no kernel for this", not "your input is wrong"."""
     return isinstance(exc, NotImplementedError) or bool(_NOT_IMPLEMENTED_RE.search(str(exc)))
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 def classify_device_error(exc: BaseException, backend) -> Outcome:

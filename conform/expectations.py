@@ -34,17 +34,24 @@ malformed range) is reported as "FILE:LINE: message", and the CLI exits 2.
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
+import tomlkit
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from .errors import ConformError
+from . import versions
+from .errors import ConformError, first_line
 from .outcomes import Outcome
+from .store import queries
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli is tomllib's original, with the same API and messages
+    import tomli as tomllib  # type: ignore[no-redef]
 
 OUTCOMES = tuple(o.value for o in Outcome)
 
@@ -76,59 +83,33 @@ class ExpectationsError(ConformError):
 _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9A-Za-z.+*-]*)\s*$")
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version: "2.13.0+cpu" -> (2, 13, 0); "14.4.1" -> (14, 4, 1)."""
-    parts = []
-    for piece in re.split(r"[.]", re.split(r"[+\s]", version.strip(), maxsplit=1)[0]):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.end() != len(piece):  # "0rc1", "0a0": the numeric part ends here
-            break
-    return tuple(parts)
-
-
-def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = max(len(a), len(b))
-    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (a > b) - (a < b)
-
-
 @dataclass(frozen=True)
 class VersionRange:
+    """A range such as ">=2.1,<2.5": packaging's specifiers, held against a version's numeric
+    release (versions.release), so that local labels and nightlies count as their release."""
+
     text: str
-    clauses: tuple[tuple[str, str], ...]
+    spec: SpecifierSet
 
     @classmethod
     def parse(cls, text: str) -> "VersionRange":
-        clauses = []
         for raw in text.split(","):
             m = _CLAUSE.match(raw)
-            if not m or not _release(m.group(2).rstrip(".*")):
+            if not m or not versions.release(m.group(2).rstrip(".*")):
                 raise ValueError(f"{raw.strip()!r} is not a version clause such as '>=2.1' or '==2.13.*'")
             op, version = m.groups()
             if "*" in version and (op not in ("==", "!=") or not version.endswith(".*")):
                 raise ValueError(f"{raw.strip()!r}: a wildcard is only allowed at the end, after == or !=")
-            clauses.append((op, version))
-        return cls(text, tuple(clauses))
+        try:
+            return cls(text, SpecifierSet(text))
+        except InvalidSpecifier as e:
+            raise ValueError(str(e)) from None
 
     def contains(self, version: str) -> bool:
-        have = _release(version)
+        have = versions.release(version)
         if not have:
             return False  # an unknown version satisfies no range
-        for op, want in self.clauses:
-            if want.endswith(".*"):
-                prefix = _release(want[:-2])
-                same = have[: len(prefix)] == prefix
-                if same != (op == "=="):
-                    return False
-                continue
-            c = _cmp(have, _release(want))
-            ok = {">=": c >= 0, "<=": c <= 0, ">": c > 0, "<": c < 0, "==": c == 0, "!=": c != 0}[op]
-            if not ok:
-                return False
-        return True
+        return self.spec.contains(".".join(map(str, have)), prereleases=True)
 
 
 # -- the file ----------------------------------------------------------------------------------
@@ -370,66 +351,46 @@ def _entry(raw: dict, lines: _Lines, line: int) -> Expectation:
 # -- writing one from a run ---------------------------------------------------------------------
 
 
-def _toml_str(s: str) -> str:
-    # a JSON string is a TOML basic string, once DEL is escaped (TOML forbids it raw)
-    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _first_line(message: str, limit: int = 200) -> str:
-    line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def from_run(store, run_id: int) -> str:
     """An expectations file (TOML text) that expects exactly what run `run_id` measured: its ops
     and dtypes are the covered set, and each non-pass cell gets an entry, grouped per (op, outcome)."""
-    from .report import latest_results
-    from .store import Run
-
-    with store.session() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise ConformError(f"no run {run_id} in {store.where}")
-        env = run.environment
-        header = {
-            "run": f"{run.id} ({run.uuid}) of {store.where}, {run.state}, started {run.started_at.isoformat(timespec='seconds')}",
-            "environment": f"torch {env.torch_version} on {env.backend} ({env.device_name or '?'}), {env.os} {env.os_version}, Python {env.python_version}",
-            "options": ", ".join(f"{k}={v}" for k, v in sorted((run.options or {}).items())),
-        }
-        env_id = env.id
-    cells = latest_results(store, env_id, run_id)
+    run = queries.run(store, run_id)
+    if run is None:
+        raise ConformError(f"no run {run_id} in {store.where}")
+    env = run.environment
+    cells = queries.latest_cells(store, env.id, run_id)
     if not cells:
         raise ConformError(f"run {run_id} of {store.where} has no results to write expectations from")
-    ops = sorted({op for op, _ in cells})
-    dtypes = sorted({dt for _, dt in cells})
     groups: dict[tuple[str, str], list] = {}
     for (op, dtype), r in sorted(cells.items()):
         if r.outcome != Outcome.PASS.value:
             groups.setdefault((op, r.outcome), []).append((dtype, r.message))
-    out = [
-        "# conform expectations: what this backend is expected to do, cell by cell.",
-        "# Written by `conform expectations --from-run`; edit freely (see conform/expectations.py).",
-        *(f"# {k}: {v}" for k, v in header.items()),
-        "",
-        "[defaults]",
-        'expected = "pass"  # covered cells without an [[expect]] entry',
-        "dtypes = [" + ", ".join(_toml_str(d) for d in dtypes) + "]",
-        "ops = [",
-        *(f"  {_toml_str(op)}," for op in ops),
-        "]",
-    ]
+
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("conform expectations: what this backend is expected to do, cell by cell."))
+    doc.add(tomlkit.comment("Written by `conform expectations --from-run`; edit freely (see conform/expectations.py)."))
+    doc.add(tomlkit.comment(f"run: {run.id} ({run.uuid}) of {store.where}, {run.state}, started {run.started_at.isoformat(timespec='seconds')}"))
+    where = f"{env.backend} ({env.device_name or '?'}), {env.os} {env.os_version}, Python {env.python_version}"
+    doc.add(tomlkit.comment(f"environment: torch {env.torch_version} on {where}"))
+    doc.add(tomlkit.comment("options: " + ", ".join(f"{k}={v}" for k, v in sorted((run.options or {}).items()))))
+    defaults = tomlkit.table()
+    expected = tomlkit.item("pass").comment("covered cells without an [[expect]] entry")
+    expected.trivia.comment_ws = "  "
+    defaults.add("expected", expected)
+    defaults.add("dtypes", sorted({dt for _, dt in cells}))
+    # one op a line, so that a diff of the file shows which op changed (tomlkit's own multi-line
+    # arrays indent by four, and adding 3,800 lines one by one takes it seconds)
+    defaults.add("ops", tomlkit.array("[\n" + "".join(f"  {tomlkit.string(op).as_string()},\n" for op in sorted({op for op, _ in cells})) + "]"))
+    doc.add(tomlkit.nl())
+    doc.add("defaults", defaults)
+    entries = tomlkit.aot()
     for (op, outcome), items in groups.items():
-        reasons = list(dict.fromkeys(_first_line(m) for _, m in items))
-        out += [
-            "",
-            "[[expect]]",
-            f"op = {_toml_str(op)}",
-            "dtypes = [" + ", ".join(_toml_str(d) for d, _ in items) + "]",
-            f"outcome = {_toml_str(outcome)}",
-            f"reason = {_toml_str(reasons[0] if len(reasons) == 1 else '; '.join(reasons[:3]))}",
-            'issue = ""',
-        ]
-    return "\n".join(out) + "\n"
+        reasons = list(dict.fromkeys(first_line(m, 200) for _, m in items))
+        entries.append(tomlkit.table().add("op", op).add("dtypes", [d for d, _ in items]).add("outcome", outcome)
+                       .add("reason", reasons[0] if len(reasons) == 1 else "; ".join(reasons[:3])).add("issue", ""))  # fmt: skip
+    if entries:
+        doc.add("expect", entries)
+    return tomlkit.dumps(doc)
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -452,7 +413,7 @@ def expectations_command(from_run_ref, check_path, output, db):
 
     store = Store(db, readonly=True, create=False)
     try:
-        run_id = _run_ref(store, from_run_ref)
+        run_id = queries.run_id_of(store, from_run_ref, option="--from-run")
         text = from_run(store, run_id)
     finally:
         store.close()
@@ -462,15 +423,3 @@ def expectations_command(from_run_ref, check_path, output, db):
         Path(output).write_text(text, encoding="utf-8")
         loads(text, output)  # what we write must read back
         click.echo(f"wrote {output}: expectations of run {run_id}", err=True)
-
-
-def _run_ref(store, ref: str) -> int:
-    if ref == "latest":
-        run_id = store.latest_run_id()
-        if run_id is None:
-            raise ConformError(f"no runs in {store.where}")
-        return run_id
-    try:
-        return int(ref)
-    except ValueError:
-        raise ConformError(f"--from-run takes 'latest' or a run id, not {ref!r}") from None

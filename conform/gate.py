@@ -15,7 +15,7 @@ Baseline cells the run lacks are reported as missing ops (no cell of the op ran)
 When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
 fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
 
-The gate reads the store only; it never imports torch unless there are timings to compare.
+The gate reads the store only; it never imports torch.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from typing import Any
 
 import click
 
-from .errors import ConformError
+from .errors import ConformError, first_line
 from .outcomes import Outcome
+from .store import queries
+from .timing_changes import slowdowns
 
 PASS = Outcome.PASS.value
 
@@ -93,32 +95,15 @@ class ExpectationsSide:
 
 
 def load_run(store, run_id: int) -> RunSide:
-    from .report import latest_results
-    from .store import Run
-
-    with store.session() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise ConformError(f"no run {run_id} in {store.where}")
-        e = run.environment
-        env = {k: str(getattr(e, k) or "") for k in ("torch_version", "torch_git", "python_version", "os", "os_version", "backend", "device_name")}
-        side = RunSide(store, run.id, run.uuid, run.state, run.seed, dict(run.options or {}), env, {}, run.cells_planned)
-        env_id = e.id
-    for key, r in latest_results(store, env_id, run_id).items():
+    run = queries.run(store, run_id)
+    if run is None:
+        raise ConformError(f"no run {run_id} in {store.where}")
+    e = run.environment
+    env = {k: str(getattr(e, k) or "") for k in ("torch_version", "torch_git", "python_version", "os", "os_version", "backend", "device_name")}
+    side = RunSide(store, run.id, run.uuid, run.state, run.seed, dict(run.options or {}), env, {}, run.cells_planned)
+    for key, r in queries.latest_cells(store, e.id, run_id).items():
         side.cells[key] = CellState(r.outcome, r.message or "", r.id)
     return side
-
-
-def _latest_run(store, *, before: int | None = None) -> int | None:
-    from sqlalchemy import select
-
-    from .store import Environment, Run
-
-    q = select(Run.id).join(Environment).where(Environment.kind == "measured")
-    if before is not None:
-        q = q.where(Run.id != before)
-    with store.session() as s:
-        return s.scalar(q.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
 
 
 def _run_id(text: str, what: str) -> int:
@@ -157,7 +142,7 @@ def resolve_baseline(spec: str, current_store, current_run: int):
     same = database_url(where) == current_store.url or database_url(where) == database_url(current_store.where)
     store = current_store if same else Store(where, readonly=True, create=False)
     if run_ref is None:
-        run_ref = _latest_run(store, before=current_run if same else None)
+        run_ref = queries.latest_run_id(store, other_than=current_run if same else None)
         if run_ref is None:
             raise ConformError(f"no run in {store.where} to use as the baseline" + (" other than the one being gated" if same else ""))
     elif same and run_ref == current_run:
@@ -216,7 +201,7 @@ class GateResult:
     new_ops: list[str] = field(default_factory=list)
     missing_ops: list[str] = field(default_factory=list)
     missing_cells: list[tuple[str, str]] = field(default_factory=list)  # baseline cells of ops that did run
-    timing: list[Any] = field(default_factory=list)  # conform.timing.TimingChange
+    timing: list[Any] = field(default_factory=list)  # conform.timing_changes.TimingChange
     timing_note: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -250,7 +235,9 @@ def _classify(expected: tuple[str, ...], outcome: str) -> str:
     return "changed"
 
 
-def compare(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
+def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
+    """Every cell of the current run classified against the baseline (and, between two runs,
+    the timing slowdowns): conform.compare compares tensors, this compares runs."""
     result = GateResult(current, baseline)
     if isinstance(baseline, ExpectationsSide):
         _compare_expectations(result, current, baseline.expectations)
@@ -258,7 +245,7 @@ def compare(current: RunSide, baseline, *, timing: bool = True, timing_pct: floa
     else:
         _compare_runs(result, current, baseline)
         if timing:
-            result.timing, result.timing_note = timing_regressions(baseline, current, pct=timing_pct)
+            result.timing, result.timing_note = timing_verdict(baseline, current, pct=timing_pct)
         else:
             result.timing_note = "timings not compared (--no-timing)"
     order = {"regression": 0, "changed": 1, "stale": 2, "fixed": 3, "new": 4, "expected": 5}
@@ -302,65 +289,19 @@ def _compare_expectations(result: GateResult, current: RunSide, ex) -> None:
     result.missing_ops = sorted(set(ex.named_ops()) - {op for op, _ in current.cells})
 
 
-def timing_regressions(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tuple[list, str]:
-    """Significant slowdowns from the baseline run to this one, and a note when none could be
-    measured (no timings on a side, or no timing module)."""
-    counts = {side.label: _timing_count(side) for side in (base, current)}
+def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tuple[list, str]:
+    """The gate's view of timings: the significant slowdowns from the baseline run to this one
+    (conform.timing_changes, over each side's own rows, so two databases compare as one does),
+    and a note that says what was compared or why nothing could be."""
+    counts = {side.label: queries.timing_count(side.store, side.run_id) for side in (base, current)}
     lacking = [label for label, n in counts.items() if not n]
     if lacking:
         return [], f"timings not compared: no timings in {' and '.join(lacking)} (`conform bench` records them)"
-    try:
-        from . import timing
-    except ImportError as e:
-        return [], f"timings not compared: conform.timing is not available ({e})"
-    if base.store.url == current.store.url:
-        if not hasattr(timing, "timing_regressions"):
-            return [], "timings not compared: this conform has no timing_regressions()"
-        found = timing.timing_regressions(current.store, base.run_id, current.run_id, pct=pct)
-    else:
-        # two databases: the same rule as timing_changes(), over each side's own rows
-        if not (hasattr(timing, "load_timings") and hasattr(timing, "is_significant") and hasattr(timing, "TimingChange")):
-            return [], "timings not compared: this conform cannot compare timings across databases"
-        old = {(r["op"], r["dtype"], r["size_label"]): r for r in timing.load_timings(base.store, base.run_id)}
-        found = []
-        for r in timing.load_timings(current.store, current.run_id):
-            b = old.get((r["op"], r["dtype"], r["size_label"]))
-            if b is None or list(b["shape"]) != list(r["shape"]):
-                continue
-            o, n = b["device_median_s"], r["device_median_s"]
-            oi, ni = b["device_iqr_s"] or 0.0, r["device_iqr_s"] or 0.0
-            if n and o and n > o and timing.is_significant(o, oi, n, ni, pct=pct):
-                found.append(timing.TimingChange(r["op"], r["dtype"], r["size_label"], tuple(r["shape"]), o, n, oi, ni))
-        found.sort(key=lambda c: -c.ratio)
+    found = slowdowns(queries.timings_of(base.store, base.run_id), queries.timings_of(current.store, current.run_id), pct=pct)
     return found, f"timings compared: {len(found)} slower beyond noise (> {pct:.0%} and beyond both spreads)"
 
 
-def _timing_count(side: RunSide) -> int:
-    from sqlalchemy import func, select
-
-    from .store import Timing
-
-    with side.store.session() as s:
-        return s.scalar(select(func.count()).select_from(Timing).where(Timing.run_id == side.run_id)) or 0
-
-
-def repro_of(store, result_id: int | None) -> str:
-    if result_id is None:
-        return ""
-    from sqlalchemy import select
-
-    from .store import Failure
-
-    with store.session() as s:
-        return s.scalar(select(Failure.repro).where(Failure.result_id == result_id)) or ""
-
-
 # -- reports ------------------------------------------------------------------------------------
-
-
-def first_line(text: str, limit: int = 160) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _count(n: int, kind: str) -> str:
@@ -389,8 +330,8 @@ def render_text(r: GateResult) -> str:
     cur = r.current
     out = [f"gate: run {cur.run_id} ({cur.describe_env()}) against {r.baseline.label}: {_plural(len(r.compared), 'cell')} compared"]
     for kind, how in (
-        ("regression", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message)}"),
-        ("changed", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message)}"),
+        ("regression", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}"),
+        ("changed", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}"),
         ("stale", lambda c: f"{c.cell} expected {c.expected_text}{_why(c)}, now passes: remove or narrow the entry at {c.where or r.baseline.label}"),
         ("fixed", lambda c: f"{c.cell} {c.expected_text} -> pass"),
     ):
@@ -455,7 +396,7 @@ def render_markdown(r: GateResult) -> str:
         budget = MAX_REPROS_CHARS
         left_out = 0
         for c in regs:
-            repro = repro_of(cur.store, c.result_id).rstrip()
+            repro = queries.repro_of(cur.store, c.result_id).rstrip()
             if not repro:
                 continue
             if len(repro) > budget:
@@ -501,7 +442,7 @@ def render_markdown(r: GateResult) -> str:
         out += [f"<sub>{_md(n)}</sub><br>" for n in footer]
     text = "\n".join(out).rstrip() + "\n"
     if len(text) > MAX_SUMMARY:
-        text = text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0] + f"\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
+        text = text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0] + "\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
     return text
 
 
@@ -514,14 +455,14 @@ def junit_xml(r: GateResult) -> ET.ElementTree:
         counts["tests"] += 1
         if c.kind == "regression":
             counts["failures"] += 1
-            f = ET.SubElement(case, "failure", message=f"regression: {c.expected_text} -> {c.outcome}: {first_line(c.message)}", type=c.outcome)
+            f = ET.SubElement(case, "failure", message=f"regression: {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}", type=c.outcome)
             f.text = c.message
         elif c.kind == "expected" and c.outcome != PASS:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=f"expected {c.outcome}: {c.reason or first_line(c.message)}" + (f" ({c.issue})" if c.issue else ""))
+            ET.SubElement(case, "skipped", message=f"expected {c.outcome}: {c.reason or first_line(c.message, 160)}" + (f" ({c.issue})" if c.issue else ""))
         elif c.kind == "new" and c.outcome != PASS:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=f"not in the baseline (not gated): {c.outcome}: {first_line(c.message)}")
+            ET.SubElement(case, "skipped", message=f"not in the baseline (not gated): {c.outcome}: {first_line(c.message, 160)}")
         elif c.kind in ("stale", "fixed", "changed"):
             out = ET.SubElement(case, "system-out")
             if c.kind == "changed":
@@ -567,7 +508,7 @@ def gate(baseline: str, *, db: str | None = None, run_id: int | None = None, tim
 
     store = Store(db, readonly=True, create=False)
     if run_id is None:
-        run_id = _latest_run(store)
+        run_id = queries.latest_run_id(store)
         if run_id is None:
             raise ConformError(f"no run in {store.where} to gate")
     current = load_run(store, run_id)
@@ -577,7 +518,7 @@ def gate(baseline: str, *, db: str | None = None, run_id: int | None = None, tim
             f"finish it (`conform run --resume {run_id}`) before gating it"
         )
     base = resolve_baseline(baseline, store, run_id)
-    result = compare(current, base, timing=timing, timing_pct=timing_pct)
+    result = compare_with_baseline(current, base, timing=timing, timing_pct=timing_pct)
     if not result.compared:
         raise ConformError(f"nothing to compare: run {run_id} and {base.label} have no cell in common")
     if not current.options.get("derandomize"):

@@ -1,4 +1,4 @@
-"""Summaries of stored results: `conform report`, and the queries the site and the gate share."""
+"""Summaries of stored results: `conform report`."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
-
-from .outcomes import SEVERITY, Outcome
-from .store import Environment, Op, Result, Run, Store
+from .errors import ConformError, first_line
+from .outcomes import SEVERITY
+from .store import Store, queries
 
 
 def plural(n: int, noun: str) -> str:
@@ -46,61 +45,43 @@ class EnvironmentSummary:
         return d
 
 
-def latest_results(store: Store, environment_id: int, run_id: int | None = None):
-    """The newest Result of every cell (op x dtype) measured in an environment (or one run):
-    a later run's cell replaces an earlier one's, so partial re-runs refine a column."""
-    with store.session() as s:
-        q = select(Result, Op.qualname).join(Op, Result.op_id == Op.id).join(Run, Result.run_id == Run.id)
-        q = q.where(Run.environment_id == environment_id) if run_id is None else q.where(Result.run_id == run_id)
-        q = q.order_by(Run.started_at, Result.id)
-        latest: dict[tuple[str, str], Result] = {}
-        for res, qualname in s.execute(q):
-            latest[(qualname, res.dtype)] = res
-    return latest
-
-
 def summaries(store: Store, *, run_id: int | None = None) -> list[EnvironmentSummary]:
-    with store.session() as s:
-        if run_id is not None:
-            run = s.get(Run, run_id)
-            if run is None:
-                from .errors import ConformError
-
-                raise ConformError(f"no run {run_id} in {store.where}")
-            envs = [run.environment]
-        else:
-            envs = list(s.scalars(select(Environment).where(Environment.kind == "measured").order_by(Environment.id)))
-        out = []
-        for env in envs:
-            runs = list(s.scalars(select(Run).where(Run.environment_id == env.id).order_by(Run.started_at)))
-            if run_id is not None:
-                runs = [r for r in runs if r.id == run_id]
-            if not runs:
-                continue
-            latest = latest_results(store, env.id, run_id)
-            cells = Counter(r.outcome for r in latest.values())
-            exercised = {q for (q, _), r in latest.items() if r.examples_run > 0}
-            tested = {q for (q, _) in latest}
-            out.append(
-                EnvironmentSummary(
-                    environment_id=env.id,
-                    torch_version=env.torch_version,
-                    torch_git=env.torch_git,
-                    backend=env.backend,
-                    device_name=env.device_name,
-                    os=env.os,
-                    os_version=env.os_version,
-                    python_version=env.python_version,
-                    runs=[r.id for r in runs],
-                    last_run_at=runs[-1].started_at.isoformat(timespec="seconds"),
-                    ops_total=max(r.ops_total for r in runs),
-                    ops_exercised=len(exercised),
-                    ops_tested=len(tested),
-                    cells={o.value: cells[o.value] for o in reversed(SEVERITY) if cells.get(o.value)},
-                    findings=[{"op": q, "dtype": d, **f} for (q, d), r in sorted(latest.items()) for f in (r.findings or []) if isinstance(f, dict)],
-                )
+    if run_id is not None:
+        run = queries.run(store, run_id)
+        if run is None:
+            raise ConformError(f"no run {run_id} in {store.where}")
+        envs = [run.environment]
+    else:
+        envs = queries.environments(store, kind="measured")
+    out = []
+    for env in envs:
+        runs = [r for r in queries.runs_of(store, env.id) if run_id is None or r.id == run_id]
+        if not runs:
+            continue
+        latest = queries.latest_cells(store, env.id, run_id)
+        cells = Counter(r.outcome for r in latest.values())
+        exercised = {q for (q, _), r in latest.items() if r.examples_run > 0}
+        tested = {q for (q, _) in latest}
+        out.append(
+            EnvironmentSummary(
+                environment_id=env.id,
+                torch_version=env.torch_version,
+                torch_git=env.torch_git,
+                backend=env.backend,
+                device_name=env.device_name,
+                os=env.os,
+                os_version=env.os_version,
+                python_version=env.python_version,
+                runs=[r.id for r in runs],
+                last_run_at=runs[-1].started_at.isoformat(timespec="seconds"),
+                ops_total=max(r.ops_total for r in runs),
+                ops_exercised=len(exercised),
+                ops_tested=len(tested),
+                cells={o.value: cells[o.value] for o in reversed(SEVERITY) if cells.get(o.value)},
+                findings=[{"op": q, "dtype": d, **f} for (q, d), r in sorted(latest.items()) for f in (r.findings or []) if isinstance(f, dict)],
             )
-        return out
+        )
+    return out
 
 
 def render(items: list[EnvironmentSummary], fmt: str) -> str:
@@ -144,16 +125,7 @@ def _findings_lines(items: list[EnvironmentSummary], *, bullet: str) -> list[str
                 continue
             lines += ["", f"{e.backend} {e.device_name} (torch {e.torch_version}): {len(found)} {words}"]
             for f in found[:FINDINGS_SHOWN]:
-                lines.append(f"{bullet}{f['op']} {f['dtype']} ({f.get('phase', '')}): {str(f.get('message', '')).splitlines()[0][:200]}")
+                lines.append(f"{bullet}{f['op']} {f['dtype']} ({f.get('phase', '')}): {first_line(str(f.get('message', '')), 200)}")
             if len(found) > FINDINGS_SHOWN:
                 lines.append(f"{bullet}... and {len(found) - FINDINGS_SHOWN} more (conform report --format json)")
     return lines
-
-
-def count_failures(store: Store, run_id: int) -> Counter:
-    with store.session() as s:
-        rows = s.execute(select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)).all()
-    return Counter(dict(rows))
-
-
-PASSING = {Outcome.PASS.value}

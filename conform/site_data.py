@@ -7,18 +7,17 @@ result of each cell: a later run's cell replaces an earlier one's, as in `confor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
-from sqlalchemy import select
-
-from .outcomes import FAILING, SEVERITY, Outcome
-from .store import CatalogEntry, Environment, Failure, Op, Result, Run, Store, Timing
-from .store import models
+from . import declared, versions
+from .outcomes import FAILING, SEVERITY
+from .store import Store, queries
+from .store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -44,21 +43,6 @@ SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
 REGRESSION_RATIO = 1.5  # device time grew by more than this factor between two environments
 
 
-def version_key(v: str):
-    """Sort key of a torch version: packaging's Version when it parses, else a tuple of numbers."""
-    try:
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            return (0, Version(v), "")
-        except InvalidVersion:
-            pass
-    except ImportError:
-        pass
-    nums = tuple(int(x) for x in re.findall(r"\d+", v)[:4])
-    return (1, nums, v)
-
-
 def outcome_rank(outcome: str) -> int:
     return RANK.get(outcome, -1)  # unknown outcomes sort as the most severe: they need a look
 
@@ -69,24 +53,19 @@ def worst(outcomes) -> str | None:
 
 
 @dataclass
-class Env:
-    id: int
-    key: str  # short, stable, file-name safe
-    kind: str
-    torch_version: str
-    torch_git: str
-    python_version: str
-    os: str
-    os_version: str
-    backend: str
-    device_name: str
-    hostname: str
-    details: dict
+class Env(EnvironmentRow):
+    """An environment (a column of the site) with the newest of everything measured there."""
+
     runs: list[dict] = field(default_factory=list)
     catalog: dict[int, list] = field(default_factory=dict)  # op id -> declared kernels (newest run)
     coverage_notes: dict[int, str] = field(default_factory=dict)
-    cells: dict[tuple[int, str], tuple] = field(default_factory=dict)  # (op id, dtype) -> result row
-    timings: dict[tuple[int, str, str], tuple] = field(default_factory=dict)  # (op, dtype, size) -> row
+    cells: dict[tuple[int, str], ResultRow] = field(default_factory=dict)  # (op id, dtype) -> result row
+    timings: dict[tuple[int, str, str], TimingRow] = field(default_factory=dict)  # (op, dtype, size) -> row
+
+    @property
+    def key(self) -> str:
+        """Short, stable, file-name safe."""
+        return self.fingerprint[:10]
 
     @property
     def label(self) -> str:
@@ -134,26 +113,15 @@ class Env:
         }
 
 
-# result row layout (a tuple per cell, for speed)
-RESULT_COLUMNS = (
-    Result.id, Result.op_id, Result.dtype, Result.outcome, Result.phase, Result.examples_run, Result.examples_passed,
-    Result.max_abs_err, Result.max_rel_err, Result.max_ulp_err, Result.rtol, Result.atol, Result.device_golden_err,
-    Result.ref_golden_err, Result.message, Result.duration_s, Result.findings, Result.skip_reason,
-)  # fmt: skip
-(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD, R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(19)
-TIMING_COLUMNS = (Timing.op_id, Timing.dtype, Timing.size_label, Timing.shape, Timing.numel, Timing.device_median_s, Timing.device_iqr_s, Timing.ref_median_s, Timing.ref_iqr_s, Timing.repeats, Timing.layout)
-(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT) = range(11)
+# result and timing rows: named tuples (conform.store.queries), indexed by position where speed counts
+(R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD,
+ R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(len(ResultRow._fields))  # fmt: skip
+(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT, T_RUN) = range(len(TimingRow._fields))
 
 
 @dataclass
-class OpInfo:
-    id: int
-    qualname: str
-    variant: str
-    family: str
-    tags: list
-    schema: str
-    slug: str = ""
+class OpInfo(OpRow):
+    slug: str = ""  # the file name of its page
 
     @property
     def short_name(self) -> str:
@@ -191,62 +159,40 @@ def _slugs(ops: dict[int, OpInfo]) -> None:
 
 
 def env_sort_key(e: Env):
-    return (version_key(e.torch_version), e.device_name.lower(), e.backend, e.os, e.python_version, e.key)
+    return (versions.sort_key(e.torch_version), e.device_name.lower(), e.backend, e.os, e.python_version, e.key)
 
 
 def load(store: Store) -> SiteData:
-    with store.engine.connect() as c:
-        ops = {
-            r.id: OpInfo(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "")
-            for r in c.execute(select(Op.id, Op.qualname, Op.variant, Op.family, Op.tags, Op.schema))
-        }
-        _slugs(ops)
-        envs: dict[int, Env] = {}
-        for r in c.execute(select(Environment.__table__)).mappings():
-            envs[r["id"]] = Env(
-                id=r["id"], key=r["fingerprint"][:10], kind=r["kind"] or "measured", torch_version=r["torch_version"] or "?",
-                torch_git=r["torch_git"] or "", python_version=r["python_version"] or "", os=r["os"] or "",
-                os_version=r["os_version"] or "", backend=r["backend"] or "", device_name=r["device_name"] or "",
-                hostname=r["hostname"] or "", details=r["details"] or {},
-            )  # fmt: skip
-        run_env: dict[int, int] = {}
-        runs: dict[int, dict] = {}
-        for r in c.execute(select(Run.id, Run.uuid, Run.environment_id, Run.state, Run.started_at, Run.finished_at, Run.ops_total, Run.options, Run.seed).order_by(Run.started_at, Run.id)):
-            run_env[r.id] = r.environment_id
-            runs[r.id] = dict(r._mapping)
-            envs[r.environment_id].runs.append(runs[r.id])
-        # catalog: the newest run's entry wins
-        q = select(CatalogEntry.run_id, CatalogEntry.op_id, CatalogEntry.kernels, CatalogEntry.coverage).join(Run, CatalogEntry.run_id == Run.id).order_by(Run.started_at, Run.id)
-        for run_id, op_id, kernels, coverage in c.execute(q):
-            e = envs[run_env[run_id]]
-            e.catalog[op_id] = list(kernels or [])
-            if coverage:
-                e.coverage_notes[op_id] = coverage
-        q = select(Result.run_id, *RESULT_COLUMNS).join(Run, Result.run_id == Run.id).order_by(Run.started_at, Run.id, Result.id)
-        dtypes: set[str] = set()
-        for row in c.execute(q):
-            e = envs[run_env[row[0]]]
-            cell = tuple(row[1:]) + (row[0],)  # the run it came from last, for "which run said so"
-            e.cells[(cell[R_OP], cell[R_DTYPE])] = cell
-            dtypes.add(cell[R_DTYPE])
-        latest_ids = {cell[R_ID] for e in envs.values() for cell in e.cells.values() if cell[R_OUTCOME] != "pass"}
-        failures = {}
-        for rid, case, repro, tb in c.execute(select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback)):
-            if rid in latest_ids:
-                failures[rid] = (case, repro or "", tb or "")
-        q = select(Timing.run_id, *TIMING_COLUMNS).join(Run, Timing.run_id == Run.id).order_by(Run.started_at, Run.id, Timing.id)
-        for row in c.execute(q):
-            t = tuple(row[1:])
-            envs[run_env[row[0]]].timings[(t[T_OP], t[T_DTYPE], t[T_SIZE])] = t
-        declared_kernels: dict[tuple[int, int], list] = defaultdict(list)
-        DeclaredKernel = getattr(models, "DeclaredKernel", None)
-        if DeclaredKernel is not None:
-            try:
-                t = DeclaredKernel.__table__
-                for env_id, op_id, key, how in c.execute(select(t.c.environment_id, t.c.op_id, t.c.dispatch_key, t.c.how)):
-                    declared_kernels[(env_id, op_id)].append((key, how))
-            except Exception:  # an older database without the table: nothing declared
-                declared_kernels = defaultdict(list)
+    snap = queries.snapshot(store)
+    ops = {r.id: OpInfo(**vars(r)) for r in snap.ops}
+    _slugs(ops)
+    envs: dict[int, Env] = {}
+    for r in snap.environments:
+        row = dataclasses.asdict(r)
+        row.update({k: "" for k, v in row.items() if v is None})  # fields an older conform left empty
+        envs[r.id] = Env(**row | {"kind": r.kind or "measured", "torch_version": r.torch_version or "?", "details": r.details or {}})
+    # the snapshot's rows come oldest run first: a later run's row of a cell replaces an earlier one's
+    run_env: dict[int, int] = {}
+    runs: dict[int, dict] = {}
+    for r in snap.runs:
+        run_env[r["id"]] = r["environment_id"]
+        runs[r["id"]] = r
+        envs[r["environment_id"]].runs.append(r)
+    for row in snap.catalog:
+        e = envs[run_env[row.run_id]]
+        e.catalog[row.op_id] = list(row.kernels or [])
+        if row.coverage:
+            e.coverage_notes[row.op_id] = row.coverage
+    dtypes: set[str] = set()
+    for cell in snap.results:
+        envs[run_env[cell.run_id]].cells[(cell.op_id, cell.dtype)] = cell
+        dtypes.add(cell.dtype)
+    failures = queries.failures(store, {cell.id for e in envs.values() for cell in e.cells.values() if cell.outcome != "pass"})
+    for t in snap.timings:
+        envs[run_env[t.run_id]].timings[(t.op_id, t.dtype, t.size_label)] = t
+    declared_kernels: dict[tuple[int, int], list] = defaultdict(list)
+    for env_id, op_id, key, how in snap.declared_kernels:
+        declared_kernels[(env_id, op_id)].append((key, how))
     measured = sorted((e for e in envs.values() if e.kind != "declared" and (e.runs or e.cells)), key=env_sort_key)
     declared_ids = {env_id for env_id, _ in declared_kernels}
     declared = sorted((e for e in envs.values() if e.kind == "declared" and (e.id in declared_ids or e.runs)), key=env_sort_key)
@@ -357,13 +303,12 @@ def speedups(env: Env) -> list[tuple]:
 
 
 # -- declared beside measured ------------------------------------------------------------------
-# The same answers as conform.declared.declared_coverage / declared_vs_measured (a test keeps
-# them equal), computed from the rows load() already holds instead of re-reading the database
-# once per environment.
+# conform.declared's pure functions over the rows load() already holds, instead of re-reading the
+# database once per environment.
 
 
 def declared_by_env(data: SiteData) -> dict[int, dict[int, dict[str, str]]]:
-    """{declared env id: {op id: {dispatch key: how}}}, as Store.declared_kernels has it."""
+    """{declared env id: {op id: {dispatch key: how}}}, as queries.declared_kernels has it by qualname."""
     out: dict[int, dict[int, dict[str, str]]] = {e.id: {} for e in data.declared}
     for (env_id, op_id), pairs in data.declared_kernels.items():
         by_key = out.setdefault(env_id, {}).setdefault(op_id, {})
@@ -373,61 +318,27 @@ def declared_by_env(data: SiteData) -> dict[int, dict[int, dict[str, str]]]:
     return out
 
 
-def declared_coverage(data: SiteData, by_env: dict, *, keys=None) -> list[dict]:
-    """Rows of conform.declared.declared_coverage: per declared version (oldest first) and key."""
-    from .declared import BACKEND_KEYS, COMPOSITE_HOWS, KERNEL_HOWS, how_on
-
-    keys = keys or BACKEND_KEYS
-    rows = []
-    for e in declared_in_order(data):
-        ops = by_env.get(e.id, {})
-        for key in keys:
-            hows = [how_on(by_key, key) for by_key in ops.values()]
-            kernel = sum(h in KERNEL_HOWS for h in hows)
-            composite = sum(h in COMPOSITE_HOWS for h in hows)
-            rows.append({"environment_id": e.id, "torch_version": e.torch_version, "torch_git": e.torch_git, "dispatch_key": key,
-                         "ops_with_kernel": kernel, "ops_via_composite": composite, "ops_unavailable": len(ops) - kernel - composite, "ops_total": len(ops)})  # fmt: skip
-    return rows
+def declared_coverage(data: SiteData, by_env: dict, *, keys=declared.BACKEND_KEYS) -> list[dict]:
+    """declared.coverage_rows of every declared release, oldest first."""
+    return [row for e in declared_in_order(data) for row in declared.coverage_rows(e, by_env.get(e.id, {}), keys)]
 
 
 def declared_in_order(data: SiteData) -> list[Env]:
-    from .declared import version_key as declared_version_key
-
-    return sorted(data.declared, key=lambda e: (declared_version_key(e.torch_version), e.id))
-
-
-def declared_for(data: SiteData, torch_version: str) -> Env | None:
-    """The declared environment of a torch version ("2.13.0+cpu" matches "2.13.0")."""
-    ordered = declared_in_order(data)
-    same = [e for e in ordered if e.torch_version == torch_version] or [e for e in ordered if e.torch_version.partition("+")[0] == torch_version.partition("+")[0]]
-    return same[-1] if same else None
+    return declared.in_release_order(data.declared)
 
 
 def declared_vs_measured(data: SiteData, by_env: dict, env: Env) -> dict | None:
-    """conform.declared.declared_vs_measured for one measured environment, with op ids:
-    {declared: Env, dispatch_key, declared_failing {op id: [outcomes]}, composite_passing
-    {op id: how}, undeclared_measured [op id]}; None without a declared release to match."""
-    from .declared import _BROKEN, COMPOSITE_HOWS, KERNEL_HOWS, KEY_OF_BACKEND, how_on
-
-    declared = declared_for(data, env.torch_version)
-    if declared is None:
+    """declared.beside_measured for one measured environment, by op id (ordered by qualname),
+    with "declared" (the Env of its release) and "dispatch_key"; None without a declared release."""
+    release = declared.release_for(declared_in_order(data), env.torch_version)
+    if release is None:
         return None
-    key = KEY_OF_BACKEND.get(env.backend.split(":")[0], env.backend)
-    ops = by_env.get(declared.id, {})
     seen: dict[int, set[str]] = defaultdict(set)
     for (op_id, _), row in env.cells.items():
         seen[op_id].add(row[R_OUTCOME])
-    failing, via_composite, undeclared = {}, {}, []
-    for op_id in sorted(seen, key=lambda i: data.ops[i].qualname):
-        if op_id not in ops:
-            undeclared.append(op_id)
-            continue
-        how = how_on(ops[op_id], key)
-        if how in KERNEL_HOWS and seen[op_id] & _BROKEN:
-            failing[op_id] = sorted(seen[op_id] & _BROKEN)
-        elif how in COMPOSITE_HOWS and "pass" in seen[op_id]:
-            via_composite[op_id] = how
-    return {"declared": declared, "dispatch_key": key, "declared_failing": failing, "composite_passing": via_composite, "undeclared_measured": undeclared}
+    outcomes = {op_id: seen[op_id] for op_id in sorted(seen, key=lambda i: data.ops[i].qualname)}
+    key = declared.dispatch_key_of(env.backend)
+    return {"declared": release, "dispatch_key": key, **declared.beside_measured(by_env.get(release.id, {}), outcomes, key)}
 
 
 def findings(data: SiteData) -> list[dict]:

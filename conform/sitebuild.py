@@ -23,7 +23,7 @@ import jinja2
 from . import __version__, site_charts, site_data
 from .outcomes import SEVERITY
 from .report import plural
-from .site_data import CODES, DTYPE_ORDER, R_FINDINGS, R_OUTCOME, R_RUN, R_SKIP, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, T_SIZE, SiteData
+from .site_data import CODES, DTYPE_ORDER, R_FINDINGS, R_OUTCOME, R_RUN, R_SKIP, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, SiteData
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from conform import declared
 from conform.errors import ConformError
-from conform.store import Store
+from conform.store import Store, queries
 
 YAML = """
 - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -117,12 +117,33 @@ def test_coverage_per_version_and_key(store, tmp_path):
     assert ops["aten::_nested_values"] == {}
 
 
+def test_a_release_candidate_comes_before_its_release(tmp_path):
+    """Versions sort as PEP 440 says, here as on the site's columns: 2.13.0rc1 < 2.13.0 < 2.13.0+cpu."""
+    store = Store(tmp_path / "c.db")
+    for v in ("2.13.0", "2.13.0+cpu", "2.13.0rc1", "2.9.1"):
+        declared.record(store, declared.read_wheel(_wheel(tmp_path, v)))
+    assert [r["torch_version"] for r in declared.declared_coverage(store, keys=("MPS",))] == ["2.9.1", "2.13.0rc1", "2.13.0", "2.13.0+cpu"]
+    store.close()
+
+
+def test_beside_measured_answers_by_name_or_by_id():
+    """The command (ops by qualified name) and the site (ops by id) share one rule."""
+    kernels = {"relu": {"MPS": "kernel"}, "abs": {"CompositeExplicitAutograd": "composite_explicit"}, "mm": {"CUDA": "kernel"}}
+    outcomes = {"relu": {"pass", "mismatch"}, "abs": {"pass"}, "mm": {"crash"}, "custom": {"pass"}, "sum": {"unsupported_dtype"}}
+    by_name = declared.beside_measured(kernels, outcomes, "MPS")
+    assert by_name == {"declared_failing": {"relu": ["mismatch"]}, "composite_passing": {"abs": "composite_explicit"}, "undeclared_measured": ["custom", "sum"]}
+    ids = {name: i for i, name in enumerate(outcomes)}
+    by_id = declared.beside_measured({ids[k]: v for k, v in kernels.items()}, {ids[k]: v for k, v in outcomes.items()}, "MPS")
+    assert by_id["declared_failing"] == {ids["relu"]: ["mismatch"]} and by_id["undeclared_measured"] == [ids["custom"], ids["sum"]]
+    assert declared.dispatch_key_of("cuda:1") == "CUDA"
+
+
 def test_recording_a_release_again_replaces_it(store, tmp_path):
     a = declared.record(store, declared.read_wheel(_wheel(tmp_path)))
     smaller = YAML.split("- func: abs")[0]
     b = declared.record(store, declared.read_wheel(_wheel(tmp_path, name="torch-2.4.1-cp311-cp311-linux_x86_64.whl", yaml=smaller)))
     assert a == b  # one environment per torch version, whatever the platform of the wheel
-    assert set(store.declared_kernels(a)) == {"aten::add.Tensor", "aten::add.out"}
+    assert set(queries.declared_kernels(store, a)) == {"aten::add.Tensor", "aten::add.out"}
 
 
 def test_declared_beside_measured(store, tmp_path):

@@ -117,6 +117,7 @@ def test_the_cli_says_file_and_line_and_exits_2(tmp_path, capsys):
         ("!=2.13.*", ["2.12.0"], ["2.13.0"]),
         (">=14", ["14", "14.4.1", "15.0"], ["13.6.7", ""]),
         ("<2.14", ["2.13.9"], ["2.14.0.dev20250101+cpu"]),  # a nightly of 2.14 is 2.14
+        (">=6.1", ["6.1.0-13-amd64", "6.18.44-fc-v1147"], ["5.15.0-91-generic"]),  # Linux kernels: not PEP 440, read by their numbers
     ],
 )
 def test_version_ranges(spec, yes, no):

@@ -21,6 +21,7 @@ from conform import gate as g
 from conform.cell import CellSettings, run_cell
 from conform.cli import main
 from conform.store import Store
+from conform.store.timings import record_timings
 from test_expectations import make_run
 from tests.faulty import FaultyBackend
 
@@ -251,24 +252,37 @@ def test_a_run_that_was_not_derandomized_is_flagged(tmp_path, capsys):
     assert "was not derandomized" in capsys.readouterr().out
 
 
+def _timing_row(op, median, iqr):
+    return {"op": op, "dtype": "float32", "size_label": "small", "shape": [64], "layout": "contiguous", "numel": 64,
+            "device_median_s": median, "device_iqr_s": iqr, "device_kernel_s": None, "ref_median_s": median, "ref_iqr_s": iqr, "repeats": 100}  # fmt: skip
+
+
 def test_timing_regressions_beyond_noise_fail_the_gate(tmp_path, capsys):
-    from conform import timing  # no skip: a renamed or missing record_timings must fail here, not vanish
     db = _db(tmp_path)
     store = Store(db)
     cells = {("aten::add.Tensor", "float32"): "pass", ("aten::mul.Tensor", "float32"): "pass"}
     base, cur = make_run(store, cells), make_run(store, cells)
 
-    def row(op, median, iqr):
-        return {"op": op, "dtype": "float32", "size_label": "small", "shape": [64], "layout": "contiguous", "numel": 64,
-                "device_median_s": median, "device_iqr_s": iqr, "device_kernel_s": None, "ref_median_s": median, "ref_iqr_s": iqr, "repeats": 100}  # fmt: skip
-
-    timing.record_timings(store, base, [row("aten::add.Tensor", 10e-6, 0.2e-6), row("aten::mul.Tensor", 10e-6, 3e-6)])
-    timing.record_timings(store, cur, [row("aten::add.Tensor", 20e-6, 0.2e-6), row("aten::mul.Tensor", 12e-6, 3e-6)])  # mul: within noise
+    record_timings(store, base, [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)])
+    record_timings(store, cur, [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)])  # mul: within noise
     assert cli("gate", "--baseline", f"run:{base}", "--db", db, "--junitxml", str(tmp_path / "t.xml")) == 1
     out = capsys.readouterr().out
     assert "1 timing regression:\n  aten::add.Tensor float32 small [64]: 10.0 us -> 20.0 us (+100%" in out
     assert out.splitlines()[-1] == "FAIL: 1 timing regression"
     assert cli("gate", "--baseline", f"run:{base}", "--db", db, "--no-timing") == 0
+
+
+def test_timings_in_another_database_are_compared_by_the_same_rule(tmp_path, capsys):
+    """A baseline from another machine's database: the same slowdowns as within one database."""
+    cells = {("aten::add.Tensor", "float32"): "pass", ("aten::mul.Tensor", "float32"): "pass"}
+    stores = {name: Store(_db(tmp_path, name)) for name in ("base.db", "cur.db")}
+    runs = {name: make_run(store, cells) for name, store in stores.items()}
+
+    record_timings(stores["base.db"], runs["base.db"], [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)])
+    record_timings(stores["cur.db"], runs["cur.db"], [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)])
+    assert cli("gate", "--baseline", _db(tmp_path, "base.db"), "--db", _db(tmp_path, "cur.db")) == 1
+    out = capsys.readouterr().out
+    assert "1 timing regression:\n  aten::add.Tensor float32 small [64]: 10.0 us -> 20.0 us (+100%" in out
 
 
 # -- determinism --------------------------------------------------------------------------------

@@ -150,9 +150,10 @@ def test_declared_page_lists_releases_in_version_order_and_declared_but_failing(
     assert "no declared release" in (out / "index.html").read_text()  # the 2.13.0 column has none
 
 
-def test_site_agrees_with_the_declared_api(site):
-    """The site computes declared-vs-measured from rows it already holds; conform.declared is the
-    reference."""
+def test_site_agrees_with_the_declared_command(site):
+    """conform.declared's pure functions decide for both; what can differ is what they are given:
+    the site's rows, read in bulk with the newest cell of each environment kept by site_data.load,
+    against the command's, read per environment by conform.store.queries."""
     from conform import declared, site_data
 
     out, _ = site

@@ -14,10 +14,11 @@ import torch
 from click.testing import CliRunner
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conform import timing
+from conform import bench, bench_inputs, timing_changes
 from conform.backends import CPUBackend
 from conform.errors import ConformError
-from conform.store import Store
+from conform.store import Store, queries
+from conform.store.timings import record_timings
 from conform.timer import TARGET_BLOCKS, measure
 
 ENV = {"fingerprint": "t" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "Test CPU"}
@@ -151,9 +152,9 @@ class _BrokenEventsBackend(CPUBackend):
 
 def test_a_cell_whose_events_fail_is_stored_with_its_wall_time(stored_run):
     store, run = stored_run
-    summary = timing.bench(store, run, _BrokenEventsBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
+    summary = bench.bench(store, run, _BrokenEventsBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
     assert not summary.skipped
-    (row,) = timing.load_timings(store, run)
+    (row,) = queries.timings_of(store, run)
     assert row["device_median_s"] > 0 and row["device_kernel_s"] is None
 
 
@@ -161,17 +162,17 @@ def test_a_cell_whose_events_fail_is_stored_with_its_wall_time(stored_run):
 
 
 def test_sizes_parse_and_bad_sizes_are_clear_errors():
-    assert timing.parse_sizes("large=1e6, small=1e3,medium=100000") == {"small": 1000, "medium": 100000, "large": 1000000}
+    assert bench.parse_sizes("large=1e6, small=1e3,medium=100000") == {"small": 1000, "medium": 100000, "large": 1000000}
     for bad in ("small", "small=0", "=5", "x=abc", ""):
         with pytest.raises(ConformError):
-            timing.parse_sizes(bad)
+            bench.parse_sizes(bad)
 
 
 def test_scaling_keeps_equal_dimensions_equal():
     from generators import Case, TensorSpec
 
     case = Case("aten::mm", (TensorSpec((3, 4), "float32", layout="transposed", values="special"), TensorSpec((4, 5), "float32")))
-    scaled = timing.scale_case(case, 10_000, "uniform")
+    scaled = bench_inputs.scale_case(case, 10_000, "uniform")
     a, b = scaled.tensor_specs()
     assert a.shape[1] == b.shape[0]  # the inner dimension still matches
     assert 10_000 / 3 <= max(a.numel, b.numel) <= 30_000
@@ -183,9 +184,9 @@ def test_factories_sized_by_numbers_are_scaled_through_them():
     from generators import Case
 
     op = opdb.lookup("aten::randperm")
-    scaled = timing.scale_scalars(op, Case("aten::randperm", (10,), {"device": {"device": "target"}}), 5_000)
+    scaled = bench_inputs.scale_scalars(op, Case("aten::randperm", (10,), {"device": {"device": "target"}}), 5_000)
     assert scaled.args == (5_000,)
-    sc = timing.sized_case(op, "float32", 5_000)
+    sc = bench_inputs.sized_case(op, "float32", 5_000)
     assert sc.numel == 5_000 and sc.shape == (5_000,)
 
 
@@ -213,8 +214,8 @@ def stored_run(tmp_path, monkeypatch):
 
 def test_bench_stores_every_size_of_each_passing_cell(stored_run):
     store, run = stored_run
-    summary = timing.bench(store, run, CPUBackend(), sizes=SIZES, min_run_time=0.002, isolate=False)
-    rows = timing.load_timings(store, run)
+    summary = bench.bench(store, run, CPUBackend(), sizes=SIZES, min_run_time=0.002, isolate=False)
+    rows = queries.timings_of(store, run)
     got = {(r["op"], r["size_label"]) for r in rows}
     assert got == {(q, label) for q, o in CELLS if o == "pass" for label in SIZES}, summary.skipped
     for r in rows:
@@ -225,8 +226,8 @@ def test_bench_stores_every_size_of_each_passing_cell(stored_run):
         assert r["device_median_s"] > 0 and r["ref_median_s"] > 0 and r["repeats"] >= 5
         assert r["speedup"] == pytest.approx(r["ref_median_s"] / r["device_median_s"])
     # timing again replaces, never duplicates
-    timing.bench(store, run, CPUBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
-    assert len(timing.load_timings(store, run)) == len(rows)
+    bench.bench(store, run, CPUBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
+    assert len(queries.timings_of(store, run)) == len(rows)
 
 
 def test_bench_command_json(stored_run):
@@ -260,8 +261,8 @@ class CrashingBackend(CPUBackend):
 def test_a_crashing_op_costs_only_its_own_cell(stored_run):
     store, run = stored_run
     # cells run in name order: add.Tensor is timed before relu kills the child process
-    summary = timing.bench(store, run, CrashingBackend(), ops=["aten::relu", "aten::add.Tensor"], sizes={"small": 64}, min_run_time=0.002)
-    assert {r["op"] for r in timing.load_timings(store, run)} == {"aten::add.Tensor"}
+    summary = bench.bench(store, run, CrashingBackend(), ops=["aten::relu", "aten::add.Tensor"], sizes={"small": 64}, min_run_time=0.002)
+    assert {r["op"] for r in queries.timings_of(store, run)} == {"aten::add.Tensor"}
     assert [(o, reason.split(" (")[0]) for o, _, _, reason in summary.skipped] == [("aten::relu", "crashed the timing process")]
 
 
@@ -269,7 +270,7 @@ def test_bench_refuses_to_run_in_a_parallel_worker(stored_run, monkeypatch):
     store, run = stored_run
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
     with pytest.raises(ConformError, match="parallel worker"):
-        timing.bench(store, run, CPUBackend(), sizes=SIZES)
+        bench.bench(store, run, CPUBackend(), sizes=SIZES)
 
 
 # -- regressions -----------------------------------------------------------------------------
@@ -285,31 +286,32 @@ def _row(op, size, median, iqr, shape=(10, 10)):
 def test_a_regression_must_beat_both_the_percentage_and_the_spread(stored_run):
     store, base = stored_run
     new = store.start_run(ENV, options={}, seed=2, ops_total=4, cells_planned=4)
-    timing.record_timings(store, base, [
+    record_timings(store, base, [
         _row("aten::add.Tensor", "small", 100e-6, 1e-6),  # +50%, tight: regression
         _row("aten::add.Tensor", "large", 100e-6, 40e-6),  # +50%, but inside the spread: noise
         _row("aten::relu", "small", 100e-6, 0.1e-6),  # +5%, tight: below the percentage
         _row("aten::relu", "large", 100e-6, 1e-6),  # -50%: an improvement
         _row("aten::sum", "small", 100e-6, 1e-6, shape=(5, 20)),  # other shape: not comparable
     ])
-    timing.record_timings(store, new, [
+    record_timings(store, new, [
         _row("aten::add.Tensor", "small", 150e-6, 1e-6),
         _row("aten::add.Tensor", "large", 150e-6, 20e-6),
         _row("aten::relu", "small", 105e-6, 0.1e-6),
         _row("aten::relu", "large", 50e-6, 1e-6),
         _row("aten::sum", "small", 300e-6, 1e-6, shape=(10, 10)),
     ])
-    regressions = timing.timing_regressions(store, base, new, pct=0.10)
+    old, now = queries.timings_of(store, base), queries.timings_of(store, new)
+    regressions = timing_changes.slowdowns(old, now, pct=0.10)
     assert [(c.op, c.size_label) for c in regressions] == [("aten::add.Tensor", "small")]
     assert regressions[0].ratio == pytest.approx(1.5)
-    changes = timing.timing_changes(store, base, new, pct=0.10)
+    changes = timing_changes.timing_changes(old, now, pct=0.10)
     assert {(c.op, c.size_label, c.kind) for c in changes} == {("aten::add.Tensor", "small", "regression"), ("aten::relu", "large", "improvement")}
     # a looser percentage lets the +5% through: the percentage threshold is real
-    assert ("aten::relu", "small") in {(c.op, c.size_label) for c in timing.timing_regressions(store, base, new, pct=0.01)}
+    assert ("aten::relu", "small") in {(c.op, c.size_label) for c in timing_changes.slowdowns(old, now, pct=0.01)}
 
 
 def test_significance_needs_both_thresholds():
-    assert timing.is_significant(1.0, 0.01, 1.2, 0.01, pct=0.1)
-    assert not timing.is_significant(1.0, 0.15, 1.2, 0.1, pct=0.1)  # inside the spread
-    assert not timing.is_significant(1.0, 0.0, 1.05, 0.0, pct=0.1)  # below the percentage
-    assert not timing.is_significant(0.0, 0.0, 1.0, 0.0)  # no baseline
+    assert timing_changes.is_significant(1.0, 0.01, 1.2, 0.01, pct=0.1)
+    assert not timing_changes.is_significant(1.0, 0.15, 1.2, 0.1, pct=0.1)  # inside the spread
+    assert not timing_changes.is_significant(1.0, 0.0, 1.05, 0.0, pct=0.1)  # below the percentage
+    assert not timing_changes.is_significant(0.0, 0.0, 1.0, 0.0)  # no baseline

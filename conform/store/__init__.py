@@ -1,4 +1,9 @@
-"""conform's store: SQLAlchemy models, SQLite by default, any SQLAlchemy URL for a fleet."""
+"""conform's store: SQLAlchemy models, SQLite by default, any SQLAlchemy URL for a fleet.
+
+The only package of conform that knows SQL: `Store` (db.py) opens a database and writes to it,
+`queries` reads it (plain rows for report, coverage, gate, expectations, declared, bench and the
+site), `merging` copies one database into another, `timings` writes the timing pass's rows.
+"""
 
 from .db import DEFAULT_DB, Store, database_url
 from .models import SCHEMA_VERSION, CatalogEntry, Environment, Failure, Op, Result, Run, Timing

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..errors import StoreError
+from ..errors import StoreError, first_line
 from . import migrations
 from .models import SCHEMA_VERSION, CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, utcnow
 
@@ -148,9 +148,9 @@ class Store:
             self.engine: Engine = create_engine(self.url, **kwargs)
         except ImportError as e:
             hint = " (pip install 'conform[postgres]')" if url.get_backend_name() == "postgresql" else ""
-            raise StoreError(f"cannot open database {self.where}: {_first_line(e)}{hint}") from None
+            raise StoreError(f"cannot open database {self.where}: {_driver_message(e)}{hint}") from None
         except (ArgumentError, SQLAlchemyError) as e:
-            raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
+            raise StoreError(f"cannot open database {self.where}: {_driver_message(e)}") from None
         self._wal = False
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(self))
@@ -170,10 +170,10 @@ class Store:
                     self._check_integrity(conn)
         except (DatabaseError, sqlite3.DatabaseError) as e:
             if _is_damage(e):
-                raise StoreError(f"{self.where} is damaged: {_first_line(e)}") from None
-            raise StoreError(f"{self.where} is not a readable conform database: {_first_line(e)}") from None
+                raise StoreError(f"{self.where} is damaged: {_driver_message(e)}") from None
+            raise StoreError(f"{self.where} is not a readable conform database: {_driver_message(e)}") from None
         except SQLAlchemyError as e:
-            raise StoreError(f"cannot open database {self.where}: {_first_line(e)}") from None
+            raise StoreError(f"cannot open database {self.where}: {_driver_message(e)}") from None
         if self.is_sqlite and not self.readonly:
             self._wal = True
             self.engine.dispose()  # the pooled connection was opened without WAL
@@ -236,7 +236,7 @@ class Store:
         try:
             return fn()
         except OperationalError as e:
-            msg = _first_line(e)
+            msg = _driver_message(e)
             if "disk" in msg.lower() and "full" in msg.lower():
                 raise StoreError(f"disk full while writing {self.where}; nothing half-written was kept") from None
             if "readonly" in msg.lower() or "read-only" in msg.lower():
@@ -244,8 +244,8 @@ class Store:
             raise StoreError(f"database error on {self.where}: {msg}") from None
         except (DatabaseError, sqlite3.DatabaseError) as e:
             if _is_damage(e):
-                raise StoreError(f"{self.where} is damaged: {_first_line(e)}") from None
-            raise StoreError(f"database error on {self.where}: {_first_line(e)}") from None
+                raise StoreError(f"{self.where} is damaged: {_driver_message(e)}") from None
+            raise StoreError(f"database error on {self.where}: {_driver_message(e)}") from None
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -463,21 +463,6 @@ class Store:
         self._write_retrying(go)
         return env_id
 
-    def declared_kernels(self, environment_id: int) -> dict[str, dict[str, str]]:
-        """{qualname: {dispatch key: how}} as stored by record_declared."""
-        out: dict[str, dict[str, str]] = {}
-        with self.session() as s:
-            q = (
-                select(Op.qualname, DeclaredKernel.dispatch_key, DeclaredKernel.how)
-                .join(Op, DeclaredKernel.op_id == Op.id)
-                .where(DeclaredKernel.environment_id == environment_id)
-            )
-            for qualname, key, how in s.execute(q):
-                by_key = out.setdefault(qualname, {})
-                if key:
-                    by_key[key] = how
-        return out
-
     # -- concurrent writers ------------------------------------------------------------------
 
     def _conflict_insert(self, model, index_elements: list[str]):
@@ -512,10 +497,10 @@ class Store:
 
 
 def _is_damage(e: BaseException) -> bool:
-    msg = _first_line(e).lower()
+    msg = _driver_message(e).lower()
     return "malformed" in msg or "corrupt" in msg
 
 
-def _first_line(e: BaseException) -> str:
-    msg = str(getattr(e, "orig", None) or e)
-    return msg.strip().splitlines()[0] if msg.strip() else type(e).__name__
+def _driver_message(e: BaseException) -> str:
+    """The database driver's own message (SQLAlchemy wraps it in `orig`), on one line."""
+    return first_line(str(getattr(e, "orig", None) or e)) or type(e).__name__
