@@ -1,24 +1,24 @@
 """One cell (op x dtype): hypothesis drives the examples, conform.execute runs each case.
 
 This is what a pytest item of conform's suite calls. It never raises for anything the op or
-the device does: every behaviour ends up in a `CellResult`, the JSON-able record that travels to
-the controller in `report.user_properties`.
+the device does: every behaviour ends up in a `CellResult`, the record that travels to
+the controller and the store (conform.results).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import traceback as tb
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
 from hypothesis.errors import Unsatisfiable
 
+from .config import CellSettings, WorkerSetup
 from .outcomes import Outcome
+from .results import CellResult
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
@@ -30,52 +30,6 @@ CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBA
 # valid, the op is untestable by rule, or conform itself failed.
 NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
 SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR)
-
-
-@dataclass
-class CellSettings:
-    """How hard to try on one cell. Travels to xdist workers as a dict."""
-
-    examples: int = 5  # valid examples wanted per cell (a full sweep has ~20k cells)
-    grad: bool = True
-    grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
-    seed: int = 0
-    max_numel: int = 4096  # elements per case (all tensors together)
-    cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = 1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
-    hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
-    derandomize: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class CellResult:
-    op: str
-    dtype: str
-    outcome: str = Outcome.SKIPPED.value
-    phase: str = ""
-    examples_run: int = 0
-    examples_passed: int = 0
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    max_ulp_err: float | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    device_golden_err: float | None = None
-    ref_golden_err: float | None = None
-    message: str = ""
-    case: dict | None = None  # the (minimal) case of a non-pass cell, Case.to_json()
-    repro: str = ""
-    traceback: str = ""
-    duration_s: float = 0.0
-    invalid_examples: int = 0
-    findings: list = field(default_factory=list)  # conform.oracle.Finding dicts, the first of each kind and phase
-    skip_reason: str = ""  # for a skipped cell: one of SKIP_REASONS
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 class _CaseFailed(Exception):
@@ -279,11 +233,12 @@ def run_cell(
     return result
 
 
-def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: float, memory_limit: int | None):
-    """Set up a clean device process (conform.isolation.CleanChild): its backend, its in-flight
-    record and hang watchdog; returns what runs one cell there. The answer is (result, poisoned):
-    poisoned when a case left the device context unusable (a sticky error): the worker then
-    replaces this process before the next cell."""
+def cell_process(setup: WorkerSetup, inflight: str):
+    """Set up a clean device process (conform.isolation.CleanChild) for a worker's
+    `conform.config.WorkerSetup`: its backend, its in-flight record and hang watchdog; returns
+    what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
+    device context unusable (a sticky error): the worker then replaces this process before the
+    next cell."""
     import opdb
     import torch
 
@@ -292,11 +247,10 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
     from .execute import CaseResult
     from .isolation import Watchdog, apply_memory_limit, sticky_error
 
-    apply_memory_limit(memory_limit)
+    apply_memory_limit(setup.memory_limit)
     torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
-    backend = backends.resolve(device_spec)
-    cell_settings = CellSettings(**settings)
-    watchdog = Watchdog(Path(inflight), case_timeout)
+    backend = backends.resolve(setup.config.device)
+    watchdog = Watchdog(Path(inflight), setup.config.case_timeout_s)
     state = {"poisoned": False}
 
     def poisoned_by(r):
@@ -318,7 +272,7 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
             traceback=r.traceback,
         )
 
-    def run(cell) -> tuple[dict, bool]:
+    def run(cell) -> tuple[CellResult, bool]:
         op, dtype = opdb.lookup(cell[0]), cell[1]
         current = {"op": op.qualname, "dtype": dtype}
 
@@ -333,10 +287,10 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
         state["poisoned"] = False
         drawing()
         try:
-            result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
+            result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
         finally:
             watchdog.disarm()
-        return result.to_dict(), state["poisoned"]
+        return result, state["poisoned"]
 
     return run
 
