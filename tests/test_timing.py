@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from conform import timing
 from conform.backends import CPUBackend
 from conform.errors import ConformError
+from conform.results import CellResult
 from conform.store import Store
 from conform.timer import TARGET_BLOCKS, measure
 
@@ -187,7 +188,7 @@ def stored_run(tmp_path, monkeypatch):
     run = store.start_run(ENV, options={}, seed=1, ops_total=4, cells_planned=4)
     store.record_catalog(run, [opdb.lookup(q) for q, _ in CELLS])
     for q, outcome in CELLS:
-        store.record_result(run, {"op": q, "dtype": "float32", "outcome": outcome, "examples_run": 3, "examples_passed": 3})
+        store.record_result(run, CellResult(op=q, dtype="float32", outcome=outcome, examples_run=3, examples_passed=3))
     return store, run
 
 
