@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import traceback as tb
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
@@ -19,6 +19,9 @@ from hypothesis.errors import Unsatisfiable
 from .config import CellSettings, WorkerSetup
 from .outcomes import Outcome
 from .results import CellResult
+
+if TYPE_CHECKING:
+    from .execute import CaseResult
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
@@ -94,17 +97,18 @@ def run_cell(
     state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
     _set_shrink_budget(settings.shrink_budget_s)
 
-    def merge_errors(r) -> None:
-        for name in ("max_abs_err", "max_rel_err", "max_ulp_err", "device_golden_err", "ref_golden_err"):
-            v = getattr(r, name, None)
-            if v is not None and v == v:
-                cur = getattr(result, name)
-                setattr(result, name, v if cur is None else max(cur, v))
-        if getattr(r, "rtol", None) is not None:
+    def merge_errors(r: CaseResult) -> None:
+        """The cell keeps the worst error of its cases, and the tolerance of the last compared."""
+        result.max_abs_err = _worst(result.max_abs_err, r.max_abs_err)
+        result.max_rel_err = _worst(result.max_rel_err, r.max_rel_err)
+        result.max_ulp_err = _worst(result.max_ulp_err, r.max_ulp_err)
+        result.device_golden_err = _worst(result.device_golden_err, r.device_golden_err)
+        result.ref_golden_err = _worst(result.ref_golden_err, r.ref_golden_err)
+        if r.rtol is not None:
             result.rtol, result.atol = r.rtol, r.atol
 
-    def keep_finding(r) -> None:
-        f = getattr(r, "finding", None)
+    def keep_finding(r: CaseResult) -> None:
+        f = r.finding
         if f and not any((g["kind"], g["phase"]) == (f["kind"], f["phase"]) for g in result.findings):
             result.findings.append(f)
 
@@ -124,7 +128,7 @@ def run_cell(
                 state["out_variants_checked"] += checked
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
-                    r, case = failure, getattr(failure, "variant_case", case)
+                    r, case = failure, failure.variant_case or case
             stop = stop_if(r) if stop_if else None
             if stop is not None:
                 raise _StopCell(stop, case)
@@ -293,6 +297,13 @@ def cell_process(setup: WorkerSetup, inflight: str):
         return result, state["poisoned"]
 
     return run
+
+
+def _worst(current: float | None, new: float | None) -> float | None:
+    """The larger error; NaN (nothing measured) counts as none."""
+    if new is None or new != new:
+        return current
+    return new if current is None else max(current, new)
 
 
 def _invalid_limit(examples: int, valid: int, reasons: int, *, no_kernel: bool = False) -> int:

@@ -67,7 +67,8 @@ class RunConfig:
     def from_options(cls, **options) -> RunConfig:
         """From flat command-line options (CellSettings' fields among them); None means the default."""
         given = {k: v for k, v in options.items() if v is not None}
-        cell_fields = {f.name for f in dataclasses.fields(CellSettings)}
+        # (the run's seed is RunConfig's; the controller gives each cell's settings the resolved one)
+        cell_fields = {f.name for f in dataclasses.fields(CellSettings)} - {f.name for f in dataclasses.fields(cls)}
         cell = CellSettings(**{k: v for k, v in given.items() if k in cell_fields})
         return cls(cell=cell, **{k: v for k, v in given.items() if k not in cell_fields})
 
@@ -152,4 +153,4 @@ def _at_least(minimum: int, **values) -> None:
 def _positive(**values) -> None:
     for name, v in values.items():
         if not v > 0:
-            raise ConformError(f"--{name.removesuffix('_s').replace('_', '-')} must be a positive number of seconds, not {v}")
+            raise ConformError(f"--{name.removesuffix('_s').replace('_', '-')} must be a positive number of seconds, not {v:g}")
