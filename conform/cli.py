@@ -76,9 +76,13 @@ def _auto_workers(backend) -> int:
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
 @click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down")
 @click.option("--no-grad", "grad", flag_value=False, default=None, help="skip backward comparisons")
-@click.option("--case-timeout", "case_timeout_s", type=float, default=None, help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]")
+@click.option(
+    "--case-timeout", "case_timeout_s", type=float, default=None, help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]"
+)
 @click.option("--max-numel", type=int, default=None, help=f"elements per case [default: {CellSettings.max_numel}]")
-@click.option("--memory-limit", default=None, metavar="GiB|auto|none", help=f"address-space cap per worker [default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs]")
+@click.option(
+    "--memory-limit", default=None, metavar="GiB|auto|none", help=f"address-space cap per worker [default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs]"
+)
 @click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
 @click.option("--derandomize", flag_value=True, default=None, help="same cases for the same op every time (for gating)")
 @click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
@@ -99,7 +103,9 @@ def run(workers, junitxml, bench, quiet, **options):
         click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
     # -p conform.plugin: conform's hooks join this session only (there is no pytest11 entry point);
     # -p no:conform: an older conform installed one under that name, which would register it twice
-    args = ["-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "-p", "xdist", "-n", str(n or _auto_workers(c.backend)), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
+    args = ["-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "-p", "xdist", "-n", str(n or _auto_workers(c.backend))]
+    args += ["--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler"]
+    args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
     if junitxml is not None:
         args += ["--junitxml", junitxml]
     session = _Session(c)

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from . import __version__, interrupts
-from .config import DEFAULT_DTYPES, CPU_DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
+from .config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
 from .errors import ConformError
 from .outcomes import Outcome
 from .results import CellResult
@@ -56,9 +56,16 @@ def pytest_addoption(parser):
     g.addoption("--conform-db", default=None, help="SQLite path or SQLAlchemy URL (default: conform.db or $CONFORM_DB)")
     g.addoption("--conform-no-grad", action="store_false", dest="conform_grad", default=None, help="skip backward comparisons (default: compare gradients)")
     g.addoption("--conform-max-numel", type=int, default=None, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
-    g.addoption("--conform-case-timeout", type=float, default=None, help=f"seconds one case may run before it counts as a hang (default: {RunConfig.case_timeout_s:g})")
+    g.addoption(
+        "--conform-case-timeout", type=float, default=None,
+        help=f"seconds one case may run before it counts as a hang (default: {RunConfig.case_timeout_s:g})",
+    )  # fmt: skip
     g.addoption("--conform-cell-budget", type=float, default=None, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
-    g.addoption("--conform-memory-limit", default=None, metavar="GiB|auto|none", help=f"address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on (default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)")
+    g.addoption(
+        "--conform-memory-limit", default=None, metavar="GiB|auto|none",
+        help="address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on "
+        f"(default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)",
+    )  # fmt: skip
     g.addoption("--conform-resume", default=None, metavar="RUN_ID|latest", help="continue a run: only cells it has not recorded yet run")
     g.addoption("--conform-workdir", default=None, help=f"folder for the hypothesis example database and per-run files (default: {RunConfig.workdir})")
     g.addoption("--conform-progress", action="store_true", default=None, help="show a progress bar (conform run turns it on)")

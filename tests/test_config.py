@@ -16,7 +16,6 @@ from conform.results import NOT_STORED, CellResult
 from conform.store import Failure, Op, Result, Store
 from opdb.spec import OpSpec
 
-
 BAD_SETTINGS = [
     ({"examples": 0}, "--examples must be at least 1, not 0"),
     ({"max_numel": 0}, "--max-numel must be at least 1, not 0"),
@@ -59,7 +58,10 @@ def test_a_resumed_run_continues_with_its_own_stored_settings():
 
 def test_a_cell_result_is_its_store_row(tmp_path):
     """Every field of a CellResult (but NOT_STORED) is stored, and read back as it was sent."""
-    op = OpSpec(name="aten::relu", overload="", schema="aten::relu(Tensor self) -> Tensor", arguments=(), returns=("Tensor",), variant="functional", tags=(), family="pointwise", kernels=("CPU",))
+    op = OpSpec(
+        name="aten::relu", overload="", schema="aten::relu(Tensor self) -> Tensor", arguments=(), returns=("Tensor",),
+        variant="functional", tags=(), family="pointwise", kernels=("CPU",),
+    )  # fmt: skip
     store = Store(tmp_path / "c.db")
     run = store.start_run({"fingerprint": "f" * 32, "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [op])
@@ -74,6 +76,7 @@ def test_a_cell_result_is_its_store_row(tmp_path):
     with store.session() as s:
         result, qualname = s.execute(select(Result, Op.qualname).join(Op, Result.op_id == Op.id)).one()
         failure = s.scalars(select(Failure)).one()
-        got = {"op": qualname, **{f.name: getattr(result if hasattr(Result, f.name) else failure, f.name) for f in dataclasses.fields(CellResult) if f.name not in NOT_STORED | {"op"}}}
+        stored = [f.name for f in dataclasses.fields(CellResult) if f.name not in NOT_STORED | {"op"}]
+        got = {"op": qualname, **{name: getattr(result if hasattr(Result, name) else failure, name) for name in stored}}
     store.close()
     assert got == {k: v for k, v in dataclasses.asdict(sent).items() if k not in NOT_STORED}
