@@ -28,7 +28,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # cells tried in order until one has a valid case: an op is exercised if some dtype works. These
-# are the cells of a default CPU sweep (conform.plugin.CPU_DEFAULT_DTYPES).
+# are the cells of a default CPU sweep (conform.config.CPU_DEFAULT_DTYPES).
 FALLBACK_DTYPES = ("float32", "float16", "bfloat16", "complex64", "int64", "int32", "bool")
 # draws per cell with no valid case before the runner gives up on it, and sooner when every
 # rejection gives the same reason (conform.cell._invalid_limit)

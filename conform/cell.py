@@ -1,24 +1,27 @@
 """One cell (op x dtype): hypothesis drives the examples, conform.execute runs each case.
 
 This is what a pytest item of conform's suite calls. It never raises for anything the op or
-the device does: every behaviour ends up in a `CellResult`, the JSON-able record that travels to
-the controller in `report.user_properties`.
+the device does: every behaviour ends up in a `CellResult`, the record that travels to
+the controller and the store (conform.results).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import traceback as tb
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
 from hypothesis.errors import Unsatisfiable
 
+from .config import CellSettings, WorkerSetup
 from .outcomes import Outcome
+from .results import CellResult
+
+if TYPE_CHECKING:
+    from .execute import CaseResult
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
@@ -30,52 +33,6 @@ CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBA
 # valid, the op is untestable by rule, or conform itself failed.
 NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
 SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR)
-
-
-@dataclass
-class CellSettings:
-    """How hard to try on one cell. Travels to xdist workers as a dict."""
-
-    examples: int = 5  # valid examples wanted per cell (a full sweep has ~20k cells)
-    grad: bool = True
-    grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
-    seed: int = 0
-    max_numel: int = 4096  # elements per case (all tensors together)
-    cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = 1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
-    hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
-    derandomize: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class CellResult:
-    op: str
-    dtype: str
-    outcome: str = Outcome.SKIPPED.value
-    phase: str = ""
-    examples_run: int = 0
-    examples_passed: int = 0
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    max_ulp_err: float | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    device_golden_err: float | None = None
-    ref_golden_err: float | None = None
-    message: str = ""
-    case: dict | None = None  # the (minimal) case of a non-pass cell, Case.to_json()
-    repro: str = ""
-    traceback: str = ""
-    duration_s: float = 0.0
-    invalid_examples: int = 0
-    findings: list = field(default_factory=list)  # conform.oracle.Finding dicts, the first of each kind and phase
-    skip_reason: str = ""  # for a skipped cell: one of SKIP_REASONS
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 class _CaseFailed(Exception):
@@ -140,17 +97,18 @@ def run_cell(
     state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
     _set_shrink_budget(settings.shrink_budget_s)
 
-    def merge_errors(r) -> None:
-        for name in ("max_abs_err", "max_rel_err", "max_ulp_err", "device_golden_err", "ref_golden_err"):
-            v = getattr(r, name, None)
-            if v is not None and v == v:
-                cur = getattr(result, name)
-                setattr(result, name, v if cur is None else max(cur, v))
-        if getattr(r, "rtol", None) is not None:
+    def merge_errors(r: CaseResult) -> None:
+        """The cell keeps the worst error of its cases, and the tolerance of the last compared."""
+        result.max_abs_err = _worst(result.max_abs_err, r.max_abs_err)
+        result.max_rel_err = _worst(result.max_rel_err, r.max_rel_err)
+        result.max_ulp_err = _worst(result.max_ulp_err, r.max_ulp_err)
+        result.device_golden_err = _worst(result.device_golden_err, r.device_golden_err)
+        result.ref_golden_err = _worst(result.ref_golden_err, r.ref_golden_err)
+        if r.rtol is not None:
             result.rtol, result.atol = r.rtol, r.atol
 
-    def keep_finding(r) -> None:
-        f = getattr(r, "finding", None)
+    def keep_finding(r: CaseResult) -> None:
+        f = r.finding
         if f and not any((g["kind"], g["phase"]) == (f["kind"], f["phase"]) for g in result.findings):
             result.findings.append(f)
 
@@ -170,7 +128,7 @@ def run_cell(
                 state["out_variants_checked"] += checked
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
-                    r, case = failure, getattr(failure, "variant_case", case)
+                    r, case = failure, failure.variant_case or case
             stop = stop_if(r) if stop_if else None
             if stop is not None:
                 raise _StopCell(stop, case)
@@ -279,11 +237,12 @@ def run_cell(
     return result
 
 
-def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: float, memory_limit: int | None):
-    """Set up a clean device process (conform.isolation.CleanChild): its backend, its in-flight
-    record and hang watchdog; returns what runs one cell there. The answer is (result, poisoned):
-    poisoned when a case left the device context unusable (a sticky error): the worker then
-    replaces this process before the next cell."""
+def cell_process(setup: WorkerSetup, inflight: str):
+    """Set up a clean device process (conform.isolation.CleanChild) for a worker's
+    `conform.config.WorkerSetup`: its backend, its in-flight record and hang watchdog; returns
+    what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
+    device context unusable (a sticky error): the worker then replaces this process before the
+    next cell."""
     import opdb
     import torch
 
@@ -292,11 +251,10 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
     from .execute import CaseResult
     from .isolation import Watchdog, apply_memory_limit, sticky_error
 
-    apply_memory_limit(memory_limit)
+    apply_memory_limit(setup.memory_limit)
     torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
-    backend = backends.resolve(device_spec)
-    cell_settings = CellSettings(**settings)
-    watchdog = Watchdog(Path(inflight), case_timeout)
+    backend = backends.resolve(setup.config.device)
+    watchdog = Watchdog(Path(inflight), setup.config.case_timeout_s)
     state = {"poisoned": False}
 
     def poisoned_by(r):
@@ -318,7 +276,7 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
             traceback=r.traceback,
         )
 
-    def run(cell) -> tuple[dict, bool]:
+    def run(cell) -> tuple[CellResult, bool]:
         op, dtype = opdb.lookup(cell[0]), cell[1]
         current = {"op": op.qualname, "dtype": dtype}
 
@@ -333,12 +291,19 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
         state["poisoned"] = False
         drawing()
         try:
-            result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
+            result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
         finally:
             watchdog.disarm()
-        return result.to_dict(), state["poisoned"]
+        return result, state["poisoned"]
 
     return run
+
+
+def _worst(current: float | None, new: float | None) -> float | None:
+    """The larger error; NaN (nothing measured) counts as none."""
+    if new is None or new != new:
+        return current
+    return new if current is None else max(current, new)
 
 
 def _invalid_limit(examples: int, valid: int, reasons: int, *, no_kernel: bool = False) -> int:

@@ -15,6 +15,7 @@ import time
 import click
 
 from . import __version__
+from .config import DEFAULT_DTYPES, CellSettings, RunConfig
 from .errors import ConformError
 
 # Commands that live in their own modules, imported only when used: `conform --help` stays fast
@@ -68,79 +69,56 @@ def _auto_workers(backend) -> int:
 
 
 @cli.command()
-@click.option("--ops", "ops", default="all", show_default=True, help="all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file")
-@click.option("--dtypes", default=None, help="comma-separated dtypes (default: float32,float16,bfloat16,float64,complex64,int64,int32,bool; no float64 on cpu, whose reference is float64)")
+@click.option("--ops", "ops", default=None, help=f"all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file [default: {RunConfig.ops}]")
+@click.option("--dtypes", default=None, help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; no float64 on cpu, whose reference is float64)")
 @click.option("--device", default=None, help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)")
-@click.option("--examples", type=click.IntRange(1), default=None, help="valid examples per cell [default: 5]")
+@click.option("--examples", type=int, default=None, help=f"valid examples per cell [default: {CellSettings.examples}]")
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
 @click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down")
-@click.option("--no-grad", is_flag=True, help="skip backward comparisons")
-@click.option("--case-timeout", type=float, default=None, help="seconds before a case counts as hung [default: 60]")
-@click.option("--max-numel", type=click.IntRange(1), default=None, help="elements per case [default: 4096]")
-@click.option("--memory-limit", default=None, metavar="GiB|auto|none", help="address-space cap per worker [default: auto = 4 GiB on cpu/meta, none on GPUs]")
+@click.option("--no-grad", "grad", flag_value=False, default=None, help="skip backward comparisons")
+@click.option(
+    "--case-timeout", "case_timeout_s", type=float, default=None, help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]"
+)
+@click.option("--max-numel", type=int, default=None, help=f"elements per case [default: {CellSettings.max_numel}]")
+@click.option(
+    "--memory-limit", default=None, metavar="GiB|auto|none", help=f"address-space cap per worker [default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs]"
+)
 @click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
-@click.option("--derandomize", is_flag=True, help="same cases for the same op every time (for gating)")
+@click.option("--derandomize", flag_value=True, default=None, help="same cases for the same op every time (for gating)")
 @click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
 @click.option("--bench/--no-bench", default=True, show_default=True, help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option
-def run(ops, dtypes, device, examples, seed, workers, no_grad, case_timeout, max_numel, memory_limit, resume, derandomize, junitxml, bench, quiet, db):
+def run(workers, junitxml, bench, quiet, **options):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
     import pytest
 
-    from . import backends, interrupts, selection
-    from .store import Store
+    from .plugin import Controller
 
-    # validate everything a user can get wrong before any worker starts
-    if resume is None:
-        backend = backends.resolve(device)
-        _select(ops)
-        if dtypes is not None:
-            selection.parse_dtypes(dtypes)
-    Store(db).close()
-    if resume is None and device is None and backend.name == "cpu":
+    n = None if workers == "auto" else _positive_int(workers, "-n")
+    # every setting checked once, as the RunConfig is built; then what needs torch (the backend,
+    # the ops, the dtypes, the store), as the controller starts the run: all before any worker
+    c = Controller(RunConfig.from_options(**options, progress=not quiet))
+    if options["resume"] is None and options["device"] is None and c.backend.name == "cpu":
         click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
-    n = _auto_workers(backend if resume is None else None) if workers == "auto" else _positive_int(workers, "-n")
-    args = ["--pyargs", "conform.suite", "-p", "xdist", "-n", str(n), "--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler", "-q", "--no-header", "--tb=no", "-rN", "--disable-warnings", "--conform-progress"]
-    if db:
-        args += ["--conform-db", db]
-    if resume is not None:
-        args += ["--conform-resume", resume]
-    else:
-        args.append(f"--conform-ops={ops}")  # joined: pytest would expand a separate "@file" argument itself
-        if device:
-            args += ["--conform-device", device]
-    for flag, value in (
-        ("--conform-dtypes", dtypes),
-        ("--conform-examples", examples),
-        ("--conform-seed", seed),
-        ("--conform-case-timeout", case_timeout),
-        ("--conform-max-numel", max_numel),
-        ("--conform-memory-limit", memory_limit),
-        ("--junitxml", junitxml),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
-    if no_grad:
-        args.append("--conform-no-grad")
-    if derandomize:
-        args.append("--conform-derandomize")
-    if quiet:
-        args.remove("--conform-progress")
-    summary = _Summary()
+    # -p conform.plugin: conform's hooks join this session only (there is no pytest11 entry point);
+    # -p no:conform: an older conform installed one under that name, which would register it twice
+    args = ["-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "-p", "xdist", "-n", str(n or _auto_workers(c.backend))]
+    args += ["--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler"]
+    args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
+    if junitxml is not None:
+        args += ["--junitxml", junitxml]
+    session = _Session(c)
     started = time.monotonic()
-    interrupts.check()  # one that an import swallowed: stop before a run exists
     try:
         with _quiet_stdout():
-            code = pytest.main(args, plugins=[summary])
+            code = pytest.main(args, plugins=[session])
     except KeyboardInterrupt:  # a second Ctrl-C during pytest's own shutdown
         code = pytest.ExitCode.INTERRUPTED
-    c = summary.controller
-    if c is None and code == pytest.ExitCode.INTERRUPTED:
-        raise KeyboardInterrupt  # before a run was started: nothing was written
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or c is None:
-        raise ConformError(summary.error or f"the run could not start (pytest exit status {int(code)})")
     c.finish(pytest.ExitCode.INTERRUPTED)  # already done unless pytest's shutdown was cut short
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        raise ConformError(f"run {c.run_id} {c.state}: {session.error or f'pytest exit status {int(code)}'}")
+    db = options["db"]
     db_arg = f" --db {db}" if db else ""
     if c.fatal:
         raise ConformError(f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)")
@@ -196,14 +174,20 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
     click.echo(f"timed {plural(summary.cells, 'cell')}: {plural(summary.timings, 'timing')} stored in {time.monotonic() - started:.0f} s")
 
 
-class _Summary:
-    """A plugin object that lets `conform run` see the controller after pytest returns."""
+class _Session:
+    """`conform run`'s side of the pytest session: registers the controller under its name as
+    soon as this object is registered (pytest.main names the objects it is given by their ids;
+    pytest_addhooks is the hook called at that moment), and keeps pytest's internal error."""
 
-    controller = None
     error = ""
 
-    def pytest_configure(self, config):  # after conform's own (tryfirst) pytest_configure
-        self.controller = getattr(config, "_conform", None)
+    def __init__(self, controller):
+        self.controller = controller
+
+    def pytest_addhooks(self, pluginmanager):
+        from .plugin import CONTROLLER
+
+        pluginmanager.register(self.controller, CONTROLLER)
 
     def pytest_internalerror(self, excrepr, excinfo):
         self.error = str(excinfo.value)

@@ -29,7 +29,6 @@ without it are unaffected.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import re
 import traceback as _traceback
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from . import oracle
 from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_records
@@ -62,11 +62,7 @@ class CaseResult:
     ref_golden_err: float | None = None  # max abs error of the CPU reference vs float64 golden
     traceback: str = ""  # of the device-side exception, if any
     finding: dict | None = None  # conform.oracle.Finding.to_dict(): a fact about the case that is not its verdict
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["outcome"] = str(self.outcome)
-        return d
+    variant_case: Any = None  # run_out_variants: the out= variant of the case that failed (a generators Case)
 
 
 # -- error classification ------------------------------------------------------------------
@@ -112,15 +108,13 @@ MAX_OUTPUT_NUMEL = 1 << 18
 MAX_OUTPUT_TENSORS = 256
 
 
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
 def output_size(value) -> tuple[int, int]:
-    """(tensors, elements) in all the tensors of a result (nested tuples and lists)."""
-    if isinstance(value, torch.Tensor):
-        sparse = value.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
-        return 1, value._nnz() if sparse else value.numel()
-    if isinstance(value, (list, tuple)):
-        sizes = [output_size(v) for v in value]
-        return sum(t for t, _ in sizes), sum(n for _, n in sizes)
-    return 0, 0
+    """(tensors, elements) in all the tensors of a result (nested tuples, lists and dicts)."""
+    tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+    return len(tensors), sum(t._nnz() if t.layout in _SPARSE_LAYOUTS else t.numel() for t in tensors)
 
 
 def _oversized(value) -> str:
@@ -152,18 +146,10 @@ class _Side:
         return _format_tb(self.error)
 
 
-class _NoContext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _device_context(backend):
     hook = getattr(backend, "device_context", None)
     if hook is None:
-        return _NoContext()
+        return contextlib.nullcontext()
     return hook()
 
 
@@ -172,12 +158,8 @@ def _written_names(op) -> list[str]:
 
 
 def _to_cpu(x, to_cpu):
-    if isinstance(x, torch.Tensor):
-        return to_cpu(x.detach())
-    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
-        items = [_to_cpu(v, to_cpu) for v in x]
-        return items if isinstance(x, list) else tuple(items)
-    return x
+    """x (a result: a tensor, or tensors nested in tuples, lists, dicts) with every tensor copied by `to_cpu`."""
+    return pytree.tree_map(lambda v: to_cpu(v.detach()) if isinstance(v, torch.Tensor) else v, x)
 
 
 def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None):
@@ -275,16 +257,13 @@ def _grad_inputs(op, args, kwargs):
     names = [a.name for a in op.arguments]
 
     def prep(v, name):
-        if isinstance(v, torch.Tensor):
-            if is_inexact(v.dtype):
-                t = v.detach().requires_grad_(True)
-                found.append((name, t))
-                return t
-            return v
-        if isinstance(v, (list, tuple)):
-            items = [prep(x, f"{name}[{i}]") for i, x in enumerate(v)]
-            return items if isinstance(v, list) else tuple(items)
-        return v
+        # a Tensor[] argument's tensors are named by their place in it: tensors[1]
+        leaves, spec = pytree.tree_flatten(v)
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, torch.Tensor) and is_inexact(leaf.dtype):
+                leaves[i] = leaf.detach().requires_grad_(True)
+                found.append((name if leaf is v else f"{name}[{i}]", leaves[i]))
+        return pytree.tree_unflatten(leaves, spec)
 
     new_args = tuple(prep(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args))
     new_kwargs = {k: prep(v, k) for k, v in kwargs.items()}

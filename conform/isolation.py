@@ -348,9 +348,10 @@ class Monitor:
         while not self._stop.wait(self.period_s):
             for path in self.folder.glob("*.json"):
                 record = read_record(path)
-                if not record or record.get("idle") or record.get("timeout") or "started" not in record:
+                # (a Watchdog's armed record holds its start and limit; anything else is not a case in flight)
+                if not record or record.get("idle") or record.get("timeout") or "started" not in record or "limit_s" not in record:
                     continue
-                if time.time() - record["started"] > record.get("limit_s", 60) + self.grace_s:
+                if time.time() - record["started"] > record["limit_s"] + self.grace_s:
                     _write(path, {**record, "timeout": True, "killed_at": time.time()})
                     _kill(record.get("pid"))
 

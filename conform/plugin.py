@@ -1,27 +1,32 @@
 """conform's pytest plugin: one test item per (op, dtype) cell, driven by pytest-xdist.
 
+Loaded only where it is asked for: `conform run` passes `-p conform.plugin`, and so does
+`pytest -p conform.plugin --pyargs conform.suite`; it has no pytest11 entry point, so it never
+joins another project's pytest sessions. Each hook also returns at once outside a conform session.
+
 Roles:
-* the **controller** (the pytest process you start; with -n 0 also the only worker) resolves the
-  backend, selects ops, opens the store, starts or resumes the run, writes the plan of cells,
-  and is the only process that writes results;
-* **workers** read the plan and the settings from `workerinput`, run cells, and send each
-  result back in `report.user_properties` as ("conform", dict). A worker never touches the
-  device: its cells run in clean child processes (conform.isolation, `WorkerContext`).
+* the **controller** (the pytest process you start; with -n 0 also the only worker) is the
+  `Controller` plugin object, registered as "conform-controller": it resolves the backend,
+  selects ops, opens the store, starts or resumes the run, writes the plan of cells, and is the
+  only process that writes results. `conform run` builds it from a `conform.config.RunConfig`
+  and passes it to pytest; under plain pytest, `pytest_configure` builds it from the
+  `--conform-*` options;
+* **workers** get a `conform.config.WorkerSetup` through `workerinput`, run cells, and send each
+  `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json()).
+  A worker never touches the device: its cells run in clean child processes
+  (conform.isolation, `WorkerContext`).
 
 A device process that dies (segfault, abort, our own hang watchdog) or whose device context an
 error poisoned is replaced by its worker, which records the cell as `crash`, `timeout` or
 `device_error`, with the case that was in flight, read from the file the process wrote before
 running it. Should a worker itself die, xdist replaces it and the controller records its cell
 from the same file.
-
-Active only when the collected tests include `conform.suite` (`conform run` does that, and so
-does `pytest --pyargs conform.suite`); the project's other test runs are untouched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import random
 import re
 import sys
@@ -30,51 +35,73 @@ from pathlib import Path
 import pytest
 
 from . import __version__, interrupts
-from .cell import CellResult, CellSettings, cell_process
+from .config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
 from .errors import ConformError
 from .outcomes import Outcome
+from .results import CellResult
 
-# int32 as well as int64: MPS lacks int64 in places, and integer promotion bugs show on int32
-DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "int32", "bool")
-# On the CPU the reference is float64 itself, so a float64 cell would compare a computation with
-# itself: it is left out of the CPU's default set (name it in --dtypes to run it anyway).
-CPU_DEFAULT_DTYPES = tuple(d for d in DEFAULT_DTYPES if d != "float64")
 PROPERTY = "conform"
+CONTROLLER = "conform-controller"  # the Controller's name in the plugin manager
 
 
 def pytest_addoption(parser):
+    # default=None everywhere: the defaults are RunConfig's and CellSettings', written once there
     g = parser.getgroup("conform", "conform: op conformance of a PyTorch backend")
     g.addoption("--conform-device", default=None, help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)")
-    g.addoption("--conform-ops", default="all", help="ops: all, core, family:NAME, comma list, globs (add*), or @file (default: all)")
+    g.addoption("--conform-ops", default=None, help=f"ops: all, core, family:NAME, comma list, globs (add*), or @file (default: {RunConfig.ops})")
     g.addoption("--conform-dtypes", default=None, help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; without float64 on the cpu backend, whose reference is float64)")
-    g.addoption("--conform-examples", type=int, default=CellSettings.examples, help=f"valid hypothesis examples per cell (default: {CellSettings.examples})")
+    g.addoption("--conform-examples", type=int, default=None, help=f"valid hypothesis examples per cell (default: {CellSettings.examples})")
     g.addoption("--conform-seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
-    g.addoption("--conform-derandomize", action="store_true", default=False, help="derive every cell's examples from the op name alone (gating runs)")
+    g.addoption("--conform-derandomize", action="store_true", default=None, help="derive every cell's examples from the op name alone (gating runs)")
     g.addoption("--conform-db", default=None, help="SQLite path or SQLAlchemy URL (default: conform.db or $CONFORM_DB)")
-    g.addoption("--conform-no-grad", action="store_true", default=False, help="skip backward comparisons (default: compare gradients)")
-    g.addoption("--conform-max-numel", type=int, default=CellSettings.max_numel, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
-    g.addoption("--conform-case-timeout", type=float, default=60.0, help="seconds one case may run before it counts as a hang (default: 60)")
-    g.addoption("--conform-cell-budget", type=float, default=CellSettings.cell_budget_s, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
-    g.addoption("--conform-memory-limit", default="auto", metavar="GiB|auto|none", help="address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on (default: auto = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)")
+    g.addoption("--conform-no-grad", action="store_false", dest="conform_grad", default=None, help="skip backward comparisons (default: compare gradients)")
+    g.addoption("--conform-max-numel", type=int, default=None, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
+    g.addoption(
+        "--conform-case-timeout", type=float, default=None,
+        help=f"seconds one case may run before it counts as a hang (default: {RunConfig.case_timeout_s:g})",
+    )  # fmt: skip
+    g.addoption("--conform-cell-budget", type=float, default=None, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
+    g.addoption(
+        "--conform-memory-limit", default=None, metavar="GiB|auto|none",
+        help="address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on "
+        f"(default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)",
+    )  # fmt: skip
     g.addoption("--conform-resume", default=None, metavar="RUN_ID|latest", help="continue a run: only cells it has not recorded yet run")
-    g.addoption("--conform-workdir", default=".conform", help="folder for the hypothesis example database and per-run files (default: .conform)")
-    g.addoption("--conform-progress", action="store_true", default=False, help="show a progress bar (conform run turns it on)")
+    g.addoption("--conform-workdir", default=None, help=f"folder for the hypothesis example database and per-run files (default: {RunConfig.workdir})")
+    g.addoption("--conform-progress", action="store_true", default=None, help="show a progress bar (conform run turns it on)")
 
 
-def _is_conform_session(config) -> bool:
-    if hasattr(config, "workerinput"):
-        return "conform" in config.workerinput
+def _config_from_options(config) -> RunConfig:
+    """The RunConfig of `pytest -p conform.plugin --pyargs conform.suite --conform-*`."""
+    names = ("device", "ops", "dtypes", "examples", "seed", "derandomize", "db", "grad", "max_numel", "memory_limit", "resume", "workdir", "progress")
+    options = {n: config.getoption(f"conform_{n}") for n in names}
+    return RunConfig.from_options(**options, case_timeout_s=config.getoption("conform_case_timeout"), cell_budget_s=config.getoption("conform_cell_budget"))
+
+
+def _names_the_suite(config) -> bool:
     suite = str(Path(__file__).parent / "suite")
     return any(a.split("::")[0].startswith(("conform.suite", suite)) for a in config.invocation_params.args)
+
+
+def _controller(config) -> Controller | None:
+    return config.pluginmanager.get_plugin(CONTROLLER)
+
+
+def _worker_setup(config) -> WorkerSetup | None:
+    """This xdist worker's setup; None in the controller and outside a conform session."""
+    winput = getattr(config, "workerinput", None)
+    return WorkerSetup.from_json(winput[PROPERTY]) if winput and PROPERTY in winput else None
 
 
 # -- controller ------------------------------------------------------------------------------
 
 
 class Controller:
-    """The controller's state: the store, the run, the plan, the progress bar."""
+    """The controller's state (the store, the run, the plan, the progress bar) and its hooks.
+    Built before pytest's session starts, from a RunConfig that is valid by construction:
+    what it resolves (backend, ops, dtypes, the store) raises ConformError."""
 
-    def __init__(self, config):
+    def __init__(self, config: RunConfig):
         # Ctrl-C is taken over first: from here on a run may exist in the store, and it must end
         # `interrupted` whatever moment the interrupt lands (conform.interrupts)
         interrupts.install()
@@ -94,51 +121,40 @@ class Controller:
     def interrupted(self) -> bool:
         return interrupts.seen()
 
-    def _start(self, config):
+    def _start(self, config: RunConfig):
         from opdb import UnknownOpError
 
         from . import backends, environment, selection
         from .store import Store
 
-        opt = config.getoption
-        self.config = config
         self.run_id = None
-        self.store = Store(opt("conform_db"))
-        workdir = Path(opt("conform_workdir"))
-        resume = opt("conform_resume")
-        if resume:
+        workdir = Path(config.workdir)
+        resume = config.resume
+        if resume:  # the run's own settings, from the store
+            self.store = Store(config.db)
             run_id = self.store.latest_run_id() if resume == "latest" else int(resume)
             run = self.store.get_run(run_id) if run_id else None
             if run is None:
                 raise ConformError(f"no run {resume} to resume in {self.store.where}")
-            options = dict(run.options)
-            self.seed = run.seed
-        else:
-            options = {
-                "device": opt("conform_device"),
-                "ops": opt("conform_ops"),
-                "dtypes": opt("conform_dtypes"),
-                "examples": opt("conform_examples"),
-                "grad": not opt("conform_no_grad"),
-                "max_numel": opt("conform_max_numel"),
-                "case_timeout": opt("conform_case_timeout"),
-                "cell_budget": opt("conform_cell_budget"),
-                "derandomize": opt("conform_derandomize"),
-            }
-            self.seed = opt("conform_seed") if opt("conform_seed") is not None else random.randrange(2**31)
-        self.options = options
-        self.backend = backends.resolve(options["device"])
+            config = config.resumed(dict(run.options), run.seed)
+        elif config.seed is None:
+            config = dataclasses.replace(config, seed=random.randrange(2**31))
+        # what needs torch, before a new run's database is created: a typo creates nothing
+        self.backend = backends.resolve(config.device)
         try:
-            ops = selection.select_ops(options["ops"])
+            ops = selection.select_ops(config.ops)
         except UnknownOpError as e:
             raise ConformError(str(e)) from None
-        if options["dtypes"] is None:
+        if config.dtypes is None:
             from .execute import is_plain_cpu
 
             # (a third-party backend on the cpu device computes its own float64: it keeps it)
-            options["dtypes"] = ",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES)
-        dtypes = selection.parse_dtypes(options["dtypes"])
-        cells = selection.plan_cells(ops, dtypes)
+            config = dataclasses.replace(config, dtypes=",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES))
+        cells = selection.plan_cells(ops, selection.parse_dtypes(config.dtypes))
+        if not resume:
+            self.store = Store(config.db)
+        # the run's settings, complete: what is stored with the run and what every worker gets
+        self.config = config = dataclasses.replace(config, cell=dataclasses.replace(config.cell, seed=config.seed, hypothesis_db=str(workdir / "hypothesis")))
         import opdb
 
         catalog = opdb.catalog()
@@ -151,32 +167,27 @@ class Controller:
         else:
             env = environment.capture(self.backend)
             self.run_id = self.store.start_run(
-                env, options=options, seed=self.seed, ops_total=len(catalog), cells_planned=len(cells), conform_version=__version__
+                env, options=config.stored_options(), seed=config.seed, ops_total=len(catalog), cells_planned=len(cells), conform_version=__version__
             )
             self.store.record_catalog(self.run_id, catalog)
         self.cells = cells
         self.rundir = workdir / "runs" / f"{self.store.engine.url.database and Path(str(self.store.engine.url.database)).stem or 'db'}-{self.run_id}"
         (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
-        self.plan_path = self.rundir / "plan.json"
-        self.plan_path.write_text(json.dumps([list(c) for c in cells]))
+        (self.rundir / PLAN).write_text(json.dumps([list(c) for c in cells]))
         # ops that crashed a process in an earlier run on this torch and device run isolated from
         # the start, each cell in a fresh clean process
-        self.crashers_path = workdir / re.sub(r"[^\w.-]", "_", f"crashers-{_torch_version()}-{self.backend.name}.txt")
-        known = _read_lines(self.crashers_path)
+        crashers = workdir / re.sub(r"[^\w.-]", "_", f"crashers-{_torch_version()}-{self.backend.name}.txt")
+        known = _read_lines(crashers)
         if known:
             with open(self.rundir / CRASHED_OPS, "a") as f:
                 f.write("".join(q + "\n" for q in sorted(known)))
-        self.settings = CellSettings(
-            examples=options["examples"],
-            grad=options["grad"],
-            seed=self.seed,
-            max_numel=options["max_numel"],
-            cell_budget_s=options.get("cell_budget", CellSettings.cell_budget_s),
-            hypothesis_db=str(workdir / "hypothesis"),
-            derandomize=options.get("derandomize", False),
+        self.worker_setup = WorkerSetup(
+            config=config,
+            device_name=self.backend.name,
+            run_dir=str(self.rundir.absolute()),
+            crashers=str(crashers.absolute()),
+            memory_limit=config.memory_limit_bytes(self.backend.device.type),
         )
-        self.case_timeout = float(options.get("case_timeout", 60.0))
-        self.memory_limit = _memory_limit_bytes(opt("conform_memory_limit"), self.backend)
         from .isolation import Monitor
 
         self.monitor = Monitor(self.rundir / "inflight")
@@ -187,29 +198,55 @@ class Controller:
         self.session = None
         self.recorded = 0
         self.progress = None
-        if opt("conform_progress"):
+
+    # -- hooks (this object is a pytest plugin, registered as CONTROLLER) ----------------------
+
+    def pytest_configure_node(self, node):
+        """xdist hook: what each worker needs to run cells."""
+        node.workerinput[PROPERTY] = self.worker_setup.to_json()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session):
+        self.session = session
+        if self.config.progress:
             from tqdm import tqdm
 
-            self.progress = tqdm(total=len(cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05)
+            self.progress = tqdm(total=len(self.cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05)
 
-    def workerinput(self) -> dict:
-        return {
-            "conform": True,
-            "conform_plan": str(self.plan_path),
-            "conform_rundir": str(self.rundir),
-            "conform_device": self.options["device"],
-            "conform_device_name": self.backend.name,  # what --device chose (repro scripts name it)
-            "conform_settings": self.settings.to_dict(),
-            "conform_case_timeout": self.case_timeout,
-            "conform_memory_limit": self.memory_limit,
-            "conform_crashers": str(self.crashers_path),
-        }
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """An interrupt that came during start-up (held until the run was fully written) stops the
+        session here, before any cell runs, through pytest's own path for Ctrl-C."""
+        interrupts.unblock()
+        interrupts.check()
 
-    def record(self, result: dict) -> None:
+    def pytest_runtest_logreport(self, report):
+        props = dict((k, v) for k, v in report.user_properties if k == PROPERTY) if report.user_properties else {}
+        if PROPERTY in props and report.when == "call":
+            self.record(CellResult.from_json(props[PROPERTY]))
+        elif report.when == "???" or (report.failed and report.when == "call" and PROPERTY not in props):
+            # after Ctrl-C a worker that stops mid-cell looks like a crash to xdist: the cell was
+            # interrupted, not crashed, and `--resume` runs it again
+            if not self.interrupted:
+                self.record(self.crash_result(report))
+        elif report.failed and report.when == "setup":
+            cell = _cell_of_nodeid(report.nodeid)
+            self.record(CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}"))
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.finish(exitstatus)
+
+    def pytest_unconfigure(self, config):
+        self.finish(pytest.ExitCode.INTERRUPTED)  # no-op unless the session never finished
+        self.store.close()
+
+    # -- results --------------------------------------------------------------------------
+
+    def record(self, result: CellResult) -> None:
         with interrupts.held():  # the result whole, then the interrupt
             self._record(result)
 
-    def _record(self, result: dict) -> None:
+    def _record(self, result: CellResult) -> None:
         if self.fatal or self.finished:
             return
         try:
@@ -223,12 +260,12 @@ class Controller:
             return
         if stored:
             self.recorded += 1
-            self.counts[result["outcome"]] = self.counts.get(result["outcome"], 0) + 1
+            self.counts[result.outcome] = self.counts.get(result.outcome, 0) + 1
         if self.progress is not None:
             self.progress.update(1)
-            self.progress.set_postfix_str(f"{result['op'].split('::')[-1]}[{result['dtype']}]", refresh=False)
+            self.progress.set_postfix_str(f"{result.op.split('::')[-1]}[{result.dtype}]", refresh=False)
 
-    def crash_result(self, report) -> dict:
+    def crash_result(self, report) -> CellResult:
         """The result of a cell whose worker died: `crash`, or `timeout` if a watchdog killed it.
         Not remembered as the op's crash: workers run no device work themselves (their clean
         device processes do, and a worker remembers the crashes of those)."""
@@ -237,7 +274,7 @@ class Controller:
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
         # the repro names the device tested, also when it was chosen automatically
-        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.options["device"] or self.backend.name, f"({report.longrepr})")
+        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.config.device or self.backend.name, f"({report.longrepr})")
 
     def finish(self, exitstatus) -> None:
         """Store the run's final state once (from pytest_sessionfinish, or from
@@ -264,6 +301,7 @@ class Controller:
 
 
 CRASHED_OPS = "crashed-ops.txt"
+PLAN = "plan.json"
 
 
 def _torch_version() -> str:
@@ -295,7 +333,7 @@ def _op_base(qualname: str) -> str:
     return qualname.split(".", 1)[0]
 
 
-def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> dict:
+def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> CellResult:
     """A cell whose process died: `crash`, or `timeout` when the in-flight record says a watchdog
     ended it, with the case that was running."""
     r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
@@ -312,7 +350,7 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
             r.repro = _repro_from_json(cell[0], r.case, device or "auto")
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
-    return r.to_dict()
+    return r
 
 
 def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
@@ -335,44 +373,21 @@ def _cell_of_nodeid(nodeid: str) -> tuple[str, str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    config._conform = None
-    config._conform_worker = None
-    if not _is_conform_session(config):
-        return
-    if hasattr(config, "workerinput"):
+    if _worker_setup(config) is not None:
         interrupts.install()  # a Ctrl-C never dropped in a collector callback
         interrupts.unblock()  # blocked by the controller while it started this worker
         interrupts.check()
         return
+    if hasattr(config, "workerinput") or _controller(config) is not None or not _names_the_suite(config):
+        return  # another project's worker or session, or `conform run`, which brought its controller
     try:
-        config._conform = Controller(config)
+        controller = Controller(_config_from_options(config))
     except ConformError as e:
         raise pytest.UsageError(str(e)) from None
-
-
-def pytest_configure_node(node):
-    """xdist hook (controller side): what each worker needs to run cells."""
-    controller = node.config._conform
-    if controller is not None:
-        node.workerinput.update(controller.workerinput())
-
-
-def pytest_xdist_auto_num_workers(config):
-    return os.cpu_count() or 1
+    config.pluginmanager.register(controller, CONTROLLER)
 
 
 # -- workers ---------------------------------------------------------------------------------
-
-
-def _memory_limit_bytes(value: str, backend) -> int | None:
-    if value in ("none", "0", None):
-        return None
-    if value == "auto":
-        return 4 << 30 if backend.device.type in ("cpu", "meta") else None
-    try:
-        return int(float(value) * (1 << 30))
-    except ValueError:
-        raise ConformError(f"--memory-limit takes GiB, 'auto' or 'none', not {value!r}") from None
 
 
 class WorkerContext:
@@ -382,42 +397,44 @@ class WorkerContext:
     rules, and ops that crashed earlier). A crash, a hang or a poisoned device context costs that
     process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
-    def __init__(self, winput: dict, worker_id: str):
-        from .isolation import CleanChild, start_server
+    def __init__(self, setup: WorkerSetup, worker_id: str):
+        from .isolation import start_server
 
-        start_server(winput["conform_device"])  # it imports in the background
-        self.rundir = Path(winput["conform_rundir"]).absolute()
+        start_server(setup.config.device)  # it imports in the background
+        self.rundir = Path(setup.run_dir)
         self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
-        self.device_spec = winput["conform_device"]
-        self.device_name = winput.get("conform_device_name") or self.device_spec  # for repro scripts
-        self.crashers_path = winput.get("conform_crashers") and Path(winput["conform_crashers"]).absolute()
-        self.child_args = (self.device_spec, winput["conform_settings"], str(self.inflight), float(winput["conform_case_timeout"]), winput.get("conform_memory_limit"))
+        self.device_name = setup.device_name  # for repro scripts
+        self.crashers_path = Path(setup.crashers)
+        self.child_args = (setup, str(self.inflight))
         self.name = f"conform-device-{worker_id}"
-        self.device = CleanChild(cell_process, self.child_args, name=self.name)
+        self.device = self._child(self.name)
         self._crashed_mtime = None
         self._crashed: set[str] = set()
 
-    def run(self, cell) -> dict:
+    def _child(self, name: str):
+        from .cell import cell_process
         from .isolation import CleanChild
 
+        return CleanChild(cell_process, self.child_args, name=name)
+
+    def run(self, cell) -> CellResult:
         if _op_base(cell[0]) in self._crashed_ops() or _isolated(cell[0]):
             # a process that has not touched the device before this cell, ended after it
-            once = CleanChild(cell_process, self.child_args, name=f"{self.name}-isolated")
+            once = self._child(f"{self.name}-isolated")
             try:
                 return self._run_in(once, cell)
             finally:
                 once.close()
         return self._run_in(self.device, cell)
 
-    def _run_in(self, child, cell) -> dict:
+    def _run_in(self, child, cell) -> CellResult:
         from .isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
 
         try:
             result, poisoned = child.call(tuple(cell))
         except IsolationError as e:
             # isolation failed, not the op: recorded as conform's own error, never remembered
-            r = CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error: {e}")
-            return r.to_dict()
+            return CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error: {e}")
         except ChildDied as e:
             inflight = read_record(self.inflight)
             mark_idle(self.inflight)
@@ -437,8 +454,6 @@ class WorkerContext:
         """Later cells of the op run isolated (this run's list) and so do the next runs' (the
         crashers file of this torch and device)."""
         for path in (self.rundir / CRASHED_OPS, self.crashers_path):
-            if not path:
-                continue
             try:
                 with open(path, "a") as f:
                     f.write(qualname + "\n")
@@ -466,96 +481,38 @@ def _in_case(inflight: dict | None, cell) -> bool:
     return bool(inflight) and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle")
 
 
-def _worker_context(config) -> WorkerContext:
-    if config._conform_worker is None:
-        if hasattr(config, "workerinput"):
-            winput, wid = config.workerinput, config.workerinput.get("workerid", "gw")
-        else:
-            winput, wid = config._conform.workerinput(), "main"
-        config._conform_worker = WorkerContext(winput, wid)
-    return config._conform_worker
-
-
 def pytest_generate_tests(metafunc):
     if "conform_cell" not in metafunc.fixturenames:
         return
-    config = metafunc.config
-    if hasattr(config, "workerinput"):
-        cells = [tuple(c) for c in json.loads(Path(config.workerinput["conform_plan"]).read_text())]
-    elif config._conform is not None:
-        cells = config._conform.cells
+    setup, controller = _worker_setup(metafunc.config), _controller(metafunc.config)
+    if setup is not None:
+        cells = [tuple(c) for c in json.loads((Path(setup.run_dir) / PLAN).read_text())]
+    elif controller is not None:
+        cells = controller.cells
     else:
-        cells = []
+        return  # not a conform session: another project's `conform_cell` is its own
     metafunc.parametrize("conform_cell", cells, ids=[f"{op.split('::', 1)[1]}/{dt}" for op, dt in cells])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def conform_context(request):
-    return _worker_context(request.config)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    if _is_conform_session(config) and not items:
-        # every requested cell is already recorded (a finished run resumed): nothing to do
-        pass
-
-
-def pytest_runtest_logreport(report):
-    config = _CONFIG.get("config")
-    controller = getattr(config, "_conform", None) if config else None
-    if controller is None:
-        return
-    props = dict((k, v) for k, v in report.user_properties if k == PROPERTY) if report.user_properties else {}
-    if PROPERTY in props and report.when == "call":
-        controller.record(props[PROPERTY])
-    elif report.when == "???" or (report.failed and report.when == "call" and PROPERTY not in props):
-        # after Ctrl-C a worker that stops mid-cell looks like a crash to xdist: the cell was
-        # interrupted, not crashed, and `--resume` runs it again
-        if not controller.interrupted:
-            controller.record(controller.crash_result(report))
-    elif report.failed and report.when == "setup":
-        cell = _cell_of_nodeid(report.nodeid)
-        r = CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}")
-        controller.record(r.to_dict())
-
-
-_CONFIG: dict = {}
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session):
-    _CONFIG["config"] = session.config
-    if getattr(session.config, "_conform", None) is not None:
-        session.config._conform.session = session
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    """An interrupt that came during start-up (held until the run was fully written) stops the
-    session here, before any cell runs, through pytest's own path for Ctrl-C."""
-    if getattr(session.config, "_conform", None) is not None:
-        interrupts.unblock()
-        interrupts.check()
-
-
-def pytest_sessionfinish(session, exitstatus):
-    controller = getattr(session.config, "_conform", None)
-    if controller is not None:
-        controller.finish(exitstatus)
+    """This process's WorkerContext: an xdist worker's, or the controller's own with -n 0."""
+    setup, controller = _worker_setup(request.config), _controller(request.config)
+    if setup is not None:
+        context = WorkerContext(setup, request.config.workerinput.get("workerid", "gw"))
+    elif controller is not None:
+        context = WorkerContext(controller.worker_setup, "main")
+    else:
+        pytest.skip("conform's suite runs through `conform run` or `pytest -p conform.plugin --pyargs conform.suite`")
+    yield context
+    context.close()
 
 
 def pytest_unconfigure(config):
-    worker = getattr(config, "_conform_worker", None)
-    if worker is not None:
-        worker.close()
-    if hasattr(config, "workerinput") and _is_conform_session(config):
+    if _worker_setup(config) is not None:
         # an xdist worker with its cells done: a Ctrl-C to the process group is the controller's
         # to handle, and here it would only land in the interpreter's teardown (torch.library's
         # atexit finalizers) and print a traceback over the run's last lines
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    controller = getattr(config, "_conform", None)
-    if controller is not None:
-        controller.finish(pytest.ExitCode.INTERRUPTED)  # no-op unless the session never finished
-        controller.store.close()

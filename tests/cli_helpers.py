@@ -56,6 +56,7 @@ def run_states(db: Path) -> dict[int, str]:
 def damaged_database(path: Path) -> bytes:
     """A real conform database with a few of its middle pages overwritten, as a disk error or a
     copy taken while it was written leaves one. Returns its bytes, to check nothing wrote to it."""
+    from conform.results import CellResult
     from conform.store import Store
     from opdb.spec import OpSpec
 
@@ -64,7 +65,7 @@ def damaged_database(path: Path) -> bytes:
     run = store.start_run({"fingerprint": "d" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "CPU"}, options={}, seed=1, ops_total=1, cells_planned=300)
     store.record_catalog(run, [op])
     for i in range(300):
-        store.record_result(run, {"op": "aten::relu", "dtype": f"d{i}", "outcome": "mismatch", "examples_run": 1, "message": "x" * 500, "repro": "import torch\n" * 100})
+        store.record_result(run, CellResult(op="aten::relu", dtype=f"d{i}", outcome="mismatch", examples_run=1, message="x" * 500, repro="import torch\n" * 100))
     store.set_run_state(run, "finished")
     store.close()
     with sqlite3.connect(path) as c:

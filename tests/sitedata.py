@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from conform.results import CellResult
 from conform.store import Store, Timing
 from opdb.spec import OpSpec
 
@@ -34,7 +35,7 @@ def add_run(store: Store, environment: dict, ops, outcomes: dict, *, timings: di
         r = {"op": op, "dtype": dtype, "outcome": outcome, "examples_run": 3, "examples_passed": 3 if outcome == "pass" else 0, "max_abs_err": 0.0 if outcome == "pass" else 0.25}
         if outcome != "pass":
             r.update(message=f"Mismatched elements: 1 / 4 (25.0%) {EVIL}", repro=f"import torch\n# {EVIL}\nprint(torch.ops.{op.replace('::', '.')})\n", traceback=f"Traceback: {EVIL}", case={"op": op, "args": [EVIL]})
-        store.record_result(run, r)
+        store.record_result(run, CellResult(**r))
     if timings:
         ids = store.op_ids(ops)
 

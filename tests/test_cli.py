@@ -140,9 +140,10 @@ def test_ops_lists_the_catalog_with_counts(tmp_path):
 
 
 def test_pytest_pyargs_entry_point_and_junit(tmp_path):
-    """The suite runs under plain pytest too, with --junitxml for free."""
+    """The suite runs under plain pytest too, with --junitxml for free. (`-p no:conform`: an
+    environment where an older conform is installed still has its pytest11 entry point.)"""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "conform.suite", "--conform-device", "cpu", "--conform-ops", "aten::relu,aten::neg",
+        [sys.executable, "-m", "pytest", "-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "--conform-device", "cpu", "--conform-ops", "aten::relu,aten::neg",
          "--conform-dtypes", "float32", "--conform-examples", "3", "--conform-db", str(tmp_path / "c.db"), "-n", "1", "-p", "no:cacheprovider",
          "--junitxml", str(tmp_path / "j.xml"), "-q"],
         cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=300,

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import insert, select
 
 from cli_helpers import conform
+from conform.results import CellResult
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_p
     store = Store(tmp_path / "c.db")
     run = store.start_run({"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [op])
-    store.record_result(run, {"op": "aten::long_reason", "dtype": "none", "outcome": "skipped", "message": f"untestable: {reason}"})
+    store.record_result(run, CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}"))
     store.set_run_state(run, "finished")
     store.close()
     table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout

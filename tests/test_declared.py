@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from conform import declared
 from conform.errors import ConformError
 from conform.store import Store, queries
+from conform.results import CellResult
 
 YAML = """
 - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -153,7 +154,7 @@ def test_declared_beside_measured(store, tmp_path):
     run = store.start_run(env, options={}, seed=0, ops_total=4, cells_planned=4)
     store.record_catalog(run, specs)
     for q, outcome in (("aten::relu", "mismatch"), ("aten::abs", "pass"), ("aten::dropout", "pass"), ("aten::custom", "pass")):
-        store.record_result(run, {"op": q, "dtype": "float32", "outcome": outcome})
+        store.record_result(run, CellResult(op=q, dtype="float32", outcome=outcome))
     got = declared.declared_vs_measured(store, store.get_run(run).environment_id)
     assert got["dispatch_key"] == "MPS"
     assert got["declared_failing"] == {"aten::relu": ["mismatch"]}

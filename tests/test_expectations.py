@@ -9,6 +9,7 @@ import pytest
 
 from conform import expectations as ex
 from conform.cli import main
+from conform.results import CellResult
 from conform.store import Store
 
 ENV_M1 = {"torch_version": "2.3.1", "os": "macOS", "os_version": "14.4.1", "backend": "mps", "device_name": "Apple M1 Pro"}
@@ -139,7 +140,7 @@ def make_run(store: Store, cells: dict, *, backend="cpu", device_name="Test CPU"
         r = {"op": op, "dtype": dtype, "outcome": outcome, "message": f"{op} {outcome} here\nsecond line"}
         if outcome != "pass":
             r["repro"] = f"# reproduce {op}\nimport torch\n"
-        store.record_result(run_id, r)
+        store.record_result(run_id, CellResult(**r))
     store.set_run_state(run_id, state)
     return run_id
 
@@ -183,7 +184,7 @@ def test_strings_that_need_escaping_survive_the_round_trip(tmp_path):
     run_id = store.start_run({"fingerprint": "x", "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=0, ops_total=0, cells_planned=1)
     store.op_ids(_fake_specs(["aten::add.Tensor"]))
     nasty = 'expected "quoted" \\ back\tslash \x7f and ünïcode 😀 ' + "x" * 300
-    store.record_result(run_id, {"op": "aten::add.Tensor", "dtype": "float32", "outcome": "device_error", "message": nasty})
+    store.record_result(run_id, CellResult(op="aten::add.Tensor", dtype="float32", outcome="device_error", message=nasty))
     text = ex.from_run(store, run_id)
     e = ex.loads(text, "round.toml")
     assert e.entries[0].reason.startswith('expected "quoted" \\ back\tslash \x7f and ünïcode 😀 ')

@@ -6,6 +6,7 @@ the tests also hammer one run from several processes, the harder case for "each 
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import random
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import func, select, text
 
+from conform.results import CellResult
 from conform.store import SCHEMA_VERSION, Environment, Op, Result, Run, Store
 
 WRITERS = 4
@@ -27,8 +29,8 @@ def _spec(qualname: str):
     return SimpleNamespace(qualname=qualname, schema=f"{qualname}(Tensor self) -> Tensor", variant="functional", tags=(), family="pointwise", kernels=("CPU",))
 
 
-def _result(op: str, dtype: str, writer: int) -> dict:
-    return {"op": op, "dtype": dtype, "outcome": "pass", "examples_run": 5, "examples_passed": 5, "message": f"writer {writer}", "duration_s": 0.01}
+def _result(op: str, dtype: str, writer: int) -> CellResult:
+    return CellResult(op=op, dtype=dtype, outcome="pass", examples_run=5, examples_passed=5, message=f"writer {writer}", duration_s=0.01)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -125,7 +127,7 @@ def test_awkward_values_are_stored_on_every_backend(db_url):
     run = store.start_run(env, options={"tolerance": float("inf")}, seed=0, ops_total=1, cells_planned=1)
     store.record_catalog(run, [_spec(OPS[0])])
     case = {"op": OPS[0], "args": [{"fill": float("nan")}], "kwargs": {}}
-    assert store.record_result(run, _result(OPS[0], "float32", 0) | {"outcome": "mismatch", "message": "bad\x00byte", "case": case, "repro": "x = 1\n"})
+    assert store.record_result(run, dataclasses.replace(_result(OPS[0], "float32", 0), outcome="mismatch", message="bad\x00byte", case=case, repro="x = 1\n"))
     with store.engine.connect() as c:
         message = c.execute(text("SELECT message FROM results")).scalar()
         stored_case = c.execute(text('SELECT "case" FROM failures')).scalar()

@@ -14,6 +14,7 @@ from conform.backends import CPUBackend
 from conform.compare import Record, compare
 from conform.execute import run_case
 from conform.outcomes import Outcome as O
+from conform.results import CellResult
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.cpu_kernels import CPUKernels
@@ -102,7 +103,7 @@ def test_findings_reach_the_cell_and_the_report(tmp_path):
     store = Store(tmp_path / "c.db")
     run = store.start_run({"fingerprint": "k" * 32, "torch_version": "x", "backend": "cpu-kernels"}, options={}, seed=0, ops_total=1, cells_planned=1)
     store.record_catalog(run, [opdb.lookup("aten::gelu")])
-    store.record_result(run, dict(cell.to_dict(), findings=[{"kind": "reference", "phase": "forward", "message": "the CPU reference deviates from float64: NaN mismatch", "ref_golden_err": INF}]))
+    store.record_result(run, dataclasses.replace(cell, findings=[{"kind": "reference", "phase": "forward", "message": "the CPU reference deviates from float64: NaN mismatch", "ref_golden_err": INF}]))
     text = report.render(report.summaries(store), "table")
     assert "1 reference findings" in text and "aten::gelu float32 (forward): the CPU reference deviates" in text
 
@@ -130,8 +131,8 @@ def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
     run = store.start_run(env("2.13.0", backend="mps"), options={}, seed=1, ops_total=len(OPS_213), cells_planned=2)
     store.record_catalog(run, OPS_213)
     finding = {"kind": "reference", "phase": "forward", "message": f"the CPU reference deviates from float64 (the device agrees with it): NaN mismatch {EVIL}", "ref_golden_err": INF, "device_golden_err": INF}
-    store.record_result(run, {"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, "findings": [finding]})
-    store.record_result(run, {"op": "aten::add.Tensor", "dtype": "bool", "outcome": "skipped", "skip_reason": "no_kernel", "message": "no CPU kernel for bool"})
+    store.record_result(run, CellResult(op="aten::relu", dtype="float32", outcome="pass", examples_run=3, examples_passed=3, findings=[finding]))
+    store.record_result(run, CellResult(op="aten::add.Tensor", dtype="bool", outcome="skipped", skip_reason="no_kernel", message="no CPU kernel for bool"))
     build_site(store, tmp_path / "out")
     page = (tmp_path / "out" / "findings.html").read_text()
     assert "aten::relu" in page and "reference finding" in page and "NaN mismatch" in page

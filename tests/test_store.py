@@ -7,6 +7,7 @@ from sqlalchemy import text
 
 from cli_helpers import damaged_database
 from conform.errors import StoreError
+from conform.results import CellResult
 from conform.store import SCHEMA_VERSION, Store
 from opdb.spec import OpSpec
 
@@ -20,9 +21,7 @@ OP = OpSpec(name="aten::relu", overload="", schema="aten::relu(Tensor self) -> T
 
 
 def _result(**kw):
-    r = {"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, "message": ""}
-    r.update(kw)
-    return r
+    return CellResult(**{"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, **kw})
 
 
 def test_new_database_records_schema_version(tmp_path):

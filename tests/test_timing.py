@@ -19,6 +19,7 @@ from conform.backends import CPUBackend
 from conform.errors import ConformError
 from conform.store import Store, queries
 from conform.store.timings import record_timings
+from conform.results import CellResult
 from conform.timer import TARGET_BLOCKS, measure
 
 ENV = {"fingerprint": "t" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "Test CPU"}
@@ -208,7 +209,7 @@ def stored_run(tmp_path, monkeypatch):
     run = store.start_run(ENV, options={}, seed=1, ops_total=4, cells_planned=4)
     store.record_catalog(run, [opdb.lookup(q) for q, _ in CELLS])
     for q, outcome in CELLS:
-        store.record_result(run, {"op": q, "dtype": "float32", "outcome": outcome, "examples_run": 3, "examples_passed": 3})
+        store.record_result(run, CellResult(op=q, dtype="float32", outcome=outcome, examples_run=3, examples_passed=3))
     return store, run
 
 

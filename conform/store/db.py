@@ -13,6 +13,7 @@ serialised by a lock (an advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -28,28 +29,29 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, Operati
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import StoreError, first_line
+from ..results import NOT_STORED, CellResult
 from . import migrations
 from .models import SCHEMA_VERSION, CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, utcnow
 
 DEFAULT_DB = "conform.db"
 
-RESULT_FIELDS = (
-    "outcome",
-    "phase",
-    "examples_run",
-    "examples_passed",
-    "max_abs_err",
-    "max_rel_err",
-    "max_ulp_err",
-    "rtol",
-    "atol",
-    "device_golden_err",
-    "ref_golden_err",
-    "message",
-    "duration_s",
-    "findings",
-    "skip_reason",
-)
+
+def _result_columns() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Which CellResult fields are columns of `results` and which of `failures`: the one place
+    where the result type and the schema meet. A field with no column (and not in NOT_STORED)
+    stops conform at import, not silently at the first run."""
+    result_cols, failure_cols = set(Result.__table__.columns.keys()), set(Failure.__table__.columns.keys())
+    in_results, in_failures, homeless = [], [], []
+    for f in dataclasses.fields(CellResult):
+        if f.name in ("op", "dtype") or f.name in NOT_STORED:  # the cell's key: results.op_id, results.dtype
+            continue
+        (in_results if f.name in result_cols else in_failures if f.name in failure_cols else homeless).append(f.name)
+    if homeless:
+        raise TypeError(f"CellResult fields with no column in the store: {', '.join(homeless)} (add a column and a migration, or NOT_STORED)")
+    return tuple(in_results), tuple(in_failures)
+
+
+RESULT_COLUMNS, FAILURE_COLUMNS = _result_columns()
 
 
 def database_url(path_or_url: str | os.PathLike | None) -> str:
@@ -383,33 +385,30 @@ class Store:
 
     # -- results -----------------------------------------------------------------------------
 
-    def record_result(self, run_id: int, r: dict[str, Any]) -> bool:
-        """Store one cell's result dict (see conform.cell.CellResult.to_dict). False if that cell
-        was already recorded for this run (a resumed run never duplicates a cell)."""
-        op_id = self.op_id(r["op"])
+    def record_result(self, run_id: int, result: CellResult) -> bool:
+        """Store one cell's result. False if that cell was already recorded for this run (a
+        resumed run never duplicates a cell)."""
+        op_id = self.op_id(result.op)
         if op_id is None:
-            raise StoreError(f"result for an op not in the catalog: {r['op']}")
-
-        values = {k: r[k] for k in RESULT_FIELDS if k in r and r[k] is not None}
-        if "message" in values:
-            values["message"] = _text(values["message"])
-        failure = None
-        if r.get("case") is not None or r.get("repro") or r.get("traceback"):
-            failure = {"case": r.get("case"), "repro": _text(r.get("repro") or ""), "traceback": _text(r.get("traceback") or "")}
+            raise StoreError(f"result for an op not in the catalog: {result.op}")
+        values = {k: _text(v) for k in RESULT_COLUMNS if (v := getattr(result, k)) is not None}
+        failure = {k: _text(getattr(result, k)) for k in FAILURE_COLUMNS}
+        if failure["case"] is None and not failure["repro"] and not failure["traceback"]:
+            failure = None
 
         def go(s: Session) -> bool:
-            exists = s.scalar(select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == r["dtype"]))
+            exists = s.scalar(select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == result.dtype))
             if exists is not None:
                 return False
             # another writer may record the same cell between that check and this insert
             stmt = self._conflict_insert(Result, ["run_id", "op_id", "dtype"])
             if stmt is None:
-                res = Result(run_id=run_id, op_id=op_id, dtype=r["dtype"], **values)
+                res = Result(run_id=run_id, op_id=op_id, dtype=result.dtype, **values)
                 s.add(res)
                 s.flush()
                 result_id = res.id
             else:
-                row = {"run_id": run_id, "op_id": op_id, "dtype": r["dtype"], "created_at": utcnow(), **values}
+                row = {"run_id": run_id, "op_id": op_id, "dtype": result.dtype, "created_at": utcnow(), **values}
                 result_id = s.scalar(stmt.values(row).returning(Result.id))
                 if result_id is None:
                     return False

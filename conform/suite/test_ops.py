@@ -1,6 +1,7 @@
 """The conformance suite: one test per (op, dtype) cell, parametrized by conform's plugin.
 
-Run it through `conform run`, or directly: `pytest --pyargs conform.suite --conform-device cpu -n 2`.
+Run it through `conform run`, or directly:
+`pytest -p conform.plugin --pyargs conform.suite --conform-device cpu -n 2`.
 A cell that does not pass fails its test (so --junitxml shows it); the result itself is stored
 by the controller either way.
 """
@@ -13,9 +14,9 @@ from conform.plugin import PROPERTY
 
 def test_cell(conform_cell, conform_context, request):
     result = conform_context.run(conform_cell)
-    request.node.user_properties.append((PROPERTY, result))
-    outcome = Outcome(result["outcome"])
+    request.node.user_properties.append((PROPERTY, result.to_json()))
+    outcome = Outcome(result.outcome)
     if outcome == Outcome.SKIPPED:
-        pytest.skip(result["message"])
+        pytest.skip(result.message)
     if outcome in FAILING:
-        pytest.fail(f"{outcome}: {result['message']}", pytrace=False)
+        pytest.fail(f"{outcome}: {result.message}", pytrace=False)
