@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from . import oracle
-from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_records
+from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_gradient_records, tie_records
 from .oracle import cast_like, max_abs_vs
 from .dispatch import fallback_message, tracer_for
 from .outcomes import Outcome
@@ -619,11 +619,19 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     # and, as forward, no gradient is more precise than the least precise input
     tol = loosest(base, {g.dtype for g in gos if is_inexact(g.dtype)} | {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})
 
+    ties = _nondeterminism(op) == "ties"
+
     def grad_records(actual, want_all):
         out: list[Record] = []
         for name, want in want_all[0].items():
             got = actual[0].get(name)
-            out += compare(got, want, tolerance=gradient_tolerance(tol, want), check_sign_of_zero=sign, metadata_only=meta_only, path=f"grad[{name}]")
+            cmp = lambda a, e, name=name, want=want: compare(a, e, tolerance=gradient_tolerance(tol, want), check_sign_of_zero=sign, metadata_only=meta_only, path=f"grad[{name}]")  # noqa: E731
+            recs = cmp(got, want)
+            if ties and failures(recs) and not meta_only:
+                # over tied values the gradient lands on whichever index the forward chose
+                grouped = tie_gradient_records(op, case, name, got, want, cmp)
+                recs = grouped if grouped is not None and not failures(grouped) else recs
+            out += recs
         return out
 
     phase = oracle.Phase("backward", op, case, (ref_grads, {}), grad_records, run_cpu=run_cpu, expect=expect, golden_wanted=want_golden and not meta_only)

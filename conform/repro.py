@@ -300,6 +300,10 @@ def _tensor_builder_source() -> str:
     return "# -- conform's tensor builder: generators/tensor.py, verbatim " + "-" * 28 + "\n" + body.strip() + "\n\n\n"
 
 
+def _given(value, default: float) -> float:
+    return default if value is None else float(value)
+
+
 def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_expectation: bool | None = None) -> str:
     """A standalone script (torch only) that recomputes what conform compared for `case` of `op`
     and prints the verdict: the device against the CPU (and float64 golden where it judged), or
@@ -354,6 +358,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
     prelude = _PRELUDE.format(
         device=device, body="\n".join(body_lines), mode="golden" if golden_is_expectation else "parity",
         phase=getattr(result, "phase", "") or "forward", verdict=outcome, seed=case.seed,
-        rtol=float(getattr(result, "rtol", None) or 1.3e-6), atol=float(getattr(result, "atol", None) or 1e-5),
+        # 0 is a tolerance (exactly determined results): only a missing one falls back to float32's
+        rtol=_given(getattr(result, "rtol", None), 1.3e-6), atol=_given(getattr(result, "atol", None), 1e-5),
     )
     return header + "from __future__ import annotations\n\n" + note + _tensor_builder_source() + prelude + _EPILOGUE.format()

@@ -139,3 +139,24 @@ def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
     op_data = (tmp_path / "out" / "data" / "op" / "relu.js").read_text()
     assert '"reference", "forward"' in op_data or '["reference","forward"' in op_data
     assert "no_kernel" in (tmp_path / "out" / "data" / "op" / "add.Tensor.js").read_text()
+
+
+def _topk_last_tie(f, a, k):
+    """topk that picks the last of tied values (flip, topk, map the indices back): the same
+    values and a valid choice of indices, and so of where the gradient lands."""
+    x, rest = a[0], a[1:]
+    dim = (list(rest)[1] if len(rest) > 1 else k.get("dim", -1)) % x.dim()
+    values, idx = f(x.flip(dim), *rest, **k)
+    return values, x.shape[dim] - 1 - idx
+
+
+def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
+    tied = Case("aten::topk", (T((2, 9), "float32", data=(1.0, 3.0, 3.0, 0.5, 3.0, 2.0, 2.0, 1.0, 0.0) * 2),), {"k": 2})
+    last_tie = _backend("topk-last-tie", {aten.topk.default}, _topk_last_tie)
+    # the forward's indices select the same values, and the gradient lands on another of the tied
+    # elements: as right as the CPU's choice
+    r = run_case(opdb.lookup("aten::topk"), tied, last_tie)
+    assert r.outcome == O.PASS, r.message
+    # a gradient that reaches the wrong values is still a grad_mismatch
+    wrong = _backend("topk-wrong-grad", {aten.topk.default}, lambda f, a, k: (lambda v, i: (v, (i + 1) % a[0].shape[-1]))(*f(*a, **k)))
+    assert run_case(opdb.lookup("aten::topk"), tied, wrong).outcome in (O.MISMATCH, O.GRAD_MISMATCH)
