@@ -13,7 +13,11 @@ It writes a table (markdown, one row per cell: op, dtype, stored outcome, what t
 showed, reproduced or not, and the cell's message) and prints the reproduction rate. Classes of
 noise found by reading the cells are in benchmarks/sweep_audit.md, with the real bugs' repros.
 
+`--rerun` instead judges each value alarm's stored case (failures.case: the minimal case) again
+with this checkout's oracle on the plain CPU: what the verdict rule says of the same case now.
+
     python benchmarks/sweep_audit.py /tmp/sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
+    python benchmarks/sweep_audit.py /tmp/sweep/conform.db --rerun
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ALARMS = ("mismatch", "grad_mismatch", "meta_mismatch", "device_error", "crash", "timeout")
-_VERDICT = re.compile(r"^verdict: (\S+)", re.M)
+_VERDICT = re.compile(r"^verdict: (\S+)", re.MULTILINE)
 
 
 def alarm_cells(db: str, run: int | None) -> list[dict]:
@@ -44,11 +48,11 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro FROM results r JOIN ops o ON o.id = r.op_id "
+            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f.\"case\" FROM results r JOIN ops o ON o.id = r.op_id "
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
-    return [dict(op=q, dtype=d, outcome=o, message=m, repro=s or "") for q, d, o, m, s in rows]
+    return [{"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c} for q, d, o, m, s, c in rows]
 
 
 def shown_by(script: str, timeout: float, folder: Path) -> tuple[str, str]:
@@ -81,6 +85,27 @@ def reproduced(outcome: str, shown: str) -> bool:
     return shown == outcome
 
 
+def rerun(cells: list[dict]) -> None:
+    """The stored minimal case of each value alarm, judged again by this checkout's oracle."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import opdb
+    from conform.backends import CPUBackend
+    from conform.execute import run_case
+    from generators.case import Case
+
+    now = Counter()
+    for cell in cells:
+        if cell["outcome"] in ("crash", "timeout") or not cell["case"]:
+            continue
+        r = run_case(opdb.lookup(cell["op"]), Case.from_json(json.loads(cell["case"])), CPUBackend())
+        outcome = getattr(r.outcome, "value", r.outcome)
+        now[(cell["outcome"], outcome)] += 1
+        print(f"{cell['op']} {cell['dtype']}: {cell['outcome']} -> {outcome}  {' '.join(r.message.split())[:200]}", flush=True)
+    for (was, is_now), n in sorted(now.items()):
+        print(f"{was:14} -> {is_now:14} {n}")
+    print(f"{sum(n for (w, i), n in now.items() if i == 'pass')} of {sum(now.values())} value alarms pass now")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db")
@@ -90,11 +115,15 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="the rows as JSON")
     ap.add_argument("--only", default="", help="comma-separated qualnames")
     ap.add_argument("-j", "--jobs", type=int, default=1)
+    ap.add_argument("--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle")
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)
     if args.only:
         keep = set(args.only.split(","))
         cells = [c for c in cells if c["op"] in keep]
+    if args.rerun:
+        rerun(cells)
+        return
     started = time.monotonic()
 
     def one(cell):
@@ -114,7 +143,7 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k != "repro"} for r in rows], indent=1))
+        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k not in ("repro", "case")} for r in rows], indent=1))
     for o in ALARMS:
         if by_outcome[o]:
             print(f"{o:14} {ok[o]:4} of {by_outcome[o]:4} reproduced")

@@ -643,13 +643,13 @@ def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor |
     x, g = inp.detach().to(torch.float64), grad.detach().to(torch.float64)
     if dim is None or x.dim() == 0:
         x, g = x.reshape(1, -1), g.reshape(1, -1)
-        back = lambda t: t.reshape(grad.shape)  # noqa: E731
+        back = lambda t: t.reshape(grad.shape)
     else:
         d = dim % x.dim()
         x, g = x.movedim(d, -1), g.movedim(d, -1)
         moved = x.shape
         x, g = x.reshape(-1, moved[-1]), g.reshape(-1, moved[-1])
-        back = lambda t: t.reshape(moved).movedim(-1, d)  # noqa: E731
+        back = lambda t: t.reshape(moved).movedim(-1, d)
     xs, perm = x.sort(dim=-1, stable=True)  # NaNs sort last, together
     same = (xs[:, 1:] == xs[:, :-1]) | (xs[:, 1:].isnan() & xs[:, :-1].isnan())
     starts = torch.cat([torch.ones(xs.shape[0], 1, dtype=torch.bool), ~same], dim=1)
