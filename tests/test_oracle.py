@@ -164,3 +164,27 @@ def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
 
     wrong = _backend("topk-wrong-grad", {aten.topk.default}, shifted)
     assert run_case(opdb.lookup("aten::topk"), tied, wrong).outcome in (O.MISMATCH, O.GRAD_MISMATCH)
+
+
+def test_non_finite_inputs_that_meet_only_a_zero_factor_leave_nan_or_the_skipped_term_both_right():
+    # alpha=0: float32/float64 BLAS skip the product (the result is `self`), the float16 kernel
+    # computes 0 * (1 * NaN) = NaN; the element does not depend on the NaN entry at all
+    nan = math.nan
+    case = Case("aten::addmm", (T((1, 2), "float16", data=(2.8203125, -1.0)), T((1, 1), "float16", data=(1.0,)), T((1, 2), "float16", data=(nan, INF))), {"alpha": 0})
+    r = run_case(opdb.lookup("aten::addmm"), case, CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    # an element that depends on the non-finite input keeps its expectation: sigmoid(inf) is 1
+    sig = Case("aten::sigmoid", (T((3,), "float32", data=(INF, -INF, 0.5)),))
+    nan_for_inf = _backend("sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), nan, f(*a, **k)))
+    assert run_case(opdb.lookup("aten::sigmoid"), sig, nan_for_inf).outcome == O.MISMATCH
+
+
+def test_strides_of_a_composite_that_takes_its_subclass_path_under_a_dispatch_mode_are_not_the_devices_fault():
+    # under any Python dispatch mode masked_select_backward is zeros_like(input).masked_scatter(...)
+    # (ATen/TensorSubclassLikeUtils.h): a device built as a dispatch mode gets that layout
+    case = Case("aten::masked_select_backward", (T((24,), "float16", seed=1), T((2, 3, 2, 2), "float16", seed=2, layout="channels_last"), T((2, 3, 2, 2), "bool", seed=3)))
+    assert run_case(opdb.lookup("aten::masked_select_backward"), case, CPUKernels()).outcome == O.PASS
+    # a device whose own kernel lays the result out differently is still a meta_mismatch
+    # (the composite reaches a device's dispatch mode as masked_scatter)
+    dense = _backend("msb-transposed", {aten.masked_scatter.default}, lambda f, a, k: f(*a, **k).transpose(0, 1).contiguous().transpose(0, 1))
+    assert run_case(opdb.lookup("aten::masked_select_backward"), case, dense).outcome == O.META_MISMATCH
