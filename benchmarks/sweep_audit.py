@@ -13,6 +13,8 @@ It writes a table (markdown, one row per cell: op, dtype, stored outcome, what t
 showed, reproduced or not, and the cell's message) and prints the reproduction rate. Classes of
 noise found by reading the cells are in benchmarks/sweep_audit.md, with the real bugs' repros.
 
+`--regenerate` rebuilds each script from the stored case with this checkout's conform/repro.py
+first (the stored result's phase, tolerance and outcome): what a sweep made today would store.
 `--rerun` instead judges each value alarm's stored case (failures.case: the minimal case) again
 with this checkout's oracle on the plain CPU: what the verdict rule says of the same case now.
 
@@ -48,11 +50,27 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f.\"case\" FROM results r JOIN ops o ON o.id = r.op_id "
+            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f.\"case\", r.phase, r.rtol, r.atol FROM results r JOIN ops o ON o.id = r.op_id "
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
-    return [{"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c} for q, d, o, m, s, c in rows]
+    return [{"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c, "phase": p, "rtol": rt, "atol": at} for q, d, o, m, s, c, p, rt, at in rows]
+
+
+def regenerate(cell: dict) -> str:
+    """The cell's script as this checkout's repro.py writes it (the stored one without a case)."""
+    if not cell["case"]:
+        return cell["repro"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from types import SimpleNamespace
+
+    import opdb
+    from conform.repro import repro_script
+    from generators.case import Case
+
+    case_json = json.loads(cell["case"])
+    result = SimpleNamespace(outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"])
+    return repro_script(opdb.lookup(case_json.get("op") or cell["op"]), Case.from_json(case_json), "cpu", result=result, golden_is_expectation=True)
 
 
 def shown_by(script: str, timeout: float, folder: Path) -> tuple[str, str]:
@@ -115,6 +133,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="the rows as JSON")
     ap.add_argument("--only", default="", help="comma-separated qualnames")
     ap.add_argument("-j", "--jobs", type=int, default=1)
+    ap.add_argument("--regenerate", action="store_true", help="rebuild each script from its stored case with this checkout's repro.py (a plain-CPU sweep)")
     ap.add_argument("--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle")
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)
@@ -127,8 +146,9 @@ def main() -> None:
     started = time.monotonic()
 
     def one(cell):
+        script = regenerate(cell) if args.regenerate else cell["repro"]
         with tempfile.TemporaryDirectory(prefix="conform-audit-") as tmp:
-            shown, tail = shown_by(cell["repro"], args.timeout, Path(tmp))
+            shown, tail = shown_by(script, args.timeout, Path(tmp))
         return dict(cell, shown=shown, reproduced=reproduced(cell["outcome"], shown), tail=tail)
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:

@@ -286,6 +286,7 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
     replaces this process before the next cell."""
     import opdb
     import torch
+    from generators import backward as generators_backward
 
     from . import _forkserver  # noqa: F401 - loaded and warm already, except under spawn
     from . import backends
@@ -330,11 +331,21 @@ def cell_process(device_spec: str, settings: dict, inflight: str, case_timeout: 
             # result an argument needs): a hang there is the cell's timeout, not a stuck worker
             watchdog.arm({**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"})
 
+        def functional(case):
+            # the generator runs an out= op's functional to size its outs: a crash or hang there
+            # is that call's, with its own case and script
+            if case is None:
+                drawing()
+            else:
+                watchdog.arm({**current, "case": case.to_json(), "describe": f"{case.describe()}, the functional the generator runs to size the outs"})
+
         state["poisoned"] = False
         drawing()
+        generators_backward.on_functional = functional
         try:
             result = run_cell(op, dtype, backend, cell_settings, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
         finally:
+            generators_backward.on_functional = None
             watchdog.disarm()
         return result.to_dict(), state["poisoned"]
 
