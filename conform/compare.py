@@ -277,7 +277,9 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
-        t = t.resolve_neg()
+        # a bool tensor has no negation (resolve_neg raises "neg_cpu not implemented for
+        # 'Bool'"), so _neg_view's bit on one carries no value: its stored values are compared
+        t = torch._neg_view(t) if t.dtype == torch.bool else t.resolve_neg()
     if t.device.type != "cpu":
         t = t.cpu()
     return t
