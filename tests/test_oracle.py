@@ -167,15 +167,14 @@ def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
 
 
 def test_non_finite_inputs_that_meet_only_a_zero_factor_leave_nan_or_the_skipped_term_both_right():
-    # alpha=0: float32/float64 BLAS skip the product (the result is `self`), the float16 kernel
-    # computes 0 * (1 * NaN) = NaN; the element does not depend on the NaN entry at all
-    nan = math.nan
-    case = Case("aten::addmm", (T((1, 2), "float16", data=(2.8203125, -1.0)), T((1, 1), "float16", data=(1.0,)), T((1, 2), "float16", data=(nan, INF))), {"alpha": 0})
-    r = run_case(opdb.lookup("aten::addmm"), case, CPUBackend())
-    assert r.outcome == O.PASS, r.message
+    # padding: float64 golden's convolution multiplies the inf weight by the implicit zeros
+    # (NaN), float32's skips them (finite); the element does not depend on the inf entry at all
+    case = Case("aten::conv2d", (T((2, 1, 2, 2), "float32", seed=0), T((1, 1, 2, 2), "float32", data=(2.8203, 1.2469, 2.9387e-39, -INF)), T((1,), "float32", seed=0), [1, 1], [0, 1], [1, 1], 1))
+    ref = run_case(opdb.lookup("aten::conv2d"), case, CPUBackend())
+    assert ref.outcome == O.PASS, ref.message
     # an element that depends on the non-finite input keeps its expectation: sigmoid(inf) is 1
     sig = Case("aten::sigmoid", (T((3,), "float32", data=(INF, -INF, 0.5)),))
-    nan_for_inf = _backend("sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), nan, f(*a, **k)))
+    nan_for_inf = _backend("sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), math.nan, f(*a, **k)))
     assert run_case(opdb.lookup("aten::sigmoid"), sig, nan_for_inf).outcome == O.MISMATCH
 
 
