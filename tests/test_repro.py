@@ -106,3 +106,13 @@ def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and
     record = {"op": "aten::_chunk_cat.out", "dtype": "bool", "case": functional.to_json(), "describe": functional.describe()}
     r = died_result(("aten::_chunk_cat.out", "bool"), record, "cpu")
     assert r["outcome"] == "crash" and "torch.ops.aten._chunk_cat.default(" in r["repro"]
+
+
+def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatch):
+    # a crash or hang in that call is recorded with its case (conform.cell arms the watchdog)
+    import generators.backward as gb
+
+    seen = []
+    monkeypatch.setattr(gb, "on_functional", seen.append)
+    gb.out_results(opdb.lookup("aten::add.out"), {"self": T((3,), "float32"), "other": T((3,), "float32"), "alpha": 1})
+    assert [c.op if c is not None else None for c in seen] == ["aten::add.Tensor", None]
