@@ -187,3 +187,17 @@ def test_strides_of_a_composite_that_takes_its_subclass_path_under_a_dispatch_mo
     # (the composite reaches a device's dispatch mode as masked_scatter)
     dense = _backend("msb-transposed", {aten.masked_scatter.default}, lambda f, a, k: f(*a, **k).transpose(0, 1).contiguous().transpose(0, 1))
     assert run_case(opdb.lookup("aten::masked_select_backward"), case, dense).outcome == O.META_MISMATCH
+
+
+def test_a_result_beyond_the_dtypes_range_may_come_back_as_any_non_finite_value():
+    # the exact dot products are ~2.7e41: float32 cannot hold them; the CPU's blocked sum meets
+    # inf - inf and gives NaN where golden rounded to float32 is inf
+    x = torch.full((57,), 1e20)
+    x[::2] *= -1
+    x[1::4] *= 3
+    case = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 57), "float32", data=(1e20,) * 114), T((57,), "float32", data=tuple(x.tolist()))))
+    assert run_case(opdb.lookup("aten::addmv"), case, CPUBackend()).outcome == O.PASS
+    # a representable result returned as infinity stays an alarm
+    inf_for_big = _backend("addmv-inf", {aten.addmv.default}, lambda f, a, k: torch.where(f(*a, **k).abs() > 10, INF, f(*a, **k)))
+    small = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 3), "float32", data=(10.0,) * 6), T((3,), "float32", data=(1.0, 2.0, 3.0))))
+    assert run_case(opdb.lookup("aten::addmv"), small, inf_for_big).outcome == O.MISMATCH
