@@ -245,6 +245,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
     next cell."""
     import opdb
     import torch
+    from generators import backward as generators_backward
 
     from . import _forkserver  # noqa: F401 - loaded and warm already, except under spawn
     from . import backends
@@ -288,11 +289,21 @@ def cell_process(setup: WorkerSetup, inflight: str):
             # result an argument needs): a hang there is the cell's timeout, not a stuck worker
             watchdog.arm({**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"})
 
+        def functional(case):
+            # the generator runs an out= op's functional to size its outs: a crash or hang there
+            # is that call's, with its own case and script
+            if case is None:
+                drawing()
+            else:
+                watchdog.arm({**current, "case": case.to_json(), "describe": f"{case.describe()}, the functional the generator runs to size the outs"})
+
         state["poisoned"] = False
         drawing()
+        generators_backward.on_functional = functional
         try:
             result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
         finally:
+            generators_backward.on_functional = None
             watchdog.disarm()
         return result, state["poisoned"]
 

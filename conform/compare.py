@@ -277,7 +277,9 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
-        t = t.resolve_neg()
+        # a bool tensor has no negation (resolve_neg raises "neg_cpu not implemented for
+        # 'Bool'"), so _neg_view's bit on one carries no value: its stored values are compared
+        t = torch._neg_view(t) if t.dtype == torch.bool else t.resolve_neg()
     if t.device.type != "cpu":
         t = t.cpu()
     return t
@@ -627,6 +629,55 @@ def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
         else:
             records += compare(a, e, tolerance=tol, path=path)
     return records
+
+
+def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor | None:
+    """`grad` with each element replaced by the sum of the gradient over its tie group: the
+    elements of `inp` that hold the same value in the same slice along `dim` (the whole tensor
+    when `dim` is None; NaNs tie with each other). A tie-dependent gradient (topk, sort, kthvalue,
+    median, mode, cummax over tied values: the gradient lands on whichever tied index the
+    forward chose) is right when these sums are, just as the forward's indices are judged by
+    what they select (tie_records). None when `inp` cannot be lined up with `grad`."""
+    if not isinstance(grad, torch.Tensor) or not isinstance(inp, torch.Tensor) or grad.shape != inp.shape or grad.layout != torch.strided or inp.layout != torch.strided:
+        return None
+    if not inp.dtype.is_floating_point or grad.is_complex() or grad.numel() == 0:
+        return None
+    x, g = inp.detach().to(torch.float64), grad.detach().to(torch.float64)
+    if dim is None or x.dim() == 0:
+        x, g = x.reshape(1, -1), g.reshape(1, -1)
+        back = lambda t: t.reshape(grad.shape)
+    else:
+        d = dim % x.dim()
+        x, g = x.movedim(d, -1), g.movedim(d, -1)
+        moved = x.shape
+        x, g = x.reshape(-1, moved[-1]), g.reshape(-1, moved[-1])
+        back = lambda t: t.reshape(moved).movedim(-1, d)
+    xs, perm = x.sort(dim=-1, stable=True)  # NaNs sort last, together
+    same = (xs[:, 1:] == xs[:, :-1]) | (xs[:, 1:].isnan() & xs[:, :-1].isnan())
+    starts = torch.cat([torch.ones(xs.shape[0], 1, dtype=torch.bool), ~same], dim=1)
+    group = starts.reshape(-1).cumsum(0) - 1  # row-major: groups never span rows
+    gs = g.gather(1, perm).reshape(-1)
+    sums = torch.zeros(int(group[-1]) + 1, dtype=torch.float64).index_add_(0, group, gs)
+    out = torch.empty_like(g).scatter_(1, perm, sums[group].reshape(g.shape))
+    return back(out).to(grad.dtype)
+
+
+def tie_gradient_records(op, case, name: str, got, want, compare_fn) -> list[Record] | None:
+    """A tie op's gradient of input `name` judged by its tie-group sums (tie_group_sums): None
+    when that cannot be done (no such tensor input), else `compare_fn` on the sums. The input's
+    values as the case holds them decide the groups: golden's float64 run ties where they do."""
+    try:
+        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+    except Exception:  # noqa: BLE001 - cannot tell: judge element by element
+        return None
+    inp = bind_arguments(op, args, kwargs).get(name)
+    dim = _tie_dim(op, (args, kwargs))
+    if isinstance(dim, (list, tuple)):
+        return None
+    a, e = tie_group_sums(got, inp, dim), tie_group_sums(want, inp, dim)
+    if a is None or e is None:
+        return None
+    return compare_fn(a, e)
 
 
 def stride_records(actual, expected, path: str = "output") -> list[Record]:

@@ -256,26 +256,63 @@ def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden
     non-finite value, an element golden holds non-finite may hold any non-finite value; (b) an
     element where two CPU computations other than the one under judgement (float64 golden and,
     for a case below float32, the CPU in float32) disagree on which special value it holds is
-    implementation-defined: the side's own value stands. A non-finite value where golden is
-    finite, or the reverse, is still off unless (b) says so; and self_consistency checks what
-    this excused."""
+    implementation-defined: the side's own value stands; (c) an element golden holds non-finite
+    whose golden value does not depend on the case's non-finite input entries (golden again with
+    those entries replaced by 1.5, then by -2.5, gives the same finite value there) met them
+    only through a zero factor (the implicit zeros of padding, scale=0): golden's NaN is IEEE's
+    inf * 0, and the side's finite value (the term skipped) is as right. The reverse (golden
+    finite, the side NaN: float16 addmm with alpha=0 computing 0 * NaN where float32 BLAS skips
+    the product) stays an alarm: from values alone it cannot be told from a NaN leaking into
+    an element that never met it. An element that depends on a non-finite input keeps its
+    expectation (gelu(inf) is inf, maximum(NaN, 1) is NaN). (d) An element whose golden value is
+    finite but beyond the dtype's range (the expectation is an infinity) may hold any non-finite
+    value. self_consistency checks what this excused."""
     dt = rounding_dtype(phase.case)
     mid = phase.run_cpu(phase.case, torch.float32) if dt in (torch.float16, torch.bfloat16) else None
     nonfinite_inputs = _case_has_nonfinite(phase.case)
-    if mid is None and not nonfinite_inputs:
+    if mid is None and not nonfinite_inputs and not _beyond_range(expected, golden):
         return None, ""
+    # (c): golden with the non-finite entries replaced by two different finite values
+    apart = [phase.run_cpu(TransformedCase(phase.case, _finite_instead(v)), torch.float64) for v in (1.5, -2.5)] if nonfinite_inputs else [None, None]
 
-    def excuse(a, e, g, m):
+    def excuse(a, e, g, m, v1, v2):
         cg = _special_class(g)
-        mask = torch.zeros(cg.shape, dtype=torch.bool)
+        # (d) golden finite but beyond the dtype's range (rounded to it: an infinity): the dtype
+        # cannot hold the result, and which special value the overflowed intermediate makes
+        # (inf - inf in a blocked sum) is the algorithm's; a representable result returned
+        # non-finite stays an alarm
+        mask = (_special_class(e) != 0) & (cg == 0) & (_special_class(a) != 0)
         if nonfinite_inputs:
             mask |= (cg != 0) & (_special_class(a) != 0)
         if m is not None and m.shape == g.shape:
             mask |= cg != _special_class(m)
+        if all(t is not None and t.shape == g.shape for t in (v1, v2)) and not v1.is_complex():
+            v1, v2 = v1.detach().to(torch.float64), v2.detach().to(torch.float64)
+            mask |= (cg != 0) & (_special_class(a) == 0) & torch.isfinite(v1) & (v1 == v2)
         return mask
 
-    patched = _patch(actual, expected, golden, (mid,), excuse)
-    return patched, "non-finite values meeting zeros: where NaN and infinity land is the algorithm's"
+    patched = _patch(actual, expected, golden, (mid, *apart), excuse)
+    return patched, "non-finite values meeting zeros or the dtype's range: where NaN and infinity land is the algorithm's"
+
+
+def _beyond_range(expected: Observed, golden: Observed) -> bool:
+    """Some element golden holds finite is an infinity once rounded to the case's dtype."""
+    return any(
+        e.shape == g.shape and e.layout == g.layout == torch.strided and e.device.type != "meta" and is_inexact(e.dtype) and bool(((_special_class(e) != 0) & (_special_class(g) == 0)).any())
+        for e, g in zip(leaves(_flat(expected)), leaves(_flat(golden)))
+    )
+
+
+def _finite_instead(value: float):
+    """A case transform: every non-finite entry of a floating input replaced by `value`."""
+
+    def tx(t):
+        if not isinstance(t, torch.Tensor) or not is_inexact(t.dtype) or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
+            return t
+        d = t.detach()
+        return torch.where(torch.isfinite(d), d, torch.full_like(d, value)).requires_grad_(t.requires_grad)
+
+    return tx
 
 
 def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):

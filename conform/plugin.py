@@ -347,7 +347,8 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
             r.message = f"the process died while running {desc}"
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
-            r.repro = _repro_from_json(cell[0], r.case, device or "auto")
+            # the case's own op: the functional an out= cell's generator was running, if that died
+            r.repro = _repro_from_json(r.case.get("op") or cell[0], r.case, device or "auto")
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
     return r

@@ -153,6 +153,9 @@ def forward_outputs(op, drawn: dict) -> list | None:
 # -- out= dtypes -----------------------------------------------------------------------------------
 
 _FUNCTIONAL_CACHE: dict[str, object] = {}
+# Called with the functional's Case just before it runs (and None after): a process that dies or
+# hangs in there is recorded with that case and gets a script (conform.cell arms its watchdog).
+on_functional = None
 
 
 def functional_of(op):
@@ -200,12 +203,18 @@ def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]]
     if fn is None:
         return None
     kwargs = {a.name: drawn[a.name] for a in op.arguments if not a.is_out and a.name in drawn}
+    case = Case(op=f"aten::{fn._schema.name.split('::')[-1]}" + (f".{fn._overloadname}" if fn._overloadname != "default" else ""), kwargs=kwargs)
     try:
-        _, real = Case(op="functional", kwargs=kwargs).materialize(_identity, _CPU)
+        _, real = case.materialize(_identity, _CPU)
+        if on_functional is not None:
+            on_functional(case)
         with torch.no_grad():
             out = fn(**real)
     except Exception:  # the functional rejects these inputs: the out op will too
         return None
+    finally:
+        if on_functional is not None:
+            on_functional(None)
     outs = out if isinstance(out, (tuple, list)) else [out]
     return [
         (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), () if t.is_nested else tuple(t.shape)) if isinstance(t, torch.Tensor) else None

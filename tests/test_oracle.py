@@ -140,3 +140,65 @@ def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
     op_data = (tmp_path / "out" / "data" / "op" / "relu.js").read_text()
     assert '"reference", "forward"' in op_data or '["reference","forward"' in op_data
     assert "no_kernel" in (tmp_path / "out" / "data" / "op" / "add.Tensor.js").read_text()
+
+
+def _topk_last_tie(f, a, k):
+    """topk that picks the last of tied values (flip, topk, map the indices back): the same
+    values and a valid choice of indices, and so of where the gradient lands."""
+    x, rest = a[0], a[1:]
+    dim = (list(rest)[1] if len(rest) > 1 else k.get("dim", -1)) % x.dim()
+    values, idx = f(x.flip(dim), *rest, **k)
+    return values, x.shape[dim] - 1 - idx
+
+
+def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
+    tied = Case("aten::topk", (T((2, 9), "float32", data=(1.0, 3.0, 3.0, 0.5, 3.0, 2.0, 2.0, 1.0, 0.0) * 2),), {"k": 2})
+    last_tie = _backend("topk-last-tie", {aten.topk.default}, _topk_last_tie)
+    # the forward's indices select the same values, and the gradient lands on another of the tied
+    # elements: as right as the CPU's choice
+    r = run_case(opdb.lookup("aten::topk"), tied, last_tie)
+    assert r.outcome == O.PASS, r.message
+    # a gradient that reaches the wrong values is still a grad_mismatch
+    def shifted(f, a, k):
+        values, idx = f(*a, **k)
+        return values, (idx + 1) % a[0].shape[-1]
+
+    wrong = _backend("topk-wrong-grad", {aten.topk.default}, shifted)
+    assert run_case(opdb.lookup("aten::topk"), tied, wrong).outcome in (O.MISMATCH, O.GRAD_MISMATCH)
+
+
+def test_non_finite_inputs_that_meet_only_a_zero_factor_leave_nan_or_the_skipped_term_both_right():
+    # padding: float64 golden's convolution multiplies the inf weight by the implicit zeros
+    # (NaN), float32's skips them (finite); the element does not depend on the inf entry at all
+    case = Case("aten::conv2d", (T((2, 1, 2, 2), "float32", seed=0), T((1, 1, 2, 2), "float32", data=(2.8203, 1.2469, 2.9387e-39, -INF)), T((1,), "float32", seed=0), [1, 1], [0, 1], [1, 1], 1))
+    ref = run_case(opdb.lookup("aten::conv2d"), case, CPUBackend())
+    assert ref.outcome == O.PASS, ref.message
+    # an element that depends on the non-finite input keeps its expectation: sigmoid(inf) is 1
+    sig = Case("aten::sigmoid", (T((3,), "float32", data=(INF, -INF, 0.5)),))
+    nan_for_inf = _backend("sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), math.nan, f(*a, **k)))
+    assert run_case(opdb.lookup("aten::sigmoid"), sig, nan_for_inf).outcome == O.MISMATCH
+
+
+def test_strides_of_a_composite_that_takes_its_subclass_path_under_a_dispatch_mode_are_not_the_devices_fault():
+    # under any Python dispatch mode masked_select_backward is zeros_like(input).masked_scatter(...)
+    # (ATen/TensorSubclassLikeUtils.h): a device built as a dispatch mode gets that layout
+    case = Case("aten::masked_select_backward", (T((24,), "float16", seed=1), T((2, 3, 2, 2), "float16", seed=2, layout="channels_last"), T((2, 3, 2, 2), "bool", seed=3)))
+    assert run_case(opdb.lookup("aten::masked_select_backward"), case, CPUKernels()).outcome == O.PASS
+    # a device whose own kernel lays the result out differently is still a meta_mismatch
+    # (the composite reaches a device's dispatch mode as masked_scatter)
+    dense = _backend("msb-transposed", {aten.masked_scatter.default}, lambda f, a, k: f(*a, **k).transpose(0, 1).contiguous().transpose(0, 1))
+    assert run_case(opdb.lookup("aten::masked_select_backward"), case, dense).outcome == O.META_MISMATCH
+
+
+def test_a_result_beyond_the_dtypes_range_may_come_back_as_any_non_finite_value():
+    # the exact dot products are ~2.7e41: float32 cannot hold them; the CPU's blocked sum meets
+    # inf - inf and gives NaN where golden rounded to float32 is inf
+    x = torch.full((57,), 1e20)
+    x[::2] *= -1
+    x[1::4] *= 3
+    case = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 57), "float32", data=(1e20,) * 114), T((57,), "float32", data=tuple(x.tolist()))))
+    assert run_case(opdb.lookup("aten::addmv"), case, CPUBackend()).outcome == O.PASS
+    # a representable result returned as infinity stays an alarm
+    inf_for_big = _backend("addmv-inf", {aten.addmv.default}, lambda f, a, k: torch.where(f(*a, **k).abs() > 10, INF, f(*a, **k)))
+    small = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 3), "float32", data=(10.0,) * 6), T((3,), "float32", data=(1.0, 2.0, 3.0))))
+    assert run_case(opdb.lookup("aten::addmv"), small, inf_for_big).outcome == O.MISMATCH

@@ -11,7 +11,7 @@ import pytest
 import opdb
 from conform.backends import CPUBackend
 from conform.cell import CellSettings, run_cell
-from conform.execute import run_out_variants
+from conform.execute import run_case, run_out_variants
 from conform.repro import repro_script
 from generators.case import Case
 from generators.case import TensorSpec as T
@@ -65,3 +65,54 @@ def test_keyword_arguments_and_scalars_reach_the_op(tmp_path):
     case = Case("aten::add.Tensor", (T((3, 4), "float32", seed=1), T((4,), "float32", seed=2)), {"alpha": 2})
     assert _script_verdict(tmp_path, repro_script(op, case, "cpu")) == "pass"
     assert run_cell(opdb.lookup("aten::add.Tensor"), "float32", CPUKernels(), CellSettings(examples=2, hypothesis_db=None)).outcome == "pass"
+
+
+def _script_output(tmp_path, script: str) -> str:
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False).stdout
+
+
+def test_an_exact_tolerance_reaches_the_script(tmp_path):
+    # exactly determined results are compared with tolerance 0: the script must not fall back
+    # to float32's default tolerance and call a one-ulp difference a pass
+    from types import SimpleNamespace
+
+    op = opdb.lookup("aten::floor")
+    case = Case("aten::floor", (T((4,), "float32", seed=1),))
+    script = repro_script(op, case, "cpu", result=SimpleNamespace(outcome="mismatch", phase="forward", rtol=0.0, atol=0.0), golden_is_expectation=True)
+    assert "beyond rtol=0, atol=0" in _script_output(tmp_path, script)
+
+
+def test_float64_does_not_judge_an_op_whose_result_is_its_dtypes_next_value(tmp_path):
+    # nextafter(x, y) in float32 steps by a float32 unit; float64 golden by a float64 unit
+    op = opdb.lookup("aten::nextafter")
+    case = Case("aten::nextafter", (T((), "float32", seed=0), T((), "float32", seed=1)))
+    assert run_case(op, case, CPUBackend()).outcome.value == "pass"
+    assert _script_verdict(tmp_path, repro_script(op, case, "cpu", golden_is_expectation=True)) == "pass"
+
+
+def test_a_bool_negative_view_is_read_by_what_it_stores(tmp_path):
+    op = opdb.lookup("aten::_neg_view")
+    case = Case("aten::_neg_view", (T((3,), "bool", seed=1),))
+    assert run_case(op, case, CPUBackend()).outcome.value == "pass"
+    assert _script_verdict(tmp_path, repro_script(op, case, "cpu", golden_is_expectation=True)) == "pass"
+
+
+def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and_script():
+    from conform.plugin import died_result
+
+    functional = Case("aten::_chunk_cat", (), {"tensors": [T((), "bool", seed=1)], "dim": 0, "num_chunks": 1})
+    record = {"op": "aten::_chunk_cat.out", "dtype": "bool", "case": functional.to_json(), "describe": functional.describe()}
+    r = died_result(("aten::_chunk_cat.out", "bool"), record, "cpu")
+    assert r["outcome"] == "crash" and "torch.ops.aten._chunk_cat.default(" in r["repro"]
+
+
+def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatch):
+    # a crash or hang in that call is recorded with its case (conform.cell arms the watchdog)
+    import generators.backward as gb
+
+    seen = []
+    monkeypatch.setattr(gb, "on_functional", seen.append)
+    gb.out_results(opdb.lookup("aten::add.out"), {"self": T((3,), "float32"), "other": T((3,), "float32"), "alpha": 1})
+    assert [c.op if c is not None else None for c in seen] == ["aten::add.Tensor", None]

@@ -1,0 +1,178 @@
+"""Do the stored scripts of a sweep's alarm cells reproduce their verdicts?
+
+For every alarm cell of a run (mismatch, grad_mismatch, meta_mismatch, device_error, crash,
+timeout) this runs the cell's stored reproduction script (failures.repro) in a fresh Python
+process with a time limit and compares what it shows with the stored outcome:
+
+* a value verdict (mismatch, grad_mismatch, meta_mismatch, device_error): the script's last
+  `verdict: <outcome>` line must name the stored outcome;
+* `crash`: the script's process must die (a signal, or glibc's abort for a corrupted heap);
+* `timeout`: the script must still be running at the time limit.
+
+It writes a table (markdown, one row per cell: op, dtype, stored outcome, what the script
+showed, reproduced or not, and the cell's message) and prints the reproduction rate. Classes of
+noise found by reading the cells are in benchmarks/sweep_audit.md, with the real bugs' repros.
+
+`--regenerate` rebuilds each script from the stored case with this checkout's conform/repro.py
+first (the stored result's phase, tolerance and outcome): what a sweep made today would store.
+`--rerun` instead judges each value alarm's stored case (failures.case: the minimal case) again
+with this checkout's oracle on the plain CPU: what the verdict rule says of the same case now.
+
+    python benchmarks/sweep_audit.py /tmp/sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
+    python benchmarks/sweep_audit.py /tmp/sweep/conform.db --rerun
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ALARMS = ("mismatch", "grad_mismatch", "meta_mismatch", "device_error", "crash", "timeout")
+_VERDICT = re.compile(r"^verdict: (\S+)", re.MULTILINE)
+
+
+def alarm_cells(db: str, run: int | None) -> list[dict]:
+    if not Path(db).is_file():
+        sys.exit(f"sweep_audit: no database at {db}")
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        if run is None:
+            run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
+        marks = ",".join("?" * len(ALARMS))
+        rows = c.execute(
+            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f.\"case\", r.phase, r.rtol, r.atol FROM results r JOIN ops o ON o.id = r.op_id "
+            f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
+            (run, *ALARMS),
+        ).fetchall()
+    return [{"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c, "phase": p, "rtol": rt, "atol": at} for q, d, o, m, s, c, p, rt, at in rows]
+
+
+def regenerate(cell: dict) -> str:
+    """The cell's script as this checkout's repro.py writes it (the stored one without a case)."""
+    if not cell["case"]:
+        return cell["repro"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from types import SimpleNamespace
+
+    import opdb
+    from conform.repro import repro_script
+    from generators.case import Case
+
+    case_json = json.loads(cell["case"])
+    result = SimpleNamespace(outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"])
+    return repro_script(opdb.lookup(case_json.get("op") or cell["op"]), Case.from_json(case_json), "cpu", result=result, golden_is_expectation=True)
+
+
+def shown_by(script: str, timeout: float, folder: Path) -> tuple[str, str]:
+    """(what the script showed: a verdict, 'died (signal N)', 'timeout', 'exit N', 'no script';
+    the tail of its output)."""
+    if not script.strip() or script.lstrip().startswith("# could not build"):
+        return "no script", ""
+    path = folder / "repro.py"
+    path.write_text(script)
+    env = dict(os.environ, PYTHONFAULTHANDLER="0")
+    env.pop("PYTHONPATH", None)  # the script needs torch only
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return "timeout", (out or "")[-400:]
+    found = _VERDICT.findall(out or "")
+    if proc.returncode < 0:
+        return f"died (signal {-proc.returncode})", (out or "")[-400:]
+    if found:
+        return found[-1], (out or "")[-400:]
+    return f"exit {proc.returncode}", (out or "")[-400:]
+
+
+def reproduced(outcome: str, shown: str) -> bool:
+    if outcome == "crash":
+        return shown.startswith("died")
+    return shown == outcome
+
+
+def rerun(cells: list[dict]) -> None:
+    """The stored minimal case of each value alarm, judged again by this checkout's oracle."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import opdb
+    from conform.backends import CPUBackend
+    from conform.execute import run_case
+    from generators.case import Case
+
+    now = Counter()
+    for cell in cells:
+        if cell["outcome"] in ("crash", "timeout") or not cell["case"]:
+            continue
+        r = run_case(opdb.lookup(cell["op"]), Case.from_json(json.loads(cell["case"])), CPUBackend())
+        outcome = getattr(r.outcome, "value", r.outcome)
+        now[(cell["outcome"], outcome)] += 1
+        print(f"{cell['op']} {cell['dtype']}: {cell['outcome']} -> {outcome}  {' '.join(r.message.split())[:200]}", flush=True)
+    for (was, is_now), n in sorted(now.items()):
+        print(f"{was:14} -> {is_now:14} {n}")
+    print(f"{sum(n for (w, i), n in now.items() if i == 'pass')} of {sum(now.values())} value alarms pass now")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("db")
+    ap.add_argument("--run", type=int, default=None)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per script (a timeout cell must outlast it)")
+    ap.add_argument("--out", default=None, help="markdown table (default: print only the summary)")
+    ap.add_argument("--json", default=None, help="the rows as JSON")
+    ap.add_argument("--only", default="", help="comma-separated qualnames")
+    ap.add_argument("-j", "--jobs", type=int, default=1)
+    ap.add_argument("--regenerate", action="store_true", help="rebuild each script from its stored case with this checkout's repro.py (a plain-CPU sweep)")
+    ap.add_argument("--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle")
+    args = ap.parse_args()
+    cells = alarm_cells(args.db, args.run)
+    if args.only:
+        keep = set(args.only.split(","))
+        cells = [c for c in cells if c["op"] in keep]
+    if args.rerun:
+        rerun(cells)
+        return
+    started = time.monotonic()
+
+    def one(cell):
+        script = regenerate(cell) if args.regenerate else cell["repro"]
+        with tempfile.TemporaryDirectory(prefix="conform-audit-") as tmp:
+            shown, tail = shown_by(script, args.timeout, Path(tmp))
+        return dict(cell, shown=shown, reproduced=reproduced(cell["outcome"], shown), tail=tail)
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        rows = list(pool.map(one, cells))
+    took = time.monotonic() - started
+    by_outcome = Counter(r["outcome"] for r in rows)
+    ok = Counter(r["outcome"] for r in rows if r["reproduced"])
+    lines = ["| op | dtype | stored | script shows | reproduced | message |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        msg = " ".join(r["message"].split())[:160].replace("|", "\\|")
+        lines.append(f"| {r['op']} | {r['dtype']} | {r['outcome']} | {r['shown']} | {'yes' if r['reproduced'] else 'NO'} | {msg} |")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k not in ("repro", "case")} for r in rows], indent=1))
+    for o in ALARMS:
+        if by_outcome[o]:
+            print(f"{o:14} {ok[o]:4} of {by_outcome[o]:4} reproduced")
+    for r in rows:
+        if not r["reproduced"]:
+            print(f"  not reproduced: {r['op']} {r['dtype']} {r['outcome']}: script shows {r['shown']}")
+    total = sum(by_outcome.values())
+    print(f"{sum(ok.values())} of {total} alarm cells reproduced by their stored scripts ({took:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
