@@ -202,3 +202,22 @@ def test_a_result_beyond_the_dtypes_range_may_come_back_as_any_non_finite_value(
     inf_for_big = _backend("addmv-inf", {aten.addmv.default}, lambda f, a, k: torch.where(f(*a, **k).abs() > 10, INF, f(*a, **k)))
     small = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 3), "float32", data=(10.0,) * 6), T((3,), "float32", data=(1.0, 2.0, 3.0))))
     assert run_case(opdb.lookup("aten::addmv"), small, inf_for_big).outcome == O.MISMATCH
+
+
+def test_half_precision_products_beyond_the_range_are_a_precision_edge_on_the_cpu_only():
+    # 300 * 250 leaves float16's range inside the CPU's cross product; the result (15000) fits:
+    # on the plain CPU the case sits on the dtype's range edge and is a precision edge
+    a, b = (300.0, 200.0, 100.0), (300.0, 250.0, 10.0)
+    cross = Case("aten::linalg_cross", (T((3,), "float16", data=a), T((3,), "float16", data=b)))
+    r = run_case(opdb.lookup("aten::linalg_cross"), cross, CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    assert r.finding["kind"] == oracle.PRECISION_EDGE and "range" in r.finding["message"]
+    # a device that overflows where the CPU does not is not excused
+    overflow = _backend("cross-inf", {aten.linalg_cross.default}, lambda f, a, k: f(*a, **k) * torch.tensor([1.0, 1.0, INF], dtype=torch.float16))
+    small = Case("aten::linalg_cross", (T((3,), "float16", data=(3.0, 2.0, 1.0)), T((3,), "float16", data=(3.0, 2.5, 0.1))))
+    assert run_case(opdb.lookup("aten::linalg_cross"), small, overflow).outcome == O.MISMATCH
+    # small inputs whose result overflows inside the kernel stay an alarm on the CPU:
+    # ldexp computes 2**20 in float16 (pytorch#133265) though 2**-10 * 2**20 = 1024 fits
+    ldexp = Case("aten::ldexp.Tensor", (T((1,), "float16", data=(2.0**-10,)), T((1,), "float16", data=(20.0,))))
+    assert run_case(opdb.lookup("aten::ldexp.Tensor"), ldexp, CPUBackend()).outcome == O.MISMATCH
+

@@ -105,7 +105,7 @@ def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and
     functional = Case("aten::_chunk_cat", (), {"tensors": [T((), "bool", seed=1)], "dim": 0, "num_chunks": 1})
     record = {"op": "aten::_chunk_cat.out", "dtype": "bool", "case": functional.to_json(), "describe": functional.describe()}
     r = died_result(("aten::_chunk_cat.out", "bool"), record, "cpu")
-    assert r["outcome"] == "crash" and "torch.ops.aten._chunk_cat.default(" in r["repro"]
+    assert r.outcome == "crash" and "torch.ops.aten._chunk_cat.default(" in r.repro
 
 
 def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatch):
