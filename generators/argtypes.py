@@ -13,9 +13,15 @@ import math
 import re
 
 from generators import memo as st
-
 from generators.case import TensorSpec
-from generators.strategies import INT_DTYPES, QSCHEMES, draw_tensor, from_dtype, is_complex, is_floating, is_quantized
+from generators.context import OMIT
+from generators.strategies import (
+    QSCHEMES,
+    draw_tensor,
+    from_dtype,
+    is_complex,
+    is_quantized,
+)
 
 # types that cannot be generated, with the reason shown to users
 UNSUPPORTED = {
@@ -109,9 +115,7 @@ def _omittable(arg) -> bool:
 
 
 def draw_arg(arg, ctx):
-    """The value of one (non-out) argument, or schema.OMIT to leave it out."""
-    from generators.schema import OMIT
-
+    """The value of one (non-out) argument, or OMIT to leave it out."""
     t = normalize(arg.type)
     b = base(t)
     optional = t.endswith("?")

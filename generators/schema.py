@@ -9,53 +9,11 @@ arguments; the generic strategies of this module fill the rest.
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
+from generators import argtypes, backward, families
 from generators import memo as st
-
-from generators import argtypes, backward
-from generators.case import QUANTIZED_STORAGE, Case, TensorSpec
+from generators.case import QUANTIZED_STORAGE, Case
+from generators.context import OMIT, VARARGS, Context, Untestable
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
-
-
-class Untestable(Exception):
-    """No case can be generated for this op; `str(exc)` is the reason shown to users."""
-
-
-# sentinel: leave the argument out of the call so the schema default applies
-OMIT = object()
-# key of ctx.fixed for the values a vararg schema ("...") takes after its declared arguments
-VARARGS = "..."
-
-
-@dataclass
-class Context:
-    """What has been drawn so far for one case; argument strategies read it."""
-
-    op: Any  # OpSpec
-    dtype: str  # the cell dtype for tensors; "float32" stands in for the "none" cell
-    cell: str  # the cell as requested ("none" for ops without tensor inputs)
-    max_numel: int
-    draw: Callable
-    values: str = "real"  # the op's input domain (OpRules.domain)
-    shape: tuple[int, ...] = ()  # the main tensor's shape
-    list_shapes: list[tuple[int, ...]] = field(default_factory=list)  # shapes for Tensor[] args
-    per_tensor: int = DEFAULT_MAX_NUMEL
-    fixed: dict[str, Any] = field(default_factory=dict)  # pre-drawn by a family builder
-    drawn: dict[str, Any] = field(default_factory=dict)
-    hints: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    def size(self, dim: int) -> int:
-        if not self.shape:
-            return 1
-        return self.shape[dim % self.rank]
 
 
 def cell_dtypes(op, requested: list[str]) -> list[str]:
@@ -85,8 +43,6 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
     if rules is not None and rules.untestable:
         raise Untestable(rules.untestable)
     quantized_cell(op, dtype)
-    from generators import families
-
     builder = families.builder_for(op)
     # check every argument type up front, so Untestable is raised here and not mid-draw
     for arg in op.arguments:
