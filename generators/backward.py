@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import draw_arg
 from generators.case import Case, TensorSpec
 from generators.strategies import draw_tensor
@@ -86,7 +86,7 @@ def draw_grad(arg, ctx):
         shape = forward_output_shape(ctx.op, _forward_arguments(ctx))
     if shape is None:
         shape = ctx.shape
-    if arg.type.endswith("?") and ctx.draw(st.integers(0, 5), label=f"{arg.name} none") == 0:
+    if arg.type.endswith("?") and ctx.draw(memo.integers(0, 5), label=f"{arg.name} none") == 0:
         return None
     return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, label=arg.name)
 

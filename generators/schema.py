@@ -9,8 +9,7 @@ arguments; the generic strategies of this module fill the rest.
 
 from __future__ import annotations
 
-from generators import argtypes, backward, families
-from generators import memo as st
+from generators import argtypes, backward, families, memo
 from generators.case import QUANTIZED_STORAGE, Case
 from generators.context import OMIT, VARARGS, Context, Untestable
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
@@ -30,7 +29,7 @@ def cell_dtypes(op, requested: list[str]) -> list[str]:
     return ["none"]
 
 
-def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.SearchStrategy[Case]:
+def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.SearchStrategy[Case]:
     """Cases for `op` in the cell `dtype` (a dtype name, or "none"), at most `max_numel` elements each.
 
     Raises `Untestable` when no case can be generated; the reason says why.
@@ -67,7 +66,7 @@ def quantized_cell(op, cell: str) -> str | None:
     raise Untestable(f"takes a quantized tensor: the {cell} cell has none (quint8, qint8 and qint32 are tested in the uint8, int8 and int32 cells)")
 
 
-@st.composite
+@memo.composite
 def _cases(draw, op, cell, max_numel, builder):
     rules = getattr(op, "rules", None)
     ctx = Context(
@@ -88,7 +87,7 @@ def _cases(draw, op, cell, max_numel, builder):
     if ctx.hints.get("quantized") == "per_channel" and ctx.rank == 0:
         # per-channel quantization needs an axis
         ctx.shape = draw(shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels")
-    n_list = draw(st.integers(1, 3), label="list_len")
+    n_list = draw(memo.integers(1, 3), label="list_len")
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:
         builder(ctx)
@@ -125,7 +124,7 @@ def _cases(draw, op, cell, max_numel, builder):
             args.append(value)
     # a vararg builtin's extra positional values ("einsum.sublist(Tensor a, ...)"), from its builder
     args.extend(ctx.fixed.get(VARARGS, ()))
-    seed = draw(st.integers(0, 2**31 - 1), label="seed")
+    seed = draw(memo.integers(0, 2**31 - 1), label="seed")
     case = Case(op=op.qualname, args=tuple(args), kwargs=kwargs, seed=seed)
     return _enforce_cap(case, max_numel)
 

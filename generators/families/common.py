@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import qscheme
 from generators.strategies import draw_tensor
 
@@ -16,7 +16,7 @@ def _sub_shape(ctx, shape, *, label, at=None, at_max=4):
     out = []
     for i, s in enumerate(shape):
         hi = at_max if i == at else s
-        out.append(ctx.draw(st.integers(0 if hi == 0 else min(1, hi), hi), label=f"{label}[{i}]"))
+        out.append(ctx.draw(memo.integers(0 if hi == 0 else min(1, hi), hi), label=f"{label}[{i}]"))
     return tuple(out)
 
 

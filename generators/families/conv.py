@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from generators import memo as st
+from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -16,7 +16,7 @@ def _spatial_rank(ctx, default=None) -> int:
     m = re.search(r"([123])d", ctx.op.base_name)
     if m:
         return int(m.group(1))
-    return default or ctx.draw(st.integers(1, 3), label="spatial dims")
+    return default or ctx.draw(memo.integers(1, 3), label="spatial dims")
 
 
 def _list_arg(ctx, name, values):
@@ -45,17 +45,17 @@ def convolution(ctx):
     d = _spatial_rank(ctx, 2 if "2d" in base else None)
     transposed = "transpose" in base
     if "transposed" in names:
-        transposed = ctx.draw(st.booleans(), label="transposed")
+        transposed = ctx.draw(memo.booleans(), label="transposed")
         ctx.fixed["transposed"] = transposed
-    groups = ctx.draw(st.integers(1, 2), label="groups") if "groups" in names else 1
-    cin = groups * ctx.draw(st.integers(1, 2), label="c_in per group")
-    cout = groups * ctx.draw(st.integers(1, 2), label="c_out per group")
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
-    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
-    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
-    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
-    spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    groups = ctx.draw(memo.integers(1, 2), label="groups") if "groups" in names else 1
+    cin = groups * ctx.draw(memo.integers(1, 2), label="c_in per group")
+    cout = groups * ctx.draw(memo.integers(1, 2), label="c_out per group")
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
+    padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
+    spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
     if base == "conv_tbc":
         # time, batch, channels; weight (kernel, C_in, C_out)
         ctx.fixed["self"] = _tensor(ctx, (spatial[0], n, cin), label="self")
@@ -69,7 +69,7 @@ def convolution(ctx):
     wshape = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
     ctx.fixed["weight"] = _tensor(ctx, wshape, label="weight")
     if "bias" in names:
-        ctx.fixed["bias"] = None if ctx.draw(st.booleans(), label="no bias") else _tensor(ctx, (cout,), label="bias")
+        ctx.fixed["bias"] = None if ctx.draw(memo.booleans(), label="no bias") else _tensor(ctx, (cout,), label="bias")
     if "groups" in names:
         ctx.fixed["groups"] = groups
     _list_arg(ctx, "kernel_size", k)
@@ -91,13 +91,13 @@ def convolution(ctx):
 )
 def pooling(ctx):
     d = _spatial_rank(ctx)
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 3), label="channels")
-    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
-    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
-    padding = [ctx.draw(st.integers(0, k[i] // 2), label=f"padding[{i}]") for i in range(d)]
-    spatial = [k[i] + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
-    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    padding = [ctx.draw(memo.integers(0, k[i] // 2), label=f"padding[{i}]") for i in range(d)]
+    spatial = [k[i] + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
     ctx.shape = ((c,) if unbatched else (n, c)) + tuple(spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     _list_arg(ctx, "kernel_size", k)
@@ -114,12 +114,12 @@ def pooling(ctx):
 )
 def adaptive_pooling(ctx):
     d = _spatial_rank(ctx)
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 3), label="channels")
-    spatial = [ctx.draw(st.integers(1, 5), label=f"extent[{i}]") for i in range(d)]
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = [ctx.draw(memo.integers(1, 5), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    out = [ctx.draw(st.integers(1, 3), label=f"output[{i}]") for i in range(d)]
+    out = [ctx.draw(memo.integers(1, 3), label=f"output[{i}]") for i in range(d)]
     _list_arg(ctx, "output_size", out)
     if "output_size" not in _arg_names(ctx):
         ctx.fixed["output_size"] = out  # the forward's, for a backward's indices (see generators.backward)
@@ -128,9 +128,9 @@ def adaptive_pooling(ctx):
 @family("fractional_max_pool2d", "fractional_max_pool3d")
 def fractional_pooling(ctx):
     d = _spatial_rank(ctx)
-    n, c = 1, ctx.draw(st.integers(1, 2), label="channels")
+    n, c = 1, ctx.draw(memo.integers(1, 2), label="channels")
     # output + kernel - 1 must not exceed the input (2d), must stay below it (3d)
-    spatial = [ctx.draw(st.integers(3 if d == 2 else 4, 5), label=f"extent[{i}]") for i in range(d)]
+    spatial = [ctx.draw(memo.integers(3 if d == 2 else 4, 5), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     _list_arg(ctx, "kernel_size", [2] * d)
@@ -145,11 +145,11 @@ def max_unpooling(ctx):
     import torch
 
     d = _spatial_rank(ctx)
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 2), label="channels")
-    k = [ctx.draw(st.integers(1, 2), label=f"kernel[{i}]") for i in range(d)]
-    spatial = [k[i] * ctx.draw(st.integers(1, 3), label=f"windows[{i}]") + ctx.draw(st.integers(0, k[i] - 1), label=f"rest[{i}]") for i in range(d)]
-    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 2), label="channels")
+    k = [ctx.draw(memo.integers(1, 2), label=f"kernel[{i}]") for i in range(d)]
+    spatial = [k[i] * ctx.draw(memo.integers(1, 3), label=f"windows[{i}]") + ctx.draw(memo.integers(0, k[i] - 1), label=f"rest[{i}]") for i in range(d)]
+    unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
     lead = (c,) if unbatched else (n, c)
     pooled_input = _tensor(ctx, lead + tuple(spatial), dtype="float32", values="real", label="pooled input")
     pool = torch.ops.aten.max_pool2d_with_indices if d == 2 else torch.ops.aten.max_pool3d_with_indices
@@ -171,17 +171,17 @@ def max_unpooling(ctx):
 def upsampling(ctx):
     d = _spatial_rank(ctx)
     names = _arg_names(ctx)
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 3), label="channels")
-    spatial = [ctx.draw(st.integers(1, 4), label=f"extent[{i}]") for i in range(d)]
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = [ctx.draw(memo.integers(1, 4), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     in_name = "input" if "input" in names else "self"
     ctx.fixed[in_name] = _tensor(ctx, ctx.shape, label=in_name)
-    out = [ctx.draw(st.integers(1, 6), label=f"output[{i}]") for i in range(d)]
+    out = [ctx.draw(memo.integers(1, 6), label=f"output[{i}]") for i in range(d)]
     if "scale_factors" in names:
-        if ctx.draw(st.booleans(), label="by scale"):
+        if ctx.draw(memo.booleans(), label="by scale"):
             ctx.fixed["output_size"] = None
-            ctx.fixed["scale_factors"] = [ctx.draw(st.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)]
+            ctx.fixed["scale_factors"] = [ctx.draw(memo.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)]
         else:
             ctx.fixed["output_size"] = out
             ctx.fixed["scale_factors"] = None
@@ -202,20 +202,20 @@ def padding_modes(ctx):
     """Reflection pads must be smaller than the input; the input is (N, C, *spatial) or unbatched."""
     base = ctx.op.base_name.lstrip("_")
     d = _spatial_rank(ctx, None if base.startswith(("reflection", "replication")) else 1)
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 2), label="channels")
-    spatial = [ctx.draw(st.integers(2, 4), label=f"extent[{i}]") for i in range(d)]
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 2), label="channels")
+    spatial = [ctx.draw(memo.integers(2, 4), label=f"extent[{i}]") for i in range(d)]
     ctx.shape = (n, c, *spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self", writable=False)
     pads = []
     for i in range(d):
         limit = spatial[d - 1 - i] - 1
-        pads += [ctx.draw(st.integers(0, limit), label=f"pad[{2 * i}]"), ctx.draw(st.integers(0, limit), label=f"pad[{2 * i + 1}]")]
+        pads += [ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i}]"), ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i + 1}]")]
     for name in ("padding", "pad"):
         if name in _arg_names(ctx):
             ctx.fixed[name] = pads
     if base == "pad" and "mode" in _arg_names(ctx):
-        ctx.fixed["mode"] = ctx.draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]), label="mode")
+        ctx.fixed["mode"] = ctx.draw(memo.sampled_from(["constant", "reflect", "replicate", "circular"]), label="mode")
         if ctx.fixed["mode"] != "constant":
             ctx.fixed["value"] = None
 
@@ -229,24 +229,24 @@ def interpolate(ctx):
     and scale_factor (an int or float, or one per spatial dim, as the overload types them)."""
     names = {a.name: a for a in ctx.op.arguments}
     base = ctx.op.base_name.lstrip("_")
-    d = 2 if base == "upsample_bilinear" else ctx.draw(st.integers(1, 3), label="spatial dims")
-    n, c = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 2), label="channels")
-    ctx.shape = (n, c, *(ctx.draw(st.integers(1, 4), label=f"extent[{i}]") for i in range(d)))
+    d = 2 if base == "upsample_bilinear" else ctx.draw(memo.integers(1, 3), label="spatial dims")
+    n, c = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="channels")
+    ctx.shape = (n, c, *(ctx.draw(memo.integers(1, 4), label=f"extent[{i}]") for i in range(d)))
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
-    by_size = ctx.draw(st.booleans(), label="by size")
+    by_size = ctx.draw(memo.booleans(), label="by size")
     size_list = names["size"].type.startswith("int[")
     scale_type = names["scale_factor"].type
     if by_size:
-        sizes = [ctx.draw(st.integers(1, 5), label=f"size[{i}]") for i in range(d)]
+        sizes = [ctx.draw(memo.integers(1, 5), label=f"size[{i}]") for i in range(d)]
         ctx.fixed["size"], ctx.fixed["scale_factor"] = sizes if size_list else sizes[0], None
     else:
         # halving needs two elements or more in every dim, or the output would be empty
-        floats = st.sampled_from((2.0, 0.5, 1.5) if min(ctx.shape[2:]) >= 2 else (2.0, 1.5))
-        scales = [ctx.draw(st.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]") for i in range(d)]
+        floats = memo.sampled_from((2.0, 0.5, 1.5) if min(ctx.shape[2:]) >= 2 else (2.0, 1.5))
+        scales = [ctx.draw(memo.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]") for i in range(d)]
         ctx.fixed["size"], ctx.fixed["scale_factor"] = None, scales if "[" in scale_type else scales[0]
     if "mode" in names:
-        mode = ctx.draw(st.sampled_from(_INTERPOLATE_MODES[d]), label="mode")
+        mode = ctx.draw(memo.sampled_from(_INTERPOLATE_MODES[d]), label="mode")
         ctx.fixed["mode"] = mode
         linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
-        ctx.fixed["align_corners"] = ctx.draw(st.booleans(), label="align_corners") if linear else None
+        ctx.fixed["align_corners"] = ctx.draw(memo.booleans(), label="align_corners") if linear else None
         ctx.fixed["antialias"] = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import dims, draw_index
 from generators.families.common import _arg_names, _sub_shape, _tensor
 from generators.families.registry import family
@@ -23,7 +23,7 @@ def gather_like(ctx):
     ishape = _sub_shape(ctx, ctx.shape, label="index shape", at=None if scatter else d, at_max=4)
     high = ctx.size(dim) if dim is not None else max(1, ctx.shape and ctx.shape[0] or 1)
     if ctx.op.base_name.startswith("take_along_dim") and dim is None:
-        ishape = (ctx.draw(st.integers(0, 4), label="index len"),)
+        ishape = (ctx.draw(memo.integers(0, 4), label="index len"),)
         high = max(1, _numel(ctx.shape))
     for name in ("index", "indices"):
         if name in names:
@@ -47,7 +47,7 @@ def index_dim_like(ctx):
     names = _arg_names(ctx)
     dim = ctx.draw(dims(ctx), label="dim")
     ctx.fixed["dim"] = dim
-    n = ctx.draw(st.integers(0, 4), label="index len") if ctx.rank else 1
+    n = ctx.draw(memo.integers(0, 4), label="index len") if ctx.rank else 1
     ctx.fixed["index"] = draw_index(ctx, high=ctx.size(dim), shape=(n,), label="index")
     if "source" in names:
         shape = list(ctx.shape)
@@ -84,7 +84,7 @@ def advanced_indexing(ctx):
 @family("take", "put")
 def take_like(ctx):
     names = _arg_names(ctx)
-    n = ctx.draw(st.integers(0, 4), label="index len")
+    n = ctx.draw(memo.integers(0, 4), label="index len")
     high = max(1, _numel(ctx.shape))
     if _numel(ctx.shape) == 0:
         n = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _tensor
 from generators.families.registry import _FAMILY_BUILDERS, family
@@ -13,8 +13,8 @@ def _linalg_default(ctx):
     needs a Cholesky factorisation or a Hermitian eigenproblem."""
     name = ctx.op.base_name
     kind = "spd" if any(w in name for w in ("cholesky", "eigh", "eigvalsh", "ldl")) else "invertible"
-    n = ctx.draw(st.integers(1, 4), label="n")
-    batch = ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch")
+    n = ctx.draw(memo.integers(1, 4), label="n")
+    batch = ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch")
     ctx.shape = (*batch, n, n)
     if ctx.values in ("real", "", None):
         ctx.values = kind
@@ -29,7 +29,7 @@ def linalg_cond(ctx):
     _linalg_default(ctx)
     p = next((a for a in ctx.op.arguments if a.name == "p"), None)
     if p is not None and p.type.startswith("str"):
-        ctx.fixed["p"] = ctx.draw(st.sampled_from(("fro", "nuc")), label="p")
+        ctx.fixed["p"] = ctx.draw(memo.sampled_from(("fro", "nuc")), label="p")
 
 
 @family("linalg_ldl_solve")
@@ -37,10 +37,10 @@ def linalg_ldl_solve(ctx):
     """LD and pivots from linalg_ldl_factor of a symmetric (not definite) matrix; B (n, k)."""
     import torch
 
-    n = ctx.draw(st.integers(1, 4), label="n")
-    k = ctx.draw(st.integers(1, 3), label="k")
-    batch = tuple(ctx.draw(st.lists(st.integers(1, 2), max_size=1), label="batch"))
-    hermitian = ctx.draw(st.booleans(), label="hermitian") if ctx.dtype.startswith("complex") else False
+    n = ctx.draw(memo.integers(1, 4), label="n")
+    k = ctx.draw(memo.integers(1, 3), label="k")
+    batch = tuple(ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch"))
+    hermitian = ctx.draw(memo.booleans(), label="hermitian") if ctx.dtype.startswith("complex") else False
     x = _tensor(ctx, batch + (n, n), values="invertible", label="matrix").materialize(lambda t: t)
     a = x + (x.mH if hermitian else x.mT)
     try:
@@ -60,16 +60,16 @@ def linalg_ldl_solve(ctx):
 @family("linalg_check_errors")
 def linalg_check_errors(ctx):
     """LAPACK info codes (int32; 0 = success, so that a valid case passes the check)."""
-    n = ctx.draw(st.integers(0, 3), label="batch")
+    n = ctx.draw(memo.integers(0, 3), label="batch")
     ctx.shape = (n,)
     ctx.fixed["info"] = TensorSpec(shape=(n,), dtype="int32", data=(0,) * n)
-    ctx.fixed["api_name"] = ctx.draw(st.sampled_from(("torch.linalg.inv", "torch.linalg.cholesky")), label="api_name")
+    ctx.fixed["api_name"] = ctx.draw(memo.sampled_from(("torch.linalg.inv", "torch.linalg.cholesky")), label="api_name")
 
 
 @family("chain_matmul")
 def chain_matmul(ctx):
     """Matrices whose inner sizes chain: (n0, n1), (n1, n2), ..."""
-    k = ctx.draw(st.integers(1, 3), label="matrices")
-    sides = [ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    k = ctx.draw(memo.integers(1, 3), label="matrices")
+    sides = [ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
     ctx.shape = (sides[0], sides[1])
     ctx.fixed["matrices"] = [_tensor(ctx, (sides[i], sides[i + 1]), label=f"matrices[{i}]") for i in range(k)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -13,14 +13,14 @@ from generators.strategies import draw_tensor
 @family("jagged_to_padded_dense_forward", "padded_dense_to_jagged_forward")
 def jagged(ctx):
     """Jagged rows (total, D) with one offsets tensor (0, ..., total) and the padded (B, L, D)."""
-    b = ctx.draw(st.integers(1, 3), label="batch")
-    d = ctx.draw(st.integers(1, 3), label="features")
-    lengths = [ctx.draw(st.integers(0, 3), label=f"length[{i}]") for i in range(b)]
+    b = ctx.draw(memo.integers(1, 3), label="batch")
+    d = ctx.draw(memo.integers(1, 3), label="features")
+    lengths = [ctx.draw(memo.integers(0, 3), label=f"length[{i}]") for i in range(b)]
     offsets = [0]
     for length in lengths:
         offsets.append(offsets[-1] + length)
     ctx.fixed["offsets"] = [_index_spec(offsets)]
-    longest = max(lengths) + ctx.draw(st.integers(0, 1), label="extra padding")
+    longest = max(lengths) + ctx.draw(memo.integers(0, 1), label="extra padding")
     if "values" in _arg_names(ctx):
         ctx.shape = (offsets[-1], d)
         ctx.fixed["values"] = _tensor(ctx, ctx.shape, label="values")
@@ -36,9 +36,9 @@ def jagged(ctx):
 
 def _nested_lengths(ctx):
     """(batch, lengths, features): the component tensors of a nested tensor are (length_i, D)."""
-    b = ctx.draw(st.integers(1, 3), label="batch")
-    d = ctx.draw(st.integers(1, 3), label="features")
-    lengths = [ctx.draw(st.integers(1, 3), label=f"length[{i}]") for i in range(b)]
+    b = ctx.draw(memo.integers(1, 3), label="batch")
+    d = ctx.draw(memo.integers(1, 3), label="features")
+    lengths = [ctx.draw(memo.integers(1, 3), label=f"length[{i}]") for i in range(b)]
     return b, lengths, d
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -17,7 +17,7 @@ def embedding_bag(ctx):
     if "include_last_offset" in _arg_names(ctx):
         ctx.fixed["include_last_offset"] = False
     if "mode" in _arg_names(ctx):
-        ctx.fixed["mode"] = 0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(st.integers(0, 2), label="mode")
+        ctx.fixed["mode"] = 0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(memo.integers(0, 2), label="mode")
 
 
 # -- recurrent networks ----------------------------------------------------------------------------
@@ -33,21 +33,21 @@ def recurrent(ctx):
     names = _arg_names(ctx)
     base = ctx.op.base_name
     gates = _GATES[base]
-    layers = ctx.draw(st.integers(1, 2), label="num_layers")
-    bidirectional = ctx.draw(st.booleans(), label="bidirectional")
-    has_biases = ctx.draw(st.booleans(), label="has_biases")
+    layers = ctx.draw(memo.integers(1, 2), label="num_layers")
+    bidirectional = ctx.draw(memo.booleans(), label="bidirectional")
+    has_biases = ctx.draw(memo.booleans(), label="has_biases")
     dirs = 2 if bidirectional else 1
-    n = ctx.draw(st.integers(1, 3), label="batch")
-    t = ctx.draw(st.integers(1, 3), label="steps")
-    i = ctx.draw(st.integers(1, 3), label="input size")
-    h = ctx.draw(st.integers(1, 3), label="hidden size")
+    n = ctx.draw(memo.integers(1, 3), label="batch")
+    t = ctx.draw(memo.integers(1, 3), label="steps")
+    i = ctx.draw(memo.integers(1, 3), label="input size")
+    h = ctx.draw(memo.integers(1, 3), label="hidden size")
     if "batch_sizes" in names:
         # packed: step s holds the sequences longer than s, in decreasing order of length
         sizes = _batch_sizes(ctx, n, t)
         ctx.shape = (sum(sizes), i)
         ctx.fixed["data"] = _tensor(ctx, ctx.shape, label="data")
     else:
-        batch_first = ctx.draw(st.booleans(), label="batch_first")
+        batch_first = ctx.draw(memo.booleans(), label="batch_first")
         ctx.fixed["batch_first"] = batch_first
         ctx.shape = (n, t, i) if batch_first else (t, n, i)
         ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
@@ -62,7 +62,7 @@ def recurrent(ctx):
             if has_biases:
                 params += [_tensor(ctx, (gates * h,), label=f"b_ih {where}"), _tensor(ctx, (gates * h,), label=f"b_hh {where}")]
     ctx.fixed.update(params=params, has_biases=has_biases, num_layers=layers, dropout=0.0, bidirectional=bidirectional)
-    ctx.fixed["train"] = ctx.draw(st.booleans(), label="train")  # no dropout: the same either way
+    ctx.fixed["train"] = ctx.draw(memo.booleans(), label="train")  # no dropout: the same either way
 
 
 @family("lstm_cell")
@@ -80,26 +80,26 @@ def ctc_loss(ctx):
     """log_probs (T, N, C); padded targets (N, S) of classes other than the blank; input lengths
     up to T and target lengths up to S, as int lists or int64 tensors."""
     names = {a.name: a for a in ctx.op.arguments}
-    t = ctx.draw(st.integers(1, 6), label="input length")
-    n = ctx.draw(st.integers(1, 3), label="batch")
-    c = ctx.draw(st.integers(2, 5), label="classes")
-    s = ctx.draw(st.integers(1, 4), label="target length")
-    blank = ctx.draw(st.integers(0, c - 1), label="blank")
+    t = ctx.draw(memo.integers(1, 6), label="input length")
+    n = ctx.draw(memo.integers(1, 3), label="batch")
+    c = ctx.draw(memo.integers(2, 5), label="classes")
+    s = ctx.draw(memo.integers(1, 4), label="target length")
+    blank = ctx.draw(memo.integers(0, c - 1), label="blank")
     ctx.shape = (t, n, c)
     ctx.fixed["log_probs"] = _tensor(ctx, ctx.shape, label="log_probs")
     # classes drawn from [0, c - 1) and shifted past the blank
-    targets = [ctx.draw(st.integers(0, c - 2), label=f"target[{j}]") for j in range(n * s)]
+    targets = [ctx.draw(memo.integers(0, c - 2), label=f"target[{j}]") for j in range(n * s)]
     targets = tuple(x + (x >= blank) for x in targets)
     ctx.fixed["targets"] = TensorSpec(shape=(n, s), dtype="int64", data=targets)
     if ctx.op.base_name.startswith("_"):
         # _ctc_loss returns log_alpha (its backward takes it), which the CPU kernel leaves
         # uninitialized past each sequence's lengths: full, equal lengths define all of it
-        target_length = ctx.draw(st.integers(0, min(s, t)), label="target_lengths")
+        target_length = ctx.draw(memo.integers(0, min(s, t)), label="target_lengths")
         lengths = {"input_lengths": [t] * n, "target_lengths": [target_length] * n}
     else:
         lengths = {
-            "input_lengths": [ctx.draw(st.integers(1, t), label=f"input_lengths[{j}]") for j in range(n)],
-            "target_lengths": [ctx.draw(st.integers(0, min(s, t)), label=f"target_lengths[{j}]") for j in range(n)],
+            "input_lengths": [ctx.draw(memo.integers(1, t), label=f"input_lengths[{j}]") for j in range(n)],
+            "target_lengths": [ctx.draw(memo.integers(0, min(s, t)), label=f"target_lengths[{j}]") for j in range(n)],
         }
     for name, values in lengths.items():
         tensor = names[name].type.startswith("Tensor")
@@ -111,9 +111,9 @@ def ctc_loss(ctx):
 @family("affine_grid_generator")
 def affine_grid(ctx):
     """theta (N, 2, 3) for a 2-d grid of size (N, C, H, W), (N, 3, 4) for a 3-d one."""
-    d = ctx.draw(st.integers(2, 3), label="spatial dims")
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    size = [n, ctx.draw(st.integers(1, 2), label="channels")] + [ctx.draw(st.integers(1, 4), label=f"size[{i}]") for i in range(d)]
+    d = ctx.draw(memo.integers(2, 3), label="spatial dims")
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    size = [n, ctx.draw(memo.integers(1, 2), label="channels")] + [ctx.draw(memo.integers(1, 4), label=f"size[{i}]") for i in range(d)]
     ctx.fixed["size"] = size
     ctx.shape = (n, d, d + 1)
     # the backward takes no theta; its gradient's shape comes from running the forward on it
@@ -124,17 +124,17 @@ def affine_grid(ctx):
 def col2im(ctx):
     """Columns (N, C * prod(kernel), blocks) where blocks is the number of sliding windows that
     fit the output with the drawn kernel, dilation, padding and stride."""
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    c = ctx.draw(st.integers(1, 2), label="channels")
-    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
-    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
-    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
-    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
-    out = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 2), label="channels")
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
+    dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
+    padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
+    out = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
     blocks = 1
     for i in range(2):
         blocks *= (out[i] + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1
-    unbatched = ctx.draw(st.integers(0, 3), label="unbatched") == 0
+    unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
     ctx.shape = ((c * k[0] * k[1], blocks) if unbatched else (n, c * k[0] * k[1], blocks))
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed.update(output_size=out, kernel_size=k, dilation=dilation, padding=padding, stride=stride)
@@ -144,23 +144,23 @@ def col2im(ctx):
 def im2col(ctx):
     """An (N, C, H, W) or (C, H, W) image at least as large as the dilated kernel, with 2-d
     kernel, dilation, padding and stride."""
-    k = [ctx.draw(st.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
-    dilation = [ctx.draw(st.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
-    extent = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(st.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
-    lead = [ctx.draw(st.integers(1, 2), label="channels")]
-    if ctx.draw(st.booleans(), label="batched"):
-        lead.insert(0, ctx.draw(st.integers(1, 2), label="batch"))
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(2)]
+    dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(2)]
+    extent = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(2)]
+    lead = [ctx.draw(memo.integers(1, 2), label="channels")]
+    if ctx.draw(memo.booleans(), label="batched"):
+        lead.insert(0, ctx.draw(memo.integers(1, 2), label="batch"))
     ctx.shape = (*lead, *extent)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    padding = [ctx.draw(st.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
-    stride = [ctx.draw(st.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
+    padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(2)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(2)]
     ctx.fixed.update(kernel_size=k, dilation=dilation, padding=padding, stride=stride)
 
 
 def _batch_sizes(ctx, n: int, t: int) -> list[int]:
     """A packed sequence's batch sizes: step s holds the sequences longer than s, in decreasing
     order of length, so the sizes never grow and the first is the batch; set as batch_sizes."""
-    sizes = sorted((ctx.draw(st.integers(1, n), label=f"batch_sizes[{s}]") for s in range(t)), reverse=True)
+    sizes = sorted((ctx.draw(memo.integers(1, n), label=f"batch_sizes[{s}]") for s in range(t)), reverse=True)
     sizes[0] = n
     ctx.fixed["batch_sizes"] = TensorSpec(shape=(t,), dtype="int64", data=tuple(sizes))
     return sizes
@@ -169,18 +169,18 @@ def _batch_sizes(ctx, n: int, t: int) -> list[int]:
 @family("pad_packed_sequence", "pack_padded_sequence_backward")
 def packed_sequence(ctx):
     """Packed data (sum(batch_sizes), *features) with valid batch sizes; the padded size."""
-    n = ctx.draw(st.integers(1, 3), label="batch")
-    t = ctx.draw(st.integers(1, 3), label="steps")
-    features = tuple(ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="features"))
+    n = ctx.draw(memo.integers(1, 3), label="batch")
+    t = ctx.draw(memo.integers(1, 3), label="steps")
+    features = tuple(ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="features"))
     sizes = _batch_sizes(ctx, n, t)
     ctx.shape = (sum(sizes), *features)
-    batch_first = ctx.draw(st.booleans(), label="batch_first")
+    batch_first = ctx.draw(memo.booleans(), label="batch_first")
     ctx.fixed["batch_first"] = batch_first
     names = _arg_names(ctx)
     data = "data" if "data" in names else "grad"
     ctx.fixed[data] = _tensor(ctx, ctx.shape, label=data)
     if "total_length" in names:
-        ctx.fixed["total_length"] = t + ctx.draw(st.integers(0, 1), label="extra length")
+        ctx.fixed["total_length"] = t + ctx.draw(memo.integers(0, 1), label="extra length")
     if "input_size" in names:
         ctx.fixed["input_size"] = [n, t, *features] if batch_first else [t, n, *features]
 
@@ -188,8 +188,8 @@ def packed_sequence(ctx):
 @family("scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
 def attention(ctx):
     """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask."""
-    b, h = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 2), label="heads")
-    length, source, e = (ctx.draw(st.integers(1, 4), label=x) for x in ("target length", "source length", "embedding"))
+    b, h = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="heads")
+    length, source, e = (ctx.draw(memo.integers(1, 4), label=x) for x in ("target length", "source length", "embedding"))
     ctx.shape = (b, h, length, e)
     ctx.fixed["query"] = _tensor(ctx, ctx.shape, label="query")
     ctx.fixed["key"] = _tensor(ctx, (b, h, source, e), label="key")
@@ -207,11 +207,11 @@ def attention(ctx):
 def native_multi_head_attention(ctx):
     """query, key, value (B, L, E) with E divisible by the head count; packed in-projection
     weights (3E, E) and bias (3E,), out-projection (E, E) and (E,); no mask."""
-    b, length = ctx.draw(st.integers(1, 2), label="batch"), ctx.draw(st.integers(1, 3), label="length")
-    heads = ctx.draw(st.integers(1, 2), label="num_head")
-    e = heads * ctx.draw(st.integers(1, 2), label="head dim")
+    b, length = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 3), label="length")
+    heads = ctx.draw(memo.integers(1, 2), label="num_head")
+    e = heads * ctx.draw(memo.integers(1, 2), label="head dim")
     ctx.shape = (b, length, e)
-    self_attention = ctx.draw(st.booleans(), label="self attention")
+    self_attention = ctx.draw(memo.booleans(), label="self attention")
     query = _tensor(ctx, ctx.shape, label="query")
     ctx.fixed["query"] = query
     for name in ("key", "value"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
 from generators.strategies import draw_tensor
@@ -23,9 +23,9 @@ def batch_norm(ctx):
     crash the process instead of raising.
     """
     names = _arg_names(ctx)
-    n = ctx.draw(st.integers(2, 3), label="batch")
-    c = ctx.draw(st.integers(1, 3), label="channels")
-    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
+    n = ctx.draw(memo.integers(2, 3), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
     if ctx.op.base_name.startswith("native_group_norm"):
         # the kernel (and its backward) take a contiguous input: group_norm makes it so first
@@ -56,17 +56,17 @@ def batch_norm(ctx):
 def quantized_batch_norm(ctx):
     """A quantized (N, C, *) input; float per-channel weight, bias and statistics (var > 0); the
     output's quantization parameters."""
-    n = ctx.draw(st.integers(1, 3), label="batch")
-    c = ctx.draw(st.integers(1, 3), label="channels")
-    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=3), label="spatial")
+    n = ctx.draw(memo.integers(1, 3), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=3), label="spatial")
     ctx.shape = (n, c, *spatial)
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias", "mean"):
         ctx.fixed[name] = _tensor(ctx, (c,), dtype="float32", label=name)
     ctx.fixed["var"] = _tensor(ctx, (c,), dtype="float32", values="positive", label="var")
     ctx.fixed["eps"] = 1e-5
-    ctx.fixed["output_scale"] = ctx.draw(st.sampled_from((0.1, 0.05, 0.5)), label="output_scale")
-    ctx.fixed["output_zero_point"] = ctx.draw(st.integers(0, 10), label="output_zero_point")
+    ctx.fixed["output_scale"] = ctx.draw(memo.sampled_from((0.1, 0.05, 0.5)), label="output_scale")
+    ctx.fixed["output_zero_point"] = ctx.draw(memo.integers(0, 10), label="output_zero_point")
 
 
 def _forward_eps(ctx) -> None:
@@ -82,15 +82,15 @@ def _leave_out(ctx, name) -> bool:
     ("tensor does not have a device", native_layer_norm_backward.out, torch 2.13)."""
     if ctx.op.variant == "out" and "output_mask" in _arg_names(ctx):
         return False
-    return ctx.draw(st.booleans(), label=f"no {name}")
+    return ctx.draw(memo.booleans(), label=f"no {name}")
 
 
 @family("layer_norm", "native_layer_norm", "rms_norm", "fused_rms_norm", "fused_layer_norm")
 def layer_norm(ctx):
     names = _arg_names(ctx)
-    k = ctx.draw(st.integers(1, max(1, ctx.rank)), label="normalized dims") if ctx.rank else 0
+    k = ctx.draw(memo.integers(1, max(1, ctx.rank)), label="normalized dims") if ctx.rank else 0
     if ctx.rank == 0:
-        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
         k = 1
     normalized = list(ctx.shape[ctx.rank - k :])
     ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
@@ -104,10 +104,10 @@ def layer_norm(ctx):
 @family("group_norm", "native_group_norm")
 def group_norm(ctx):
     names = _arg_names(ctx)
-    g = ctx.draw(st.integers(1, 2), label="groups")
-    c = g * ctx.draw(st.integers(1, 2), label="channels per group")
-    n = ctx.draw(st.integers(1, 2), label="batch")
-    spatial = ctx.draw(st.lists(st.integers(1, 3), max_size=2), label="spatial")
+    g = ctx.draw(memo.integers(1, 2), label="groups")
+    c = g * ctx.draw(memo.integers(1, 2), label="channels per group")
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="spatial")
     ctx.shape = (n, c, *spatial)
     if ctx.op.base_name.startswith("native_group_norm"):
         # the kernel (and its backward) take a contiguous input: group_norm makes it so first

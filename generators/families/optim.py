@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.families.common import _arg_names
 from generators.families.registry import family
 from generators.strategies import draw_tensor
@@ -23,7 +23,7 @@ def fused_optimizer(ctx):
             ctx.fixed[name] = None
     if "amsgrad" in names:
         # max_exp_avg_sqs is used with amsgrad only, and must be empty without it
-        amsgrad = ctx.draw(st.booleans(), label="amsgrad")
+        amsgrad = ctx.draw(memo.booleans(), label="amsgrad")
         ctx.fixed["amsgrad"] = amsgrad
         if not amsgrad:
             ctx.fixed["max_exp_avg_sqs"] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from generators import memo as st
+from generators import memo
 from generators.case import QUANTIZED_STORAGE, TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -15,8 +15,8 @@ from generators.strategies import draw_tensor
 
 # the range of each quantized dtype's integer values, for zero points and quant_min / quant_max
 QUANT_RANGES = {"quint8": (0, 255), "qint8": (-128, 127), "qint32": (-(2**31), 2**31 - 1)}
-_qdtypes = st.sampled_from(tuple(QUANT_RANGES))
-_quant_scales = st.sampled_from((0.1, 0.02, 0.5, 1.0))
+_qdtypes = memo.sampled_from(tuple(QUANT_RANGES))
+_quant_scales = memo.sampled_from((0.1, 0.02, 0.5, 1.0))
 
 
 def _qparams(ctx, n: int, *, scale_dtype: str, point_dtype: str, label: str, qdtype: str = "quint8"):
@@ -36,19 +36,19 @@ def quantize(ctx):
     ctx.fixed["dtype"] = {"dtype": qdtype}
     lo, hi = QUANT_RANGES[qdtype]
     if "size" in names:  # the empty_* factories
-        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"size[{i}]") for i in range(ctx.draw(st.integers(1, 3), label="rank")))
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(1, 3), label="rank")))
         ctx.fixed["size"] = list(ctx.shape)
     elif "tensors" in names:
         ctx.fixed["tensors"] = [_tensor(ctx, s, label=f"tensors[{i}]") for i, s in enumerate(ctx.list_shapes)]
         ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, len(ctx.list_shapes), scale_dtype="float64", point_dtype="int64", label="tensors", qdtype=qdtype)
         return
     elif ctx.rank == 0 and "axis" in names:
-        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
     if "self" in names:
         ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     axis = None
     if "axis" in names:
-        axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
+        axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
         ctx.fixed["axis"] = axis
         ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
     elif "scale" in names and next(a.type for a in ctx.op.arguments if a.name == "scale").startswith("Tensor"):
@@ -56,7 +56,7 @@ def quantize(ctx):
         ctx.fixed["scale"], ctx.fixed["zero_point"] = dataclasses.replace(scale, shape=()), dataclasses.replace(point, shape=())
     elif "scale" in names:
         ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
-        ctx.fixed["zero_point"] = ctx.draw(st.integers(max(lo, -100), min(hi, 100)), label="zero_point")
+        ctx.fixed["zero_point"] = ctx.draw(memo.integers(max(lo, -100), min(hi, 100)), label="zero_point")
     if ctx.op.variant == "out":
         # the out must be quantized like the result: the same dtype and, per channel, the same axis
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
@@ -68,10 +68,10 @@ def fake_quantize_per_channel(ctx):
     the learnable variant takes float zero points."""
     learnable = "learnable" in ctx.op.base_name
     if ctx.rank == 0:
-        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
-    qdtype = ctx.draw(st.sampled_from(("quint8", "qint8")), label="quantized range")
+    axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
+    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
     lo, hi = QUANT_RANGES[qdtype]
     ctx.fixed.update(axis=axis, quant_min=lo, quant_max=hi)
     ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float32", point_dtype="float32" if learnable else "int32", label="channel", qdtype=qdtype)
@@ -83,19 +83,19 @@ def make_quantized(ctx):
     qint32) with valid scales and zero points; a quantized out of the same dtype."""
     qdtype = next((q for q, storage in QUANTIZED_STORAGE.items() if storage == ctx.dtype), None)
     if ctx.rank == 0:
-        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     if qdtype is None:
         return  # not an integer storage: the reference rejects it
     lo, hi = QUANT_RANGES[qdtype]
     axis = None
     if "axis" in _arg_names(ctx):
-        axis = ctx.draw(st.integers(0, ctx.rank - 1), label="axis")
+        axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
         ctx.fixed["axis"] = axis
         ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
     else:
         ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
-        ctx.fixed["zero_point"] = ctx.draw(st.integers(max(lo, -100), min(hi, 100)), label="zero_point")
+        ctx.fixed["zero_point"] = ctx.draw(memo.integers(max(lo, -100), min(hi, 100)), label="zero_point")
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
 
@@ -121,7 +121,7 @@ def scaled_mm(ctx):
     """float8 (e4m3) matrices (n, k) x (k, m), the second column-major as every kernel requires,
     with per-tensor float32 scales; the result is in the cell's dtype (out_dtype), so the
     floating cells hold the valid cases."""
-    n, k, m = (ctx.draw(st.integers(1, 4), label=x) for x in ("n", "k", "m"))
+    n, k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("n", "k", "m"))
     ctx.shape = (n, k)
     ctx.fixed["self"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(n, k), values="small", layout="contiguous", label="self")
     ctx.fixed["mat2"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(k, m), values="small", layout="transposed", label="mat2")
@@ -134,7 +134,7 @@ def scaled_mm(ctx):
 @family("weight_int8pack_mm")
 def weight_int8pack_mm(ctx):
     """self (M, K) times int8 weights (N, K)^T, scaled per output channel by scales (N,)."""
-    m, n, k = (ctx.draw(st.integers(1, 4), label=x) for x in ("m", "n", "k"))
+    m, n, k = (ctx.draw(memo.integers(1, 4), label=x) for x in ("m", "n", "k"))
     if ctx.dtype in ("float16", "bfloat16"):
         # torch 2.13's CPU kernel kills the process (no error) in half precision for a K that is
         # not a multiple of 8, which left the cell no valid case; K = 8 to 32 does run. (A weight

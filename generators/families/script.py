@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.context import VARARGS
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -11,10 +11,10 @@ from generators.families.registry import family
 
 # list element types of builtins, by the list's schema type
 _LIST_ELEMENTS = {
-    "float[]": st.sampled_from((0.5, -1.5, 2.0, 0.0)),
-    "int[]": st.integers(-3, 3),
-    "str[]": st.sampled_from(("a", "b", "", "a b")),
-    "bool[]": st.booleans(),
+    "float[]": memo.sampled_from((0.5, -1.5, 2.0, 0.0)),
+    "int[]": memo.integers(-3, 3),
+    "str[]": memo.sampled_from(("a", "b", "", "a b")),
+    "bool[]": memo.booleans(),
 }
 
 
@@ -25,9 +25,9 @@ def list_member(ctx):
     elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", "")) if arg is not None else None
     if elements is None or getattr(ctx.op, "family", "") != "torchscript":
         return
-    items = ctx.draw(st.lists(elements, min_size=1, max_size=4), label="list")
+    items = ctx.draw(memo.lists(elements, min_size=1, max_size=4), label="list")
     ctx.fixed["self"] = items
-    ctx.fixed["el"] = items[ctx.draw(st.integers(0, len(items) - 1), label="member")]
+    ctx.fixed["el"] = items[ctx.draw(memo.integers(0, len(items) - 1), label="member")]
 
 
 @family("Float", "Int")
@@ -36,7 +36,7 @@ def number_from_string(ctx):
     arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
     if arg is not None and arg.type == "str":
         numbers = ("1", "-2", "0", "1.5", "-0.25", "1e3") if ctx.op.base_name == "Float" else ("1", "-2", "0", "42")
-        ctx.fixed["a"] = ctx.draw(st.sampled_from(numbers), label="a")
+        ctx.fixed["a"] = ctx.draw(memo.sampled_from(numbers), label="a")
 
 
 @family("device")
@@ -44,7 +44,7 @@ def device_from_string(ctx):
     """torch.device("cpu:0"): a device string that names a device type."""
     arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
     if arg is not None and arg.type == "str":
-        ctx.fixed["a"] = ctx.draw(st.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")
+        ctx.fixed["a"] = ctx.draw(memo.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")
 
 
 @family("Delete", "__getitem__", "pop")
@@ -60,7 +60,7 @@ def dict_key(ctx):
     d = draw_jit(jit_formal(ctx.op, "self"), ctx, "arg self", name="self")
     ctx.fixed["self"] = d
     keys = [k for k, _ in d["dict"]]
-    ctx.fixed["key"] = keys[ctx.draw(st.integers(0, len(keys) - 1), label="key")]
+    ctx.fixed["key"] = keys[ctx.draw(memo.integers(0, len(keys) - 1), label="key")]
 
 
 @family("einsum")
@@ -70,17 +70,17 @@ def einsum_sublist(ctx):
     size; the output subscripts, when given, are distinct subscripts of the operands."""
     if ctx.op.overload != "sublist":
         return
-    sizes = [ctx.draw(st.integers(1, 3), label=f"size[{i}]") for i in range(4)]
-    operands = ctx.draw(st.integers(1, 2), label="operands")
-    subs = [ctx.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
+    sizes = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(4)]
+    operands = ctx.draw(memo.integers(1, 2), label="operands")
+    subs = [ctx.draw(memo.lists(memo.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
     tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
     ctx.shape = tensors[0].shape
     ctx.fixed["a"] = tensors[0]
     rest = [subs[0]]
     for t, sub in zip(tensors[1:], subs[1:]):
         rest += [t, sub]
-    if ctx.draw(st.booleans(), label="output subscripts"):
+    if ctx.draw(memo.booleans(), label="output subscripts"):
         present = sorted({j for sub in subs for j in sub})
         # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
-        rest.append(ctx.draw(st.lists(st.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
+        rest.append(ctx.draw(memo.lists(memo.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
     ctx.fixed[VARARGS] = rest

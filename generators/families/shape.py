@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import dims
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
@@ -16,12 +16,12 @@ from generators.strategies import draw_tensor
 @family("topk", "kthvalue")
 def topk_like(ctx):
     if ctx.rank == 0:
-        ctx.shape = (ctx.draw(st.integers(1, 4), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
         ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     dim = ctx.draw(dims(ctx), label="dim")
     ctx.fixed["dim"] = dim
     size = ctx.size(dim)
-    ctx.fixed["k"] = ctx.draw(st.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else st.just(0), label="k")
+    ctx.fixed["k"] = ctx.draw(memo.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else memo.just(0), label="k")
 
 
 @family("cartesian_prod", "meshgrid", "combinations")
@@ -30,10 +30,10 @@ def products_of_vectors(ctx):
     so the element cap on inputs alone let one case ask for gigabytes."""
     names = _arg_names(ctx)
     if "tensors" in names:
-        k = ctx.draw(st.integers(1, 3), label="tensors")
-        ctx.fixed["tensors"] = [_tensor(ctx, (ctx.draw(st.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)]
+        k = ctx.draw(memo.integers(1, 3), label="tensors")
+        ctx.fixed["tensors"] = [_tensor(ctx, (ctx.draw(memo.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)]
     elif "self" in names:
-        ctx.shape = (ctx.draw(st.integers(0, 6), label="size"),)
+        ctx.shape = (ctx.draw(memo.integers(0, 6), label="size"),)
         ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
 
 
@@ -46,11 +46,11 @@ def set_storage_view(ctx):
     """
     if "storage_offset" not in _arg_names(ctx):
         return
-    n = ctx.draw(st.integers(1, 8), label="source numel")
+    n = ctx.draw(memo.integers(1, 8), label="source numel")
     ctx.fixed["source"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(n,), values=ctx.values or "real", layout="contiguous", label="source")
-    offset = ctx.draw(st.integers(0, n - 1), label="storage_offset")
-    rows = ctx.draw(st.integers(1, n - offset), label="rows")
-    cols = ctx.draw(st.integers(1, (n - offset) // rows), label="cols")
+    offset = ctx.draw(memo.integers(0, n - 1), label="storage_offset")
+    rows = ctx.draw(memo.integers(1, n - offset), label="rows")
+    cols = ctx.draw(memo.integers(1, (n - offset) // rows), label="cols")
     ctx.fixed["storage_offset"] = offset
     ctx.fixed["size"] = [rows, cols]
     ctx.fixed["stride"] = [cols, 1]
@@ -62,43 +62,43 @@ def positional_dims(ctx):
     names = _arg_names(ctx)
     base = ctx.op.base_name.lstrip("_").removesuffix("_")
     if base in ("tril_indices", "triu_indices"):
-        ctx.fixed["row"] = ctx.draw(st.integers(0, 4), label="row")
-        ctx.fixed["col"] = ctx.draw(st.integers(0, 4), label="col")
+        ctx.fixed["row"] = ctx.draw(memo.integers(0, 4), label="row")
+        ctx.fixed["col"] = ctx.draw(memo.integers(0, 4), label="col")
         return
     if ctx.rank == 0 or base in ("diagonal", "diag_embed", "tril", "triu", "select_scatter", "narrow", "select"):
         if ctx.rank < 2:
-            ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+            ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
     r = ctx.rank
     if base in ("unsqueeze", "unsqueeze_copy"):
-        ctx.fixed["dim"] = ctx.draw(st.integers(-r - 1, r), label="dim")
+        ctx.fixed["dim"] = ctx.draw(memo.integers(-r - 1, r), label="dim")
         return
     dim = ctx.draw(dims(ctx), label="dim")
     size = ctx.size(dim)
     if "dim" in names and next(a for a in ctx.op.arguments if a.name == "dim").type.startswith(("int", "SymInt")):
         ctx.fixed["dim"] = dim
     if base in ("select", "select_copy"):
-        ctx.fixed["index"] = ctx.draw(st.integers(-size, size - 1) if size else st.just(0), label="index")
+        ctx.fixed["index"] = ctx.draw(memo.integers(-size, size - 1) if size else memo.just(0), label="index")
     elif base in ("select_scatter",):
-        idx = ctx.draw(st.integers(0, size - 1) if size else st.just(0), label="index")
+        idx = ctx.draw(memo.integers(0, size - 1) if size else memo.just(0), label="index")
         ctx.fixed["index"] = idx
         src_shape = tuple(s for i, s in enumerate(ctx.shape) if i != dim % r)
         ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
     elif base in ("narrow", "narrow_copy"):
-        start = ctx.draw(st.integers(0, size), label="start")
+        start = ctx.draw(memo.integers(0, size), label="start")
         start_is_tensor = next(a for a in ctx.op.arguments if a.name == "start").type.startswith("Tensor")
         ctx.fixed["start"] = TensorSpec(shape=(), dtype="int64", data=(start,)) if start_is_tensor else start
-        ctx.fixed["length"] = ctx.draw(st.integers(0, size - start), label="length")
+        ctx.fixed["length"] = ctx.draw(memo.integers(0, size - start), label="length")
     elif base in ("unflatten",):
-        ctx.fixed["sizes"] = [1, size] if ctx.draw(st.booleans(), label="split") else [size, -1] if size else [size]
+        ctx.fixed["sizes"] = [1, size] if ctx.draw(memo.booleans(), label="split") else [size, -1] if size else [size]
     elif base in ("split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split") and _sizes_arg(ctx):
         # sizes that sum to the dim's size (split's list overloads are split_with_sizes)
-        a = ctx.draw(st.integers(0, size), label="first")
+        a = ctx.draw(memo.integers(0, size), label="first")
         ctx.fixed[_sizes_arg(ctx)] = [a, size - a]
         ctx.list_shapes = [ctx.shape] * 2  # an out= overload's list of outs: one per piece
     elif base == "unfold":
         ctx.fixed["dimension"] = dim
-        ctx.fixed["size"] = ctx.draw(st.integers(0, size), label="size")
-        ctx.fixed["step"] = ctx.draw(st.integers(1, 2), label="step")
+        ctx.fixed["size"] = ctx.draw(memo.integers(0, size), label="size")
+        ctx.fixed["step"] = ctx.draw(memo.integers(1, 2), label="step")
     elif base in ("diagonal", "diag_embed"):
         for a, b in (("dim1", "dim2"),):
             if a in names:
@@ -125,7 +125,7 @@ def reshape_from_tensor(ctx):
     import math
 
     numel = math.prod(ctx.shape)
-    split = ctx.draw(st.booleans(), label="split") and numel % 2 == 0 and numel > 0
+    split = ctx.draw(memo.booleans(), label="split") and numel % 2 == 0 and numel > 0
     ctx.fixed["shape"] = _index_spec([2, numel // 2] if split else [numel])
 
 
@@ -133,10 +133,10 @@ def reshape_from_tensor(ctx):
 def diagonal_scatter(ctx):
     """src is the shape of self's diagonal (offset, dim1, dim2): the other dims, then its length."""
     if ctx.rank < 2:
-        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
     rows, cols = ctx.shape[0], ctx.shape[1]
     # (an empty side leaves only offset 0, which every empty diagonal accepts)
-    offset = ctx.draw(st.integers(min(0, -rows + 1), max(0, cols - 1)), label="offset")
+    offset = ctx.draw(memo.integers(min(0, -rows + 1), max(0, cols - 1)), label="offset")
     ctx.fixed.update(offset=offset, dim1=0, dim2=1)
     length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
@@ -146,9 +146,9 @@ def diagonal_scatter(ctx):
 @family("empty_permuted")
 def empty_permuted(ctx):
     """A size and a physical layout that is a permutation of its dims."""
-    size = [ctx.draw(st.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(st.integers(0, 3), label="rank"))]
+    size = [ctx.draw(memo.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(0, 3), label="rank"))]
     ctx.fixed["size"] = size
-    ctx.fixed["physical_layout"] = ctx.draw(st.permutations(list(range(len(size)))), label="physical_layout")
+    ctx.fixed["physical_layout"] = ctx.draw(memo.permutations(list(range(len(size)))), label="physical_layout")
 
 
 _SPLIT_DIM = {"vsplit": (0, 2), "hsplit": (1, 1), "dsplit": (2, 3)}  # (dim, least rank)
@@ -160,7 +160,7 @@ def directional_split(ctx):
     (hsplit splits a 1-d tensor along dim 0)."""
     dim, least = _SPLIT_DIM[ctx.op.base_name]
     if ctx.rank < least:
-        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(least))
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(least))
     if "sections" in _arg_names(ctx):
         size = ctx.shape[dim if ctx.rank > 1 else 0]
-        ctx.fixed["sections"] = ctx.draw(st.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")
+        ctx.fixed["sections"] = ctx.draw(memo.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")

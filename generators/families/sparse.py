@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from generators import memo as st
+from generators import memo
 from generators.case import TensorSpec
 from generators.context import OMIT
 from generators.families.common import _arg_names, _tensor
@@ -38,9 +38,9 @@ def sparse_matmul(ctx):
 
 def _sparsity(ctx):
     """(n, m, [(row, col), ...]): a drawn n x m sparsity pattern, row-major."""
-    n = ctx.draw(st.integers(1, 4), label="rows")
-    m = ctx.draw(st.integers(1, 4), label="cols")
-    mask = ctx.draw(st.lists(st.booleans(), min_size=n * m, max_size=n * m), label="pattern")
+    n = ctx.draw(memo.integers(1, 4), label="rows")
+    m = ctx.draw(memo.integers(1, 4), label="cols")
+    mask = ctx.draw(memo.lists(memo.booleans(), min_size=n * m, max_size=n * m), label="pattern")
     return n, m, [(i // m, i % m) for i, on in enumerate(mask) if on]
 
 
@@ -65,7 +65,7 @@ def sparse_coo_constructor(ctx):
     if "indices" not in names:
         if ctx.op.variant == "out" and "size" in names:
             # the result is sparse and the out is not resized: a sparse out of the drawn size
-            size = [ctx.draw(st.integers(0, 4), label=f"size[{i}]") for i in range(ctx.draw(st.integers(1, 3), label="rank"))]
+            size = [ctx.draw(memo.integers(0, 4), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(1, 3), label="rank"))]
             ctx.fixed["size"] = size
             ctx.fixed["out"] = TensorSpec(shape=tuple(size), dtype=ctx.dtype, layout="sparse_coo")
         return
@@ -74,7 +74,7 @@ def sparse_coo_constructor(ctx):
     ctx.fixed["values"] = _tensor(ctx, (len(entries),), label="values")
     ctx.shape = (n, m)
     if "size" in names:
-        ctx.fixed["size"] = [n + ctx.draw(st.integers(0, 1), label="extra rows"), m]
+        ctx.fixed["size"] = [n + ctx.draw(memo.integers(0, 1), label="extra rows"), m]
     if "layout" in names:
         ctx.fixed["layout"] = OMIT
 
@@ -92,11 +92,11 @@ def sparse_compressed_constructor(ctx):
     blocks, whose values are (nnz, 1, 1)."""
     names = _arg_names(ctx)
     m_ = re.search(r"(csr|csc|bsr|bsc)", ctx.op.base_name)
-    kind = m_.group(1) if m_ else ctx.draw(st.sampled_from(tuple(_COMPRESSED_LAYOUTS)), label="layout")
+    kind = m_.group(1) if m_ else ctx.draw(memo.sampled_from(tuple(_COMPRESSED_LAYOUTS)), label="layout")
     n, m, entries = _sparsity(ctx)
     by_column = kind in ("csc", "bsc")
     if "is_crow" in names:
-        by_column = not ctx.draw(st.booleans(), label="is_crow")
+        by_column = not ctx.draw(memo.booleans(), label="is_crow")
         ctx.fixed["is_crow"] = not by_column
     ordered = sorted((c, r) for r, c in entries) if by_column else entries
     compressed, plain = _compressed(m if by_column else n, ordered)
@@ -116,8 +116,8 @@ def sparse_compressed_constructor(ctx):
 @family("spdiags")
 def spdiags(ctx):
     """diagonals (k, n) placed at k distinct offsets of an (m, n) matrix."""
-    m, n = ctx.draw(st.integers(1, 4), label="rows"), ctx.draw(st.integers(1, 4), label="cols")
-    offsets = ctx.draw(st.lists(st.integers(-m + 1, n - 1), min_size=1, max_size=3, unique=True), label="offsets")
+    m, n = ctx.draw(memo.integers(1, 4), label="rows"), ctx.draw(memo.integers(1, 4), label="cols")
+    offsets = ctx.draw(memo.lists(memo.integers(-m + 1, n - 1), min_size=1, max_size=3, unique=True), label="offsets")
     ctx.shape = (len(offsets), n)
     ctx.fixed["diagonals"] = _tensor(ctx, ctx.shape, label="diagonals")
     ctx.fixed["offsets"] = TensorSpec(shape=(len(offsets),), dtype="int64", data=tuple(offsets))
@@ -139,11 +139,11 @@ def to_sparse_compressed(ctx):
         # the generic conversion: to sparse COO (no layout, no block size), sparse_dim <= rank
         ctx.fixed.update(layout=None, blocksize=None, dense_dim=None)
         if "sparse_dim" in names:
-            ctx.fixed["sparse_dim"] = ctx.draw(st.integers(min(1, ctx.rank), ctx.rank), label="sparse_dim")
+            ctx.fixed["sparse_dim"] = ctx.draw(memo.integers(min(1, ctx.rank), ctx.rank), label="sparse_dim")
         return
     block = ctx.op.base_name.lstrip("_").startswith("to_sparse_b")
-    bh, bw = (ctx.draw(st.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
-    ctx.shape = (bh * ctx.draw(st.integers(1, 3), label="block rows"), bw * ctx.draw(st.integers(1, 3), label="block cols"))
+    bh, bw = (ctx.draw(memo.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
+    ctx.shape = (bh * ctx.draw(memo.integers(1, 3), label="block rows"), bw * ctx.draw(memo.integers(1, 3), label="block cols"))
     out = ctx.op.variant == "out"
     ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous" if out else None, label="self")
     if block:
@@ -160,5 +160,5 @@ def uncoalesced(ctx):
     repeated (coalesce accepts both)."""
     if ctx.op.base_name == "_coalesce":
         # non-zero values, so that some entry is stored (and repeated): all zeros would be coalesced
-        ctx.shape = tuple(ctx.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2), label="shape"))
+        ctx.shape = tuple(ctx.draw(memo.lists(memo.integers(1, 4), min_size=1, max_size=2), label="shape"))
         ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self")

@@ -3,7 +3,7 @@ share named sizes (matrix products, solves, losses, grid sampling, ...)."""
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import draw_index
 from generators.families.common import _tensor
 from generators.families.registry import register_builder
@@ -28,7 +28,7 @@ def symbolic(ctx, spec: dict[str, str], *, min_size: int = 1, max_size: int = 4)
         if not letter:
             return int(digits)
         if letter not in sizes:
-            sizes[letter] = ctx.draw(st.integers(min_size, max_size), label=f"size {letter}")
+            sizes[letter] = ctx.draw(memo.integers(min_size, max_size), label=f"size {letter}")
         return int(digits or 1) * sizes[letter]
 
     first = True
@@ -40,7 +40,7 @@ def symbolic(ctx, spec: dict[str, str], *, min_size: int = 1, max_size: int = 4)
         text = text.lstrip("?")
         dims_text, _, kind = text.partition(":")
         shape = tuple(size(x) for x in dims_text.split())
-        if maybe_none and ctx.draw(st.booleans(), label=f"{name} none"):
+        if maybe_none and ctx.draw(memo.booleans(), label=f"{name} none"):
             ctx.fixed[name] = None
             continue
         if kind.startswith("index"):
@@ -60,7 +60,7 @@ def table(entries: dict[str, dict[str, str] | list[dict[str, str]]]):
     for op_name, spec in entries.items():
 
         def build(ctx, spec=spec):
-            chosen = ctx.draw(st.sampled_from(spec), label="shape family") if isinstance(spec, list) else spec
+            chosen = ctx.draw(memo.sampled_from(spec), label="shape family") if isinstance(spec, list) else spec
             symbolic(ctx, chosen)
 
         build.provides = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators import memo as st
+from generators import memo
 from generators.argtypes import dims
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
@@ -17,13 +17,13 @@ def sobol_engine(ctx):
     (dimension, 30), the last point (dimension,), a lower-triangular binary scrambling matrix."""
     import torch
 
-    dimension = ctx.draw(st.integers(1, 4), label="dimension")
+    dimension = ctx.draw(memo.integers(1, 4), label="dimension")
     state = torch.zeros(dimension, 30, dtype=torch.long)
     torch._sobol_engine_initialize_state_(state, dimension)
     state_spec = TensorSpec(shape=(dimension, 30), dtype="int64", data=tuple(state.flatten().tolist()))
     ctx.fixed["dimension"] = dimension
     if ctx.op.base_name.endswith("scramble_"):
-        bits = ctx.draw(st.lists(st.booleans(), min_size=30 * 30, max_size=30 * 30), label="ltm bits")
+        bits = ctx.draw(memo.lists(memo.booleans(), min_size=30 * 30, max_size=30 * 30), label="ltm bits")
         ltm = [int(bits[i] or i // 30 == i % 30) if i % 30 <= i // 30 else 0 for i in range(900)]
         ctx.fixed["self"] = state_spec
         ctx.fixed["ltm"] = TensorSpec(shape=(dimension, 30, 30), dtype="int64", data=tuple(ltm) * dimension)
@@ -32,7 +32,7 @@ def sobol_engine(ctx):
     points = TensorSpec(shape=(dimension,), dtype="int64", data=(0,) * dimension)
     ctx.fixed["quasi" if "quasi" in _arg_names(ctx) else "self"] = points
     ctx.fixed["sobolstate"] = state_spec
-    ctx.fixed["n"] = ctx.draw(st.integers(1, 4), label="n")
+    ctx.fixed["n"] = ctx.draw(memo.integers(1, 4), label="n")
     ctx.fixed["num_generated"] = 0
     if "dtype" in _arg_names(ctx):
         ctx.fixed["dtype"] = {"dtype": ctx.dtype} if ctx.dtype in ("float32", "float64") else None
@@ -59,11 +59,11 @@ def _counts(ctx, n: int, *, label: str, high: int = 4, dtype: str | None = None)
 def bincount(ctx):
     """A 1-d tensor of non-negative integers (the integer cells; the others are rejected), float
     weights of the same length or none, and a minimum length."""
-    n = ctx.draw(st.integers(0, 6), label="length")
+    n = ctx.draw(memo.integers(0, 6), label="length")
     ctx.shape = (n,)
     ctx.fixed["self"] = _counts(ctx, n, label="self", high=6)
-    ctx.fixed["weights"] = None if ctx.draw(st.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
-    ctx.fixed["minlength"] = ctx.draw(st.integers(0, 3), label="minlength")
+    ctx.fixed["weights"] = None if ctx.draw(memo.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
+    ctx.fixed["minlength"] = ctx.draw(memo.integers(0, 3), label="minlength")
 
 
 @family("repeat_interleave")
@@ -75,12 +75,12 @@ def repeat_interleave(ctx):
     if repeats is None or not repeats.type.startswith("Tensor"):
         return
     if "self" in names:
-        dim = ctx.draw(st.none() | dims(ctx), label="dim") if ctx.rank else None
+        dim = ctx.draw(memo.none() | dims(ctx), label="dim") if ctx.rank else None
         ctx.fixed["dim"] = dim
         n = _numel(ctx.shape) if dim is None else ctx.size(dim)
-        n = 1 if ctx.draw(st.booleans(), label="one repeat") else n
+        n = 1 if ctx.draw(memo.booleans(), label="one repeat") else n
     else:
-        n = ctx.draw(st.integers(0, 5), label="length")
+        n = ctx.draw(memo.integers(0, 5), label="length")
         ctx.shape = (n,)
     # with self, the repeats are an index-like argument: int64 in every cell
     ctx.fixed["repeats"] = _counts(ctx, n, label="repeats", dtype="int64" if "self" in names else None)
@@ -91,8 +91,8 @@ def repeat_interleave(ctx):
 def renorm(ctx):
     """A positive norm order and a positive max norm (renorm rejects non-positive ones), over the
     sub-tensors along dim of an input of two dims or more."""
-    ctx.fixed["p"] = ctx.draw(st.sampled_from((2.0, 1.0, 3.0)), label="p")
-    ctx.fixed["maxnorm"] = ctx.draw(st.sampled_from((1.0, 0.5, 2.0)), label="maxnorm")
+    ctx.fixed["p"] = ctx.draw(memo.sampled_from((2.0, 1.0, 3.0)), label="p")
+    ctx.fixed["maxnorm"] = ctx.draw(memo.sampled_from((1.0, 0.5, 2.0)), label="maxnorm")
     if ctx.rank < 2:
-        ctx.shape = tuple(ctx.draw(st.integers(1, 4), label=f"side[{i}]") for i in range(2))
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
     ctx.fixed["dim"] = ctx.draw(dims(ctx), label="dim")
