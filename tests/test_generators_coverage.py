@@ -51,6 +51,20 @@ RULES = [
     ("aten::im2col", "float32"),  # an image at least as large as the dilated kernel
     ("aten::empty_permuted", "float32"),  # a physical layout that permutes the dims
     ("aten::dsplit.int", "float32"),  # three dims, sections that divide the third
+    # internal kernels that crashed the process on inconsistent arguments: what their caller passes
+    ("aten::_cummax_helper", "float32"),  # values and indices of self's shape
+    ("aten::_thnn_differentiable_lstm_cell_backward", "float32"),  # gates of 4 hidden sizes
+    ("aten::_thnn_differentiable_gru_cell_backward", "float32"),
+    ("aten::_transform_bias_rescale_qkv", "float32"),  # num_heads divides D
+    ("aten::_weight_norm_interface", "float32"),  # g of norm_except_dim's shape, contiguous
+    ("aten::_weight_norm_interface_backward", "float32"),
+    ("aten::segment_reduce", "float32"),  # lengths that sum to the axis
+    ("aten::_segment_reduce_backward", "float32"),
+    ("aten::embedding_dense_backward.out", "float32"),  # indices below num_weights
+    ("aten::_chunk_cat", "float32"),  # tensors of one dim or more
+    ("aten::_nested_compute_contiguous_strides_offsets", "int64"),  # a non-empty sizes table
+    ("aten::_convert_indices_from_coo_to_csr", "int64"),  # sorted 1-d row indices
+    ("aten::_convert_indices_from_csr_to_coo", "int32"),  # a valid crow/col pair
 ]
 
 

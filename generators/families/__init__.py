@@ -12,6 +12,7 @@ from generators.families import (  # noqa: F401  (imported to register their bui
     common,
     conv,
     indexing,
+    kernels,
     linalg,
     nested,
     nn,

@@ -117,7 +117,6 @@ table(
         "ormqr": {"self": "4 2", "input2": "2", "input3": "4 k"},
         "linalg_vecdot": {"x": "n k", "y": "n k"},
         "embedding": {"weight": "v d", "indices": "b:indexv"},
-        "embedding_dense_backward": {"grad_output": "b d", "indices": "b:indexv"},
         "histogramdd": {"self": "n 2"},
         "histogramdd_bin_edges": {"self": "n 2"},
         "histogramdd_from_bin_cts": {"self": "n 2"},
