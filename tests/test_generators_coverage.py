@@ -106,3 +106,13 @@ def test_the_builtin_dict_key_is_the_dict_key_tensor():
     case = find(from_schema(op, "float32"), lambda c: True, settings=settings(database=None, max_examples=5))
     (d, key), _ = case.materialize(lambda t: t, CPU)
     assert any(k is key for k in d)
+
+
+@pytest.mark.parametrize("name,cell", [("aten::_fused_adam_", "float16"), ("aten::_fused_sgd_", "bfloat16")])
+def test_fused_optimizers_reach_past_one_cpu_vector_in_half_precision(name, cell):
+    """A published bug of the 16-bit fused steps skipped whole vector blocks: only parameters
+    longer than one vector (16 or 32 lanes) reach it, and the case must stay valid."""
+    op = opdb.lookup(name)
+    quick = settings(max_examples=60, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    case = find(from_schema(op, cell), lambda c: min(t.numel for t in c.args[0]) > 16, settings=quick)
+    assert _runs(op, case), case.describe()

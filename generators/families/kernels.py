@@ -8,6 +8,8 @@ PyTorch source of the caller (torch 2.13) and the "audit" helper's standalone ch
 
 from __future__ import annotations
 
+import itertools
+
 from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
@@ -111,7 +113,7 @@ def segment_reduce(ctx):
     n = ctx.draw(memo.integers(1, 3), label="segments")
     cuts = sorted(ctx.draw(memo.integers(0, shape[0]), label=f"cut {i}") for i in range(n - 1))
     bounds = [0, *cuts, shape[0]]
-    lengths = [hi - lo for lo, hi in zip(bounds, bounds[1:])]
+    lengths = [hi - lo for lo, hi in itertools.pairwise(bounds)]
     ctx.fixed["data"] = _tensor(ctx, shape, label="data")
     ctx.fixed["lengths"] = _ints(lengths)
     ctx.fixed["axis"] = 0
