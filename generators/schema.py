@@ -42,6 +42,8 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
     if rules is not None and rules.untestable:
         raise Untestable(rules.untestable)
     quantized_cell(op, dtype)
+    if rules is not None and rules.hints.get("cells") == "floating" and dtype not in ("float32", "float64", "float16", "bfloat16"):
+        raise Untestable(f"takes floating tensors only: {rules.hints.get('cells_reason', 'a floating-only kernel')}")
     builder = families.builder_for(op)
     # check every argument type up front, so Untestable is raised here and not mid-draw
     for arg in op.arguments:

@@ -65,6 +65,19 @@ RULES = [
     ("aten::_nested_compute_contiguous_strides_offsets", "int64"),  # a non-empty sizes table
     ("aten::_convert_indices_from_coo_to_csr", "int64"),  # sorted 1-d row indices
     ("aten::_convert_indices_from_csr_to_coo", "int32"),  # a valid crow/col pair
+    ("aten::mkldnn_rnn_layer", "float32"),  # one LSTM layer's weights and states
+    # ops that had no valid case
+    ("aten::_fft_c2r", "float32"),  # a complex half spectrum and its last dim's size
+    ("aten::_foreach_mm", "float32"),  # lists of matrices that multiply
+    ("aten::_no_grad_embedding_renorm_", "float32"),  # rows of an embedding and indices into it
+    ("aten::_sobol_engine_initialize_state_", "int64"),  # a (dimension, 30) int64 state
+    ("aten::_sparse_mm", "float32"),
+    ("aten::fbgemm_pack_quantized_matrix.KN", "float32"),  # an int8 matrix and its sizes
+    ("aten::copy_sparse_to_sparse_", "float32"),  # COO self and src of one shape
+    ("aten::histogramdd.TensorList_bins", "float32"),  # one edge tensor per coordinate
+    ("aten::histogramdd", "float32"),  # one bin count per coordinate
+    ("aten::_histogramdd_from_bin_tensors", "float32"),
+    ("aten::_grid_sampler_2d_cpu_fallback_backward", "float32"),  # a grid of (x, y) pairs
 ]
 
 

@@ -186,3 +186,20 @@ def csr_to_coo_indices(ctx):
     ctx.shape = (len(crow),)
     ctx.fixed["crow_indices"] = _ints(crow, dtype)
     ctx.fixed["col_indices"] = _ints(col, dtype)
+
+
+@family("mkldnn_rnn_layer")
+def mkldnn_rnn_layer(ctx):
+    """One unidirectional LSTM layer as aten/src/ATen/native/mkldnn/RNN.cpp calls it: input (T, B, I), weights
+    (4H, I), (4H, H) and biases (4H), hx and cx (B, H), mode 2 (LSTM, the only mode it takes),
+    hidden_size H, one layer, no packed batch sizes; other sizes crash the kernel (audit)."""
+    t, b, i, h = (ctx.draw(memo.integers(1, 3), label=x) for x in ("steps", "batch", "input size", "hidden size"))
+    # time-major input and batch_first=False: with batch_first and a (B, T, I) input the kernel
+    # corrupts the heap here (seen with T=3, B=1), and the LSTM path gives it time-major input
+    batch_first = False
+    ctx.shape = (t, b, i)
+    # contiguous, as the caller makes them: a transposed or expanded one corrupts the heap here
+    ctx.fixed["input"] = _contiguous(ctx, ctx.shape, label="input")
+    for name, shape in (("weight0", (4 * h, i)), ("weight1", (4 * h, h)), ("weight2", (4 * h,)), ("weight3", (4 * h,)), ("hx_", (b, h)), ("cx_", (b, h))):
+        ctx.fixed[name] = _contiguous(ctx, shape, label=name)
+    ctx.fixed.update(batch_sizes=[], mode=2, hidden_size=h, num_layers=1, has_biases=True, bidirectional=False, batch_first=batch_first)

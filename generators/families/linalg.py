@@ -73,3 +73,13 @@ def chain_matmul(ctx):
     sides = [ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
     ctx.shape = (sides[0], sides[1])
     ctx.fixed["matrices"] = [_tensor(ctx, (sides[i], sides[i + 1]), label=f"matrices[{i}]") for i in range(k)]
+
+
+@family("foreach_mm")
+def foreach_mm(ctx):
+    """Lists of matrices whose pairs multiply: self[i] (n, k), mat2[i] (k, m)."""
+    pairs = len(ctx.list_shapes)
+    n, k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("n", "k", "m"))
+    ctx.shape = (n, k)
+    ctx.fixed["self"] = [_tensor(ctx, (n, k), label=f"self[{i}]") for i in range(pairs)]
+    ctx.fixed["mat2"] = [_tensor(ctx, (k, m), label=f"mat2[{i}]") for i in range(pairs)]

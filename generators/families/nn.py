@@ -7,6 +7,7 @@ from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
 from generators.families.tables import symbolic
+from generators.strategies import draw_tensor
 
 
 @family("embedding_bag", "embedding_bag_forward_only")
@@ -228,3 +229,15 @@ def glu_jvp(ctx):
     """glu's result (n, k) and its input and tangent (n, 2k): halved along dim 1."""
     symbolic(ctx, {"glu": "n k", "x": "n 2k", "dx": "n 2k"})
     ctx.fixed["dim"] = 1
+
+
+@family("no_grad_embedding_renorm")
+def embedding_renorm(ctx):
+    """Rows of an embedding, indices into them, a positive max norm and a p-norm order, as
+    F.embedding passes them (torch/nn/functional.py)."""
+    rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
+    symbolic(ctx, {"weight": f"{rows} {width}"})
+    # in range, always (draw_index sometimes steps outside on purpose: an error case, not a renorm)
+    ctx.fixed["input"] = draw_tensor(ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="input")
+    ctx.fixed["max_norm"] = ctx.draw(memo.sampled_from((0.5, 1.0, 2.0)), label="max_norm")
+    ctx.fixed["norm_type"] = ctx.draw(memo.sampled_from((1.0, 2.0, 3.0)), label="norm_type")

@@ -144,3 +144,14 @@ def weight_int8pack_mm(ctx):
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed["mat2"] = _tensor(ctx, (n, k), dtype="int8", label="mat2")
     ctx.fixed["scales"] = _tensor(ctx, (n,), values="positive", label="scales")
+
+
+@family("fbgemm_pack_quantized_matrix")
+def fbgemm_pack_quantized_matrix(ctx):
+    """An int8 weight matrix (N, K), and for the .KN form its K and N (QuantizedLinear.cpp)."""
+    n, k = (ctx.draw(memo.integers(1, 4), label=x) for x in ("n", "k"))
+    ctx.shape = (n, k)
+    ctx.fixed["input"] = _tensor(ctx, (n, k), dtype="int8", label="input")
+    if "K" in _arg_names(ctx):
+        ctx.fixed["K"] = k
+        ctx.fixed["N"] = n

@@ -162,3 +162,11 @@ def uncoalesced(ctx):
         # non-zero values, so that some entry is stored (and repeated): all zeros would be coalesced
         ctx.shape = tuple(ctx.draw(memo.lists(memo.integers(1, 4), min_size=1, max_size=2), label="shape"))
         ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self")
+
+
+@family("copy_sparse_to_sparse")
+def copy_sparse_to_sparse(ctx):
+    """A COO self and src of one shape and one number of sparse dims (it refuses to change that
+    on a non-empty tensor)."""
+    ctx.fixed["self"] = _sparse(_tensor(ctx, ctx.shape, label="self"))
+    ctx.fixed["src"] = _sparse(_tensor(ctx, ctx.shape, label="src"))

@@ -56,3 +56,21 @@ def stft(ctx):
     ctx.fixed["return_complex"] = True
     if "align_to_window" in names:
         ctx.fixed["align_to_window"] = None
+
+
+@family("fft_c2r")
+def fft_c2r(ctx):
+    """The half spectrum irfftn passes: complex input (the complex dtype of the cell's precision),
+    distinct dims to transform, the last one's output size n with n // 2 + 1 = its input size
+    (torch/_refs/fft.py's irfftn, aten/src/ATen/native/SpectralOps.cpp)."""
+    complex_of = {"float32": "complex64", "float64": "complex128", "complex64": "complex64", "complex128": "complex128"}
+    dtype = complex_of.get(ctx.dtype, "complex64")
+    shape = tuple(max(1, s) for s in ctx.shape) or (ctx.draw(memo.integers(1, 4), label="length"),)
+    ctx.shape = shape
+    k = ctx.draw(memo.integers(1, len(shape)), label="dims")
+    dims = sorted(ctx.draw(memo.permutations(range(len(shape))), label="dim order")[:k])
+    ctx.fixed["self"] = _tensor(ctx, shape, dtype=dtype, label="self")
+    ctx.fixed["dim"] = dims
+    ctx.fixed["normalization"] = ctx.draw(memo.integers(0, 2), label="normalization")
+    last = shape[dims[-1]]
+    ctx.fixed["last_dim_size"] = 2 * (last - 1) + ctx.draw(memo.integers(0, 1), label="odd length") if last > 1 else 1

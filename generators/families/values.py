@@ -96,3 +96,37 @@ def renorm(ctx):
     if ctx.rank < 2:
         ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
     ctx.fixed["dim"] = ctx.draw(dims(ctx), label="dim")
+
+
+@family("histogramdd", "histogramdd_bin_edges", "histogramdd_from_bin_cts", "histogramdd_from_bin_tensors")
+def histogramdd(ctx):
+    """Points (n, d) and one bins entry per coordinate: d counts, or d increasing edge tensors
+    (histogramdd checks "expected d sequences of bin edges for a d-dimensional histogram"), two
+    edges or more each (one bin or more); a
+    range of d (low, high) pairs. Drawn d, not a fixed 2, so every overload is valid every time."""
+    names = {a.name: a for a in ctx.op.arguments}
+    n, d = ctx.draw(memo.integers(1, 4), label="points"), ctx.draw(memo.integers(1, 3), label="coordinates")
+    ctx.shape = (n, d)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    bins = names.get("bins")
+    if bins is not None and bins.type.startswith("Tensor"):
+        ctx.fixed["bins"] = [
+            TensorSpec(shape=(k,), dtype=ctx.dtype, data=tuple(float(x - k // 2) for x in range(k)))
+            for k in (ctx.draw(memo.integers(2, 4), label=f"edges {i}") for i in range(d))
+        ]
+    elif bins is not None and "[]" in bins.type:
+        ctx.fixed["bins"] = [ctx.draw(memo.integers(1, 3), label=f"bins {i}") for i in range(d)]
+    if "range" in names:
+        ranges = ctx.draw(memo.booleans(), label="range given")
+        ctx.fixed["range"] = [v for i in range(d) for v in (-1.0 - i, 1.0 + i)] if ranges else None
+    if "weight" in names:
+        ctx.fixed["weight"] = _tensor(ctx, (n,), label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+
+
+@family("sobol_engine_initialize_state")
+def sobol_initial_state(ctx):
+    """The zeroed (dimension, 30) int64 state SobolEngine fills in place (torch/quasirandom.py)."""
+    dimension = ctx.draw(memo.integers(1, 4), label="dimension")
+    ctx.shape = (dimension, 30)
+    ctx.fixed["self"] = TensorSpec(shape=(dimension, 30), dtype="int64", data=(0,) * (dimension * 30))
+    ctx.fixed["dimension"] = dimension
