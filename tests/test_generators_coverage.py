@@ -78,6 +78,8 @@ RULES = [
     ("aten::histogramdd", "float32"),  # one bin count per coordinate
     ("aten::_histogramdd_from_bin_tensors", "float32"),
     ("aten::_grid_sampler_2d_cpu_fallback_backward", "float32"),  # a grid of (x, y) pairs
+    ("aten::__upsample.size_list", "float32"),  # (N, C, *spatial) and a size per spatial dim
+    ("aten::percentFormat", "none"),  # one %d per value
 ]
 
 

@@ -84,3 +84,25 @@ def einsum_sublist(ctx):
         # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
         rest.append(ctx.draw(memo.lists(memo.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
     ctx.fixed[VARARGS] = rest
+
+
+@family("__upsample")
+def upsample_builtin(ctx):
+    """TorchScript's nn.functional.upsample: an (N, C, *spatial) input of 1 to 3 spatial dims and
+    either a size per spatial dim (size_list) or one size, nearest mode (every rank has it)."""
+    spatial = ctx.draw(memo.integers(1, 3), label="spatial dims")
+    ctx.shape = tuple(ctx.draw(memo.integers(1, 3), label=f"size {i}") for i in range(2 + spatial))
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    sizes = [ctx.draw(memo.integers(1, 4), label=f"out size {i}") for i in range(spatial)]
+    ctx.fixed["size"] = sizes if ctx.op.overload == "size_list" else sizes[0]
+    ctx.fixed.update(scale_factor=None, mode="nearest", align_corners=None)
+
+
+@family("percentFormat")
+def percent_format(ctx):
+    """A format string with one %d and the one value that follows it ("Too many arguments" for
+    more placeholders than values; opdb's one-node graph passes the builtin one vararg value)."""
+    values = [ctx.draw(memo.integers(-9, 9), label="value")]
+    ctx.fixed["self"] = "".join("<%d>" for _ in values)
+    ctx.fixed[VARARGS] = values
+
