@@ -80,6 +80,8 @@ RULES = [
     ("aten::_grid_sampler_2d_cpu_fallback_backward", "float32"),  # a grid of (x, y) pairs
     ("aten::__upsample.size_list", "float32"),  # (N, C, *spatial) and a size per spatial dim
     ("aten::percentFormat", "none"),  # one %d per value
+    ("aten::_dyn_quant_pack_4bit_weight", "float32"),  # uint8 pairs of 4-bit weights, scales per block
+    ("aten::_dyn_quant_matmul_4bit", "float32"),  # weights packed by _dyn_quant_pack_4bit_weight
 ]
 
 

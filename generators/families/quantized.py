@@ -155,3 +155,43 @@ def fbgemm_pack_quantized_matrix(ctx):
     if "K" in _arg_names(ctx):
         ctx.fixed["K"] = k
         ctx.fixed["N"] = n
+
+
+def _int4_weight(ctx):
+    """A 4-bit weight as torch.ao's 4-bit linear packs it: out_features n, in_features k (even), a
+    block size g, k itself or 32 with k a multiple of it (the CPU packing's "Group size should be
+    multiple of 32, in_features"); weights (n, k/2) uint8 (two 4-bit values a byte), scales (n, k/g)."""
+    n = ctx.draw(memo.integers(1, 3), label="out features")
+    if ctx.draw(memo.booleans(), label="blocks of 32"):
+        blocks = ctx.draw(memo.integers(1, 2), label="blocks")
+        k, g = 32 * blocks, 32
+    else:
+        k = 2 * ctx.draw(memo.integers(1, 4), label="in features / 2")
+        g, blocks = k, 1
+    weights = draw_tensor(ctx.draw, dtype="uint8", shape=(n, k // 2), values="real", layout="contiguous", label="weights")
+    scales = draw_tensor(ctx.draw, dtype="float32", shape=(n, blocks), values="positive", layout="contiguous", label="scales_zeros")
+    return n, k, g, weights, scales
+
+
+@family("dyn_quant_pack_4bit_weight")
+def dyn_quant_pack_4bit_weight(ctx):
+    n, k, g, weights, scales = _int4_weight(ctx)
+    ctx.shape = weights.shape
+    ctx.fixed.update(weights=weights, scales_zeros=scales, bias=None, block_size=g, in_features=k, out_features=n)
+
+
+@family("dyn_quant_matmul_4bit")
+def dyn_quant_matmul_4bit(ctx):
+    """packed_weights made by _dyn_quant_pack_4bit_weight for the same block size and features,
+    the only producer (test_linalg.py's test__dyn_quant_matmul_4bit); arbitrary floats as packed
+    weights divide by a zero block count (SIGFPE: audit)."""
+    import torch
+
+    n, k, g, weights, scales = _int4_weight(ctx)
+    real_w, real_s = (s.materialize(lambda t: t) for s in (weights, scales))
+    packed = torch.ops.aten._dyn_quant_pack_4bit_weight(real_w, real_s, None, g, k, n)
+    m = ctx.draw(memo.integers(1, 3), label="rows")
+    ctx.shape = (m, k)
+    ctx.fixed["inp"] = _tensor(ctx, (m, k), label="inp")
+    ctx.fixed["packed_weights"] = TensorSpec(shape=tuple(packed.shape), dtype=str(packed.dtype).removeprefix("torch."), data=tuple(packed.flatten().tolist()))
+    ctx.fixed.update(block_size=g, in_features=k, out_features=n)
