@@ -82,6 +82,7 @@ RULES = [
     ("aten::percentFormat", "none"),  # one %d per value
     ("aten::_dyn_quant_pack_4bit_weight", "float32"),  # uint8 pairs of 4-bit weights, scales per block
     ("aten::_dyn_quant_matmul_4bit", "float32"),  # weights packed by _dyn_quant_pack_4bit_weight
+    ("aten::_sparse_compressed_tensor_with_dims", "float32"),  # a compressed layout given
 ]
 
 

@@ -170,3 +170,15 @@ def copy_sparse_to_sparse(ctx):
     on a non-empty tensor)."""
     ctx.fixed["self"] = _sparse(_tensor(ctx, ctx.shape, label="self"))
     ctx.fixed["src"] = _sparse(_tensor(ctx, ctx.shape, label="src"))
+
+
+@family("sparse_compressed_tensor_with_dims")
+def sparse_compressed_with_dims(ctx):
+    """An empty compressed tensor: a compressed layout (none is "expected sparse compressed tensor
+    layout but got none"), a matrix size, a block size that divides it for the block layouts."""
+    layout = ctx.draw(memo.sampled_from(("sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")), label="layout")
+    block = [ctx.draw(memo.integers(1, 2), label=f"block[{i}]") for i in range(2)] if layout in ("sparse_bsr", "sparse_bsc") else []
+    rows, cols = (ctx.draw(memo.integers(1, 3), label=x) * (block[i] if block else 1) for i, x in enumerate(("rows", "cols")))
+    ctx.fixed.update(size=[rows, cols], blocksize=block, dense_dim=0, layout={"layout": layout})
+    ctx.fixed["nnz"] = ctx.draw(memo.integers(0, rows * cols // max(1, block[0] * block[1] if block else 1)), label="nnz")
+    ctx.fixed["index_dtype"] = {"dtype": ctx.draw(memo.sampled_from(("int32", "int64")), label="index dtype")}
