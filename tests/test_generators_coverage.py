@@ -83,6 +83,8 @@ RULES = [
     ("aten::_dyn_quant_pack_4bit_weight", "float32"),  # uint8 pairs of 4-bit weights, scales per block
     ("aten::_dyn_quant_matmul_4bit", "float32"),  # weights packed by _dyn_quant_pack_4bit_weight
     ("aten::_sparse_compressed_tensor_with_dims", "float32"),  # a compressed layout given
+    ("aten::_convert_weight_to_int4pack_for_cpu", "float32"),  # (16N, K) 4-bit values
+    ("aten::_weight_int4pack_mm_for_cpu", "float32"),  # a weight from that packing, groups of 32/64
 ]
 
 

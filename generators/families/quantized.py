@@ -195,3 +195,40 @@ def dyn_quant_matmul_4bit(ctx):
     ctx.fixed["inp"] = _tensor(ctx, (m, k), label="inp")
     ctx.fixed["packed_weights"] = TensorSpec(shape=tuple(packed.shape), dtype=str(packed.dtype).removeprefix("torch."), data=tuple(packed.flatten().tolist()))
     ctx.fixed.update(block_size=g, in_features=k, out_features=n)
+
+
+def _int4_rows(ctx, n: int, k: int) -> TensorSpec:
+    """An (n, k) int32 weight of 4-bit values (0 to 15), as the int4 packing takes it."""
+    return draw_tensor(ctx.draw, dtype="int32", shape=(n, k), values="index", low=0, high=16, layout="contiguous", label="int4 weight")
+
+
+@family("convert_weight_to_int4pack_for_cpu")
+def convert_weight_to_int4pack(ctx):
+    """An (N, K) int32 weight of 4-bit values with N a multiple of 16 and K even, as the CPU
+    packing requires ("expect N to be dividable by 16", "expect weight to be 2D tensor")."""
+    n = 16 * ctx.draw(memo.integers(1, 2), label="N / 16")
+    k = 2 * ctx.draw(memo.integers(1, 4), label="K / 2")
+    ctx.shape = (n, k)
+    ctx.fixed["self"] = _int4_rows(ctx, n, k)
+    ctx.fixed["innerKTiles"] = ctx.draw(memo.sampled_from((2, 4, 8)), label="innerKTiles")
+
+
+@family("weight_int4pack_mm_for_cpu")
+def weight_int4pack_mm(ctx):
+    """self (M, K) times a weight packed by _convert_weight_to_int4pack_for_cpu (its only
+    producer), in groups of qGroupSize 32 or 64 along K, with per-group scales and zeros
+    (K / group, N, 2) of self's dtype (test_linalg.py's test__int4_mm)."""
+    import torch
+
+    n = 16
+    group = ctx.draw(memo.sampled_from((32, 64)), label="qGroupSize")
+    k = group * ctx.draw(memo.integers(1, 2), label="groups")
+    weight = _int4_rows(ctx, n, k)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(weight.materialize(lambda t: t), 1)
+    m = ctx.draw(memo.integers(1, 3), label="M")
+    ctx.shape = (m, k)
+    # contiguous: the kernel checks it ("expect A to be contiguous"), so other layouts only meet that check
+    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(m, k), values=ctx.values or "real", layout="contiguous", label="self")
+    ctx.fixed["mat2"] = TensorSpec(shape=tuple(packed.shape), dtype="uint8", data=tuple(packed.flatten().tolist()))
+    ctx.fixed["qGroupSize"] = group
+    ctx.fixed["qScaleAndZeros"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(k // group, n, 2), values="positive", layout="contiguous", label="qScaleAndZeros")
