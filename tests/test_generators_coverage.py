@@ -85,6 +85,7 @@ RULES = [
     ("aten::_sparse_compressed_tensor_with_dims", "float32"),  # a compressed layout given
     ("aten::_convert_weight_to_int4pack_for_cpu", "float32"),  # (16N, K) 4-bit values
     ("aten::_weight_int4pack_mm_for_cpu", "float32"),  # a weight from that packing, groups of 32/64
+    ("aten::_sparse_mask_projection", "float32"),  # a COO mask of self's shape
 ]
 
 

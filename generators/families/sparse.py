@@ -182,3 +182,13 @@ def sparse_compressed_with_dims(ctx):
     ctx.fixed.update(size=[rows, cols], blocksize=block, dense_dim=0, layout={"layout": layout})
     ctx.fixed["nnz"] = ctx.draw(memo.integers(0, rows * cols // max(1, block[0] * block[1] if block else 1)), label="nnz")
     ctx.fixed["index_dtype"] = {"dtype": ctx.draw(memo.sampled_from(("int32", "int64")), label="index dtype")}
+
+
+@family("sparse_mask_projection")
+def sparse_mask_projection(ctx):
+    """A COO self projected onto a COO mask of its shape (Tensor.sparse_mask's backward calls it
+    with both sparse; a strided mask is an internal assert, "mask.is_sparse()")."""
+    shape = tuple(ctx.shape) or (ctx.draw(memo.integers(1, 4), label="length"),)
+    ctx.shape = shape
+    ctx.fixed["self"] = _sparse(_tensor(ctx, shape, label="self"))
+    ctx.fixed["mask"] = _sparse(_tensor(ctx, shape, label="mask"))
