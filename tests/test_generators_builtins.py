@@ -145,5 +145,5 @@ def test_a_tensor_dict_key_is_one_tensor_after_json_and_in_the_repro_script(tmp_
         _run(op, back)  # raised KeyError when the key came back as a second object
     script = tmp_path / "repro.py"
     script.write_text(repro_script(op, cases[0], "cpu"))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0 and "verdict: pass" in done.stdout, done.stdout[-1500:] + done.stderr[-1500:]
