@@ -86,6 +86,7 @@ RULES = [
     ("aten::_convert_weight_to_int4pack_for_cpu", "float32"),  # (16N, K) 4-bit values
     ("aten::_weight_int4pack_mm_for_cpu", "float32"),  # a weight from that packing, groups of 32/64
     ("aten::_sparse_mask_projection", "float32"),  # a COO mask of self's shape
+    ("aten::_ncf_view", "float32"),  # one value per leading entry of input_shape
 ]
 
 

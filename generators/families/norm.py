@@ -125,3 +125,17 @@ def group_norm(ctx):
         for s in spatial:
             hxw *= s
         ctx.fixed.update({"N": n, "C": c, "HxW": hxw, "group": g})
+
+
+@family("ncf_view")
+def ncf_view(ctx):
+    """Per-row statistics viewed against the input they normalise: self holds one value per
+    entry of input_shape's leading dims, and is viewed as those dims followed by
+    normalized_ndim ones (what a norm's decomposition passes; other sizes cannot be viewed)."""
+    rank = ctx.draw(memo.integers(1, 4), label="input rank")
+    input_shape = [ctx.draw(memo.integers(1, 3), label=f"input size {i}") for i in range(rank)]
+    normalized = ctx.draw(memo.integers(0, rank), label="normalized_ndim")
+    ctx.shape = tuple(input_shape[: rank - normalized])
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["input_shape"] = input_shape
+    ctx.fixed["normalized_ndim"] = normalized
