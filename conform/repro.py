@@ -16,7 +16,7 @@ import json
 import math
 
 from generators import tensor as tensor_module
-from generators.case import Case, TensorSpec
+from generators.case import Case, TensorSpec, shared_specs
 
 _DEVICES = {"mps": "mps", "cuda": "cuda", "xpu": "xpu", "cpu": "cpu", "meta": "meta"}
 
@@ -273,22 +273,25 @@ print(f"verdict: {{VERDICT.split(' ')[0]}}  ({{VERDICT}}; conform said {{CONFORM
 '''
 
 
-def _expr(v, *, device_var: str = "device") -> str:
-    """Python source that rebuilds one case argument on `device_var`."""
+def _expr(v, *, device_var: str = "device", names: dict[int, str] | None = None) -> str:
+    """Python source that rebuilds one case argument on `device_var`; `names` maps the id of a
+    spec the case holds twice (a Dict[Tensor, t] key) to the variable that holds its one tensor."""
+    if names and id(v) in names:
+        return names[id(v)]
     if isinstance(v, TensorSpec):
         parts = [repr(list(v.shape)), repr(v.dtype)]
         for f in dataclasses.fields(TensorSpec):
             val = getattr(v, f.name)
             if f.name in ("shape", "dtype") or val == f.default:
                 continue
-            parts.append(f"{f.name}={_expr(val, device_var=device_var)}")
+            parts.append(f"{f.name}={_expr(val, device_var=device_var, names=names)}")
         parts.append(f"device={device_var}")
         return f"make({', '.join(parts)})"
     if isinstance(v, tuple):
-        inner = ", ".join(_expr(x, device_var=device_var) for x in v)
+        inner = ", ".join(_expr(x, device_var=device_var, names=names) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, list):
-        return "[" + ", ".join(_expr(x, device_var=device_var) for x in v) + "]"
+        return "[" + ", ".join(_expr(x, device_var=device_var, names=names) for x in v) + "]"
     if isinstance(v, dict) and len(v) == 1:
         ((k, x),) = v.items()
         if k == "dtype":
@@ -298,7 +301,7 @@ def _expr(v, *, device_var: str = "device") -> str:
         if k == "device":
             return device_var if x == "target" else f"torch.device({x!r})"
         if k == "dict":
-            items = ", ".join(f"{_expr(key, device_var=device_var)}: {_expr(val, device_var=device_var)}" for key, val in x)
+            items = ", ".join(f"{_expr(key, device_var=device_var, names=names)}: {_expr(val, device_var=device_var, names=names)}" for key, val in x)
             return "{" + items + "}"
     if isinstance(v, float) and v != v:
         return 'float("nan")'
@@ -339,12 +342,15 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         device = "cpu"
     elif ":" in backend_name:
         device = backend_name
-    args = ", ".join(_expr(a) for a in case.args)
-    kwargs = ", ".join(f"{k}={_expr(v)}" for k, v in case.kwargs.items())
+    # a spec the case holds twice is one tensor (TorchScript looks a Dict[Tensor, t] key up by identity)
+    shared = {id(s): f"shared[{i}]" for i, s in enumerate(shared_specs(case))}
+    args = ", ".join(_expr(a, names=shared) for a in case.args)
+    kwargs = ", ".join(f"{k}={_expr(v, names=shared)}" for k, v in case.kwargs.items())
     written = [a.name for a in op.arguments if a.is_write or a.is_out] if not isinstance(op, str) else []
     names = [a.name for a in op.arguments] if not isinstance(op, str) else []
     body_lines = [
         f"    torch.manual_seed({case.seed})",
+        *([f"    shared = [{', '.join(_expr(s) for s in shared_specs(case))}]"] if shared else []),
         f"    args = ({args}{',' if len(case.args) == 1 else ''})",
         f"    kwargs = dict({kwargs})",
         "    if requires_grad:  # every floating input a leaf that requires grad, as conform's backward",

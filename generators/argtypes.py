@@ -12,10 +12,16 @@ import functools
 import math
 import re
 
-from generators import memo as st
-
+from generators import memo
 from generators.case import TensorSpec
-from generators.strategies import INT_DTYPES, QSCHEMES, draw_tensor, from_dtype, is_complex, is_floating, is_quantized
+from generators.context import OMIT
+from generators.strategies import (
+    QSCHEMES,
+    draw_tensor,
+    from_dtype,
+    is_complex,
+    is_quantized,
+)
 
 # types that cannot be generated, with the reason shown to users
 UNSUPPORTED = {
@@ -109,23 +115,21 @@ def _omittable(arg) -> bool:
 
 
 def draw_arg(arg, ctx):
-    """The value of one (non-out) argument, or schema.OMIT to leave it out."""
-    from generators.schema import OMIT
-
+    """The value of one (non-out) argument, or OMIT to leave it out."""
     t = normalize(arg.type)
     b = base(t)
     optional = t.endswith("?")
     if is_builtin(ctx.op) and not _plain(b):
         label = f"arg {arg.name}"
-        if _omittable(arg) and not ctx.draw(st.booleans(), label=f"{label} given"):
+        if _omittable(arg) and not ctx.draw(memo.booleans(), label=f"{label} given"):
             return OMIT
         return draw_jit(jit_formal(ctx.op, arg.name), ctx, label, name=arg.name)
     if not _generatable(b):
         return OMIT if _omittable(arg) else None
     label = f"arg {arg.name}"
-    if _omittable(arg) and not ctx.draw(st.booleans(), label=f"{label} given"):
+    if _omittable(arg) and not ctx.draw(memo.booleans(), label=f"{label} given"):
         return OMIT
-    if optional and b not in ("Tensor",) and ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+    if optional and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
         return None
     drawer = _DRAWERS.get(b)
     if drawer is None:
@@ -136,17 +140,17 @@ def draw_arg(arg, ctx):
 # -- tensors -----------------------------------------------------------------------------------
 
 
-def broadcast_shapes(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+def broadcast_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
     """Shapes that broadcast to `shape` (the same shape first): trailing dims, some sides set to 1."""
     return _broadcast_shapes(tuple(shape))
 
 
 @functools.lru_cache(maxsize=1024)
-def _broadcast_shapes(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+def _broadcast_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
     rank = len(shape)
-    return st.tuples(st.integers(0, rank), st.lists(st.booleans(), min_size=rank, max_size=rank)).map(
+    return memo.tuples(memo.integers(0, rank), memo.lists(memo.booleans(), min_size=rank, max_size=rank)).map(
         lambda t: tuple(1 if ones else s for s, ones in zip(shape, t[1]))[t[0] :]
-    ) if rank else st.just(())
+    ) if rank else memo.just(())
 
 
 def _is_index_name(name: str) -> bool:
@@ -156,7 +160,7 @@ def _is_index_name(name: str) -> bool:
 def _draw_tensor(arg, ctx, label):
     name = arg.name
     first = not any(isinstance(v, TensorSpec) for v in ctx.drawn.values())
-    if normalize(arg.type).endswith("?") and not first and ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+    if normalize(arg.type).endswith("?") and not first and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
         return None
     if _is_index_name(name):
         return draw_index(ctx, label=label)
@@ -180,11 +184,11 @@ def _draw_tensor(arg, ctx, label):
         if is_quantized(ctx.dtype):
             return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), qscheme=qscheme(ctx), label=label)
     else:
-        shape = ctx.draw(st.one_of(st.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
+        shape = ctx.draw(memo.one_of(memo.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     dtype = ctx.dtype
     if not first and not arg.is_write and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES:
         # now and then a second operand of another dtype: type promotion is a backend's job too
-        dtype = ctx.draw(st.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype")
+        dtype = ctx.draw(memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype")
     return draw_tensor(ctx.draw, dtype=dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
 
 
@@ -212,7 +216,7 @@ def sparse_layout(ctx, label: str) -> str | None:
     if hinted:
         return hinted
     converts = ctx.op.base_name.lstrip("_").startswith("to_sparse")  # dense -> sparse conversions take dense input
-    if getattr(ctx.op, "family", "") == "sparse" and not converts and ctx.rank >= 1 and ctx.draw(st.booleans(), label=f"{label} sparse"):
+    if getattr(ctx.op, "family", "") == "sparse" and not converts and ctx.rank >= 1 and ctx.draw(memo.booleans(), label=f"{label} sparse"):
         return "sparse_coo"
     return None
 
@@ -244,18 +248,18 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
         shape = (0,) + shape[1:] if shape else (0,)
     # about one index tensor in six points past the end: the reference must reject it, and a device
     # that accepts it silently (a missing bounds check) is a missing_error
-    if shape and shape[0] > 0 and ctx.draw(st.integers(0, 5), label=f"{label} bounds") == 5:
+    if shape and shape[0] > 0 and ctx.draw(memo.integers(0, 5), label=f"{label} bounds") == 5:
         return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=max(high, 1), high=max(high, 1) + 2, layout="contiguous", label=label)
     return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label)
 
 
-_index_lengths = st.integers(0, 4)
+_index_lengths = memo.integers(0, 4)
 
 
 def _draw_tensor_list(arg, ctx, label):
     out = []
     for i, shape in enumerate(ctx.list_shapes):
-        if arg.type.rstrip("?").endswith("?[]") and ctx.draw(st.booleans(), label=f"{label}[{i}] none"):
+        if arg.type.rstrip("?").endswith("?[]") and ctx.draw(memo.booleans(), label=f"{label}[{i}] none"):
             out.append(None)
             continue
         out.append(draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, qscheme=qscheme(ctx), label=f"{label}[{i}]"))
@@ -266,11 +270,11 @@ def _draw_optional_tensor_list(arg, ctx, label):
     """Tensor?[] is almost always advanced indexing: one index tensor (or None) per leading dim."""
     if ctx.rank == 0:
         return [None]
-    k = ctx.draw(st.integers(1, ctx.rank), label=f"{label} count")
-    n = ctx.draw(st.integers(0, 3), label=f"{label} len")
+    k = ctx.draw(memo.integers(1, ctx.rank), label=f"{label} count")
+    n = ctx.draw(memo.integers(0, 3), label=f"{label} len")
     out = []
     for i in range(k):
-        if i < k - 1 and ctx.draw(st.integers(0, 3), label=f"{label}[{i}] none") == 0:
+        if i < k - 1 and ctx.draw(memo.integers(0, 3), label=f"{label}[{i}] none") == 0:
             out.append(None)
         else:
             out.append(draw_index(ctx, high=ctx.shape[i], shape=(n,), label=f"{label}[{i}]"))
@@ -333,11 +337,11 @@ def _literal(arg):
             return None
 
 
-def dims(ctx, *, allow_negative: bool = True) -> st.SearchStrategy[int]:
+def dims(ctx, *, allow_negative: bool = True) -> memo.SearchStrategy[int]:
     r = max(ctx.rank, 1)
     lo = -r if allow_negative else 0
     # shrink towards 0 (the first dim) rather than towards -r
-    return st.integers(0, r - 1) | st.integers(lo, -1) if allow_negative else st.integers(0, r - 1)
+    return memo.integers(0, r - 1) | memo.integers(lo, -1) if allow_negative else memo.integers(0, r - 1)
 
 
 # int arguments that encode an enum: only its members (grid_sampler's CPU kernel does not check
@@ -352,7 +356,7 @@ _INT_ENUMS = {
 def _draw_int(arg, ctx, label):
     name = arg.name
     if name in ctx.hints.get("nonzero", ()):
-        return ctx.draw(st.integers(1, 3), label=label)
+        return ctx.draw(memo.integers(1, 3), label=label)
     if name in _DIM_NAMES:
         value = ctx.draw(dims(ctx), label=label)
         if name in ("dim2", "dim1") and ctx.rank >= 2:
@@ -361,41 +365,41 @@ def _draw_int(arg, ctx, label):
                 value = (value + 1) % ctx.rank
         return value
     if name in _INT_ENUMS:
-        return ctx.draw(st.sampled_from(_INT_ENUMS[name]), label=label)
+        return ctx.draw(memo.sampled_from(_INT_ENUMS[name]), label=label)
     if name in ("groups", "group"):
         return 1
     if name == "k":
         d = ctx.drawn.get("dim", -1)
         size = ctx.size(d if isinstance(d, int) else -1)
-        return ctx.draw(st.integers(min(1, size), max(size, 0)), label=label)
+        return ctx.draw(memo.integers(min(1, size), max(size, 0)), label=label)
     if name in ("chunks", "sections", "split_size", "n", "N", "steps", "window_length", "num_classes", "repeats", "diagonal", "offset", "decimals", "edge_order", "p", "bins", "ndim"):
         lo = 1 if name in ("chunks", "sections", "split_size", "edge_order") else 0
-        return ctx.draw(st.integers(lo, 3), label=label)
+        return ctx.draw(memo.integers(lo, 3), label=label)
     if name in ("padding_idx", "ignore_index"):
-        return ctx.draw(st.sampled_from([-100, -1, 0]), label=label)
+        return ctx.draw(memo.sampled_from([-100, -1, 0]), label=label)
     if name == "high":
-        return ctx.draw(st.integers(1, 10), label=label)
+        return ctx.draw(memo.integers(1, 10), label=label)
     if name == "low":
-        return ctx.draw(st.integers(-3, 0), label=label)
+        return ctx.draw(memo.integers(-3, 0), label=label)
     lit = _literal(arg)
     if isinstance(lit, int) and not isinstance(lit, bool):
-        return ctx.draw(st.sampled_from([lit, 0, 1, 2]), label=label)
-    return ctx.draw(st.integers(0, 3), label=label)
+        return ctx.draw(memo.sampled_from([lit, 0, 1, 2]), label=label)
+    return ctx.draw(memo.integers(0, 3), label=label)
 
 
 def _draw_int_list(arg, ctx, label):
     name = arg.name
     size = list_size(arg.type)
     if name in ("dim", "dims", "axis", "dim_list") and ctx.op.base_name in ("permute", "permute_copy", "_permute"):
-        return ctx.draw(st.permutations(list(range(ctx.rank))), label=label)
+        return ctx.draw(memo.permutations(list(range(ctx.rank))), label=label)
     if name in ("dim", "dims", "axis", "dim_list", "opt_dim"):
         r = max(ctx.rank, 1)
-        n = size if size is not None else ctx.draw(st.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
-        return ctx.draw(st.lists(st.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
+        n = size if size is not None else ctx.draw(memo.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
+        return ctx.draw(memo.lists(memo.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
     if name in ("size", "shape", "sizes") and ctx.op.has_tensor_inputs:
         numel = math.prod(ctx.shape)
         options = [list(ctx.shape), [numel], [-1], [1] + list(ctx.shape)]
-        return ctx.draw(st.sampled_from(options), label=label)
+        return ctx.draw(memo.sampled_from(options), label=label)
     if name in ("size", "shape", "sizes", "output_size") and size is None:
         return list(ctx.draw(shapes_small(), label=label))
     if name == "stride" and size is None:
@@ -405,14 +409,14 @@ def _draw_int_list(arg, ctx, label):
         # a view backward's input sizes: the main shape, which the forward view then slices
         return list(ctx.shape)
     if name == "normalized_shape":
-        k = ctx.draw(st.integers(0, ctx.rank), label=f"{label} len")
+        k = ctx.draw(memo.integers(0, ctx.rank), label=f"{label} len")
         return list(ctx.shape[ctx.rank - k :])
     if name == "pad":
-        k = ctx.draw(st.integers(1, max(1, min(ctx.rank, 3))), label=f"{label} len")
-        return ctx.draw(st.lists(st.integers(0, 2), min_size=2 * k, max_size=2 * k), label=label)
+        k = ctx.draw(memo.integers(1, max(1, min(ctx.rank, 3))), label=f"{label} len")
+        return ctx.draw(memo.lists(memo.integers(0, 2), min_size=2 * k, max_size=2 * k), label=label)
     lo, hi = _INT_LIST_RANGES.get(name, (0, 3))
-    n = size if size is not None else ctx.draw(st.integers(1, 2), label=f"{label} len")
-    return ctx.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n), label=label)
+    n = size if size is not None else ctx.draw(memo.integers(1, 2), label=f"{label} len")
+    return ctx.draw(memo.lists(memo.integers(lo, hi), min_size=n, max_size=n), label=label)
 
 
 _INT_LIST_RANGES = {
@@ -442,61 +446,61 @@ def _contiguous_strides(size) -> list[int]:
 
 
 _FLOAT_NAMED = {
-    "p": st.sampled_from([0.5, 0.0, 1.0, 0.2]),
-    "dropout": st.sampled_from([0.0, 0.5]),
-    "dropout_p": st.sampled_from([0.0, 0.5]),
-    "eps": st.sampled_from([1e-5, 1e-3]),
-    "epsilon": st.sampled_from([1e-5, 1e-3]),
-    "momentum": st.sampled_from([0.1, 0.9]),
-    "lambd": st.sampled_from([0.5, 1.0]),
-    "lr": st.sampled_from([0.01, 0.1]),
-    "weight_decay": st.sampled_from([0.0, 0.01]),
-    "beta1": st.just(0.9),
-    "beta2": st.just(0.999),
-    "margin": st.sampled_from([1.0, 0.5]),
-    "delta": st.sampled_from([1.0, 0.5]),
-    "beta": st.sampled_from([1.0, 0.5]),
-    "std": st.sampled_from([1.0, 0.5]),
-    "mean": st.sampled_from([0.0, 1.0]),
-    "scale": st.sampled_from([1.0, 0.5]),
-    "q": st.sampled_from([0.5, 0.0, 1.0, 0.25]),
-    "rcond": st.just(1e-7),
-    "atol": st.just(1e-7),
-    "rtol": st.just(1e-7),
-    "max_norm": st.sampled_from([1.0, 2.0]),
-    "norm_type": st.sampled_from([2.0, 1.0]),
-    "from": st.just(0.0),
-    "to": st.just(1.0),
-    "low": st.just(0.0),
-    "high": st.just(1.0),
-    "sigma": st.just(1.0),
-    "median": st.just(0.0),
+    "p": memo.sampled_from([0.5, 0.0, 1.0, 0.2]),
+    "dropout": memo.sampled_from([0.0, 0.5]),
+    "dropout_p": memo.sampled_from([0.0, 0.5]),
+    "eps": memo.sampled_from([1e-5, 1e-3]),
+    "epsilon": memo.sampled_from([1e-5, 1e-3]),
+    "momentum": memo.sampled_from([0.1, 0.9]),
+    "lambd": memo.sampled_from([0.5, 1.0]),
+    "lr": memo.sampled_from([0.01, 0.1]),
+    "weight_decay": memo.sampled_from([0.0, 0.01]),
+    "beta1": memo.just(0.9),
+    "beta2": memo.just(0.999),
+    "margin": memo.sampled_from([1.0, 0.5]),
+    "delta": memo.sampled_from([1.0, 0.5]),
+    "beta": memo.sampled_from([1.0, 0.5]),
+    "std": memo.sampled_from([1.0, 0.5]),
+    "mean": memo.sampled_from([0.0, 1.0]),
+    "scale": memo.sampled_from([1.0, 0.5]),
+    "q": memo.sampled_from([0.5, 0.0, 1.0, 0.25]),
+    "rcond": memo.just(1e-7),
+    "atol": memo.just(1e-7),
+    "rtol": memo.just(1e-7),
+    "max_norm": memo.sampled_from([1.0, 2.0]),
+    "norm_type": memo.sampled_from([2.0, 1.0]),
+    "from": memo.just(0.0),
+    "to": memo.just(1.0),
+    "low": memo.just(0.0),
+    "high": memo.just(1.0),
+    "sigma": memo.just(1.0),
+    "median": memo.just(0.0),
 }
 
 
-_ROUNDED_FLOATS = st.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
+_ROUNDED_FLOATS = memo.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
 
 
 def _draw_float(arg, ctx, label):
     s = _FLOAT_NAMED.get(arg.name)
     if s is None:
         lit = _literal(arg)
-        s = st.one_of(st.sampled_from([float(lit)]), _ROUNDED_FLOATS) if isinstance(lit, (int, float)) and not isinstance(lit, bool) else _ROUNDED_FLOATS
+        s = memo.one_of(memo.sampled_from([float(lit)]), _ROUNDED_FLOATS) if isinstance(lit, (int, float)) and not isinstance(lit, bool) else _ROUNDED_FLOATS
     return ctx.draw(s, label=label)
 
 
 def _draw_float_list(arg, ctx, label):
-    n = list_size(arg.type) or ctx.draw(st.integers(1, 3), label=f"{label} len")
-    return ctx.draw(st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=n, max_size=n), label=label)
+    n = list_size(arg.type) or ctx.draw(memo.integers(1, 3), label=f"{label} len")
+    return ctx.draw(memo.lists(memo.sampled_from([1.0, 2.0, 0.5]), min_size=n, max_size=n), label=label)
 
 
 def _draw_scalar(arg, ctx, label):
     if arg.name in ctx.hints.get("nonzero", ()):
-        return ctx.draw(st.integers(1, 3), label=label)
+        return ctx.draw(memo.integers(1, 3), label=label)
     if arg.name in ("min", "max") and base(arg.type) == "Scalar":
         return ctx.draw(from_dtype(ctx.dtype, min_value=0 if ctx.dtype == "uint8" else -2, max_value=2), label=label)
-    if is_complex(ctx.dtype) and ctx.draw(st.booleans(), label=f"{label} complex"):
-        return complex(ctx.draw(st.integers(-2, 2), label=label), 1.0)
+    if is_complex(ctx.dtype) and ctx.draw(memo.booleans(), label=f"{label} complex"):
+        return complex(ctx.draw(memo.integers(-2, 2), label=label), 1.0)
     return ctx.draw(from_dtype(ctx.dtype), label=label)
 
 
@@ -508,7 +512,7 @@ def _draw_scalar_list(arg, ctx, label):
 def _draw_bool(arg, ctx, label):
     if arg.name in ("pin_memory", "non_blocking"):
         return False
-    return ctx.draw(st.booleans(), label=label)
+    return ctx.draw(memo.booleans(), label=label)
 
 
 def _draw_bool_list(arg, ctx, label):
@@ -517,7 +521,7 @@ def _draw_bool_list(arg, ctx, label):
         # a masked-off result is an undefined tensor, which an out= overload cannot copy into its
         # out ("Expected out tensor to have dtype nullptr", native_group_norm_backward.out)
         return [True] * n
-    return ctx.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=label)
+    return ctx.draw(memo.lists(memo.booleans(), min_size=n, max_size=n), label=label)
 
 
 def _draw_str(arg, ctx, label):
@@ -529,15 +533,15 @@ def _draw_str(arg, ctx, label):
         if isinstance(lit, str):
             return lit
         if arg.name in ctx.hints.get("nonzero", ()):  # the op's rules need a non-empty string
-            return ctx.draw(st.sampled_from(["a", "ab"]), label=label)
-        return ctx.draw(st.sampled_from(["a", "ab", ""]), label=label)
+            return ctx.draw(memo.sampled_from(["a", "ab"]), label=label)
+        return ctx.draw(memo.sampled_from(["a", "ab", ""]), label=label)
     if isinstance(lit, str) and lit not in values:
         values = (lit,) + tuple(values)
-    return ctx.draw(st.sampled_from(values), label=label)
+    return ctx.draw(memo.sampled_from(values), label=label)
 
 
 def _draw_str_list(arg, ctx, label):
-    return ctx.draw(st.lists(st.sampled_from(["a", "b"]), max_size=2), label=label)
+    return ctx.draw(memo.lists(memo.sampled_from(["a", "b"]), max_size=2), label=label)
 
 
 def _draw_scalar_type(arg, ctx, label):
@@ -556,7 +560,7 @@ def _draw_memory_format(arg, ctx, label):
     options = ["contiguous_format", "preserve_format"]
     if ctx.rank == 4:
         options.append("channels_last")
-    return {"memory_format": ctx.draw(st.sampled_from(options), label=label)}
+    return {"memory_format": ctx.draw(memo.sampled_from(options), label=label)}
 
 
 def _draw_generator(arg, ctx, label):
@@ -564,16 +568,16 @@ def _draw_generator(arg, ctx, label):
 
 
 def _draw_complex(arg, ctx, label):
-    return complex(ctx.draw(st.integers(-2, 2), label=label), ctx.draw(st.integers(-2, 2), label=f"{label} imag"))
+    return complex(ctx.draw(memo.integers(-2, 2), label=label), ctx.draw(memo.integers(-2, 2), label=f"{label} imag"))
 
 
 def _draw_jit_generic(arg, ctx, label):
     """TorchScript builtins' type variables (t, t1, number): an int is as good as any."""
-    return ctx.draw(st.integers(0, 3), label=label)
+    return ctx.draw(memo.integers(0, 3), label=label)
 
 
 def _draw_jit_generic_list(arg, ctx, label):
-    return ctx.draw(st.lists(st.integers(0, 3), max_size=3), label=label)
+    return ctx.draw(memo.lists(memo.integers(0, 3), max_size=3), label=label)
 
 
 _DRAWERS = {
@@ -692,21 +696,21 @@ def builtin_unsupported(op, arg) -> str | None:
 def _type_variable(name: str, ctx, label: str) -> str:
     key = f"type variable {name}"
     if key not in ctx.hints:
-        ctx.hints[key] = ctx.draw(st.sampled_from(TYPE_VARIABLE_KINDS), label=f"{label} {name}")
+        ctx.hints[key] = ctx.draw(memo.sampled_from(TYPE_VARIABLE_KINDS), label=f"{label} {name}")
     return ctx.hints[key]
 
 
 def _draw_kind(kind: str, ctx, label: str):
     if kind == "int":
-        return ctx.draw(st.integers(0, 3), label=label)
+        return ctx.draw(memo.integers(0, 3), label=label)
     if kind == "float":
-        return ctx.draw(st.sampled_from([0.5, 2.0, -1.5, 0.0]), label=label)
+        return ctx.draw(memo.sampled_from([0.5, 2.0, -1.5, 0.0]), label=label)
     if kind == "bool":
-        return ctx.draw(st.booleans(), label=label)
+        return ctx.draw(memo.booleans(), label=label)
     if kind == "str":
-        return ctx.draw(st.sampled_from(_BUILTIN_STRINGS), label=label)
+        return ctx.draw(memo.sampled_from(_BUILTIN_STRINGS), label=label)
     if kind == "complex":
-        return complex(ctx.draw(st.integers(-2, 2), label=label), ctx.draw(st.integers(-2, 2), label=f"{label} imag"))
+        return complex(ctx.draw(memo.integers(-2, 2), label=label), ctx.draw(memo.integers(-2, 2), label=f"{label} imag"))
     return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=_domain(ctx), label=label)
 
 
@@ -717,7 +721,7 @@ def draw_jit(formal, ctx, label: str, *, name: str = ""):
     """A value of the JIT type `formal`: lists of 0-3 items, dicts of 1-3 distinct keys."""
     kind = formal.kind()
     if kind == "OptionalType":
-        if ctx.draw(st.integers(0, 3), label=f"{label} none") == 0:
+        if ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
             return None
         return draw_jit(formal.getElementType(), ctx, label, name=name)
     if kind == "VarType":
@@ -725,16 +729,16 @@ def draw_jit(formal, ctx, label: str, *, name: str = ""):
     if kind in _KIND_OF:
         return _draw_kind(_KIND_OF[kind], ctx, label)
     if kind == "NumberType":
-        return _draw_kind(ctx.draw(st.sampled_from(("int", "float")), label=f"{label} kind"), ctx, label)
+        return _draw_kind(ctx.draw(memo.sampled_from(("int", "float")), label=f"{label} kind"), ctx, label)
     if kind == "AnyType":
         return _draw_kind(_type_variable("Any", ctx, label), ctx, label)
     if kind == "ListType":
-        n = ctx.draw(st.integers(0, 3), label=f"{label} len")
+        n = ctx.draw(memo.integers(0, 3), label=f"{label} len")
         return [draw_jit(formal.getElementType(), ctx, f"{label}[{i}]") for i in range(n)]
     if kind == "TupleType":
         return tuple(draw_jit(e, ctx, f"{label}[{i}]") for i, e in enumerate(formal.elements()))
     if kind == "DictType":
-        n = ctx.draw(st.integers(1, 3), label=f"{label} len")
+        n = ctx.draw(memo.integers(1, 3), label=f"{label} len")
         items, seen = [], set()
         for i in range(n):
             key = draw_jit(formal.getKeyType(), ctx, f"{label} key{i}")

@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 
 import torch
-from generators import memo as st
 
+from generators import memo
+from generators.argtypes import draw_arg
 from generators.case import Case, TensorSpec
 from generators.strategies import draw_tensor
 
@@ -65,8 +66,6 @@ def forward_result(arg, ctx):
     outs = forward_outputs(ctx.op, _forward_arguments(ctx))
     i = FORWARD_RESULT_NAMES[arg.name]
     if outs is None or len(outs) <= i or not isinstance(outs[i], torch.Tensor):
-        from generators.argtypes import draw_arg
-
         return draw_arg(arg, ctx)
     t = outs[i]
     return TensorSpec(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), data=tuple(t.flatten().tolist()))
@@ -87,7 +86,7 @@ def draw_grad(arg, ctx):
         shape = forward_output_shape(ctx.op, _forward_arguments(ctx))
     if shape is None:
         shape = ctx.shape
-    if arg.type.endswith("?") and ctx.draw(st.integers(0, 5), label=f"{arg.name} none") == 0:
+    if arg.type.endswith("?") and ctx.draw(memo.integers(0, 5), label=f"{arg.name} none") == 0:
         return None
     return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, label=arg.name)
 

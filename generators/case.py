@@ -96,11 +96,15 @@ class Case:
     # -- serialisation -----------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "args": _encode(list(self.args)), "kwargs": _encode(self.kwargs), "seed": self.seed}
+        # a spec object in two places (a Dict[Tensor, t]'s key and the key looked up in it) is
+        # written once and referred to after, so that it is still one object when read back
+        refs = {id(s): None for s in shared_specs(self)}
+        return {"op": self.op, "args": _encode(list(self.args), refs), "kwargs": _encode(self.kwargs, refs), "seed": self.seed}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Case":
-        return cls(op=d["op"], args=tuple(_decode(d["args"])), kwargs=_decode(d["kwargs"]), seed=d.get("seed", 0))
+        refs: list[TensorSpec] = []
+        return cls(op=d["op"], args=tuple(_decode(d["args"], refs)), kwargs=_decode(d["kwargs"], refs), seed=d.get("seed", 0))
 
     def describe(self) -> str:
         """Short human form: add.Tensor(float32[3, 4], float32[4], alpha=2)."""
@@ -119,19 +123,33 @@ def _walk(v, found):
             _walk(x, found)
 
 
-def _encode(v):
+def shared_specs(case: Case) -> list[TensorSpec]:
+    """The spec objects that occur more than once in `case` (materialised as one tensor each)."""
+    seen: dict[int, int] = {}
+    specs = case.tensor_specs()
+    for s in specs:
+        seen[id(s)] = seen.get(id(s), 0) + 1
+    return list({id(s): s for s in specs if seen[id(s)] > 1}.values())
+
+
+def _encode(v, refs: dict | None = None):
+    """JSON form of `v`; `refs` ({id: number or None}) names the specs written once and referred to after."""
     if isinstance(v, TensorSpec):
+        if refs and id(v) in refs:
+            if refs[id(v)] is not None:
+                return {"__same__": refs[id(v)]}
+            refs[id(v)] = sum(n is not None for n in refs.values())
         d = dataclasses.asdict(v)
         d["shape"] = list(v.shape)
         if v.data is not None:
             d["data"] = _encode(list(v.data))  # complex and non-finite values are tagged
-        return {"__tensor__": d}
+        return {"__tensor__": d} if not refs or id(v) not in refs else {"__tensor__": d, "__ref__": refs[id(v)]}
     if isinstance(v, tuple):
-        return {"__tuple__": [_encode(x) for x in v]}
+        return {"__tuple__": [_encode(x, refs) for x in v]}
     if isinstance(v, list):
-        return [_encode(x) for x in v]
+        return [_encode(x, refs) for x in v]
     if isinstance(v, dict):
-        return {k: _encode(x) for k, x in v.items()}
+        return {k: _encode(x, refs) for k, x in v.items()}
     if isinstance(v, float) and not math.isfinite(v):
         return {"__float__": repr(v)}
     if isinstance(v, complex):
@@ -139,24 +157,31 @@ def _encode(v):
     return v
 
 
-def _decode(v):
+def _decode(v, refs: list | None = None):
+    """The value `_encode` wrote; `refs` collects the specs written with "__ref__" for later "__same__"."""
+    refs = [] if refs is None else refs
     if isinstance(v, dict):
         if "__tensor__" in v:
             d = dict(v["__tensor__"])
             d["shape"] = tuple(d["shape"])
             if d.get("data") is not None:
                 d["data"] = tuple(_decode(d["data"]))
-            return TensorSpec(**d)
+            spec = TensorSpec(**d)
+            if "__ref__" in v:
+                refs.append(spec)
+            return spec
+        if "__same__" in v:
+            return refs[v["__same__"]]
         if "__tuple__" in v:
-            return tuple(_decode(x) for x in v["__tuple__"])
+            return tuple(_decode(x, refs) for x in v["__tuple__"])
         if "__float__" in v:
             return float(v["__float__"])
         if "__complex__" in v:
             re_, im = (_decode(x) for x in v["__complex__"])
             return complex(re_, im)
-        return {k: _decode(x) for k, x in v.items()}
+        return {k: _decode(x, refs) for k, x in v.items()}
     if isinstance(v, list):
-        return [_decode(x) for x in v]
+        return [_decode(x, refs) for x in v]
     return v
 
 

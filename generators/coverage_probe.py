@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import Unsatisfiable
 
-from generators.schema import Untestable, from_schema
+from generators.context import Untestable
+from generators.schema import from_schema
 
 _CPU = torch.device("cpu")
 

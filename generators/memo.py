@@ -1,14 +1,15 @@
 """`hypothesis.strategies`, with the construction of strategies memoised.
 
-Generators draw from small strategies built on the spot (`st.integers(0, rank)`,
-`st.sampled_from(options)`...), tens of them per case and thousands of cases per sweep. A fresh
+Generators draw from small strategies built on the spot (`memo.integers(0, rank)`,
+`memo.sampled_from(options)`...), tens of them per case and thousands of cases per sweep. A fresh
 strategy object pays hypothesis's validation and its emptiness/recursion analysis again on first
 draw; profiled over a sweep, that was a third of all generation time. A strategy is an immutable
 description, so the same arguments can share one object: each constructor here returns the cached
 strategy for its arguments (lists become tuples so that they hash). Anything not memoised here
 (`composite`, `data`, ...) is hypothesis's own.
 
-Use as ``from generators import memo as st``.
+Use as ``from generators import memo`` (``memo.integers(...)``): the name ``st`` stays
+hypothesis's own ``strategies``, so the two are never mistaken for each other.
 """
 
 from __future__ import annotations

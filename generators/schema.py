@@ -9,53 +9,10 @@ arguments; the generic strategies of this module fill the rest.
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from generators import memo as st
-
-from generators import argtypes, backward
-from generators.case import QUANTIZED_STORAGE, Case, TensorSpec
+from generators import argtypes, backward, families, memo
+from generators.case import QUANTIZED_STORAGE, Case
+from generators.context import OMIT, VARARGS, Context, Untestable
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
-
-
-class Untestable(Exception):
-    """No case can be generated for this op; `str(exc)` is the reason shown to users."""
-
-
-# sentinel: leave the argument out of the call so the schema default applies
-OMIT = object()
-# key of ctx.fixed for the values a vararg schema ("...") takes after its declared arguments
-VARARGS = "..."
-
-
-@dataclass
-class Context:
-    """What has been drawn so far for one case; argument strategies read it."""
-
-    op: Any  # OpSpec
-    dtype: str  # the cell dtype for tensors; "float32" stands in for the "none" cell
-    cell: str  # the cell as requested ("none" for ops without tensor inputs)
-    max_numel: int
-    draw: Callable
-    values: str = "real"  # the op's input domain (OpRules.domain)
-    shape: tuple[int, ...] = ()  # the main tensor's shape
-    list_shapes: list[tuple[int, ...]] = field(default_factory=list)  # shapes for Tensor[] args
-    per_tensor: int = DEFAULT_MAX_NUMEL
-    fixed: dict[str, Any] = field(default_factory=dict)  # pre-drawn by a family builder
-    drawn: dict[str, Any] = field(default_factory=dict)
-    hints: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    def size(self, dim: int) -> int:
-        if not self.shape:
-            return 1
-        return self.shape[dim % self.rank]
 
 
 def cell_dtypes(op, requested: list[str]) -> list[str]:
@@ -72,7 +29,7 @@ def cell_dtypes(op, requested: list[str]) -> list[str]:
     return ["none"]
 
 
-def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.SearchStrategy[Case]:
+def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.SearchStrategy[Case]:
     """Cases for `op` in the cell `dtype` (a dtype name, or "none"), at most `max_numel` elements each.
 
     Raises `Untestable` when no case can be generated; the reason says why.
@@ -85,8 +42,8 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
     if rules is not None and rules.untestable:
         raise Untestable(rules.untestable)
     quantized_cell(op, dtype)
-    from generators import families
-
+    if rules is not None and rules.hints.get("cells") == "floating" and dtype not in ("float32", "float64", "float16", "bfloat16"):
+        raise Untestable(f"takes floating tensors only: {rules.hints.get('cells_reason', 'a floating-only kernel')}")
     builder = families.builder_for(op)
     # check every argument type up front, so Untestable is raised here and not mid-draw
     for arg in op.arguments:
@@ -111,7 +68,7 @@ def quantized_cell(op, cell: str) -> str | None:
     raise Untestable(f"takes a quantized tensor: the {cell} cell has none (quint8, qint8 and qint32 are tested in the uint8, int8 and int32 cells)")
 
 
-@st.composite
+@memo.composite
 def _cases(draw, op, cell, max_numel, builder):
     rules = getattr(op, "rules", None)
     ctx = Context(
@@ -132,7 +89,7 @@ def _cases(draw, op, cell, max_numel, builder):
     if ctx.hints.get("quantized") == "per_channel" and ctx.rank == 0:
         # per-channel quantization needs an axis
         ctx.shape = draw(shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels")
-    n_list = draw(st.integers(1, 3), label="list_len")
+    n_list = draw(memo.integers(1, 3), label="list_len")
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:
         builder(ctx)
@@ -169,7 +126,7 @@ def _cases(draw, op, cell, max_numel, builder):
             args.append(value)
     # a vararg builtin's extra positional values ("einsum.sublist(Tensor a, ...)"), from its builder
     args.extend(ctx.fixed.get(VARARGS, ()))
-    seed = draw(st.integers(0, 2**31 - 1), label="seed")
+    seed = draw(memo.integers(0, 2**31 - 1), label="seed")
     case = Case(op=op.qualname, args=tuple(args), kwargs=kwargs, seed=seed)
     return _enforce_cap(case, max_numel)
 

@@ -1,0 +1,252 @@
+"""Convolution, pooling, upsampling, interpolation and padding: spatial ranks and per-dim lists."""
+
+from __future__ import annotations
+
+import re
+
+from generators import memo
+from generators.case import TensorSpec
+from generators.families.common import _arg_names, _tensor
+from generators.families.registry import family
+
+# -- convolution, pooling, upsampling, padding --------------------------------------------------------
+
+
+def _spatial_rank(ctx, default=None) -> int:
+    m = re.search(r"([123])d", ctx.op.base_name)
+    if m:
+        return int(m.group(1))
+    return default or ctx.draw(memo.integers(1, 3), label="spatial dims")
+
+
+def _list_arg(ctx, name, values):
+    """Set an int-list argument if the op has it, sized to its schema length when fixed."""
+    arg = next((a for a in ctx.op.arguments if a.name == name), None)
+    if arg is None:
+        return
+    if not arg.type.startswith(("int", "SymInt")):
+        return
+    if "[]" in arg.type or "[" not in arg.type:
+        ctx.fixed[name] = list(values) if "[" in arg.type else values[0]
+    else:
+        ctx.fixed[name] = list(values)
+
+
+@family(
+    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "mkldnn_convolution", "slow_conv3d", "slow_conv3d_forward", "thnn_conv2d", "slow_conv_transpose2d",
+    "slow_conv_transpose3d", "slow_conv2d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
+    "convolution_mode", "conv_depthwise2d", "conv_tbc", "nnpack_spatial_convolution",
+)
+def convolution(ctx):
+    """input (N, C_in, *spatial), weight (C_out, C_in / groups, *kernel) or transposed (C_in, C_out / groups, *kernel)."""
+    names = _arg_names(ctx)
+    base = ctx.op.base_name.lstrip("_")
+    d = _spatial_rank(ctx, 2 if "2d" in base else None)
+    transposed = "transpose" in base
+    if "transposed" in names:
+        transposed = ctx.draw(memo.booleans(), label="transposed")
+        ctx.fixed["transposed"] = transposed
+    groups = ctx.draw(memo.integers(1, 2), label="groups") if "groups" in names else 1
+    cin = groups * ctx.draw(memo.integers(1, 2), label="c_in per group")
+    cout = groups * ctx.draw(memo.integers(1, 2), label="c_out per group")
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
+    padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
+    spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    if base == "conv_tbc":
+        # time, batch, channels; weight (kernel, C_in, C_out)
+        ctx.fixed["self"] = _tensor(ctx, (spatial[0], n, cin), label="self")
+        ctx.fixed["weight"] = _tensor(ctx, (k[0], cin, cout), label="weight")
+        ctx.fixed["bias"] = _tensor(ctx, (cout,), label="bias")
+        ctx.fixed["pad"] = padding[0]
+        return
+    in_name = "input" if "input" in names else "self"
+    ctx.shape = (n, cin, *spatial)
+    ctx.fixed[in_name] = _tensor(ctx, ctx.shape, label=in_name)
+    wshape = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
+    ctx.fixed["weight"] = _tensor(ctx, wshape, label="weight")
+    if "bias" in names:
+        ctx.fixed["bias"] = None if ctx.draw(memo.booleans(), label="no bias") else _tensor(ctx, (cout,), label="bias")
+    if "groups" in names:
+        ctx.fixed["groups"] = groups
+    _list_arg(ctx, "kernel_size", k)
+    _list_arg(ctx, "stride", stride)
+    _list_arg(ctx, "dilation", dilation)
+    pad_arg = next((a for a in ctx.op.arguments if a.name == "padding"), None)
+    if pad_arg is not None and pad_arg.type.startswith("str"):
+        ctx.fixed["padding"] = "valid"
+    else:
+        _list_arg(ctx, "padding", padding)
+    _list_arg(ctx, "output_padding", [0] * d)
+
+
+@family(
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "mkldnn_max_pool2d",
+    "mkldnn_max_pool3d", "quantized_max_pool1d", "quantized_max_pool2d", "quantized_max_pool3d",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d",
+)
+def pooling(ctx):
+    d = _spatial_rank(ctx)
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
+    stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
+    padding = [ctx.draw(memo.integers(0, k[i] // 2), label=f"padding[{i}]") for i in range(d)]
+    spatial = [k[i] + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
+    ctx.shape = ((c,) if unbatched else (n, c)) + tuple(spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    _list_arg(ctx, "kernel_size", k)
+    _list_arg(ctx, "stride", stride)
+    _list_arg(ctx, "padding", padding)
+    _list_arg(ctx, "dilation", [1] * d)
+    if "divisor_override" in _arg_names(ctx):
+        ctx.fixed["divisor_override"] = None
+
+
+@family(
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "mkldnn_adaptive_avg_pool2d",
+)
+def adaptive_pooling(ctx):
+    d = _spatial_rank(ctx)
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = [ctx.draw(memo.integers(1, 5), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    out = [ctx.draw(memo.integers(1, 3), label=f"output[{i}]") for i in range(d)]
+    _list_arg(ctx, "output_size", out)
+    if "output_size" not in _arg_names(ctx):
+        ctx.fixed["output_size"] = out  # the forward's, for a backward's indices (see generators.backward)
+
+
+@family("fractional_max_pool2d", "fractional_max_pool3d")
+def fractional_pooling(ctx):
+    d = _spatial_rank(ctx)
+    n, c = 1, ctx.draw(memo.integers(1, 2), label="channels")
+    # output + kernel - 1 must not exceed the input (2d), must stay below it (3d)
+    spatial = [ctx.draw(memo.integers(3 if d == 2 else 4, 5), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    _list_arg(ctx, "kernel_size", [2] * d)
+    _list_arg(ctx, "output_size", [2] * d)
+    ctx.fixed["random_samples"] = _tensor(ctx, (n, c, d), values="probability", label="random_samples")
+
+
+@family("max_unpool2d", "max_unpool3d")
+def max_unpooling(ctx):
+    """The values and indices of a max pooling with non-overlapping windows (kernel = stride), so
+    that no two values go to the same place; output_size is the pooled input's."""
+    import torch
+
+    d = _spatial_rank(ctx)
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 2), label="channels")
+    k = [ctx.draw(memo.integers(1, 2), label=f"kernel[{i}]") for i in range(d)]
+    spatial = [k[i] * ctx.draw(memo.integers(1, 3), label=f"windows[{i}]") + ctx.draw(memo.integers(0, k[i] - 1), label=f"rest[{i}]") for i in range(d)]
+    unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
+    lead = (c,) if unbatched else (n, c)
+    pooled_input = _tensor(ctx, lead + tuple(spatial), dtype="float32", values="real", label="pooled input")
+    pool = torch.ops.aten.max_pool2d_with_indices if d == 2 else torch.ops.aten.max_pool3d_with_indices
+    _, indices = pool(pooled_input.materialize(lambda t: t), k, k)
+    ctx.shape = tuple(indices.shape)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["indices"] = TensorSpec(shape=ctx.shape, dtype="int64", data=tuple(indices.flatten().tolist()))
+    ctx.fixed["output_size"] = spatial
+    _list_arg(ctx, "stride", k)
+    _list_arg(ctx, "padding", [0] * d)
+
+
+@family(
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_nearest_exact1d",
+    "upsample_nearest_exact2d", "upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+    "upsample_bicubic2d", "upsample_trilinear3d", "upsample_bilinear2d_aa", "upsample_bicubic2d_aa",
+    "upsample_lanczos2d_aa",
+)
+def upsampling(ctx):
+    d = _spatial_rank(ctx)
+    names = _arg_names(ctx)
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 3), label="channels")
+    spatial = [ctx.draw(memo.integers(1, 4), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    in_name = "input" if "input" in names else "self"
+    ctx.fixed[in_name] = _tensor(ctx, ctx.shape, label=in_name)
+    out = [ctx.draw(memo.integers(1, 6), label=f"output[{i}]") for i in range(d)]
+    if "scale_factors" in names:
+        if ctx.draw(memo.booleans(), label="by scale"):
+            ctx.fixed["output_size"] = None
+            ctx.fixed["scale_factors"] = [ctx.draw(memo.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)]
+        else:
+            ctx.fixed["output_size"] = out
+            ctx.fixed["scale_factors"] = None
+    else:
+        _list_arg(ctx, "output_size", out)
+    if "input_size" in names:
+        ctx.fixed["input_size"] = list(ctx.shape)
+    for name in names:
+        if name.startswith("scales"):
+            ctx.fixed[name] = None
+
+
+@family(
+    "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+    "replication_pad3d", "pad_circular", "pad_enum", "constant_pad_nd", "pad",
+)
+def padding_modes(ctx):
+    """Reflection pads must be smaller than the input; the input is (N, C, *spatial) or unbatched."""
+    base = ctx.op.base_name.lstrip("_")
+    d = _spatial_rank(ctx, None if base.startswith(("reflection", "replication")) else 1)
+    n = ctx.draw(memo.integers(1, 2), label="batch")
+    c = ctx.draw(memo.integers(1, 2), label="channels")
+    spatial = [ctx.draw(memo.integers(2, 4), label=f"extent[{i}]") for i in range(d)]
+    ctx.shape = (n, c, *spatial)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self", writable=False)
+    pads = []
+    for i in range(d):
+        limit = spatial[d - 1 - i] - 1
+        pads += [ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i}]"), ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i + 1}]")]
+    for name in ("padding", "pad"):
+        if name in _arg_names(ctx):
+            ctx.fixed[name] = pads
+    if base == "pad" and "mode" in _arg_names(ctx):
+        ctx.fixed["mode"] = ctx.draw(memo.sampled_from(["constant", "reflect", "replicate", "circular"]), label="mode")
+        if ctx.fixed["mode"] != "constant":
+            ctx.fixed["value"] = None
+
+
+_INTERPOLATE_MODES = {1: ("nearest", "linear", "area"), 2: ("nearest", "bilinear", "bicubic", "area"), 3: ("nearest", "trilinear", "area")}
+
+
+@family("interpolate", "upsample_nearest", "upsample_bilinear")
+def interpolate(ctx):
+    """TorchScript's F.interpolate builtins: an (N, C, *spatial) input and exactly one of size
+    and scale_factor (an int or float, or one per spatial dim, as the overload types them)."""
+    names = {a.name: a for a in ctx.op.arguments}
+    base = ctx.op.base_name.lstrip("_")
+    d = 2 if base == "upsample_bilinear" else ctx.draw(memo.integers(1, 3), label="spatial dims")
+    n, c = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="channels")
+    ctx.shape = (n, c, *(ctx.draw(memo.integers(1, 4), label=f"extent[{i}]") for i in range(d)))
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    by_size = ctx.draw(memo.booleans(), label="by size")
+    size_list = names["size"].type.startswith("int[")
+    scale_type = names["scale_factor"].type
+    if by_size:
+        sizes = [ctx.draw(memo.integers(1, 5), label=f"size[{i}]") for i in range(d)]
+        ctx.fixed["size"], ctx.fixed["scale_factor"] = sizes if size_list else sizes[0], None
+    else:
+        # halving needs two elements or more in every dim, or the output would be empty
+        floats = memo.sampled_from((2.0, 0.5, 1.5) if min(ctx.shape[2:]) >= 2 else (2.0, 1.5))
+        scales = [ctx.draw(memo.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]") for i in range(d)]
+        ctx.fixed["size"], ctx.fixed["scale_factor"] = None, scales if "[" in scale_type else scales[0]
+    if "mode" in names:
+        mode = ctx.draw(memo.sampled_from(_INTERPOLATE_MODES[d]), label="mode")
+        ctx.fixed["mode"] = mode
+        linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
+        ctx.fixed["align_corners"] = ctx.draw(memo.booleans(), label="align_corners") if linear else None
+        ctx.fixed["antialias"] = False

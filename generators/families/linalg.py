@@ -1,0 +1,85 @@
+"""Linear algebra: well-conditioned (batched) square matrices, factorisations and their solves."""
+
+from __future__ import annotations
+
+from generators import memo
+from generators.case import TensorSpec
+from generators.families.common import _tensor
+from generators.families.registry import _FAMILY_BUILDERS, family
+
+
+def _linalg_default(ctx):
+    """Square (batched) matrices, well-conditioned; symmetric positive definite where the op
+    needs a Cholesky factorisation or a Hermitian eigenproblem."""
+    name = ctx.op.base_name
+    kind = "spd" if any(w in name for w in ("cholesky", "eigh", "eigvalsh", "ldl")) else "invertible"
+    n = ctx.draw(memo.integers(1, 4), label="n")
+    batch = ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch")
+    ctx.shape = (*batch, n, n)
+    if ctx.values in ("real", "", None):
+        ctx.values = kind
+
+
+_FAMILY_BUILDERS["linalg"] = _linalg_default
+
+
+@family("linalg_cond")
+def linalg_cond(ctx):
+    """Square invertible matrices; the string norms are the matrix norms "fro" and "nuc"."""
+    _linalg_default(ctx)
+    p = next((a for a in ctx.op.arguments if a.name == "p"), None)
+    if p is not None and p.type.startswith("str"):
+        ctx.fixed["p"] = ctx.draw(memo.sampled_from(("fro", "nuc")), label="p")
+
+
+@family("linalg_ldl_solve")
+def linalg_ldl_solve(ctx):
+    """LD and pivots from linalg_ldl_factor of a symmetric (not definite) matrix; B (n, k)."""
+    import torch
+
+    n = ctx.draw(memo.integers(1, 4), label="n")
+    k = ctx.draw(memo.integers(1, 3), label="k")
+    batch = tuple(ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch"))
+    hermitian = ctx.draw(memo.booleans(), label="hermitian") if ctx.dtype.startswith("complex") else False
+    x = _tensor(ctx, batch + (n, n), values="invertible", label="matrix").materialize(lambda t: t)
+    a = x + (x.mH if hermitian else x.mT)
+    try:
+        ld, pivots, _ = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+    except RuntimeError:  # the cell's dtype has no LDL factorisation: draw a plain LD for the reference to reject
+        ld, pivots = a, torch.ones(batch + (n,), dtype=torch.int32)
+    ctx.shape = tuple(ld.shape)
+    ctx.fixed["LD"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, data=tuple(ld.flatten().tolist()))
+    ctx.fixed["pivots"] = TensorSpec(shape=tuple(pivots.shape), dtype="int32", data=tuple(pivots.flatten().tolist()))
+    ctx.fixed["B"] = _tensor(ctx, batch + (n, k), label="B")
+    ctx.fixed["hermitian"] = hermitian
+
+
+# -- kernels with one fixed calling convention ------------------------------------------------------
+
+
+@family("linalg_check_errors")
+def linalg_check_errors(ctx):
+    """LAPACK info codes (int32; 0 = success, so that a valid case passes the check)."""
+    n = ctx.draw(memo.integers(0, 3), label="batch")
+    ctx.shape = (n,)
+    ctx.fixed["info"] = TensorSpec(shape=(n,), dtype="int32", data=(0,) * n)
+    ctx.fixed["api_name"] = ctx.draw(memo.sampled_from(("torch.linalg.inv", "torch.linalg.cholesky")), label="api_name")
+
+
+@family("chain_matmul")
+def chain_matmul(ctx):
+    """Matrices whose inner sizes chain: (n0, n1), (n1, n2), ..."""
+    k = ctx.draw(memo.integers(1, 3), label="matrices")
+    sides = [ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    ctx.shape = (sides[0], sides[1])
+    ctx.fixed["matrices"] = [_tensor(ctx, (sides[i], sides[i + 1]), label=f"matrices[{i}]") for i in range(k)]
+
+
+@family("foreach_mm")
+def foreach_mm(ctx):
+    """Lists of matrices whose pairs multiply: self[i] (n, k), mat2[i] (k, m)."""
+    pairs = len(ctx.list_shapes)
+    n, k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("n", "k", "m"))
+    ctx.shape = (n, k)
+    ctx.fixed["self"] = [_tensor(ctx, (n, k), label=f"self[{i}]") for i in range(pairs)]
+    ctx.fixed["mat2"] = [_tensor(ctx, (k, m), label=f"mat2[{i}]") for i in range(pairs)]

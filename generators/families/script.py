@@ -1,0 +1,108 @@
+"""TorchScript builtins: list members, dictionary keys, strings, varargs."""
+
+from __future__ import annotations
+
+from generators import memo
+from generators.context import VARARGS
+from generators.families.common import _arg_names, _tensor
+from generators.families.registry import family
+
+# -- TorchScript builtins --------------------------------------------------------------------------
+
+# list element types of builtins, by the list's schema type
+_LIST_ELEMENTS = {
+    "float[]": memo.sampled_from((0.5, -1.5, 2.0, 0.0)),
+    "int[]": memo.integers(-3, 3),
+    "str[]": memo.sampled_from(("a", "b", "", "a b")),
+    "bool[]": memo.booleans(),
+}
+
+
+@family("remove")
+def list_member(ctx):
+    """list.index(x) and list.remove(x) on a non-empty list that holds x (else ValueError)."""
+    arg = next((a for a in ctx.op.arguments if a.name == "self"), None)
+    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", "")) if arg is not None else None
+    if elements is None or getattr(ctx.op, "family", "") != "torchscript":
+        return
+    items = ctx.draw(memo.lists(elements, min_size=1, max_size=4), label="list")
+    ctx.fixed["self"] = items
+    ctx.fixed["el"] = items[ctx.draw(memo.integers(0, len(items) - 1), label="member")]
+
+
+@family("Float", "Int")
+def number_from_string(ctx):
+    """float("1.5") and int("-2"): the string must hold a number."""
+    arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
+    if arg is not None and arg.type == "str":
+        numbers = ("1", "-2", "0", "1.5", "-0.25", "1e3") if ctx.op.base_name == "Float" else ("1", "-2", "0", "42")
+        ctx.fixed["a"] = ctx.draw(memo.sampled_from(numbers), label="a")
+
+
+@family("device")
+def device_from_string(ctx):
+    """torch.device("cpu:0"): a device string that names a device type."""
+    arg = next((a for a in ctx.op.arguments if a.name == "a"), None)
+    if arg is not None and arg.type == "str":
+        ctx.fixed["a"] = ctx.draw(memo.sampled_from(("cpu", "cpu:0", "meta", "cuda:1", "mps")), label="a")
+
+
+@family("Delete", "__getitem__", "pop")
+def dict_key(ctx):
+    """dict[key], del dict[key] and dict.pop(key) on a TorchScript Dict: the key is one the dict
+    holds (else KeyError). A Tensor key is the very spec of the dict's key, which
+    `Case.materialize` builds once: Dict[Tensor, t] hashes tensors by identity."""
+    from generators.argtypes import draw_jit, jit_formal
+
+    names = _arg_names(ctx)
+    if getattr(ctx.op, "family", "") != "torchscript" or "Dict" not in ctx.op.overload or "key" not in names:
+        return
+    d = draw_jit(jit_formal(ctx.op, "self"), ctx, "arg self", name="self")
+    ctx.fixed["self"] = d
+    keys = [k for k, _ in d["dict"]]
+    ctx.fixed["key"] = keys[ctx.draw(memo.integers(0, len(keys) - 1), label="key")]
+
+
+@family("einsum")
+def einsum_sublist(ctx):
+    """einsum(a, [subscripts of a], b, [subscripts of b], ..., [output subscripts]): the sublist
+    form takes its operands and subscript lists as varargs after a. Shared subscripts have one
+    size; the output subscripts, when given, are distinct subscripts of the operands."""
+    if ctx.op.overload != "sublist":
+        return
+    sizes = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(4)]
+    operands = ctx.draw(memo.integers(1, 2), label="operands")
+    subs = [ctx.draw(memo.lists(memo.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
+    tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
+    ctx.shape = tensors[0].shape
+    ctx.fixed["a"] = tensors[0]
+    rest = [subs[0]]
+    for t, sub in zip(tensors[1:], subs[1:]):
+        rest += [t, sub]
+    if ctx.draw(memo.booleans(), label="output subscripts"):
+        present = sorted({j for sub in subs for j in sub})
+        # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
+        rest.append(ctx.draw(memo.lists(memo.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
+    ctx.fixed[VARARGS] = rest
+
+
+@family("__upsample")
+def upsample_builtin(ctx):
+    """TorchScript's nn.functional.upsample: an (N, C, *spatial) input of 1 to 3 spatial dims and
+    either a size per spatial dim (size_list) or one size, nearest mode (every rank has it)."""
+    spatial = ctx.draw(memo.integers(1, 3), label="spatial dims")
+    ctx.shape = tuple(ctx.draw(memo.integers(1, 3), label=f"size {i}") for i in range(2 + spatial))
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    sizes = [ctx.draw(memo.integers(1, 4), label=f"out size {i}") for i in range(spatial)]
+    ctx.fixed["size"] = sizes if ctx.op.overload == "size_list" else sizes[0]
+    ctx.fixed.update(scale_factor=None, mode="nearest", align_corners=None)
+
+
+@family("percentFormat")
+def percent_format(ctx):
+    """A format string with one %d and the one value that follows it ("Too many arguments" for
+    more placeholders than values; opdb's one-node graph passes the builtin one vararg value)."""
+    values = [ctx.draw(memo.integers(-9, 9), label="value")]
+    ctx.fixed["self"] = "".join("<%d>" for _ in values)
+    ctx.fixed[VARARGS] = values
+

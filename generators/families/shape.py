@@ -1,0 +1,166 @@
+"""Order statistics and shape ops: dims, sizes and splits drawn within the tensor's shape."""
+
+from __future__ import annotations
+
+from generators import memo
+from generators.argtypes import dims
+from generators.case import TensorSpec
+from generators.families.common import _arg_names, _tensor
+from generators.families.registry import family
+from generators.families.sparse import _index_spec
+from generators.strategies import draw_tensor
+
+# -- order statistics and shape ops ------------------------------------------------------------------
+
+
+@family("topk", "kthvalue")
+def topk_like(ctx):
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    dim = ctx.draw(dims(ctx), label="dim")
+    ctx.fixed["dim"] = dim
+    size = ctx.size(dim)
+    ctx.fixed["k"] = ctx.draw(memo.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else memo.just(0), label="k")
+
+
+@family("cartesian_prod", "meshgrid", "combinations")
+def products_of_vectors(ctx):
+    """1-d inputs of at most 6 elements: the output is the product of their sizes (or n choose r),
+    so the element cap on inputs alone let one case ask for gigabytes."""
+    names = _arg_names(ctx)
+    if "tensors" in names:
+        k = ctx.draw(memo.integers(1, 3), label="tensors")
+        ctx.fixed["tensors"] = [_tensor(ctx, (ctx.draw(memo.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)]
+    elif "self" in names:
+        ctx.shape = (ctx.draw(memo.integers(0, 6), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+
+
+@family("set")
+def set_storage_view(ctx):
+    """set_(self, source, storage_offset, size, stride): a view that lies inside source's storage.
+
+    set_ grows a storage that is too small instead of raising, with uninitialised memory in the
+    new part, so a view past the end compares garbage with garbage.
+    """
+    if "storage_offset" not in _arg_names(ctx):
+        return
+    n = ctx.draw(memo.integers(1, 8), label="source numel")
+    ctx.fixed["source"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(n,), values=ctx.values or "real", layout="contiguous", label="source")
+    offset = ctx.draw(memo.integers(0, n - 1), label="storage_offset")
+    rows = ctx.draw(memo.integers(1, n - offset), label="rows")
+    cols = ctx.draw(memo.integers(1, (n - offset) // rows), label="cols")
+    ctx.fixed["storage_offset"] = offset
+    ctx.fixed["size"] = [rows, cols]
+    ctx.fixed["stride"] = [cols, 1]
+
+
+@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
+def positional_dims(ctx):
+    """Index, start and length arguments within the size of the chosen dim."""
+    names = _arg_names(ctx)
+    base = ctx.op.base_name.lstrip("_").removesuffix("_")
+    if base in ("tril_indices", "triu_indices"):
+        ctx.fixed["row"] = ctx.draw(memo.integers(0, 4), label="row")
+        ctx.fixed["col"] = ctx.draw(memo.integers(0, 4), label="col")
+        return
+    if ctx.rank == 0 or base in ("diagonal", "diag_embed", "tril", "triu", "select_scatter", "narrow", "select"):
+        if ctx.rank < 2:
+            ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    r = ctx.rank
+    if base in ("unsqueeze", "unsqueeze_copy"):
+        ctx.fixed["dim"] = ctx.draw(memo.integers(-r - 1, r), label="dim")
+        return
+    dim = ctx.draw(dims(ctx), label="dim")
+    size = ctx.size(dim)
+    if "dim" in names and next(a for a in ctx.op.arguments if a.name == "dim").type.startswith(("int", "SymInt")):
+        ctx.fixed["dim"] = dim
+    if base in ("select", "select_copy"):
+        ctx.fixed["index"] = ctx.draw(memo.integers(-size, size - 1) if size else memo.just(0), label="index")
+    elif base in ("select_scatter",):
+        idx = ctx.draw(memo.integers(0, size - 1) if size else memo.just(0), label="index")
+        ctx.fixed["index"] = idx
+        src_shape = tuple(s for i, s in enumerate(ctx.shape) if i != dim % r)
+        ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
+    elif base in ("narrow", "narrow_copy"):
+        start = ctx.draw(memo.integers(0, size), label="start")
+        start_is_tensor = next(a for a in ctx.op.arguments if a.name == "start").type.startswith("Tensor")
+        ctx.fixed["start"] = TensorSpec(shape=(), dtype="int64", data=(start,)) if start_is_tensor else start
+        ctx.fixed["length"] = ctx.draw(memo.integers(0, size - start), label="length")
+    elif base in ("unflatten",):
+        ctx.fixed["sizes"] = [1, size] if ctx.draw(memo.booleans(), label="split") else [size, -1] if size else [size]
+    elif base in ("split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split") and _sizes_arg(ctx):
+        # sizes that sum to the dim's size (split's list overloads are split_with_sizes)
+        a = ctx.draw(memo.integers(0, size), label="first")
+        ctx.fixed[_sizes_arg(ctx)] = [a, size - a]
+        ctx.list_shapes = [ctx.shape] * 2  # an out= overload's list of outs: one per piece
+    elif base == "unfold":
+        ctx.fixed["dimension"] = dim
+        ctx.fixed["size"] = ctx.draw(memo.integers(0, size), label="size")
+        ctx.fixed["step"] = ctx.draw(memo.integers(1, 2), label="step")
+    elif base in ("diagonal", "diag_embed"):
+        for a, b in (("dim1", "dim2"),):
+            if a in names:
+                ctx.fixed[a] = 0
+                ctx.fixed[b] = 1
+    elif base in ("movedim", "moveaxis"):
+        src = next(a for a in ctx.op.arguments if a.name == "source")
+        if src.type.startswith("int["):
+            ctx.fixed["source"] = [dim]
+            ctx.fixed["destination"] = [ctx.draw(dims(ctx), label="destination")]
+        else:
+            ctx.fixed["source"] = dim
+            ctx.fixed["destination"] = ctx.draw(dims(ctx), label="destination")
+
+
+def _sizes_arg(ctx) -> str | None:
+    """The name of a split's list of sizes, if it takes one (split.Tensor takes one size)."""
+    return next((a.name for a in ctx.op.arguments if a.name in ("split_size", "split_sizes") and "[" in a.type), None)
+
+
+@family("reshape_from_tensor")
+def reshape_from_tensor(ctx):
+    """A target shape, as a 1-d int64 tensor, with as many elements as self."""
+    import math
+
+    numel = math.prod(ctx.shape)
+    split = ctx.draw(memo.booleans(), label="split") and numel % 2 == 0 and numel > 0
+    ctx.fixed["shape"] = _index_spec([2, numel // 2] if split else [numel])
+
+
+@family("diagonal_scatter")
+def diagonal_scatter(ctx):
+    """src is the shape of self's diagonal (offset, dim1, dim2): the other dims, then its length."""
+    if ctx.rank < 2:
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(2))
+    rows, cols = ctx.shape[0], ctx.shape[1]
+    # (an empty side leaves only offset 0, which every empty diagonal accepts)
+    offset = ctx.draw(memo.integers(min(0, -rows + 1), max(0, cols - 1)), label="offset")
+    ctx.fixed.update(offset=offset, dim1=0, dim2=1)
+    length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["src"] = _tensor(ctx, (*ctx.shape[2:], length), label="src")
+
+
+@family("empty_permuted")
+def empty_permuted(ctx):
+    """A size and a physical layout that is a permutation of its dims."""
+    size = [ctx.draw(memo.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(0, 3), label="rank"))]
+    ctx.fixed["size"] = size
+    ctx.fixed["physical_layout"] = ctx.draw(memo.permutations(list(range(len(size)))), label="physical_layout")
+
+
+_SPLIT_DIM = {"vsplit": (0, 2), "hsplit": (1, 1), "dsplit": (2, 3)}  # (dim, least rank)
+
+
+@family("dsplit", "hsplit", "vsplit")
+def directional_split(ctx):
+    """A tensor of the rank the split needs; an int number of sections that divides its dim
+    (hsplit splits a 1-d tensor along dim 0)."""
+    dim, least = _SPLIT_DIM[ctx.op.base_name]
+    if ctx.rank < least:
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(least))
+    if "sections" in _arg_names(ctx):
+        size = ctx.shape[dim if ctx.rank > 1 else 0]
+        ctx.fixed["sections"] = ctx.draw(memo.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")
