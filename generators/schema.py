@@ -18,7 +18,7 @@ from generators import memo as st
 
 from generators import argtypes, backward
 from generators.case import QUANTIZED_STORAGE, Case, TensorSpec
-from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
+from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes, stressed
 
 
 class Untestable(Exception):
@@ -95,7 +95,8 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
         problem = argtypes.builtin_unsupported(op, arg) if argtypes.is_builtin(op) else argtypes.unsupported(arg)
         if problem:
             raise Untestable(problem)
-    return _cases(op, dtype, max_numel, builder)
+    # the first example of a cell is a stress case (generators.strategies.STRESS_VARIANTS)
+    return stressed(_cases(op, dtype, max_numel, builder))
 
 
 def quantized_cell(op, cell: str) -> str | None:

@@ -8,12 +8,14 @@ Orderings matter for shrinking: the first element of every `sampled_from` is the
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 
 from generators import memo as st
 
-from generators.case import LAYOUTS, PER_CHANNEL_LAYOUTS, QUANTIZED_DTYPES, QUANTIZED_STORAGE, TensorSpec
+from generators.case import LAYOUTS, PER_CHANNEL_LAYOUTS, QUANTIZED_DTYPES, QUANTIZED_STORAGE, STRUCTURED_KINDS, TensorSpec
+from generators.tensor import EDGE_KINDS
 
 # the dtype cells conform tests by default, simplest first
 DTYPE_NAMES = (
@@ -39,6 +41,77 @@ DEFAULT_MAX_NUMEL = 4096
 # with AVX2, 16 with AVX-512, 4 with NEON; 2 or 4 blocks unrolled) and a scalar or masked tail
 # the rest, and the two paths disagree where a kernel is wrong.
 VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
+
+
+# -- stress cases ---------------------------------------------------------------------------------
+# Real kernel bugs sit where several input dimensions meet: a NaN inside a full vector block *and*
+# in the scalar tail of a row, a finite value over a subnormal divisor at the same position inside
+# a block, INT_MIN over -1, values whose squares fit but whose sum of squares does not. Drawn
+# independently (a vector length for one shape in seven, specials for half the tensors, a band
+# for a third) they rarely meet within a cell's five examples. A *stress* case sets them together
+# for every tensor of the case:
+#
+# - "edges": each row's innermost length is a STRESS_LENGTHS value and every tensor carries the
+#   aligned edge pattern (generators.tensor.EDGE_PERIOD) its value kind admits, with its role
+#   (order among the case's tensors) choosing its column;
+# - "huge": the same rows, finite values in the "square_sum" band (floating) or at the integer
+#   type's limits, where accumulations in the dtype itself overflow.
+#
+# The first example of every cell is an "edges" case: hypothesis's first example is made of the
+# simplest choices, and "edges" is the variant's simplest; later examples draw the variant. The
+# shrinker only lowers choices, so a failure first met in a stress case shrinks within it (scalars,
+# dtypes, layouts, seeds, optional arguments; the stress shape and pattern are fixed: a documented
+# case, not a random one), and a failure met in a plain case stays plain: a stress case also draws
+# STRESS_PADDING trivial choices, so it is never shorter, hence never simpler to the shrinker
+# (which compares choice sequences by length first), than the plain case it would replace.
+STRESS_VARIANTS = ("edges", "", "huge")
+STRESS_PADDING = 160
+# Innermost lengths whose full-vector bodies end at a different element for each loop step
+# (vectorised loops take 2 vectors per step: 8, 16, 32, 64, 128 elements with AVX2 / AVX-512 and
+# 4- to 1-byte dtypes): 57 ends 8- and 16-element bodies at 56 and 48, 32-element ones at 32 and
+# leaves a 64-element one none, so the same position is body for one dtype and tail for another
+# (golden's float64 against float32, float32 against half precision). The first is the default.
+STRESS_LENGTHS = (57, 41, 25)
+STRESS_ROWS = 3  # rows of the outer dims: successive rows' tails meet different pattern slots
+_stress = contextvars.ContextVar("conform_stress", default=None)
+_stress_variants = st.sampled_from(STRESS_VARIANTS)
+_stress_padding = st.lists(st.booleans(), min_size=STRESS_PADDING, max_size=STRESS_PADDING)
+
+
+def stressed(cases: st.SearchStrategy) -> st.SearchStrategy:
+    """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
+    of the case is drawn: shapes() and draw_tensor() read it."""
+
+    @st.composite
+    def build(draw):
+        variant = draw(_stress_variants, label="stress")
+        if variant:
+            draw(_stress_padding, label="stress padding")
+        token = _stress.set({"variant": variant, "role": 0} if variant else None)
+        try:
+            return draw(cases)
+        finally:
+            _stress.reset(token)
+
+    return build()
+
+
+def stress_variant() -> str:
+    """The stress variant of the case being drawn ("" for none)."""
+    state = _stress.get()
+    return state["variant"] if state else ""
+
+
+def _stress_shapes(min_dims: int, max_dims: int, max_side: int, max_numel: int):
+    """Stress shapes: STRESS_ROWS rows (in the outer dims the rank asks for) of a STRESS_LENGTHS
+    length, or None where the element cap has no room for one."""
+    lengths = [n for n in STRESS_LENGTHS if n <= max_numel]
+    if not lengths or max_dims < 1:
+        return None
+    rank = max(min_dims, min(2, max_dims), 1)
+    outer = [min(STRESS_ROWS, max_side)] + [min(2, max_side)] * (rank - 2)
+    lo = 1 if max_side >= 1 else 0
+    return st.sampled_from(lengths).map(lambda n: tuple(_cap_outer(outer, n, max_numel, lo, rank - 1)))
 
 
 def is_floating(dtype: str) -> bool:
@@ -136,7 +209,17 @@ def shapes(
         )
     else:
         base = sides
-    return base.map(lambda s: _cap(s, max_numel))
+    plain = base.map(lambda s: _cap(s, max_numel))
+    stress = _stress_shapes(min_dims, max_dims, max_side, max_numel) if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1) else None
+    if stress is None:
+        return plain
+
+    @st.composite
+    def either(draw):
+        # the stress shape where the family allows long shapes at all (as for VECTOR_LENGTHS)
+        return draw(stress if stress_variant() else plain)
+
+    return either()
 
 
 def layouts(shape: tuple[int, ...], *, writable: bool = False) -> st.SearchStrategy[str]:
@@ -235,12 +318,35 @@ def draw_tensor(
         writable = True
     if layout is None:
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
+    stress = _stress.get()
+    if stress is not None and low is None and high is None and layout in LAYOUTS:
+        return _draw_stressed(draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label)
     # "small" (exp-like ops) keeps finite inputs small but still meets NaN and +-inf
     kind = draw(_real_value_kinds, label=f"{label} values") if values in ("real", "small") and is_floating(dtype) else values
     bands = _magnitudes(dtype, values) if low is None and high is None else None
     magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
     seed = draw(_seeds, label=f"{label} seed")
     return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude)
+
+
+def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -> TensorSpec:
+    """A tensor of a stress case (see STRESS_VARIANTS): its role is its order in the case."""
+    role = stress["role"]
+    stress["role"] += 1
+    real_float = is_floating(dtype) and not is_complex(dtype)
+    edges = magnitude = None
+    if stress["variant"] == "edges":
+        if real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+            edges = role
+    elif real_float and (values in MAGNITUDE_DOMAINS or values in STRUCTURED_KINDS):
+        magnitude = "square_sum"
+    elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+        magnitude = "int_extreme"
+    if edges is None and magnitude is None:
+        # nothing of this tensor's kind to stress: drawn as any other (the shape already is)
+        magnitude = draw(_magnitudes(dtype, values), label=f"{label} magnitude") if _magnitudes(dtype, values) is not None else ""
+    seed = draw(_seeds, label=f"{label} seed")
+    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=values, seed=seed, magnitude=magnitude or "", edges=edges)
 
 
 QSCHEMES = ("per_tensor", "per_channel", "any")
