@@ -95,7 +95,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> st.Sea
         problem = argtypes.builtin_unsupported(op, arg) if argtypes.is_builtin(op) else argtypes.unsupported(arg)
         if problem:
             raise Untestable(problem)
-    # the first example of a cell is a stress case (generators.strategies.STRESS_VARIANTS)
+    # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
     return stressed(_cases(op, dtype, max_numel, builder))
 
 

@@ -45,11 +45,12 @@ VALUE_KINDS = (
 # the dtype's largest value ("sqrt_max"), a sum or a doubling near a fraction of it ("near_max"),
 # and integer accumulations wrap near the integer type's limits ("int_extreme"). A band keeps the
 # sign the kind drew (so positive domains stay positive and zeros stay zero).
-MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "square_sum")
+MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "beyond_sqrt")
 MODERATE_BAND = (100.0, 4000.0)
-# "square_sum": each value's square fits the dtype, the sum of a row's squares does not (values in
-# [sqrt(max) / 8, sqrt(max)]). A kernel that accumulates squares in the dtype itself (a norm
-# layer's variance, a 2-norm) overflows there while the result is finite and representable.
+# "beyond_sqrt": values in [4 sqrt(max), 64 sqrt(max)], far inside the dtype's range but every
+# square (and product of two) beyond it. A kernel that squares in the dtype itself (a norm layer's
+# variance, a 2-norm) overflows there, however few the elements, while its result is finite and
+# representable; an elementwise product overflows in the float64 expectation too, so it agrees.
 
 
 # An aligned edge pattern (TensorSpec.edges): special values at fixed positions of the logical
@@ -336,12 +337,7 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         band = magnitude_band(magnitude, real_dtype)
         if band is not None and m.numel():
             # the whole matrix scaled, so it stays invertible (SPD): its largest entry in the band
-            u = float(torch.rand((), generator=g, dtype=torch.float64))
-            if magnitude == "square_sum":
-                # the diagonal carries a (diagonally dominant) matrix: its largest entry above
-                # sqrt(max / 2), so each square fits and the diagonal's sum of squares mostly not
-                u = 1 - u / 6
-            top = math.exp(math.log(band[0]) + u * (math.log(band[1]) - math.log(band[0])))
+            top = math.exp(math.log(band[0]) + float(torch.rand((), generator=g, dtype=torch.float64)) * (math.log(band[1]) - math.log(band[0])))
             m = m * (top / float(m.abs().max()))
         return m.to(dtype)
     lo, hi = _RANGES.get(kind, (-3.0, 3.0))
@@ -411,8 +407,8 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
     if magnitude == "moderate":
         return MODERATE_BAND
     top = torch.finfo(dtype).max
-    if magnitude == "square_sum":
-        return math.sqrt(top) / 8, math.sqrt(top)
+    if magnitude == "beyond_sqrt":
+        return math.sqrt(top) * 4, math.sqrt(top) * 64
     if magnitude == "sqrt_max":
         return math.sqrt(top) / 4, math.sqrt(top) * 2
     if magnitude == "near_max":
