@@ -60,7 +60,7 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 # - "edges": each row's innermost length is a STRESS_LENGTHS value and every tensor carries the
 #   aligned edge pattern (generators.tensor.EDGE_PERIOD) its value kind admits, with its role
 #   (order among the case's tensors) choosing its column;
-# - "huge": the same rows, finite values in the "beyond_sqrt" band (floating: every square
+# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band (floating: every square
 #   overflows the dtype while the values and most results fit) or at the integer type's limits,
 #   where intermediates and accumulations in the dtype itself overflow. For float32 and bfloat16
 #   this is the only way into large magnitudes (random draws keep them for float16, see
@@ -331,6 +331,11 @@ def draw_tensor(
         # the edge pattern is about vector blocks, which a vectorised loop walks in memory order:
         # contiguous, or a transposed row would reach the scalar path only
         layout = "contiguous"
+    if layout is None and stress is not None and stress["variant"] == "huge":
+        # large values meet a strided layout: kernels that ignore strides or read an expanded
+        # input's memory (median along dim 0, private norm kernels) show it whatever the values
+        strided = [x for x in valid_layouts(shape, writable=writable) if x != "contiguous"]
+        layout = draw(memo.sampled_from(strided), label=f"{label} layout") if strided else "contiguous"
     if layout is None:
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
     if stress is not None and low is None and high is None and layout in LAYOUTS:
