@@ -60,9 +60,9 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 # - "edges": each row's innermost length is a STRESS_LENGTHS value and every tensor carries the
 #   aligned edge pattern (generators.tensor.EDGE_PERIOD) its value kind admits, with its role
 #   (order among the case's tensors) choosing its column;
-# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band (floating: every square
-#   overflows the dtype while the values and most results fit) or at the integer type's limits,
-#   where intermediates and accumulations in the dtype itself overflow. For float32 and bfloat16
+# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band (floating:
+#   every square overflows the dtype while the values and most results fit) or at the integer
+#   type's limits, where intermediates and accumulations in the dtype itself overflow. For float32 and bfloat16
 #   this is the only way into large magnitudes (random draws keep them for float16, see
 #   _float_magnitudes): one example in a few, on purpose, since on the plain CPU the float64
 #   expectation judges what the CPU's own intermediate overflow does to a representable result.
