@@ -114,16 +114,18 @@ def test_most_examples_after_the_first_are_stress_cases():
     most cells meet both stress variants among the other four."""
     op = opdb.lookup("aten::add.Tensor")
     edges = huge = 0
+    cells: list[list[Case]] = []
     for cell_seed in range(12):
-        seen: list[Case] = []
+        cells.append([])
 
         @seed(cell_seed)
         @settings(max_examples=5, phases=[Phase.generate], **QUIET)
         @given(generators.from_schema(op, "float32"))
         def draw(case):
-            seen.append(case)
+            cells[-1].append(case)
 
         draw()
+        seen = cells[-1]
         assert not any(t.edges is not None or t.magnitude == "beyond_sqrt" for t in seen[0].tensor_specs())
         edges += any(t.edges is not None for c in seen[1:] for t in c.tensor_specs())
         huge += any(t.magnitude == "beyond_sqrt" for c in seen[1:] for t in c.tensor_specs())
