@@ -12,7 +12,7 @@ from __future__ import annotations
 from generators import argtypes, backward, families, memo
 from generators.case import QUANTIZED_STORAGE, Case
 from generators.context import OMIT, VARARGS, Context, Untestable
-from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes
+from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes, stressed
 
 
 def cell_dtypes(op, requested: list[str]) -> list[str]:
@@ -52,7 +52,8 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         problem = argtypes.builtin_unsupported(op, arg) if argtypes.is_builtin(op) else argtypes.unsupported(arg)
         if problem:
             raise Untestable(problem)
-    return _cases(op, dtype, max_numel, builder)
+    # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
+    return stressed(_cases(op, dtype, max_numel, builder))
 
 
 def quantized_cell(op, cell: str) -> str | None:

@@ -8,12 +8,19 @@ Orderings matter for shrinking: the first element of every `sampled_from` is the
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 
-from generators import memo as st
-
-from generators.case import LAYOUTS, PER_CHANNEL_LAYOUTS, QUANTIZED_DTYPES, QUANTIZED_STORAGE, TensorSpec
+from generators import memo
+from generators.case import (
+    LAYOUTS,
+    PER_CHANNEL_LAYOUTS,
+    QUANTIZED_DTYPES,
+    QUANTIZED_STORAGE,
+    TensorSpec,
+)
+from generators.tensor import EDGE_KINDS
 
 # the dtype cells conform tests by default, simplest first
 DTYPE_NAMES = (
@@ -41,6 +48,81 @@ DEFAULT_MAX_NUMEL = 4096
 VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 
 
+# -- stress cases ---------------------------------------------------------------------------------
+# Real kernel bugs sit where several input dimensions meet: a NaN inside a full vector block *and*
+# in the scalar tail of a row, a finite value over a subnormal divisor at the same position inside
+# a block, INT_MIN over -1, values whose squares overflow while the results fit. Drawn
+# independently (a vector length for one shape in seven, specials for half the tensors, a band
+# for a third) they rarely meet within a cell's five examples. A *stress* case sets them together
+# for every tensor of the case:
+#
+# - "edges": each row's innermost length is a STRESS_LENGTHS value and every tensor carries the
+#   aligned edge pattern (generators.tensor.EDGE_PERIOD) its value kind admits, with its role
+#   (order among the case's tensors) choosing its column;
+# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band (floating:
+#   every square overflows the dtype while the values and most results fit) or at the integer
+#   type's limits, where intermediates and accumulations in the dtype itself overflow. For float32 and bfloat16
+#   this is the only way into large magnitudes (random draws keep them for float16, see
+#   _float_magnitudes): one example in a few, on purpose, since on the plain CPU the float64
+#   expectation judges what the CPU's own intermediate overflow does to a representable result.
+#
+# Hypothesis's first example is the one made of the simplest choices, and the shrinker only lowers
+# choices towards it: so the plain case ("" below) stays the simplest, and the first example of a
+# cell stays the small plain one, while each later example is a stress case five times in six.
+# A failure shrinks out of stress wherever a plain case still fails: a stress case also draws
+# STRESS_PADDING trivial choices, so the plain case that replaces it is shorter, hence simpler to
+# the shrinker (which compares choice sequences by length first). What still needs the stress
+# keeps it, with everything else (scalars, dtypes, layouts, seeds) shrunk.
+STRESS_VARIANTS = ("", "edges", "edges", "edges", "huge", "huge")
+STRESS_PADDING = 160
+# Innermost lengths whose full-vector bodies end at a different element for each loop step
+# (vectorised loops take 2 vectors per step: 8, 16, 32, 64, 128 elements with AVX2 / AVX-512 and
+# 4- to 1-byte dtypes): 57 ends 8- and 16-element bodies at 56 and 48, 32-element ones at 32 and
+# leaves a 64-element one none, so the same position is body for one dtype and tail for another
+# (golden's float64 against float32, float32 against half precision). The first is the default.
+STRESS_LENGTHS = (57, 41, 25)
+STRESS_ROWS = 3  # rows of the outer dims: successive rows' tails meet different pattern slots
+_stress = contextvars.ContextVar("conform_stress", default=None)
+_stress_variants = memo.sampled_from(STRESS_VARIANTS)
+_stress_padding = memo.lists(memo.booleans(), min_size=STRESS_PADDING, max_size=STRESS_PADDING)
+
+
+def stressed(cases: memo.SearchStrategy) -> memo.SearchStrategy:
+    """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
+    of the case is drawn: shapes() and draw_tensor() read it."""
+
+    @memo.composite
+    def build(draw):
+        variant = draw(_stress_variants, label="stress")
+        if variant:
+            draw(_stress_padding, label="stress padding")
+        token = _stress.set({"variant": variant, "role": 0} if variant else None)
+        try:
+            return draw(cases)
+        finally:
+            _stress.reset(token)
+
+    return build()
+
+
+def stress_variant() -> str:
+    """The stress variant of the case being drawn ("" for none)."""
+    state = _stress.get()
+    return state["variant"] if state else ""
+
+
+def _stress_shapes(min_dims: int, max_dims: int, max_side: int, max_numel: int):
+    """Stress shapes: STRESS_ROWS rows (in the outer dims the rank asks for) of a STRESS_LENGTHS
+    length, or None where the element cap has no room for one."""
+    lengths = [n for n in STRESS_LENGTHS if n <= max_numel]
+    if not lengths or max_dims < 1:
+        return None
+    rank = max(min_dims, min(2, max_dims), 1)
+    outer = [min(STRESS_ROWS, max_side)] + [min(2, max_side)] * (rank - 2)
+    lo = 1 if max_side >= 1 else 0
+    return memo.sampled_from(lengths).map(lambda n: tuple(_cap_outer(outer, n, max_numel, lo, rank - 1)))
+
+
 def is_floating(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES or dtype == "float8_e4m3fn"
 
@@ -53,7 +135,7 @@ def is_complex(dtype: str) -> bool:
     return dtype.startswith("complex")
 
 
-def dtypes(*, kinds: tuple[str, ...] = ("float", "complex", "int", "bool")) -> st.SearchStrategy[str]:
+def dtypes(*, kinds: tuple[str, ...] = ("float", "complex", "int", "bool")) -> memo.SearchStrategy[str]:
     """Dtype names, restricted to the given kinds ("float", "complex", "int", "bool")."""
     unknown = set(kinds) - {"float", "complex", "int", "bool"}
     if unknown:
@@ -66,7 +148,7 @@ def dtypes(*, kinds: tuple[str, ...] = ("float", "complex", "int", "bool")) -> s
         or ("int" in kinds and n in INT_DTYPES)
         or ("bool" in kinds and n == "bool")
     ]
-    return st.sampled_from(names)
+    return memo.sampled_from(names)
 
 
 def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
@@ -78,10 +160,10 @@ def _cap(shape: list[int], max_numel: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _vector_lengths(lo: int, min_outer: int, max_numel: int) -> st.SearchStrategy[int]:
+def _vector_lengths(lo: int, min_outer: int, max_numel: int) -> memo.SearchStrategy[int]:
     """The VECTOR_LENGTHS a shape can end in: at least the least side, and fitting under the
     element cap with `min_outer` outer sides of the least size."""
-    return st.sampled_from([n for n in VECTOR_LENGTHS if n >= lo and n * lo**min_outer <= max_numel] or [lo])
+    return memo.sampled_from([n for n in VECTOR_LENGTHS if n >= lo and n * lo**min_outer <= max_numel] or [lo])
 
 
 def _cap_outer(outer: list[int], last: int, max_numel: int, lo: int, min_outer: int) -> list[int]:
@@ -104,7 +186,7 @@ def shapes(
     min_side: int = 0,
     max_side: int = 5,
     max_numel: int = DEFAULT_MAX_NUMEL,
-) -> st.SearchStrategy[tuple[int, ...]]:
+) -> memo.SearchStrategy[tuple[int, ...]]:
     """Small shapes: 0-d, empty (a zero-size dim) and size-1 dims included; at most `max_numel` elements.
 
     Sides shrink towards 1 rather than 0 (`min_side` permitting): an empty tensor is a special
@@ -117,35 +199,45 @@ def shapes(
     if max_numel < 1:
         raise ValueError("max_numel must be positive")
     lo = max(min_side, 1) if max_side >= 1 else 0
-    sides = st.lists(st.integers(lo, max_side), min_size=min_dims, max_size=max_dims)
+    sides = memo.lists(memo.integers(lo, max_side), min_size=min_dims, max_size=max_dims)
     if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1):
         # now and then a large tensor, up to the element cap: bugs that start above a size
         # (a second pass, a tiled kernel's edge) need one; shrinking still heads for small
-        large = st.lists(st.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1))
+        large = memo.lists(memo.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1))
         # and now and then an innermost length at a vector width's edge (see VECTOR_LENGTHS)
         min_outer = max(min_dims - 1, 0)
-        outer = st.lists(st.integers(lo, max_side), min_size=min_outer, max_size=max_dims - 1)
-        vector = st.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer))
-        sides = st.one_of(sides, sides, sides, sides, sides, large, vector)
+        outer = memo.lists(memo.integers(lo, max_side), min_size=min_outer, max_size=max_dims - 1)
+        vector = memo.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer))
+        sides = memo.one_of(sides, sides, sides, sides, sides, large, vector)
     if min_side == 0 and lo > 0:
         # a zero-size dim in about one draw of 8 (empty reductions are a classic bug); "no zero"
         # is what shrinks
-        zero_at = st.one_of(st.none(), st.none(), st.none(), st.integers(0, max(max_dims - 1, 0)))
-        base = st.tuples(sides, st.integers(0, 3), zero_at).map(
+        zero_at = memo.one_of(memo.none(), memo.none(), memo.none(), memo.integers(0, max(max_dims - 1, 0)))
+        base = memo.tuples(sides, memo.integers(0, 3), zero_at).map(
             lambda t: [0 if t[1] >= 2 and t[2] is not None and t[0] and i == t[2] % len(t[0]) else s for i, s in enumerate(t[0])]
         )
     else:
         base = sides
-    return base.map(lambda s: _cap(s, max_numel))
+    plain = base.map(lambda s: _cap(s, max_numel))
+    stress = _stress_shapes(min_dims, max_dims, max_side, max_numel) if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1) else None
+    if stress is None:
+        return plain
+
+    @memo.composite
+    def either(draw):
+        # the stress shape where the family allows long shapes at all (as for VECTOR_LENGTHS)
+        return draw(stress if stress_variant() else plain)
+
+    return either()
 
 
-def layouts(shape: tuple[int, ...], *, writable: bool = False) -> st.SearchStrategy[str]:
+def layouts(shape: tuple[int, ...], *, writable: bool = False) -> memo.SearchStrategy[str]:
     """The strided layouts that make sense for `shape` ("contiguous" first, the simplest).
 
     `writable`: the tensor will be written to, so no expanded (stride-0) layout, whose aliasing
     elements a write rejects.
     """
-    return st.sampled_from(valid_layouts(shape, writable=writable))
+    return memo.sampled_from(valid_layouts(shape, writable=writable))
 
 
 def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str]:
@@ -166,16 +258,17 @@ def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str
 
 # value kinds a "real"-domain tensor may draw, simplest first
 _REAL_VALUE_KINDS = ("real", "special")
-_real_value_kinds = st.sampled_from(_REAL_VALUE_KINDS)
-_seeds = st.integers(0, 2**31 - 1)
+_real_value_kinds = memo.sampled_from(_REAL_VALUE_KINDS)
+_seeds = memo.integers(0, 2**31 - 1)
 
 # Domains whose values may be drawn in a magnitude band (generators.tensor.MAGNITUDES): those
 # unbounded above. Bounded domains (unit, probability) and "small" (exp-like ops, and ops that
 # loop as many times as an input says) keep their ranges; so do explicit low/high ranges.
-# Not the structured kinds (invertible, SPD): TensorSpec can scale them into a band, but on the
-# CPU sweep a half-precision norm's backward over such a matrix overflowed in the CPU's own
-# intermediate (inf against golden's 2428), a false alarm until the oracle judges those.
-MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one")
+# The structured kinds (invertible, SPD) too: TensorSpec scales a whole matrix into the band, so
+# it stays invertible (SPD). A half-precision kernel squaring such a matrix's entries in half (a
+# 2-norm) overflows where its result fits; on the plain CPU that is a finding about the CPU's
+# own intermediate, by the one rule for large magnitudes (see STRESS_VARIANTS).
+MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one", "invertible", "spd")
 # Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
 # a count or a size, and near the type's limit it would ask for billions of elements.
 INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
@@ -187,15 +280,15 @@ INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
 # For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
 # 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
 # matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
-_float_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3)
-_half_magnitudes = st.sampled_from(("",) * 6 + ("moderate",) * 3 + ("sqrt_max", "near_max"))
-_int_magnitudes = st.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
-_byte_magnitudes = st.sampled_from(("",) * 9 + ("int_extreme",))
+_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3)
+_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("sqrt_max", "near_max"))
+_int_magnitudes = memo.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
+_byte_magnitudes = memo.sampled_from(("",) * 9 + ("int_extreme",))
 
 
 def _magnitudes(dtype: str, values: str):
     """The magnitude bands a tensor of `dtype` in domain `values` may draw, or None."""
-    if is_floating(dtype) and not is_complex(dtype) and values in MAGNITUDE_DOMAINS:
+    if dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:  # not complex, not float8 (max 448)
         return _half_magnitudes if dtype == "float16" else _float_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
         return _byte_magnitudes if dtype in ("int8", "uint8") else _int_magnitudes
@@ -203,8 +296,8 @@ def _magnitudes(dtype: str, values: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _layout_choices(shape: tuple[int, ...], writable: bool) -> st.SearchStrategy[str]:
-    return st.sampled_from(valid_layouts(shape, writable=writable))
+def _layout_choices(shape: tuple[int, ...], writable: bool) -> memo.SearchStrategy[str]:
+    return memo.sampled_from(valid_layouts(shape, writable=writable))
 
 
 def draw_tensor(
@@ -220,7 +313,7 @@ def draw_tensor(
     qscheme: str = "per_tensor",
     label: str = "tensor",
 ) -> TensorSpec:
-    """Draw one TensorSpec of a known shape with `draw` (a composite's or `st.data()`'s).
+    """Draw one TensorSpec of a known shape with `draw` (a composite's or `memo.data()`'s).
 
     This is `tensors()` without building a strategy per call: generators draw hundreds of
     tensors per op, and strategy construction dominated their cost. A quantized `dtype` (quint8,
@@ -233,8 +326,20 @@ def draw_tensor(
     if values in ("invertible", "spd") and len(shape) == 2:
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
+    stress = _stress.get()
+    if layout is None and stress is not None and stress["variant"] == "edges" and low is None and high is None:
+        # the edge pattern is about vector blocks, which a vectorised loop walks in memory order:
+        # contiguous, or a transposed row would reach the scalar path only
+        layout = "contiguous"
+    if layout is None and stress is not None and stress["variant"] == "huge":
+        # large values meet a strided layout: kernels that ignore strides or read an expanded
+        # input's memory (median along dim 0, private norm kernels) show it whatever the values
+        strided = [x for x in valid_layouts(shape, writable=writable) if x != "contiguous"]
+        layout = draw(memo.sampled_from(strided), label=f"{label} layout") if strided else "contiguous"
     if layout is None:
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
+    if stress is not None and low is None and high is None and layout in LAYOUTS:
+        return _draw_stressed(draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label)
     # "small" (exp-like ops) keeps finite inputs small but still meets NaN and +-inf
     kind = draw(_real_value_kinds, label=f"{label} values") if values in ("real", "small") and is_floating(dtype) else values
     bands = _magnitudes(dtype, values) if low is None and high is None else None
@@ -243,20 +348,42 @@ def draw_tensor(
     return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude)
 
 
+def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -> TensorSpec:
+    """A tensor of a stress case (see STRESS_VARIANTS): its role is its order in the case."""
+    role = stress["role"]
+    stress["role"] += 1
+    real_float = dtype in FLOAT_DTYPES  # not complex, not float8 (no masked_fill, a max of 448)
+    edges = magnitude = None
+    if stress["variant"] == "edges":
+        if real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+            edges = role
+    elif real_float and values in MAGNITUDE_DOMAINS:
+        magnitude = "beyond_sqrt"
+    elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+        magnitude = "int_extreme"
+    if magnitude is None:
+        # the finite values between the edge pattern's specials (or of a tensor with nothing of
+        # its kind to stress) in the bands a plain tensor draws
+        bands = _magnitudes(dtype, values)
+        magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
+    seed = draw(_seeds, label=f"{label} seed")
+    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=values, seed=seed, magnitude=magnitude, edges=edges)
+
+
 QSCHEMES = ("per_tensor", "per_channel", "any")
-_scales = st.sampled_from((0.1, 0.02, 0.5, 1.0))
-_zero_points = {q: st.integers(*_range) for q, _range in (("quint8", (0, 255)), ("qint8", (-128, 127)), ("qint32", (-1000, 1000)))}
+_scales = memo.sampled_from((0.1, 0.02, 0.5, 1.0))
+_zero_points = {q: memo.integers(*_range) for q, _range in (("quint8", (0, 255)), ("qint8", (-128, 127)), ("qint32", (-1000, 1000)))}
 
 
 def _draw_quantized(draw, *, dtype, shape, values, layout, qscheme, label) -> TensorSpec:
     if qscheme not in QSCHEMES:
         raise ValueError(f"unknown qscheme {qscheme!r}, expected one of {QSCHEMES}")
     assert dtype in QUANTIZED_STORAGE
-    per_channel = len(shape) >= 1 and (qscheme == "per_channel" or qscheme == "any" and draw(st.booleans(), label=f"{label} per channel"))
-    axis = draw(st.integers(0, len(shape) - 1), label=f"{label} axis") if per_channel else None
+    per_channel = len(shape) >= 1 and (qscheme == "per_channel" or qscheme == "any" and draw(memo.booleans(), label=f"{label} per channel"))
+    axis = draw(memo.integers(0, len(shape) - 1), label=f"{label} axis") if per_channel else None
     if layout is None:
         choices = _layout_choices(shape, False)
-        layout = draw(st.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)]) if per_channel else choices, label=f"{label} layout")
+        layout = draw(memo.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)]) if per_channel else choices, label=f"{label} layout")
     scale = draw(_scales, label=f"{label} scale")
     zero_point = draw(_zero_points[dtype], label=f"{label} zero point")
     seed = draw(_seeds, label=f"{label} seed")
@@ -267,21 +394,21 @@ def _draw_quantized(draw, *, dtype, shape, values, layout, qscheme, label) -> Te
 def tensors(
     *,
     dtype: str,
-    shape: st.SearchStrategy[tuple[int, ...]] | tuple[int, ...] | None = None,
+    shape: memo.SearchStrategy[tuple[int, ...]] | tuple[int, ...] | None = None,
     values: str = "real",
     layout: str | None = None,
     writable: bool = False,
     low: float | None = None,
     high: float | None = None,
-) -> st.SearchStrategy[TensorSpec]:
+) -> memo.SearchStrategy[TensorSpec]:
     """TensorSpecs of one dtype. `values` is an op domain ("real", "positive", ...) or "index".
 
     A "real" domain sometimes draws "special" values (NaN, +-inf, -0.0, subnormals) for floating
     dtypes; a restricted domain never does.
     """
-    shape_st = shapes() if shape is None else (st.just(tuple(shape)) if isinstance(shape, tuple) else shape)
+    shape_st = shapes() if shape is None else (memo.just(tuple(shape)) if isinstance(shape, tuple) else shape)
 
-    @st.composite
+    @memo.composite
     def build(draw):
         sh = draw(shape_st, label="shape")
         return draw_tensor(draw, dtype=dtype, shape=sh, values=values, layout=layout, writable=writable, low=low, high=high)
@@ -290,14 +417,14 @@ def tensors(
 
 
 @functools.lru_cache(maxsize=256)
-def from_dtype(dtype: str, *, min_value: float = -3, max_value: float = 3) -> st.SearchStrategy:
+def from_dtype(dtype: str, *, min_value: float = -3, max_value: float = 3) -> memo.SearchStrategy:
     """Python scalars fit for a tensor of `dtype`: bool, int or float (a Scalar argument)."""
     if dtype == "bool":
-        return st.booleans()
+        return memo.booleans()
     if dtype in INT_DTYPES:
         lo = 0 if dtype == "uint8" else int(min_value)
-        return st.integers(max(lo, int(min_value)), int(max_value))
-    return st.one_of(
-        st.integers(int(min_value), int(max_value)),
-        st.floats(min_value, max_value, allow_nan=False, width=32).map(lambda x: round(x, 3)),
+        return memo.integers(max(lo, int(min_value)), int(max_value))
+    return memo.one_of(
+        memo.integers(int(min_value), int(max_value)),
+        memo.floats(min_value, max_value, allow_nan=False, width=32).map(lambda x: round(x, 3)),
     )

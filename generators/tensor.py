@@ -45,8 +45,57 @@ VALUE_KINDS = (
 # the dtype's largest value ("sqrt_max"), a sum or a doubling near a fraction of it ("near_max"),
 # and integer accumulations wrap near the integer type's limits ("int_extreme"). A band keeps the
 # sign the kind drew (so positive domains stay positive and zeros stay zero).
-MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme")
+MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "beyond_sqrt")
 MODERATE_BAND = (100.0, 4000.0)
+# "beyond_sqrt": values in [4 sqrt(max), 64 sqrt(max)], far inside the dtype's range but every
+# square (and product of two) beyond it. A kernel that squares in the dtype itself (a norm layer's
+# variance, a 2-norm) overflows there, however few the elements, while its result is finite and
+# representable; an elementwise product overflows in the float64 expectation too, so it agrees.
+
+
+# An aligned edge pattern (TensorSpec.edges): special values at fixed positions of the logical
+# tensor's flattened elements, chosen by position modulo EDGE_PERIOD and by the tensor's role (its
+# order among the case's tensors, so a[i] and b[i] are extremes together: a finite value over a
+# subnormal, INT_MIN over -1, NaN over NaN). The period is prime, so along a row of a vector-width
+# length the specials fall in every lane of the full vector blocks and in the scalar tail, and
+# successive rows' tails meet different slots. None: the drawn value stays.
+EDGE_PERIOD = 11
+_FLOAT_EDGES = (  # (role 0, role 1 and later) per slot
+    ("nan", None),
+    ("nan", "nan"),
+    ("inf", None),
+    (None, "sub"),
+    ("-inf", None),
+    ("inf", "inf"),
+    ("sub", "-0"),
+    (None, "nan"),
+    ("-0", "-inf"),
+    (None, "0"),
+    (None, None),
+)
+_INT_EDGES = (
+    ("min", -1),
+    ("max", 1),
+    (-1, "min"),
+    (None, None),
+    ("min", "min"),
+    ("max", -1),
+    (None, None),
+    (-1, "max"),
+    (None, None),
+    ("min", 2),
+    (None, None),
+)
+# the edge tokens each value kind admits (a restricted domain keeps its contract)
+_EDGE_TOKENS = {
+    "real": None,  # all
+    "small": None,
+    "special": None,
+    "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -1, 1, 2),
+    "positive": ("sub",),
+    "nonnegative": ("sub", "0"),
+}
+EDGE_KINDS = tuple(_EDGE_TOKENS)
 
 
 # quantized dtypes: the values are drawn as float32 and quantized on the target device
@@ -97,6 +146,8 @@ class TensorSpec:
     data: tuple | None = None
     # one of MAGNITUDES: the band the finite values are drawn in ("" for the kind's own range)
     magnitude: str = ""
+    # the tensor's role in an aligned edge pattern (see EDGE_PERIOD), or None for none
+    edges: int | None = None
 
     def __post_init__(self):
         if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
@@ -115,6 +166,8 @@ class TensorSpec:
                 raise ValueError(f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}")
         elif self.scale is not None or self.axis is not None:
             raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
+        if self.edges is not None and (self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool" or self.dtype.startswith("complex")):
+            raise ValueError(f"no edge pattern for {self.values} values of {self.dtype}")
         if self.data is not None:
             if len(self.data) != self.numel:
                 raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
@@ -159,6 +212,10 @@ class TensorSpec:
             return self._explicit_base()
         if self.values in STRUCTURED_KINDS and len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]:
             return self._structured_base()
+        if self.edges is not None:
+            # the pattern is by logical position: built on the logical tensor, then the base around it
+            logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
+            return _base_around(_with_edges(logical, self.values, self.edges), self)
         return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
 
     def quantize(self, base: torch.Tensor) -> torch.Tensor:
@@ -232,6 +289,8 @@ class TensorSpec:
         if self.quantized:
             extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
         mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
+        if self.edges is not None:
+            mag += f", edge pattern {self.edges}"
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}{mag}"
 
 
@@ -310,11 +369,46 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     return x.to(dtype)
 
 
+def _edge_value(token, dtype: torch.dtype):
+    if isinstance(token, int):
+        return token
+    if token in ("min", "max"):
+        return getattr(torch.iinfo(dtype), token)
+    if token == "sub":
+        return torch.finfo(dtype).tiny / 4
+    return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0": -0.0, "0": 0.0}[token]
+
+
+def _with_edges(x: torch.Tensor, kind: str, role: int) -> torch.Tensor:
+    """`x` (logical, final dtype) with the aligned edge pattern of `role` (see EDGE_PERIOD)."""
+    if x.numel() == 0:
+        return x
+    floating = x.dtype.is_floating_point
+    table = _FLOAT_EDGES if floating else _INT_EDGES
+    allowed = _EDGE_TOKENS[kind]
+    flat = x.reshape(-1).clone()
+    slot = torch.arange(flat.numel()) % EDGE_PERIOD
+    for s, tokens in enumerate(table):
+        token = tokens[min(role, 1)]
+        if token is None or allowed is not None and token not in allowed:
+            continue
+        value = _edge_value(token, x.dtype)
+        if not floating:
+            info = torch.iinfo(x.dtype)
+            value = min(max(value, info.min), info.max)  # -1 in uint8 is its low end
+            if value == 0 and kind == "nonzero":
+                value = 1
+        flat[slot == s] = value
+    return flat.reshape(x.shape)
+
+
 def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | None:
     """(low, high) of the absolute values a floating band draws, or None for the kind's own range."""
     if magnitude == "moderate":
         return MODERATE_BAND
     top = torch.finfo(dtype).max
+    if magnitude == "beyond_sqrt":
+        return math.sqrt(top) * 4, math.sqrt(top) * 64
     if magnitude == "sqrt_max":
         return math.sqrt(top) / 4, math.sqrt(top) * 2
     if magnitude == "near_max":

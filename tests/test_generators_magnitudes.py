@@ -160,7 +160,12 @@ def test_structured_matrices_are_scaled_into_the_band_and_stay_invertible():
         assert bool((torch.linalg.matrix_rank(big) == 4).all())
         if kind == "spd":
             assert bool((torch.linalg.eigvalsh(big) > 0).all())
-    # ... but the generators do not draw them for matrices yet (see MAGNITUDE_DOMAINS)
+    # ... and the generators draw them so: random bands, and a "huge" stress case's largest entry
+    # beyond the dtype's square root, the entry itself far inside the range
     op = opdb.lookup("aten::linalg_vector_norm")
     drawn = [sp for c in _drawn(from_schema(op, "float16"), examples=100) for sp in c.tensor_specs()]
-    assert "invertible" in {sp.values for sp in drawn} and {sp.magnitude for sp in drawn} == {""}
+    assert "invertible" in {sp.values for sp in drawn}
+    assert {"", "moderate", "beyond_sqrt"} <= {sp.magnitude for sp in drawn}
+    huge = [sp.make_cpu_base().double() for sp in drawn if sp.magnitude == "beyond_sqrt"]
+    top = torch.finfo(torch.float16).max
+    assert huge and all(float(m.abs().max()) ** 2 > top and float(m.abs().max()) < top / 4 for m in huge)

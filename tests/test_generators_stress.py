@@ -1,0 +1,151 @@
+"""Stress cases (generators.strategies.STRESS_VARIANTS): most examples after a cell's first combine
+the input dimensions real kernels break on (a vector-width row length with a tail, special values
+at aligned positions inside full vector blocks and in the tail, integer extremes aligned across
+operands, values whose squares overflow), and shrinking still ends at valid, minimal cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, seed, settings
+
+import generators
+import opdb
+from generators import Case, TensorSpec
+from generators import strategies as gs
+from generators.tensor import EDGE_PERIOD, magnitude_band
+
+QUIET = {"database": None, "deadline": None, "suppress_health_check": list(HealthCheck)}
+
+
+def _first_case(op: str, dtype: str) -> Case:
+    """The first "edges" stress case a cell draws."""
+    for case in _cases(op, dtype, 20):
+        if any(t.edges is not None for t in case.tensor_specs()):
+            return case
+    raise AssertionError(f"no edges stress case in 20 examples of {op} {dtype}")
+
+
+def _cases(op: str, dtype: str, n: int) -> list[Case]:
+    seen: list[Case] = []
+
+    @settings(max_examples=n, phases=[Phase.generate], derandomize=True, **QUIET)
+    @given(generators.from_schema(opdb.lookup(op), dtype))
+    def draw(case):
+        seen.append(case)
+
+    draw()
+    return seen
+
+
+def _cpu(spec: TensorSpec) -> torch.Tensor:
+    return spec.materialize(lambda t: t)
+
+
+def test_edges_case_has_aligned_specials_in_blocks_and_tails():
+    case = _first_case("aten::fmod.Tensor", "float32")
+    a, b = case.tensor_specs()[:2]
+    assert (a.edges, b.edges) == (0, 1)
+    assert a.shape == b.shape and a.shape[-1] == gs.STRESS_LENGTHS[0] and a.numel >= 2 * gs.STRESS_LENGTHS[0]
+    x, y = _cpu(a).reshape(-1), _cpu(b).reshape(-1)
+    block = slice(0, 32)  # a float32 loop step of two AVX-512 vectors: a full block on any x86 CPU
+    # a finite dividend over a subnormal divisor, at the same position inside a full block
+    sub = (y[block] != 0) & (y[block].abs() < torch.finfo(torch.float32).tiny) & x[block].isfinite()
+    assert sub.any()
+    assert x[block].isnan().any() and x[block].isposinf().any() and y[block].isnan().any()
+    # specials in the scalar tails too: each row's last element meets another pattern slot
+    tails = _cpu(b)[..., -1]
+    assert (~tails.isfinite() | (tails.abs() < torch.finfo(torch.float32).tiny)).any()
+    assert len({(r * a.shape[-1] + a.shape[-1] - 1) % EDGE_PERIOD for r in range(a.shape[0])}) == a.shape[0]
+
+
+def test_edges_case_aligns_int_min_over_minus_one():
+    case = _first_case("aten::div.Tensor_mode", "int32")
+    a, b = (_cpu(s).reshape(-1) for s in case.tensor_specs()[:2])
+    assert ((a == torch.iinfo(torch.int32).min) & (b == -1)).any()
+    assert (b != 0).all()  # the divisor's domain is nonzero: the pattern keeps it
+
+
+def test_edges_keep_restricted_domains():
+    spec = TensorSpec((3, 57), "float32", values="positive", seed=3, edges=1)
+    x = _cpu(spec)
+    assert (x > 0).all() and (x < torch.finfo(torch.float32).tiny).any()
+    with pytest.raises(ValueError):
+        TensorSpec((3,), "complex64", edges=0)
+
+
+def test_huge_variant_values_fit_but_their_squares_do_not():
+    huge = [s for c in _cases("aten::native_layer_norm", "float32", 40) for s in c.tensor_specs() if s.magnitude == "beyond_sqrt"]
+    assert huge, "no huge stress case in 40 examples"
+    lo, hi = magnitude_band("beyond_sqrt", torch.float32)
+    top = torch.finfo(torch.float32).max
+    for spec in huge:
+        x = _cpu(spec).double()
+        assert ((x.abs() >= lo * 0.99) & (x.abs() <= hi * 1.01)).all()
+        assert (x.abs() < top / 1e10).all() and (x * x > top).all()
+
+
+def test_edges_spec_roundtrips_through_json():
+    case = _first_case("aten::fmod.Tensor", "float32")
+    again = Case.from_json(case.to_json())
+    assert again == case
+    assert torch.equal(_cpu(again.tensor_specs()[1]).nan_to_num(7.0), _cpu(case.tensor_specs()[1]).nan_to_num(7.0))
+
+
+def _has_subnormal_divisor(case: Case) -> bool:
+    specs = case.tensor_specs()
+    if len(specs) < 2 or specs[1].dtype != "float32":
+        return False
+    y = _cpu(specs[1])
+    return bool(((y != 0) & (y.abs() < torch.finfo(torch.float32).tiny)).any())
+
+
+def test_a_stress_failure_shrinks_to_a_valid_case_that_keeps_it():
+    op = opdb.lookup("aten::fmod.Tensor")
+    case = find(generators.from_schema(op, "float32"), _has_subnormal_divisor, settings=settings(max_examples=200, **QUIET))
+    assert _has_subnormal_divisor(case)
+    args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+    torch.ops.aten.fmod.Tensor(*args, **kwargs)  # valid: the CPU reference accepts it
+
+
+def test_most_examples_after_the_first_are_stress_cases():
+    """As the runner draws a cell (5 examples, a seed per cell): the first example plain, and
+    most cells meet both stress variants among the other four."""
+    op = opdb.lookup("aten::add.Tensor")
+    edges = huge = 0
+    cells: list[list[Case]] = []
+    for cell_seed in range(12):
+        cells.append([])
+
+        @seed(cell_seed)
+        @settings(max_examples=5, phases=[Phase.generate], **QUIET)
+        @given(generators.from_schema(op, "float32"))
+        def draw(case):
+            cells[-1].append(case)
+
+        draw()
+        seen = cells[-1]
+        assert not any(t.edges is not None or t.magnitude == "beyond_sqrt" for t in seen[0].tensor_specs())
+        edges += any(t.edges is not None for c in seen[1:] for t in c.tensor_specs())
+        huge += any(t.magnitude == "beyond_sqrt" for c in seen[1:] for t in c.tensor_specs())
+    assert edges >= 9 and huge >= 7, (edges, huge)
+
+
+def test_a_failure_met_in_a_stress_case_shrinks_to_a_plain_one():
+    """A fault on any tensor of more than 3 elements, first met in a stress case (171 elements,
+    specials), shrinks to a small plain case: stress is never what hypothesis calls simpler."""
+    failures: list[Case] = []
+
+    @settings(max_examples=100, phases=[Phase.generate, Phase.shrink], derandomize=True, **QUIET)
+    @given(generators.from_schema(opdb.lookup("aten::abs"), "float32"))
+    def prop(case):
+        if case.tensor_specs()[0].numel > 3:
+            failures.append(case)
+            raise AssertionError("injected fault")
+
+    with pytest.raises(AssertionError, match="injected fault"):
+        prop()
+    first, last = failures[0].tensor_specs()[0], failures[-1].tensor_specs()[0]
+    assert first.edges is not None or first.magnitude == "beyond_sqrt"
+    assert last.edges is None and last.magnitude == "" and last.numel <= 7
