@@ -39,7 +39,22 @@ def download(folder: Path, version: str) -> Path | None:
     env = dict(os.environ, PIP_CONSTRAINT="/dev/null")
     for platform in PLATFORMS:
         for python in PYTHONS:
-            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--platform", platform, "--python-version", python, f"torch=={version}", "-d", str(folder)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                platform,
+                "--python-version",
+                python,
+                f"torch=={version}",
+                "-d",
+                str(folder),
+            ]
             if subprocess.run(cmd, env=env, capture_output=True).returncode == 0:
                 return find_wheel(folder, version)
     return None
@@ -59,7 +74,11 @@ def main(argv=None) -> int:
     for version in args.versions.replace(",", " ").split():
         wheel = find_wheel(args.wheels, version) or (download(args.wheels, version) if args.download else None)
         if wheel is None:
-            print(f"torch {version}: no macOS arm64 wheel in {args.wheels}" + ("" if args.download else " (use --download)"), file=sys.stderr)
+            print(
+                f"torch {version}: no macOS arm64 wheel in {args.wheels}"
+                + ("" if args.download else " (use --download)"),
+                file=sys.stderr,
+            )
             continue
         release = declared.read_wheel(wheel)
         declared.record(store, release)

@@ -69,21 +69,28 @@ def main() -> None:
         if not db.exists():
             sys.exit(f"conform run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
         with sqlite3.connect(db) as c:
-            rows = c.execute("SELECT o.qualname, r.dtype, r.outcome, r.message, r.findings FROM results r JOIN ops o ON o.id = r.op_id ORDER BY o.qualname, r.dtype").fetchall()
+            rows = c.execute(
+                "SELECT o.qualname, r.dtype, r.outcome, r.message, r.findings FROM results r JOIN ops o ON o.id = r.op_id ORDER BY o.qualname, r.dtype"
+            ).fetchall()
     outcomes = Counter(r[2] for r in rows)
     alarms = [r for r in rows if r[2] in ALARMS]
     findings = Counter()
     for r in rows:
         for f in json.loads(r[4]) if r[4] else []:
             findings[f.get("kind", "")] += 1
-    print(f"conform run took {took:.0f} s (exit {proc.returncode}); outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
+    print(
+        f"conform run took {took:.0f} s (exit {proc.returncode}); outcomes: "
+        + ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
+    )
     print("findings stored instead of alarms: " + (", ".join(f"{k} {v}" for k, v in findings.most_common()) or "none"))
     for q, d, o, _, _ in rows:
         if q in NAMED:
             print(f"  named  {q} {d}: {o}")
     for q, d, o, m, _ in alarms:
         print(f"  ALARM  {q} {d}: {o}: {m[:240]}")
-    print(f"{len(ops)} ops, {len(rows)} cells: {len(alarms)} alarm cells (each listed above), {findings.get('reference', 0)} reference findings")
+    print(
+        f"{len(ops)} ops, {len(rows)} cells: {len(alarms)} alarm cells (each listed above), {findings.get('reference', 0)} reference findings"
+    )
 
 
 if __name__ == "__main__":

@@ -29,15 +29,44 @@ sys.path.insert(0, str(ROOT))
 
 from tests.test_finding_power import BUGS  # noqa: E402
 
-FAILING = {"mismatch", "grad_mismatch", "meta_mismatch", "not_implemented", "fallback", "unsupported_dtype", "device_error", "missing_error", "crash", "timeout"}
+FAILING = {
+    "mismatch",
+    "grad_mismatch",
+    "meta_mismatch",
+    "not_implemented",
+    "fallback",
+    "unsupported_dtype",
+    "device_error",
+    "missing_error",
+    "crash",
+    "timeout",
+}
 
 
 def run(op: str, device: str, db: Path, workers: int) -> tuple[int, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "conform.cli", "run", "--ops", op, "--device", device, "--db", str(db), "-n", str(workers), "--no-bench", "-q"],
-        cwd=db.parent, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "conform.cli",
+            "run",
+            "--ops",
+            op,
+            "--device",
+            device,
+            "--db",
+            str(db),
+            "-n",
+            str(workers),
+            "--no-bench",
+            "-q",
+        ],
+        cwd=db.parent,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
@@ -46,7 +75,9 @@ def run(op: str, device: str, db: Path, workers: int) -> tuple[int, float]:
 
 def outcomes(db: Path, op: str) -> dict[str, str]:
     with sqlite3.connect(db) as c:
-        rows = c.execute("SELECT r.dtype, r.outcome FROM results r JOIN ops o ON o.id = r.op_id WHERE o.qualname = ?", (op,)).fetchall()
+        rows = c.execute(
+            "SELECT r.dtype, r.outcome FROM results r JOIN ops o ON o.id = r.op_id WHERE o.qualname = ?", (op,)
+        ).fetchall()
     return dict(rows)
 
 
@@ -69,7 +100,17 @@ def main() -> None:
             other = sorted({o for o in got.values() if o in FAILING and o != expected.value})
             ok = bool(hit)
             found += ok
-            rows.append((name, op, expected.value, "yes" if ok else "NO", ",".join(hit) or "-", ",".join(other) or "-", f"{secs:.0f}"))
+            rows.append(
+                (
+                    name,
+                    op,
+                    expected.value,
+                    "yes" if ok else "NO",
+                    ",".join(hit) or "-",
+                    ",".join(other) or "-",
+                    f"{secs:.0f}",
+                )
+            )
             print(f"[{i + 1}/{len(bugs)}] {name}: {'found' if ok else 'MISSED'} ({secs:.0f} s)", file=sys.stderr)
         clean_db = Path(tmp) / "clean.db"
         clean_ops = ",".join(sorted({op for _, _, op, _ in bugs}))

@@ -75,9 +75,13 @@ def main() -> None:
     print(f"wall time          {wall / 60:.0f} min {wall % 60:.0f} s   ({cells} cells, {cells / wall:.1f} cells/s)")
     print(f"15-minute budget   {'met' if wall <= 900 else 'NOT met'}")
     print("outcomes           " + ", ".join(f"{k} {v}" for k, v in sorted(env["cells"].items(), key=lambda kv: -kv[1])))
-    print(f"report accounts    {env['ops_total']} catalog ops, {env['ops_exercised']} exercised; every op listed by coverage: {accounted}")
+    print(
+        f"report accounts    {env['ops_total']} catalog ops, {env['ops_exercised']} exercised; every op listed by coverage: {accounted}"
+    )
     print(f"coverage           {t['exercised']}/{t['ops']} = {t['exercised_pct']}% of all ops (target 85%)")
-    print(f"                   {t['public_functional_exercised']}/{t['public_functional']} = {t['public_functional_pct']}% of public functional ops (target 95%)")
+    print(
+        f"                   {t['public_functional_exercised']}/{t['public_functional']} = {t['public_functional_pct']}% of public functional ops (target 95%)"
+    )
     print("not exercised, by reason (top 12):")
     for reason, n in sorted(t["reasons"].items(), key=lambda kv: -kv[1])[:12]:
         print(f"  {n:5d}  {reason[:110]}")

@@ -59,7 +59,18 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     ops = pick_ops(a.ops)
     (out / "ops.txt").write_text("\n".join(exact(q) for q in ops) + "\n")
-    run_args = ["run", "--ops", f"@{out / 'ops.txt'}", "--dtypes", "float32", "--derandomize", "--no-bench", "-q", "-n", a.workers]
+    run_args = [
+        "run",
+        "--ops",
+        f"@{out / 'ops.txt'}",
+        "--dtypes",
+        "float32",
+        "--derandomize",
+        "--no-bench",
+        "-q",
+        "-n",
+        a.workers,
+    ]
     if a.examples:
         run_args += ["--examples", str(a.examples)]
 
@@ -69,10 +80,23 @@ def main() -> None:
 
     t_run, p = conform(*run_args, "--db", str(out / "pr.db"), cwd=out)
     print(f"PR run: {t_run:.1f} s: {p.stdout.splitlines()[0]}")
-    t_gate, g = conform("gate", "--baseline", str(out / "base.db"), "--db", str(out / "pr.db"), "--summary", str(out / "summary.md"), "--junitxml", str(out / "gate.xml"), cwd=out)
+    t_gate, g = conform(
+        "gate",
+        "--baseline",
+        str(out / "base.db"),
+        "--db",
+        str(out / "pr.db"),
+        "--summary",
+        str(out / "summary.md"),
+        "--junitxml",
+        str(out / "gate.xml"),
+        cwd=out,
+    )
     t_exp, e = conform("gate", "--baseline", str(out / "base.toml"), "--db", str(out / "pr.db"), cwd=out)
     print(f"gate against the baseline run: {t_gate:.1f} s, exit {g.returncode}: {g.stdout.strip().splitlines()[-1]}")
-    print(f"gate against the expectations file: {t_exp:.1f} s, exit {e.returncode}: {e.stdout.strip().splitlines()[-1]}")
+    print(
+        f"gate against the expectations file: {t_exp:.1f} s, exit {e.returncode}: {e.stdout.strip().splitlines()[-1]}"
+    )
     print(f"{len(ops)} ops, float32: PR run + gate = {t_run + t_gate:.1f} s (budget 60 s)")
     if g.returncode or e.returncode:
         print("\n" + g.stdout)

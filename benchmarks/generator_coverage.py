@@ -96,7 +96,14 @@ def worker(indices: list[int], examples: int, cap: float, seed: int | None = Non
         if reason and _CPU_DISPATCH.search(reason):
             # what `conform coverage` says of an op the CPU reference cannot dispatch
             reason = "untestable: " + NO_CPU_KERNEL_REASON
-        rec = {"i": i, "op": op.qualname, "valid": valid, "reason": reason, "cell": cell, "seconds": round(time.time() - t0, 3)}
+        rec = {
+            "i": i,
+            "op": op.qualname,
+            "valid": valid,
+            "reason": reason,
+            "cell": cell,
+            "seconds": round(time.time() - t0, 3),
+        }
         print("RESULT " + json.dumps(rec), flush=True)
 
 
@@ -108,7 +115,17 @@ def run_chunk(indices, examples, cap, results, catalog, seed=None):
     pending = list(indices)
     while pending:
         proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", ",".join(map(str, pending)), "--examples", str(examples), "--cap", str(cap)] + ([] if seed is None else ["--seed", str(seed)]),
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                ",".join(map(str, pending)),
+                "--examples",
+                str(examples),
+                "--cap",
+                str(cap),
+            ]
+            + ([] if seed is None else ["--seed", str(seed)]),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -125,12 +142,22 @@ def run_chunk(indices, examples, cap, results, catalog, seed=None):
                 proc.kill()
                 proc.wait()
                 if in_flight is not None:
-                    results[in_flight] = {"i": in_flight, "op": catalog[in_flight].qualname, "valid": 0, "reason": "timeout (hard)"}
+                    results[in_flight] = {
+                        "i": in_flight,
+                        "op": catalog[in_flight].qualname,
+                        "valid": 0,
+                        "reason": "timeout (hard)",
+                    }
                 break
             if line is None:
                 proc.wait()
                 if in_flight is not None:
-                    results[in_flight] = {"i": in_flight, "op": catalog[in_flight].qualname, "valid": 0, "reason": f"crash (exit status {proc.returncode})"}
+                    results[in_flight] = {
+                        "i": in_flight,
+                        "op": catalog[in_flight].qualname,
+                        "valid": 0,
+                        "reason": f"crash (exit status {proc.returncode})",
+                    }
                 break
             if line.startswith("START "):
                 in_flight = int(line.split()[1])
@@ -151,7 +178,12 @@ def is_public_functional(op) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--examples", type=int, default=RUNNER_DRAWS, help=f"cases drawn per op and dtype (default {RUNNER_DRAWS}, as the runner)")
+    ap.add_argument(
+        "--examples",
+        type=int,
+        default=RUNNER_DRAWS,
+        help=f"cases drawn per op and dtype (default {RUNNER_DRAWS}, as the runner)",
+    )
     ap.add_argument("--seed", type=int, default=None, help="draw the cases of this seed (default: derandomized)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--cap", type=float, default=10.0, help="seconds per op before it counts as a timeout (default 10)")
@@ -206,17 +238,29 @@ def main(argv=None) -> int:
     print(f"total ops:            {total}")
     print(f"ops with >=1 valid:   {ok} ({100 * ok / max(total, 1):.1f}%)")
     print(f"public functional:    {pub_ok} / {len(pub)} ({100 * pub_ok / max(len(pub), 1):.1f}%)")
-    print(f"testable (no opdb untestable rule): {testable_ok} / {len(testable)} ({100 * testable_ok / max(len(testable), 1):.1f}%); "
-          f"public functional among them: {pub_testable_ok} / {len(pub_testable)} ({100 * pub_testable_ok / max(len(pub_testable), 1):.1f}%)")
+    print(
+        f"testable (no opdb untestable rule): {testable_ok} / {len(testable)} ({100 * testable_ok / max(len(testable), 1):.1f}%); "
+        f"public functional among them: {pub_testable_ok} / {len(pub_testable)} ({100 * pub_testable_ok / max(len(pub_testable), 1):.1f}%)"
+    )
     stated = sum(n for k, n in reasons.items() if k.startswith("untestable"))
-    print(f"not exercised, with a stated reason (untestable rule, unsupported argument type, no CPU kernel): {stated}; "
-          f"without: {total - ok - stated}")
-    print(f"crashes: {sum(v for k, v in reasons.items() if k.startswith('crash'))}; timeouts: {sum(v for k, v in reasons.items() if k.startswith('timeout'))}")
+    print(
+        f"not exercised, with a stated reason (untestable rule, unsupported argument type, no CPU kernel): {stated}; "
+        f"without: {total - ok - stated}"
+    )
+    print(
+        f"crashes: {sum(v for k, v in reasons.items() if k.startswith('crash'))}; timeouts: {sum(v for k, v in reasons.items() if k.startswith('timeout'))}"
+    )
     # the denominator that matters: ops this machine can run (no opdb untestable rule, which
     # includes "no CPU kernel in this build"); among them, one without a valid case is a defect
     runnable = [i for i in indices if not catalog[i].rules.untestable]
-    no_case = sorted((catalog[i].qualname, results.get(i, {}).get("reason")) for i in runnable if not results.get(i, {}).get("valid") and not _crashed(results.get(i, {})))
-    print(f"untestable (opdb rule, not counting no CPU kernel): {sum(1 for i in indices if catalog[i].rules.untestable and catalog[i].rules.untestable != NO_CPU_KERNEL_REASON)}")
+    no_case = sorted(
+        (catalog[i].qualname, results.get(i, {}).get("reason"))
+        for i in runnable
+        if not results.get(i, {}).get("valid") and not _crashed(results.get(i, {}))
+    )
+    print(
+        f"untestable (opdb rule, not counting no CPU kernel): {sum(1 for i in indices if catalog[i].rules.untestable and catalog[i].rules.untestable != NO_CPU_KERNEL_REASON)}"
+    )
     print(f"with a kernel here and testable: {len(runnable)}; no valid case among them: {len(no_case)}")
     for name, reason in no_case:
         print(f"  no valid case: {name}: {reason}")
@@ -226,7 +270,14 @@ def main(argv=None) -> int:
         print(f"  {n:5d}  {reason}")
     if args.output:
         with open(args.output, "w") as f:
-            json.dump([results.get(i, {"i": i, "op": catalog[i].qualname, "valid": 0, "reason": "no result"}) for i in indices], f, indent=1)
+            json.dump(
+                [
+                    results.get(i, {"i": i, "op": catalog[i].qualname, "valid": 0, "reason": "no result"})
+                    for i in indices
+                ],
+                f,
+                indent=1,
+            )
     return 0
 
 

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -75,7 +75,18 @@ def _norm_overflow(fn) -> bool:
 
 def _fused_sgd() -> bool:
     p, g = torch.ones(17, dtype=torch.float16), torch.ones(17, dtype=torch.float16)
-    torch._fused_sgd_([p], [g], [], weight_decay=0.0, momentum=0.0, lr=0.5, dampening=0.0, nesterov=False, maximize=False, is_first_step=True)
+    torch._fused_sgd_(
+        [p],
+        [g],
+        [],
+        weight_decay=0.0,
+        momentum=0.0,
+        lr=0.5,
+        dampening=0.0,
+        nesterov=False,
+        maximize=False,
+        is_first_step=True,
+    )
     return p[0].item() == 1.0  # the full vector block was never updated
 
 
@@ -104,57 +115,187 @@ def _floor_divide_half() -> bool:
 
 def _matrix_exp_half() -> bool:
     a = torch.tensor([[0.5, 0.1], [0.2, 0.3]])
-    return not torch.allclose(torch.linalg.matrix_exp(a.half()).float(), torch.linalg.matrix_exp(a), rtol=1e-2, atol=1e-2)
+    return not torch.allclose(
+        torch.linalg.matrix_exp(a.half()).float(), torch.linalg.matrix_exp(a), rtol=1e-2, atol=1e-2
+    )
 
 
 BUGS = [
-    Bug("gelu_inf_nan", "aten::gelu", ("float32",), "mismatch",
+    Bug(
+        "gelu_inf_nan",
+        "aten::gelu",
+        ("float32",),
+        "mismatch",
         "https://github.com/pytorch/pytorch/issues/185770 (also #187293)",
-        lambda: bool(F.gelu(torch.full((16,), float("inf")))[0].isnan()), "special values in a full vector block"),
-    Bug("fmod_vectorised_nan", "aten::fmod.Tensor", ("float32",), "mismatch",
-        "https://github.com/pytorch/pytorch/issues/193753", _fmod_nan, "subnormal divisor in a full vector block"),
-    Bug("remainder_vectorised_nan", "aten::remainder.Tensor", ("float32",), "mismatch",
-        "https://github.com/pytorch/pytorch/issues/193753", _remainder_nan, "subnormal divisor in a full vector block"),
-    Bug("hardtanh_backward_nan", "aten::hardtanh_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardtanh), "NaN in the vector body and the tail"),
-    Bug("hardshrink_backward_nan", "aten::hardshrink_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardshrink), "NaN in the vector body and the tail"),
-    Bug("softshrink_backward_nan", "aten::softshrink_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.softshrink), "NaN in the vector body and the tail"),
-    Bug("elu_backward_nan", "aten::elu_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.elu), "NaN in the vector body and the tail"),
-    Bug("hardswish_backward_nan", "aten::hardswish_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(F.hardswish), "NaN in the vector body and the tail"),
-    Bug("logit_backward_nan", "aten::logit_backward", FLOATS, "mismatch",
-        "https://github.com/pytorch/pytorch/issues/195075", lambda: _nan_grad_differs(lambda x: torch.logit(x, eps=0.1)), "NaN in the vector body and the tail"),
-    Bug("ldexp_power_overflow", "aten::ldexp.Tensor", ("float16", "float32", "bfloat16"), "mismatch",
+        lambda: bool(F.gelu(torch.full((16,), float("inf")))[0].isnan()),
+        "special values in a full vector block",
+    ),
+    Bug(
+        "fmod_vectorised_nan",
+        "aten::fmod.Tensor",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193753",
+        _fmod_nan,
+        "subnormal divisor in a full vector block",
+    ),
+    Bug(
+        "remainder_vectorised_nan",
+        "aten::remainder.Tensor",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193753",
+        _remainder_nan,
+        "subnormal divisor in a full vector block",
+    ),
+    Bug(
+        "hardtanh_backward_nan",
+        "aten::hardtanh_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(F.hardtanh),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "hardshrink_backward_nan",
+        "aten::hardshrink_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(F.hardshrink),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "softshrink_backward_nan",
+        "aten::softshrink_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(F.softshrink),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "elu_backward_nan",
+        "aten::elu_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(F.elu),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "hardswish_backward_nan",
+        "aten::hardswish_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(F.hardswish),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "logit_backward_nan",
+        "aten::logit_backward",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/195075",
+        lambda: _nan_grad_differs(lambda x: torch.logit(x, eps=0.1)),
+        "NaN in the vector body and the tail",
+    ),
+    Bug(
+        "ldexp_power_overflow",
+        "aten::ldexp.Tensor",
+        ("float16", "float32", "bfloat16"),
+        "mismatch",
         "https://github.com/pytorch/pytorch/issues/133265",
-        lambda: bool(torch.ldexp(torch.tensor([2.0 ** -10], dtype=torch.float16), torch.tensor([20], dtype=torch.float16)).isinf()),
-        "an exponent whose power of two overflows while the result does not"),
-    Bug("layer_norm_variance_overflow", "aten::native_layer_norm", ("float32",), "mismatch",
+        lambda: bool(
+            torch.ldexp(torch.tensor([2.0**-10], dtype=torch.float16), torch.tensor([20], dtype=torch.float16)).isinf()
+        ),
+        "an exponent whose power of two overflows while the result does not",
+    ),
+    Bug(
+        "layer_norm_variance_overflow",
+        "aten::native_layer_norm",
+        ("float32",),
+        "mismatch",
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
-        lambda: _norm_overflow(lambda x: F.layer_norm(x, (16,))), "float32 values near 1e30 (large magnitudes)"),
-    Bug("group_norm_variance_overflow", "aten::native_group_norm", ("float32",), "mismatch",
+        lambda: _norm_overflow(lambda x: F.layer_norm(x, (16,))),
+        "float32 values near 1e30 (large magnitudes)",
+    ),
+    Bug(
+        "group_norm_variance_overflow",
+        "aten::native_group_norm",
+        ("float32",),
+        "mismatch",
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
-        lambda: _norm_overflow(lambda x: F.group_norm(x.reshape(4, 4, 4), 2)), "float32 values near 1e30 (large magnitudes)"),
-    Bug("batch_norm_variance_overflow", "aten::native_batch_norm", ("float32",), "mismatch",
+        lambda: _norm_overflow(lambda x: F.group_norm(x.reshape(4, 4, 4), 2)),
+        "float32 values near 1e30 (large magnitudes)",
+    ),
+    Bug(
+        "batch_norm_variance_overflow",
+        "aten::native_batch_norm",
+        ("float32",),
+        "mismatch",
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
-        lambda: _norm_overflow(lambda x: F.batch_norm(x, None, None, training=True)), "float32 values near 1e30 (large magnitudes)"),
-    Bug("fused_sgd_half_skips_blocks", "aten::_fused_sgd_", ("float16", "bfloat16"), "mismatch",
-        "https://github.com/pytorch/pytorch/issues/191763", _fused_sgd, "half-precision parameters longer than a vector"),
-    Bug("div_trunc_int_min_fpe", "aten::div.Tensor_mode", ("int32", "int64"), "crash",
-        "https://github.com/pytorch/pytorch/issues/138425", _div_trunc_fpe, "integer extremes divided by -1"),
-    Bug("vector_norm_square_overflow", "aten::linalg_vector_norm", ("float32", "bfloat16"), "mismatch",
-        "https://github.com/pytorch/pytorch/issues/193006", _vector_norm_overflow, "values whose squares overflow while the norm fits"),
-    Bug("floor_divide_half_vectorised", "aten::floor_divide", ("bfloat16", "float16"), "mismatch",
-        "https://github.com/pytorch/pytorch/issues/193754", _floor_divide_half, "moderate half-precision values in a vector block (exact comparison)"),
-    Bug("median_dim_expanded_garbage", "aten::median.dim", ("float32", "float64", "bfloat16", "float16", "int64", "int32"), "mismatch",
-        "issue 15 of this project (conform's own audit); no upstream report found", _median_expanded, "an expanded (stride-0) input"),
+        lambda: _norm_overflow(lambda x: F.batch_norm(x, None, None, training=True)),
+        "float32 values near 1e30 (large magnitudes)",
+    ),
+    Bug(
+        "fused_sgd_half_skips_blocks",
+        "aten::_fused_sgd_",
+        ("float16", "bfloat16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/191763",
+        _fused_sgd,
+        "half-precision parameters longer than a vector",
+    ),
+    Bug(
+        "div_trunc_int_min_fpe",
+        "aten::div.Tensor_mode",
+        ("int32", "int64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/138425",
+        _div_trunc_fpe,
+        "integer extremes divided by -1",
+    ),
+    Bug(
+        "vector_norm_square_overflow",
+        "aten::linalg_vector_norm",
+        ("float32", "bfloat16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193006",
+        _vector_norm_overflow,
+        "values whose squares overflow while the norm fits",
+    ),
+    Bug(
+        "floor_divide_half_vectorised",
+        "aten::floor_divide",
+        ("bfloat16", "float16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193754",
+        _floor_divide_half,
+        "moderate half-precision values in a vector block (exact comparison)",
+    ),
+    Bug(
+        "median_dim_expanded_garbage",
+        "aten::median.dim",
+        ("float32", "float64", "bfloat16", "float16", "int64", "int32"),
+        "mismatch",
+        "issue 15 of this project (conform's own audit); no upstream report found",
+        _median_expanded,
+        "an expanded (stride-0) input",
+    ),
     # the backward of matrix_exp exponentiates a 2n x 2n block matrix: a 1 x 1 half matrix's
     # gradient is already -inf (1.6487 expected), the same kernel's bug seen through its gradient
-    Bug("matrix_exp_half_wrong", "aten::linalg_matrix_exp", ("float16", "bfloat16"), "mismatch|grad_mismatch",
-        "issue 15 of this project (conform's own audit); no upstream report found", _matrix_exp_half,
-        "half-precision matrices of size >= 2 (the gradient of any size)"),
+    Bug(
+        "matrix_exp_half_wrong",
+        "aten::linalg_matrix_exp",
+        ("float16", "bfloat16"),
+        "mismatch|grad_mismatch",
+        "issue 15 of this project (conform's own audit); no upstream report found",
+        _matrix_exp_half,
+        "half-precision matrices of size >= 2 (the gradient of any size)",
+    ),
 ]
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
@@ -191,15 +332,35 @@ def main() -> None:
             env = dict(os.environ, PYTHONPATH=str(ROOT))
             t = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "conform.cli", "run", "--ops", ops, "--device", "cpu", "--db", str(db),
-                 "-n", args.workers, "-q", "--seed", str(seed)],
-                cwd=tmp, env=env, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "conform.cli",
+                    "run",
+                    "--ops",
+                    ops,
+                    "--device",
+                    "cpu",
+                    "--db",
+                    str(db),
+                    "-n",
+                    args.workers,
+                    "-q",
+                    "--seed",
+                    str(seed),
+                ],
+                cwd=tmp,
+                env=env,
+                capture_output=True,
+                text=True,
             )
             secs = time.monotonic() - t
             if proc.returncode != 0:
                 print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
         with sqlite3.connect(db) as c:
-            rows = c.execute("SELECT o.qualname, r.dtype, r.outcome, r.message FROM results r JOIN ops o ON o.id = r.op_id").fetchall()
+            rows = c.execute(
+                "SELECT o.qualname, r.dtype, r.outcome, r.message FROM results r JOIN ops o ON o.id = r.op_id"
+            ).fetchall()
     cells: dict[str, list[tuple[str, str, str]]] = {}
     for op, dtype, outcome, message in rows:
         cells.setdefault(op, []).append((dtype, outcome, message))
@@ -208,16 +369,24 @@ def main() -> None:
     for b in live:
         hits = [(d, o, m) for d, o, m in cells.get(b.op, []) if d in b.dtypes and o in b.outcome.split("|")]
         found += bool(hits)
-        note = f"{hits[0][0]}: {hits[0][2][:110]}" if hits else ", ".join(sorted({f'{d} {o}' for d, o, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
+        note = (
+            f"{hits[0][0]}: {hits[0][2][:110]}"
+            if hits
+            else ", ".join(sorted({f"{d} {o}" for d, o, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
+        )
         table.append((b.name, b.op, "yes" if hits else "NO", b.cls, note))
     header = ("bug", "op", "found", "inputs that reach it", "cell / what the op's cells said")
     widths = [max(len(str(r[i])) for r in table + [header]) for i in range(len(header))]
-    print(f"torch {torch.__version__}, seed {seed}, one conform run over {len({b.op for b in live})} ops in {secs:.0f} s")
+    print(
+        f"torch {torch.__version__}, seed {seed}, one conform run over {len({b.op for b in live})} ops in {secs:.0f} s"
+    )
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in table:
         print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
-    print(f"found {found}/{len(live)} reproducing bugs ({100.0 * found / max(len(live), 1):.0f}%); {len(bugs) - len(live)} listed bugs do not reproduce here")
+    print(
+        f"found {found}/{len(live)} reproducing bugs ({100.0 * found / max(len(live), 1):.0f}%); {len(bugs) - len(live)} listed bugs do not reproduce here"
+    )
 
 
 if __name__ == "__main__":

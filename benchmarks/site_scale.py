@@ -26,8 +26,20 @@ ENVIRONMENTS = [
     ("2.13.0", "cpu", "Intel Xeon"), ("2.13.0", "mps", "Apple M2 Pro"), ("2.13.0", "mps", "Apple M3 Max"), ("2.13.0", "cuda", "NVIDIA H100"),
     ("2.14.1", "mps", "Apple M3 Max"), ("2.14.1", "cuda", "NVIDIA H100"), ("2.15.0", "xpu", "Intel Arc"), ("2.15.0", "mps", "Apple M4"),
 ]  # fmt: skip
-OUTCOMES = ["pass"] * 80 + ["mismatch"] * 4 + ["not_implemented"] * 6 + ["unsupported_dtype"] * 4 + ["device_error"] * 2 + ["skipped"] * 3 + ["grad_mismatch"]
-TRACEBACK = "Traceback (most recent call last):\n" + '  File "conform/execute.py", line 120, in run_case\n    out = op(*args)\n' * 12 + "RuntimeError: {msg}\n"
+OUTCOMES = (
+    ["pass"] * 80
+    + ["mismatch"] * 4
+    + ["not_implemented"] * 6
+    + ["unsupported_dtype"] * 4
+    + ["device_error"] * 2
+    + ["skipped"] * 3
+    + ["grad_mismatch"]
+)
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    + '  File "conform/execute.py", line 120, in run_case\n    out = op(*args)\n' * 12
+    + "RuntimeError: {msg}\n"
+)
 
 
 def made_up_catalog(n: int):
@@ -62,13 +74,33 @@ def synthetic_db(path: Path, n_envs: int) -> int:
                 fingerprint=uuid.uuid4().hex, torch_version=version, backend=backend, device_name=device, os="macOS" if backend == "mps" else "Linux",
                 os_version="15.1", python_version="3.11.7", details={},
             )).inserted_primary_key[0]  # fmt: skip
-            run_id = c.execute(Run.__table__.insert().values(uuid=str(uuid.uuid4()), environment_id=env_id, state="finished", seed=k, options={}, ops_total=len(specs), cells_planned=len(specs) * len(DTYPES))).inserted_primary_key[0]
-            c.execute(CatalogEntry.__table__.insert(), [{"run_id": run_id, "op_id": ops[s.qualname], "kernels": list(s.kernels), "coverage": ""} for s in specs])
+            run_id = c.execute(
+                Run.__table__.insert().values(
+                    uuid=str(uuid.uuid4()),
+                    environment_id=env_id,
+                    state="finished",
+                    seed=k,
+                    options={},
+                    ops_total=len(specs),
+                    cells_planned=len(specs) * len(DTYPES),
+                )
+            ).inserted_primary_key[0]
+            c.execute(
+                CatalogEntry.__table__.insert(),
+                [
+                    {"run_id": run_id, "op_id": ops[s.qualname], "kernels": list(s.kernels), "coverage": ""}
+                    for s in specs
+                ],
+            )
             results, details = [], []
             for s in specs:
                 for d in DTYPES:
                     o = rng.choice(OUTCOMES)
-                    msg = "" if o == "pass" else f"{o}: greatest absolute difference {rng.random():.3g} at index (1, 2) (up to 1e-05 allowed)"
+                    msg = (
+                        ""
+                        if o == "pass"
+                        else f"{o}: greatest absolute difference {rng.random():.3g} at index (1, 2) (up to 1e-05 allowed)"
+                    )
                     results.append({"run_id": run_id, "op_id": ops[s.qualname], "dtype": d, "outcome": o, "examples_run": 10, "examples_passed": 10 if o == "pass" else 3,
                                     "max_abs_err": rng.random() * 1e-5, "max_rel_err": rng.random() * 1e-4, "message": msg, "duration_s": rng.random()})  # fmt: skip
                     if o not in ("pass", "skipped"):
@@ -76,7 +108,12 @@ def synthetic_db(path: Path, n_envs: int) -> int:
             for i in range(0, len(results), 5000):
                 c.execute(Result.__table__.insert(), results[i : i + 5000])
             rows += len(results)
-            ids = {(op, d): rid for rid, op, d in c.execute(select(Result.id, Result.op_id, Result.dtype).where(Result.run_id == run_id))}
+            ids = {
+                (op, d): rid
+                for rid, op, d in c.execute(
+                    select(Result.id, Result.op_id, Result.dtype).where(Result.run_id == run_id)
+                )
+            }
             failures = [
                 {"result_id": ids[(op, d)], "case": {"op": q, "dtype": d, "args": [{"shape": [3, 4], "dtype": d}]},
                  "repro": f"import torch\nx = torch.randn(3, 4).to({d!r})\nprint(torch.ops.{q.replace('::', '.')}(x))\n", "traceback": TRACEBACK.format(msg=msg)}
@@ -107,9 +144,15 @@ def main() -> None:
     db = out / "scale.db"
     t0 = time.perf_counter()
     rows = synthetic_db(db, args.envs)
-    print(f"synthetic database: {args.envs} environments, {rows:,} results, {db.stat().st_size / 1e6:.0f} MB, written in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"synthetic database: {args.envs} environments, {rows:,} results, {db.stat().st_size / 1e6:.0f} MB, written in {time.perf_counter() - t0:.0f} s"
+    )
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "conform.cli", "site", "--db", str(db), "--out", str(out / "site")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "conform.cli", "site", "--db", str(db), "--out", str(out / "site")],
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode:
         sys.exit(f"conform site failed:\n{proc.stderr}")
@@ -119,10 +162,16 @@ def main() -> None:
     big = max(pages, key=lambda p: p.stat().st_size)
     bigf = max(files, key=lambda p: p.stat().st_size)
     over = [p for p in files if p.stat().st_size > 2_000_000]
-    print(f"conform site wall time (process start to exit): {wall:.1f} s  [budget 60 s: {'ok' if wall < 60 else 'OVER'}]")
+    print(
+        f"conform site wall time (process start to exit): {wall:.1f} s  [budget 60 s: {'ok' if wall < 60 else 'OVER'}]"
+    )
     print(f"pages: {len(pages):,}; files: {len(files):,}; total {sum(p.stat().st_size for p in files) / 1e6:.1f} MB")
-    print(f"largest page: {big.relative_to(out / 'site')} {big.stat().st_size / 1e3:.0f} kB; largest file: {bigf.relative_to(out / 'site')} {bigf.stat().st_size / 1e3:.0f} kB  [budget 2 MB: {'ok' if not over else 'OVER: ' + ', '.join(map(str, over))}]")
-    print(f"matrix.html {(out / 'site/matrix.html').stat().st_size / 1e3:.0f} kB + data/index.js {(out / 'site/data/index.js').stat().st_size / 1e3:.0f} kB on first load")
+    print(
+        f"largest page: {big.relative_to(out / 'site')} {big.stat().st_size / 1e3:.0f} kB; largest file: {bigf.relative_to(out / 'site')} {bigf.stat().st_size / 1e3:.0f} kB  [budget 2 MB: {'ok' if not over else 'OVER: ' + ', '.join(map(str, over))}]"
+    )
+    print(
+        f"matrix.html {(out / 'site/matrix.html').stat().st_size / 1e3:.0f} kB + data/index.js {(out / 'site/data/index.js').stat().st_size / 1e3:.0f} kB on first load"
+    )
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     if wall >= 60 or over:

@@ -50,11 +50,24 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f"SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f.\"case\", r.phase, r.rtol, r.atol FROM results r JOIN ops o ON o.id = r.op_id "
+            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol FROM results r JOIN ops o ON o.id = r.op_id '
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
-    return [{"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c, "phase": p, "rtol": rt, "atol": at} for q, d, o, m, s, c, p, rt, at in rows]
+    return [
+        {
+            "op": q,
+            "dtype": d,
+            "outcome": o,
+            "message": m,
+            "repro": s or "",
+            "case": c,
+            "phase": p,
+            "rtol": rt,
+            "atol": at,
+        }
+        for q, d, o, m, s, c, p, rt, at in rows
+    ]
 
 
 def regenerate(cell: dict) -> str:
@@ -69,8 +82,16 @@ def regenerate(cell: dict) -> str:
     from generators.case import Case
 
     case_json = json.loads(cell["case"])
-    result = SimpleNamespace(outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"])
-    return repro_script(opdb.lookup(case_json.get("op") or cell["op"]), Case.from_json(case_json), "cpu", result=result, golden_is_expectation=True)
+    result = SimpleNamespace(
+        outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"]
+    )
+    return repro_script(
+        opdb.lookup(case_json.get("op") or cell["op"]),
+        Case.from_json(case_json),
+        "cpu",
+        result=result,
+        golden_is_expectation=True,
+    )
 
 
 def shown_by(script: str, timeout: float, folder: Path) -> tuple[str, str]:
@@ -82,7 +103,15 @@ def shown_by(script: str, timeout: float, folder: Path) -> tuple[str, str]:
     path.write_text(script)
     env = dict(os.environ, PYTHONFAULTHANDLER="0")
     env.pop("PYTHONPATH", None)  # the script needs torch only
-    proc = subprocess.Popen([sys.executable, str(path)], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(path)],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -118,7 +147,10 @@ def rerun(cells: list[dict]) -> None:
         r = run_case(opdb.lookup(cell["op"]), Case.from_json(json.loads(cell["case"])), CPUBackend())
         outcome = getattr(r.outcome, "value", r.outcome)
         now[(cell["outcome"], outcome)] += 1
-        print(f"{cell['op']} {cell['dtype']}: {cell['outcome']} -> {outcome}  {' '.join(r.message.split())[:200]}", flush=True)
+        print(
+            f"{cell['op']} {cell['dtype']}: {cell['outcome']} -> {outcome}  {' '.join(r.message.split())[:200]}",
+            flush=True,
+        )
     for (was, is_now), n in sorted(now.items()):
         print(f"{was:14} -> {is_now:14} {n}")
     print(f"{sum(n for (w, i), n in now.items() if i == 'pass')} of {sum(now.values())} value alarms pass now")
@@ -133,8 +165,14 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="the rows as JSON")
     ap.add_argument("--only", default="", help="comma-separated qualnames")
     ap.add_argument("-j", "--jobs", type=int, default=1)
-    ap.add_argument("--regenerate", action="store_true", help="rebuild each script from its stored case with this checkout's repro.py (a plain-CPU sweep)")
-    ap.add_argument("--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle")
+    ap.add_argument(
+        "--regenerate",
+        action="store_true",
+        help="rebuild each script from its stored case with this checkout's repro.py (a plain-CPU sweep)",
+    )
+    ap.add_argument(
+        "--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle"
+    )
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)
     if args.only:
@@ -159,11 +197,15 @@ def main() -> None:
     lines = ["| op | dtype | stored | script shows | reproduced | message |", "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         msg = " ".join(r["message"].split())[:160].replace("|", "\\|")
-        lines.append(f"| {r['op']} | {r['dtype']} | {r['outcome']} | {r['shown']} | {'yes' if r['reproduced'] else 'NO'} | {msg} |")
+        lines.append(
+            f"| {r['op']} | {r['dtype']} | {r['outcome']} | {r['shown']} | {'yes' if r['reproduced'] else 'NO'} | {msg} |"
+        )
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k not in ("repro", "case")} for r in rows], indent=1))
+        Path(args.json).write_text(
+            json.dumps([{k: v for k, v in r.items() if k not in ("repro", "case")} for r in rows], indent=1)
+        )
     for o in ALARMS:
         if by_outcome[o]:
             print(f"{o:14} {ok[o]:4} of {by_outcome[o]:4} reproduced")

@@ -81,8 +81,16 @@ def _cases(dev):
         ("mm (small)", "[64, 64] x2", lambda: aten.mm.default(small, small)),
         ("addmm", "[256] + [256, 256] x2", lambda: aten.addmm.default(a[0, :256], a[:256, :256], b[:256, :256])),
         ("bmm", "[8, 128, 128] x2", lambda: aten.bmm.default(a.view(16, 128, 128)[:8], b.view(16, 128, 128)[:8])),
-        ("convolution", "[8, 16, 32, 32] * [16, 16, 3, 3]", lambda: aten.convolution.default(img, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)),
-        ("max_pool2d_with_indices", "[8, 16, 32, 32] k2", lambda: aten.max_pool2d_with_indices.default(img, [2, 2], [2, 2])),
+        (
+            "convolution",
+            "[8, 16, 32, 32] * [16, 16, 3, 3]",
+            lambda: aten.convolution.default(img, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+        ),
+        (
+            "max_pool2d_with_indices",
+            "[8, 16, 32, 32] k2",
+            lambda: aten.max_pool2d_with_indices.default(img, [2, 2], [2, 2]),
+        ),
         ("avg_pool2d", "[8, 16, 32, 32] k2", lambda: aten.avg_pool2d.default(img, [2, 2], [2, 2])),
         ("native_layer_norm", "[512, 512]", lambda: aten.native_layer_norm.default(a, [512], None, None, 1e-5)),
         ("index_select", "[1024, 1024] 256 rows", lambda: aten.index_select.default(big, 0, idx_rows)),
@@ -90,14 +98,25 @@ def _cases(dev):
         ("sort", "[512, 512] dim -1", lambda: aten.sort.default(a, -1)),
         ("cat", "[512, 512] x2 dim 0", lambda: aten.cat.default([a, b], 0)),
         ("clone", "[1024, 1024]", lambda: aten.clone.default(big)),
-        ("transpose+contiguous", "[512, 512]", lambda: aten.clone.default(a.t(), memory_format=torch.contiguous_format)),
+        (
+            "transpose+contiguous",
+            "[512, 512]",
+            lambda: aten.clone.default(a.t(), memory_format=torch.contiguous_format),
+        ),
     ]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-time", type=float, default=0.1, help="conform's min_run_time per op, seconds (default 0.1)")
-    parser.add_argument("--anchor-min-time", type=float, default=0.2, help="blocked_autorange's min_run_time (default 0.2, its own default)")
+    parser.add_argument(
+        "--min-time", type=float, default=0.1, help="conform's min_run_time per op, seconds (default 0.1)"
+    )
+    parser.add_argument(
+        "--anchor-min-time",
+        type=float,
+        default=0.2,
+        help="blocked_autorange's min_run_time (default 0.2, its own default)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: torch's default)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, mps")
     args = parser.parse_args(argv)
@@ -122,7 +141,9 @@ def main(argv=None) -> int:
 
         def run_anchor():
             t0 = time.perf_counter()
-            m = Timer("fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(min_run_time=args.anchor_min_time)
+            m = Timer("fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(
+                min_run_time=args.anchor_min_time
+            )
             return m.median, time.perf_counter() - t0
 
         if i % 2 == 0:
@@ -134,8 +155,12 @@ def main(argv=None) -> int:
         within += ok
         wall_conform += cw
         wall_anchor += aw
-        print(f"{name:<26} {shape:<34} {c * 1e6:>8.1f}us {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {'yes' if ok else 'NO'}")
-    print(f"wall time: conform {wall_conform:.1f} s, anchor {wall_anchor:.1f} s (conform {'<=' if wall_conform <= wall_anchor else '>'} anchor)")
+        print(
+            f"{name:<26} {shape:<34} {c * 1e6:>8.1f}us {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {'yes' if ok else 'NO'}"
+        )
+    print(
+        f"wall time: conform {wall_conform:.1f} s, anchor {wall_anchor:.1f} s (conform {'<=' if wall_conform <= wall_anchor else '>'} anchor)"
+    )
     print(f"{within}/{len(cases)} within 10%")
     return 0 if within >= 0.9 * len(cases) and wall_conform <= wall_anchor else 1
 

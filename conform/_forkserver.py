@@ -16,11 +16,11 @@ import torch
 torch.set_num_threads(1)
 
 import hypothesis  # noqa: E402, F401
-import opdb  # noqa: E402
-from generators.case import Case, TensorSpec  # noqa: E402
 
+import opdb  # noqa: E402
 from conform import cell, execute, isolation  # noqa: E402, F401
 from conform.backends import CPUBackend  # noqa: E402
+from generators.case import Case, TensorSpec  # noqa: E402
 
 
 def _warm_up() -> None:
@@ -79,4 +79,6 @@ def initialised_devices() -> list[str]:
 _preload_backend()
 _warm_up()
 if initialised_devices():
-    raise RuntimeError(f"conform's fork server initialised {', '.join(initialised_devices())}: its children would not be clean")
+    raise RuntimeError(
+        f"conform's fork server initialised {', '.join(initialised_devices())}: its children would not be clean"
+    )

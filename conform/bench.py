@@ -17,8 +17,9 @@ import os
 import pickle
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import click
 import torch
@@ -34,7 +35,7 @@ DEFAULT_MIN_RUN_TIME = 0.05  # seconds of timed blocks per side and size
 
 
 def parse_sizes(expr: str) -> dict[str, int]:
-    """"small=1e3,medium=1e5,large=1e6" -> {"small": 1000, ...} (labels at most 16 characters)."""
+    """ "small=1e3,medium=1e5,large=1e6" -> {"small": 1000, ...} (labels at most 16 characters)."""
     sizes: dict[str, int] = {}
     for part in expr.split(","):
         part = part.strip()
@@ -47,7 +48,9 @@ def parse_sizes(expr: str) -> dict[str, int]:
         except ValueError:
             n = 0
         if not sep or not label or len(label) > 16 or n < 1:
-            raise ConformError(f"--sizes takes LABEL=ELEMENTS pairs such as small=1e3,medium=1e5,large=1e6, not {part!r}")
+            raise ConformError(
+                f"--sizes takes LABEL=ELEMENTS pairs such as small=1e3,medium=1e5,large=1e6, not {part!r}"
+            )
         sizes[label] = n
     if not sizes:
         raise ConformError("--sizes is empty")
@@ -88,7 +91,9 @@ def _device_context(backend):
         yield
 
 
-def time_cell(op, dtype: str, backend, sizes: dict[str, int] | None = None, *, min_run_time: float = DEFAULT_MIN_RUN_TIME) -> CellTiming:
+def time_cell(
+    op, dtype: str, backend, sizes: dict[str, int] | None = None, *, min_run_time: float = DEFAULT_MIN_RUN_TIME
+) -> CellTiming:
     """Time one op x dtype at each size on `backend` and on the CPU reference."""
     sizes = DEFAULT_SIZES if sizes is None else sizes
     result = CellTiming(op.qualname, dtype)
@@ -188,7 +193,9 @@ def _timing_setup(backend, sizes, min_run_time, threads):
         try:
             return _time_by_name(*cell, backend, sizes, min_run_time)
         except Exception as e:  # noqa: BLE001 - a bug in building one op's input skips that cell, without a traceback on the user's terminal
-            return CellTiming(cell[0], cell[1], skipped=[(label, f"could not be timed: {first_line(e, 200)}") for label in sizes])
+            return CellTiming(
+                cell[0], cell[1], skipped=[(label, f"could not be timed: {first_line(e, 200)}") for label in sizes]
+            )
 
     return time_one
 
@@ -204,7 +211,9 @@ class _IsolatedTimer:
 
         self.sizes = sizes
         self.cell_timeout = cell_timeout
-        self.child = CleanChild(_timing_setup, (backend, sizes, min_run_time, torch.get_num_threads()), name="conform-timing")
+        self.child = CleanChild(
+            _timing_setup, (backend, sizes, min_run_time, torch.get_num_threads()), name="conform-timing"
+        )
 
     def __call__(self, qualname: str, dtype: str) -> CellTiming:
         from .isolation import ChildDied, ChildTimedOut, IsolationError
@@ -252,7 +261,9 @@ def bench(
     process, one cell at a time: a crash or a hang (over `cell_timeout` s) skips that cell with
     the reason instead of ending the pass. This process stays the only writer to the store."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        raise ConformError("the timing pass never runs inside a parallel worker: timings there measure the other workers")
+        raise ConformError(
+            "the timing pass never runs inside a parallel worker: timings there measure the other workers"
+        )
     started = time.monotonic()
     sizes = DEFAULT_SIZES if sizes is None else sizes
     cells = queries.passing_cells(store, run_id)
@@ -299,7 +310,9 @@ def _fmt_s(s: float | None) -> str:
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'op':<42} {'dtype':<9} {'size':<7} {'shape':<22} {'device':>10} {'+-iqr':>9} {'events':>9} {'cpu ref':>10} {'speedup':>8}"]
+    lines = [
+        f"{'op':<42} {'dtype':<9} {'size':<7} {'shape':<22} {'device':>10} {'+-iqr':>9} {'events':>9} {'cpu ref':>10} {'speedup':>8}"
+    ]
     for r in rows:
         speed = r["ref_median_s"] / r["device_median_s"] if r.get("ref_median_s") and r.get("device_median_s") else None
         lines.append(
@@ -311,17 +324,59 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
 
 @click.command("bench")
-@click.option("--run", "run_ref", default="latest", show_default=True, metavar="RUN_ID|latest", help="the stored run whose passing cells are timed")
-@click.option("--ops", "ops", default=None, help="only these ops (same syntax as `conform run --ops`: core, family:NAME, globs, @file) [default: every passing op]")
-@click.option("--sizes", default="small=1e3,medium=1e5,large=1e6", show_default=True, help="LABEL=ELEMENTS pairs: element count of the largest input")
+@click.option(
+    "--run",
+    "run_ref",
+    default="latest",
+    show_default=True,
+    metavar="RUN_ID|latest",
+    help="the stored run whose passing cells are timed",
+)
+@click.option(
+    "--ops",
+    "ops",
+    default=None,
+    help="only these ops (same syntax as `conform run --ops`: core, family:NAME, globs, @file) [default: every passing op]",
+)
+@click.option(
+    "--sizes",
+    default="small=1e3,medium=1e5,large=1e6",
+    show_default=True,
+    help="LABEL=ELEMENTS pairs: element count of the largest input",
+)
 @click.option("--device", default=None, help="the backend to time [default: the run's own backend]")
-@click.option("--min-time", "min_time", type=click.FloatRange(0.001), default=DEFAULT_MIN_RUN_TIME, show_default=True, help="seconds of timed blocks per op, size and side")
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch on both sides [default: torch's default, here %d]" % torch.get_num_threads())
+@click.option(
+    "--min-time",
+    "min_time",
+    type=click.FloatRange(0.001),
+    default=DEFAULT_MIN_RUN_TIME,
+    show_default=True,
+    help="seconds of timed blocks per op, size and side",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1),
+    default=None,
+    help="CPU threads for torch on both sides [default: torch's default, here %d]" % torch.get_num_threads(),
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--isolate/--no-isolate", default=True, show_default=True, help="time in a child process, so that an op that crashes or hangs skips only its own cell")
-@click.option("--cell-timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="seconds before an isolated cell counts as hung")
+@click.option(
+    "--isolate/--no-isolate",
+    default=True,
+    show_default=True,
+    help="time in a child process, so that an op that crashes or hangs skips only its own cell",
+)
+@click.option(
+    "--cell-timeout",
+    type=click.FloatRange(1),
+    default=600.0,
+    show_default=True,
+    help="seconds before an isolated cell counts as hung",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no per-op progress on stderr")
-@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
 def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, cell_timeout, quiet, db):
     """Time the passing cells of a stored run on the device and on the CPU reference.
 
@@ -351,7 +406,9 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
     run_device = (run.options or {}).get("device") or env.backend
     backend = backends.resolve(device or run_device)
     if backend.name != env.backend:
-        raise ConformError(f"run {run_id} tested {env.backend}; its timings must come from the same device, not {backend.name}")
+        raise ConformError(
+            f"run {run_id} tested {env.backend}; its timings must come from the same device, not {backend.name}"
+        )
     wanted = None
     if ops is not None:
         try:
@@ -373,7 +430,17 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
         sizes_done = ", ".join(f"{r['size_label']} {_fmt_s(r['device_median_s'])}" for r in cell.rows) or "skipped"
         click.echo(f"[{n}/{total}] {cell.op} {cell.dtype}: {sizes_done}", err=True)
 
-    summary = bench(store, run_id, backend, ops=wanted, sizes=size_map, min_run_time=min_time, isolate=isolate, cell_timeout=cell_timeout, progress=progress)
+    summary = bench(
+        store,
+        run_id,
+        backend,
+        ops=wanted,
+        sizes=size_map,
+        min_run_time=min_time,
+        isolate=isolate,
+        cell_timeout=cell_timeout,
+        progress=progress,
+    )
     if fmt == "json":
         click.echo(__import__("json").dumps(summary.to_dict(), indent=1))
         return

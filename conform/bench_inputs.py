@@ -38,7 +38,9 @@ SCALE_STRATEGIES = ("uniform", "uniform+sizes", "batch", "scalars")
 BATCH_FIRST_FAMILIES = frozenset({"conv", "pooling", "norm", "upsample"})
 # families whose ops take "one or more same-shaped tensors plus a few scalars": their schema alone
 # builds a representative input (square matrices for linalg), which is tried before generated cases
-DIRECT_FIRST_FAMILIES = frozenset({"pointwise", "comparison", "activation", "reduction", "scan", "linalg", "sort", "factory"})
+DIRECT_FIRST_FAMILIES = frozenset(
+    {"pointwise", "comparison", "activation", "reduction", "scan", "linalg", "sort", "factory"}
+)
 _BOOL_TENSOR_NAMES = ("condition", "mask")
 _INDEX_NAMES = ("index", "indices", "offsets", "target")
 _OMIT = object()
@@ -104,7 +106,9 @@ class SeedPool:
                 return self._drawn
             # the richest first: more non-trivial dimensions scale more smoothly
             valid = self._valid(_plain(c) for c in cases)
-            self._drawn = [c for _, c in sorted(enumerate(valid), key=lambda ic: (tuple(-x for x in _richness(ic[1])), ic[0]))]
+            self._drawn = [
+                c for _, c in sorted(enumerate(valid), key=lambda ic: (tuple(-x for x in _richness(ic[1])), ic[0]))
+            ]
         return self._drawn
 
     def batches(self):
@@ -227,7 +231,9 @@ def _richness(case) -> tuple:
 
 
 def _is_int_list(v) -> bool:
-    return isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    return (
+        isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    )
 
 
 def _walk_values(v, fn):
@@ -324,7 +330,9 @@ def scale_scalars(op, case, target: int):
             return v
         return round(v * f) if isinstance(v, int) else v * f
 
-    return dataclasses.replace(case, args=tuple(scale(a) for a in case.args), kwargs={k: scale(v) for k, v in case.kwargs.items()})
+    return dataclasses.replace(
+        case, args=tuple(scale(a) for a in case.args), kwargs={k: scale(v) for k, v in case.kwargs.items()}
+    )
 
 
 def _scale_dims(case, shape_map, *, strategy: str):
@@ -453,5 +461,7 @@ def sized_case(op, dtype: str, target: int, *, pool: SeedPool | None = None, pre
     if slow is not None:
         return slow
     if not seen_seed:
-        reason = "no valid small case to scale" + (f" (generator: {pool.generator_error})" if pool.generator_error else "")
+        reason = "no valid small case to scale" + (
+            f" (generator: {pool.generator_error})" if pool.generator_error else ""
+        )
     raise NotTimeable(reason or "no scaled case reaches the size")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 import traceback as tb
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
@@ -70,7 +71,14 @@ def _set_shrink_budget(seconds: float) -> None:
 
 
 def run_cell(
-    op, dtype: str, backend, settings: CellSettings, *, on_case: Callable | None = None, after_case: Callable | None = None, stop_if: Callable | None = None
+    op,
+    dtype: str,
+    backend,
+    settings: CellSettings,
+    *,
+    on_case: Callable | None = None,
+    after_case: Callable | None = None,
+    stop_if: Callable | None = None,
 ) -> CellResult:
     """Run one cell. `on_case(case)` is called before each case runs and `after_case()` after
     (the worker uses them to record the case in flight and arm its hang watchdog). `stop_if(r)`
@@ -123,7 +131,12 @@ def run_cell(
             r = execute.run_case(op, case, backend, grad=grad)
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
-            if op.variant == "out" and r.outcome == Outcome.PASS and not r.invalid and (state["failing"] or state["out_variants_checked"] < 2):
+            if (
+                op.variant == "out"
+                and r.outcome == Outcome.PASS
+                and not r.invalid
+                and (state["failing"] or state["out_variants_checked"] < 2)
+            ):
                 checked, failure = execute.run_out_variants(op, case, backend)
                 state["out_variants_checked"] += checked
                 if failure is not None:
@@ -144,8 +157,12 @@ def run_cell(
                 result.invalid_examples += 1
                 state["first_invalid"] = state["first_invalid"] or r.message
                 state["invalid_reasons"].add(_reason_key(r.message))
-                state["no_kernel"] = (result.invalid_examples == 1 or state.get("no_kernel", False)) and _says_no_kernel_for(r.message, dtype)
-                limit = _invalid_limit(settings.examples, result.examples_run, len(state["invalid_reasons"]), no_kernel=state["no_kernel"])
+                state["no_kernel"] = (
+                    result.invalid_examples == 1 or state.get("no_kernel", False)
+                ) and _says_no_kernel_for(r.message, dtype)
+                limit = _invalid_limit(
+                    settings.examples, result.examples_run, len(state["invalid_reasons"]), no_kernel=state["no_kernel"]
+                )
                 if result.invalid_examples >= limit:
                     raise _GiveUp()
                 hypothesis.reject()
@@ -205,7 +222,9 @@ def run_cell(
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
         result.outcome = Outcome.SKIPPED.value
         result.skip_reason = INTERNAL_ERROR
-        result.message = f"conform internal error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        result.message = (
+            f"conform internal error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        )
         result.traceback = tb.format_exc()
         result.duration_s = time.monotonic() - started
         return result
@@ -243,12 +262,15 @@ def cell_process(setup: WorkerSetup, inflight: str):
     what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
     device context unusable (a sticky error): the worker then replaces this process before the
     next cell."""
-    import opdb
     import torch
+
+    import opdb
     from generators import backward as generators_backward
 
-    from . import _forkserver  # noqa: F401 - loaded and warm already, except under spawn
-    from . import backends
+    from . import (
+        _forkserver,  # noqa: F401 - loaded and warm already, except under spawn
+        backends,
+    )
     from .execute import CaseResult
     from .isolation import Watchdog, apply_memory_limit, sticky_error
 
@@ -271,7 +293,8 @@ def cell_process(setup: WorkerSetup, inflight: str):
             return None
         state["poisoned"] = True
         return CaseResult(
-            Outcome.DEVICE_ERROR, r.phase or "forward",
+            Outcome.DEVICE_ERROR,
+            r.phase or "forward",
             f"{r.message if sticky_error(backend, r.message) else signature}; this error poisoned the device context, "
             "so the device process was replaced before the next cell",
             traceback=r.traceback,
@@ -287,7 +310,9 @@ def cell_process(setup: WorkerSetup, inflight: str):
         def drawing():
             # generation runs kernels too (an out= op's functional, to size its outs; a forward
             # result an argument needs): a hang there is the cell's timeout, not a stuck worker
-            watchdog.arm({**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"})
+            watchdog.arm(
+                {**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"}
+            )
 
         def functional(case):
             # the generator runs an out= op's functional to size its outs: a crash or hang there
@@ -295,13 +320,21 @@ def cell_process(setup: WorkerSetup, inflight: str):
             if case is None:
                 drawing()
             else:
-                watchdog.arm({**current, "case": case.to_json(), "describe": f"{case.describe()}, the functional the generator runs to size the outs"})
+                watchdog.arm(
+                    {
+                        **current,
+                        "case": case.to_json(),
+                        "describe": f"{case.describe()}, the functional the generator runs to size the outs",
+                    }
+                )
 
         state["poisoned"] = False
         drawing()
         generators_backward.on_functional = functional
         try:
-            result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by)
+            result = run_cell(
+                op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by
+            )
         finally:
             generators_backward.on_functional = None
             watchdog.disarm()

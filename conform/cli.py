@@ -51,7 +51,9 @@ def cli():
     """Op coverage and numerical conformance of a PyTorch backend against the CPU."""
 
 
-db_option = click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+db_option = click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
 
 
 def _cpu_count() -> int:
@@ -69,24 +71,56 @@ def _auto_workers(backend) -> int:
 
 
 @cli.command()
-@click.option("--ops", "ops", default=None, help=f"all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file [default: {RunConfig.ops}]")
-@click.option("--dtypes", default=None, help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; no float64 on cpu, whose reference is float64)")
-@click.option("--device", default=None, help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)")
+@click.option(
+    "--ops",
+    "ops",
+    default=None,
+    help=f"all, core, family:NAME, a comma list, globs (aten::add*, add*), or @file [default: {RunConfig.ops}]",
+)
+@click.option(
+    "--dtypes",
+    default=None,
+    help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; no float64 on cpu, whose reference is float64)",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)",
+)
 @click.option("--examples", type=int, default=None, help=f"valid examples per cell [default: {CellSettings.examples}]")
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
-@click.option("-n", "--workers", "workers", default="auto", show_default=True, help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down")
+@click.option(
+    "-n",
+    "--workers",
+    "workers",
+    default="auto",
+    show_default=True,
+    help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down",
+)
 @click.option("--no-grad", "grad", flag_value=False, default=None, help="skip backward comparisons")
 @click.option(
-    "--case-timeout", "case_timeout_s", type=float, default=None, help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]"
+    "--case-timeout",
+    "case_timeout_s",
+    type=float,
+    default=None,
+    help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]",
 )
 @click.option("--max-numel", type=int, default=None, help=f"elements per case [default: {CellSettings.max_numel}]")
 @click.option(
-    "--memory-limit", default=None, metavar="GiB|auto|none", help=f"address-space cap per worker [default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs]"
+    "--memory-limit",
+    default=None,
+    metavar="GiB|auto|none",
+    help=f"address-space cap per worker [default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs]",
 )
 @click.option("--resume", "resume", default=None, metavar="RUN_ID|latest", help="continue an interrupted run")
 @click.option("--derandomize", flag_value=True, default=None, help="same cases for the same op every time (for gating)")
 @click.option("--junitxml", default=None, metavar="PATH", help="also write JUnit XML (one test case per cell)")
-@click.option("--bench/--no-bench", default=True, show_default=True, help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)")
+@click.option(
+    "--bench/--no-bench",
+    default=True,
+    show_default=True,
+    help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option
 def run(workers, junitxml, bench, quiet, **options):
@@ -103,8 +137,30 @@ def run(workers, junitxml, bench, quiet, **options):
         click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
     # -p conform.plugin: conform's hooks join this session only (there is no pytest11 entry point);
     # -p no:conform: an older conform installed one under that name, which would register it twice
-    args = ["-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "-p", "xdist", "-n", str(n or _auto_workers(c.backend))]
-    args += ["--max-worker-restart", "1000000", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark", "-p", "no:faulthandler"]
+    args = [
+        "-p",
+        "no:conform",
+        "-p",
+        "conform.plugin",
+        "--pyargs",
+        "conform.suite",
+        "-p",
+        "xdist",
+        "-n",
+        str(n or _auto_workers(c.backend)),
+    ]
+    args += [
+        "--max-worker-restart",
+        "1000000",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:benchmark",
+        "-p",
+        "no:faulthandler",
+    ]
     args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
     if junitxml is not None:
         args += ["--junitxml", junitxml]
@@ -121,10 +177,14 @@ def run(workers, junitxml, bench, quiet, **options):
     db = options["db"]
     db_arg = f" --db {db}" if db else ""
     if c.fatal:
-        raise ConformError(f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)")
+        raise ConformError(
+            f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)"
+        )
     elapsed = time.monotonic() - started
     counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
-    click.echo(f"run {c.run_id} {c.state}: {c.stored} of {c.planned} cells recorded, {c.recorded} in {elapsed:.0f} s ({counts}) -> {c.store.where}")
+    click.echo(
+        f"run {c.run_id} {c.state}: {c.stored} of {c.planned} cells recorded, {c.recorded} in {elapsed:.0f} s ({counts}) -> {c.store.where}"
+    )
     if c.state == "interrupted":
         click.echo(f"interrupted: continue with `conform run --resume {c.run_id}{db_arg}`", err=True)
         sys.exit(130)
@@ -149,7 +209,10 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
 
     ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
     where = "the CPU" if c.backend.name == "cpu" else f"{c.backend.name} and the CPU"
-    click.echo(f"timing pass: passing {'/'.join(RUN_BENCH_DTYPES)} cells of the {RUN_BENCH_OPS} ops on {where} (skip with --no-bench)", err=True)
+    click.echo(
+        f"timing pass: passing {'/'.join(RUN_BENCH_DTYPES)} cells of the {RUN_BENCH_OPS} ops on {where} (skip with --no-bench)",
+        err=True,
+    )
     bar = None
 
     def progress(cell, n, total):
@@ -163,15 +226,22 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
 
     started = time.monotonic()
     try:
-        summary = bench.bench(c.store, c.run_id, c.backend, ops=ops, dtypes=RUN_BENCH_DTYPES, sizes=RUN_BENCH_SIZES, progress=progress)
+        summary = bench.bench(
+            c.store, c.run_id, c.backend, ops=ops, dtypes=RUN_BENCH_DTYPES, sizes=RUN_BENCH_SIZES, progress=progress
+        )
     except KeyboardInterrupt:
         # the run itself is complete and stays `finished`; only its timings are partial
-        click.echo(f"timing pass interrupted: time again with `conform bench --run {c.run_id} --ops {RUN_BENCH_OPS}{db_arg}`", err=True)
+        click.echo(
+            f"timing pass interrupted: time again with `conform bench --run {c.run_id} --ops {RUN_BENCH_OPS}{db_arg}`",
+            err=True,
+        )
         sys.exit(130)
     finally:
         if bar is not None:
             bar.close()
-    click.echo(f"timed {plural(summary.cells, 'cell')}: {plural(summary.timings, 'timing')} stored in {time.monotonic() - started:.0f} s")
+    click.echo(
+        f"timed {plural(summary.cells, 'cell')}: {plural(summary.timings, 'timing')} stored in {time.monotonic() - started:.0f} s"
+    )
 
 
 class _Session:
@@ -239,12 +309,18 @@ def ops(pattern, as_json):
 
     specs = _select(pattern)
     if as_json:
-        click.echo(json.dumps({"count": len(specs), "counts": opdb.counts(specs), "ops": [s.to_dict() for s in specs]}, indent=1))
+        click.echo(
+            json.dumps(
+                {"count": len(specs), "counts": opdb.counts(specs), "ops": [s.to_dict() for s in specs]}, indent=1
+            )
+        )
         return
     for s in specs:
         click.echo(f"{s.qualname:<55} {s.variant:<10} {s.family:<12} {','.join(s.kernels)}")
     counts = opdb.counts(specs)
-    click.echo(f"\n{len(specs)} ops" + "".join(f", {k} {v}" for k, v in counts.items() if isinstance(v, int) and k != "total"))
+    click.echo(
+        f"\n{len(specs)} ops" + "".join(f", {k} {v}" for k, v in counts.items() if isinstance(v, int) and k != "total")
+    )
     for key, table in counts.items():
         if isinstance(table, dict):
             click.echo(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(table.items(), key=lambda kv: -kv[1])))
@@ -252,7 +328,9 @@ def ops(pattern, as_json):
 
 @cli.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
-@click.option("--run", "run_id", type=int, default=None, help="one run only (default: every environment, newest result per cell)")
+@click.option(
+    "--run", "run_id", type=int, default=None, help="one run only (default: every environment, newest result per cell)"
+)
 @db_option
 def report(fmt, run_id, db):
     """Summarise stored results per environment (torch version x backend x chip)."""
@@ -265,15 +343,17 @@ def report(fmt, run_id, db):
 
 
 def main(argv=None) -> None:
-    from . import interrupts
-
     import signal
+
+    from . import interrupts
 
     interrupts.install()
     try:
         _main(argv)
     except KeyboardInterrupt:  # also while torch is still being imported
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one interrupt is said once; a second (or one re-sent) would kill the exit
+        signal.signal(
+            signal.SIGINT, signal.SIG_IGN
+        )  # one interrupt is said once; a second (or one re-sent) would kill the exit
         click.echo("conform: interrupted", err=True)
         sys.exit(130)
     finally:

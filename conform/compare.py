@@ -30,8 +30,9 @@ the tolerance used, whether or not the pair passed: the store keeps both.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -119,12 +120,22 @@ def _pair(a, e, path, out, tol_fn, sign, meta_only):
     if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and (a.is_nested or e.is_nested):
         # a nested tensor has no single shape: it is compared as the list of its components
         if a.is_nested != e.is_nested:
-            out.append(Record(path, "structure", f"{'nested' if a.is_nested else 'plain'} tensor vs {'nested' if e.is_nested else 'plain'} expected [{path}]"))
+            out.append(
+                Record(
+                    path,
+                    "structure",
+                    f"{'nested' if a.is_nested else 'plain'} tensor vs {'nested' if e.is_nested else 'plain'} expected [{path}]",
+                )
+            )
             return
         _pair(list(a.unbind()), list(e.unbind()), path, out, tol_fn, sign, meta_only)
         return
     if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
-        out.append(compare_tensors(a, e, path=path, tolerance=tol_fn(e.dtype), check_sign_of_zero=sign, metadata_only=meta_only))
+        out.append(
+            compare_tensors(
+                a, e, path=path, tolerance=tol_fn(e.dtype), check_sign_of_zero=sign, metadata_only=meta_only
+            )
+        )
         return
     if a is None and e is None:
         out.append(Record(path))
@@ -175,7 +186,9 @@ def _compare_scalars(a, e, path, tol_fn, meta_only) -> Record:
             return Record(path, "dtype", f"{type(a).__name__} vs {type(e).__name__} expected [{path}]")
         if meta_only or a == e:
             return Record(path, total=1)
-        return Record(path, "values", f"{a!r} vs {e!r} expected [{path}]", max_abs=float(abs(a - e)), mismatched=1, total=1)
+        return Record(
+            path, "values", f"{a!r} vs {e!r} expected [{path}]", max_abs=float(abs(a - e)), mismatched=1, total=1
+        )
     dt = torch.complex128 if isinstance(a, complex) or isinstance(e, complex) else torch.float64
     ta = torch.tensor(complex(a) if dt.is_complex else float(a), dtype=dt)
     te = torch.tensor(complex(e) if dt.is_complex else float(e), dtype=dt)
@@ -212,9 +225,28 @@ def compare_tensors(
         # sides are compared by what they hold, component by component
         if tuple(actual.shape) != tuple(expected.shape):
             return Record(path, "shape", f"shape {list(actual.shape)} vs {list(expected.shape)} expected [{path}]")
-        records = [compare_tensors(pa, pe, path=f"{path}.{name}", tolerance=tolerance if is_inexact(pe.dtype) else None, check_sign_of_zero=check_sign_of_zero, metadata_only=metadata_only) for name, pa, pe in parts]
+        records = [
+            compare_tensors(
+                pa,
+                pe,
+                path=f"{path}.{name}",
+                tolerance=tolerance if is_inexact(pe.dtype) else None,
+                check_sign_of_zero=check_sign_of_zero,
+                metadata_only=metadata_only,
+            )
+            for name, pa, pe in parts
+        ]
         bad = [r for r in records if not r.ok]
-        return bad[0] if bad else Record(path, total=expected.numel() if expected.layout == torch.strided else 0, rtol=(tolerance or (None, None))[0], atol=(tolerance or (None, None))[1])
+        return (
+            bad[0]
+            if bad
+            else Record(
+                path,
+                total=expected.numel() if expected.layout == torch.strided else 0,
+                rtol=(tolerance or (None, None))[0],
+                atol=(tolerance or (None, None))[1],
+            )
+        )
     if a.shape != e.shape:
         return Record(path, "shape", f"shape {list(a.shape)} vs {list(e.shape)} expected [{path}]")
     if a.dtype != e.dtype:
@@ -232,10 +264,26 @@ def compare_tensors(
 
 _SPARSE_PARTS = {
     torch.sparse_coo: (("indices", lambda t: t._indices()), ("values", lambda t: t._values())),
-    torch.sparse_csr: (("crow_indices", lambda t: t.crow_indices()), ("col_indices", lambda t: t.col_indices()), ("values", lambda t: t.values())),
-    torch.sparse_csc: (("ccol_indices", lambda t: t.ccol_indices()), ("row_indices", lambda t: t.row_indices()), ("values", lambda t: t.values())),
-    torch.sparse_bsr: (("crow_indices", lambda t: t.crow_indices()), ("col_indices", lambda t: t.col_indices()), ("values", lambda t: t.values())),
-    torch.sparse_bsc: (("ccol_indices", lambda t: t.ccol_indices()), ("row_indices", lambda t: t.row_indices()), ("values", lambda t: t.values())),
+    torch.sparse_csr: (
+        ("crow_indices", lambda t: t.crow_indices()),
+        ("col_indices", lambda t: t.col_indices()),
+        ("values", lambda t: t.values()),
+    ),
+    torch.sparse_csc: (
+        ("ccol_indices", lambda t: t.ccol_indices()),
+        ("row_indices", lambda t: t.row_indices()),
+        ("values", lambda t: t.values()),
+    ),
+    torch.sparse_bsr: (
+        ("crow_indices", lambda t: t.crow_indices()),
+        ("col_indices", lambda t: t.col_indices()),
+        ("values", lambda t: t.values()),
+    ),
+    torch.sparse_bsc: (
+        ("ccol_indices", lambda t: t.ccol_indices()),
+        ("row_indices", lambda t: t.row_indices()),
+        ("values", lambda t: t.values()),
+    ),
 }
 
 
@@ -247,9 +295,13 @@ def _sparse_valid(t) -> bool:
         if t.layout == torch.sparse_coo:
             torch._validate_sparse_coo_tensor_args(t._indices().cpu(), t._values().cpu(), t.shape)
         elif t.layout in (torch.sparse_csr, torch.sparse_bsr):
-            torch._validate_sparse_compressed_tensor_args(t.crow_indices().cpu(), t.col_indices().cpu(), t.values().cpu(), t.shape, t.layout)
+            torch._validate_sparse_compressed_tensor_args(
+                t.crow_indices().cpu(), t.col_indices().cpu(), t.values().cpu(), t.shape, t.layout
+            )
         elif t.layout in (torch.sparse_csc, torch.sparse_bsc):
-            torch._validate_sparse_compressed_tensor_args(t.ccol_indices().cpu(), t.row_indices().cpu(), t.values().cpu(), t.shape, t.layout)
+            torch._validate_sparse_compressed_tensor_args(
+                t.ccol_indices().cpu(), t.row_indices().cpu(), t.values().cpu(), t.shape, t.layout
+            )
     except Exception:  # noqa: BLE001 - any violation: not safe to densify
         return False
     return True
@@ -257,7 +309,10 @@ def _sparse_valid(t) -> bool:
 
 def _sparse_parts(actual, expected):
     """[(name, actual part, expected part)] of two sparse tensors of one layout, or None."""
-    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or actual.layout != expected.layout:
+    if (
+        not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor))
+        or actual.layout != expected.layout
+    ):
         return None
     getters = _SPARSE_PARTS.get(expected.layout)
     if getters is None:
@@ -376,7 +431,9 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
         got, want = _element(a, i, parts), _element(e, i, parts)
         rec.kind = "nan"
         rec.index = i[:-1] if parts else i
-        rec.message = f"{head}; NaN mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
+        rec.message = (
+            f"{head}; NaN mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
+        )
     elif bool(inf_bad.any()):
         i = _unravel(int(inf_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
         got, want = a[i].item(), e[i].item()
@@ -447,7 +504,13 @@ def _fmt(x: float) -> str:
 
 def summary(records: list[Record]) -> dict[str, float | None]:
     """The greatest errors over all records (for the store), and the tolerance of the worst pair."""
-    best: dict[str, float | None] = {"max_abs_err": None, "max_rel_err": None, "max_ulp_err": None, "rtol": None, "atol": None}
+    best: dict[str, float | None] = {
+        "max_abs_err": None,
+        "max_rel_err": None,
+        "max_ulp_err": None,
+        "rtol": None,
+        "atol": None,
+    }
     worst_ratio = -1.0
     for r in records:
         for key, val in (("max_abs_err", r.max_abs), ("max_rel_err", r.max_rel), ("max_ulp_err", r.max_ulp)):
@@ -462,6 +525,7 @@ def summary(records: list[Record]) -> dict[str, float | None]:
 
 
 # -- comparison strategies: what each kind of op promises -------------------------------
+
 
 def bind_arguments(op, args, kwargs) -> dict[str, Any]:
     """Schema argument name -> value, for positional and keyword arguments alike."""
@@ -504,7 +568,12 @@ def split_ambiguous(op, pairs):
     positions, names = spec
     exact, meta = [], []
     for actual, expected, path in pairs:
-        if path == "output" and isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+        if (
+            path == "output"
+            and isinstance(expected, (tuple, list))
+            and isinstance(actual, (tuple, list))
+            and len(actual) == len(expected)
+        ):
             for i, (a, e) in enumerate(zip(actual, expected)):
                 (meta if i in positions else exact).append((a, e, f"output[{i}]"))
         elif path == "output" and not isinstance(expected, (tuple, list)) and 0 in positions:
@@ -551,10 +620,15 @@ def statistics_records(dev_res, ref_res, path="output") -> list[Record]:
         p = f"{path}#{i}"
         if a.numel() == 0:
             continue
-        a64, e64 = a.detach().double() if not a.is_complex() else a.abs().double(), e.detach().double() if not e.is_complex() else e.abs().double()
+        a64, e64 = (
+            a.detach().double() if not a.is_complex() else a.abs().double(),
+            e.detach().double() if not e.is_complex() else e.abs().double(),
+        )
         af, ef = torch.isfinite(a64), torch.isfinite(e64)
         if int(af.sum()) != int(ef.sum()) and (af.all() or ef.all()):
-            records.append(Record(p, "nan", f"{int((~af).sum())} non-finite values vs {int((~ef).sum())} expected [{p}]"))
+            records.append(
+                Record(p, "nan", f"{int((~af).sum())} non-finite values vs {int((~ef).sum())} expected [{p}]")
+            )
             continue
         a64, e64 = a64[af], e64[ef]
         if a64.numel() == 0 or e64.numel() == 0:
@@ -562,18 +636,34 @@ def statistics_records(dev_res, ref_res, path="output") -> list[Record]:
         lo, hi = float(e64.min()), float(e64.max())
         span = max(hi - lo, abs(hi), abs(lo), 1e-12)
         if float(a64.min()) < lo - span or float(a64.max()) > hi + span:
-            records.append(Record(p, "values", f"values span [{float(a64.min()):.4g}, {float(a64.max()):.4g}] far outside the reference's [{lo:.4g}, {hi:.4g}] [{p}]"))
+            records.append(
+                Record(
+                    p,
+                    "values",
+                    f"values span [{float(a64.min()):.4g}, {float(a64.max()):.4g}] far outside the reference's [{lo:.4g}, {hi:.4g}] [{p}]",
+                )
+            )
             continue
         n = a64.numel()
         if n >= 64:
             std = float(e64.std()) if n > 1 else 0.0
             dm = abs(float(a64.mean()) - float(e64.mean()))
             if dm > 6 * std / math.sqrt(n) + 1e-6 * (abs(float(e64.mean())) + 1):
-                records.append(Record(p, "values", f"mean {float(a64.mean()):.4g} vs {float(e64.mean()):.4g} expected (statistical check, {n} samples) [{p}]"))
+                records.append(
+                    Record(
+                        p,
+                        "values",
+                        f"mean {float(a64.mean()):.4g} vs {float(e64.mean()):.4g} expected (statistical check, {n} samples) [{p}]",
+                    )
+                )
                 continue
             va, ve = float(a64.var()), float(e64.var())
             if ve > 0 and not (ve / 3 <= va <= ve * 3):
-                records.append(Record(p, "values", f"variance {va:.4g} vs {ve:.4g} expected (statistical check, {n} samples) [{p}]"))
+                records.append(
+                    Record(
+                        p, "values", f"variance {va:.4g} vs {ve:.4g} expected (statistical check, {n} samples) [{p}]"
+                    )
+                )
     return records
 
 
@@ -622,7 +712,13 @@ def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
             try:
                 got = _gather(inp, a, dim)
             except (IndexError, RuntimeError) as ex:
-                records.append(Record(path, "values", f"device indices cannot index the input: {type(ex).__name__}: {str(ex).strip().splitlines()[0] if str(ex).strip() else ''} [{path}]"))
+                records.append(
+                    Record(
+                        path,
+                        "values",
+                        f"device indices cannot index the input: {type(ex).__name__}: {str(ex).strip().splitlines()[0] if str(ex).strip() else ''} [{path}]",
+                    )
+                )
                 continue
             r = compare(got, want, tolerance=tol, path=f"{path} (selected values)")
             records += r
@@ -638,7 +734,13 @@ def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor |
     median, mode, cummax over tied values: the gradient lands on whichever tied index the
     forward chose) is right when these sums are, just as the forward's indices are judged by
     what they select (tie_records). None when `inp` cannot be lined up with `grad`."""
-    if not isinstance(grad, torch.Tensor) or not isinstance(inp, torch.Tensor) or grad.shape != inp.shape or grad.layout != torch.strided or inp.layout != torch.strided:
+    if (
+        not isinstance(grad, torch.Tensor)
+        or not isinstance(inp, torch.Tensor)
+        or grad.shape != inp.shape
+        or grad.layout != torch.strided
+        or inp.layout != torch.strided
+    ):
         return None
     if not inp.dtype.is_floating_point or grad.is_complex() or grad.numel() == 0:
         return None
@@ -692,10 +794,29 @@ def stride_records(actual, expected, path: str = "output") -> list[Record]:
         return out
     for i, (a, e) in enumerate(zip(a_l, e_l)):
         p = path if len(e_l) == 1 else f"{path}[{i}]"
-        if a.layout != torch.strided or e.layout != torch.strided or a.shape != e.shape or e.numel() <= 1 or a.is_nested or e.is_nested:
+        if (
+            a.layout != torch.strided
+            or e.layout != torch.strided
+            or a.shape != e.shape
+            or e.numel() <= 1
+            or a.is_nested
+            or e.is_nested
+        ):
             continue
         bad = [d for d in range(e.dim()) if e.shape[d] > 1 and a.stride(d) != e.stride(d)]
         if bad:
-            fmt = lambda t: "channels_last" if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() else "contiguous" if t.is_contiguous() else "strided"  # noqa: E731
-            out.append(Record(p, "strides", f"strides {list(a.stride())} ({fmt(a)}) vs {list(e.stride())} ({fmt(e)}) expected for shape {list(e.shape)} [{p}]"))
+            fmt = lambda t: (
+                "channels_last"
+                if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+                else "contiguous"
+                if t.is_contiguous()
+                else "strided"
+            )  # noqa: E731
+            out.append(
+                Record(
+                    p,
+                    "strides",
+                    f"strides {list(a.stride())} ({fmt(a)}) vs {list(e.stride())} ({fmt(e)}) expected for shape {list(e.shape)} [{p}]",
+                )
+            )
     return out

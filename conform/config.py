@@ -32,7 +32,9 @@ class CellSettings:
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
     cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = 1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
+    shrink_budget_s: float = (
+        1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
+    )
     hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
     derandomize: bool = False
 
@@ -153,4 +155,6 @@ def _at_least(minimum: int, **values) -> None:
 def _positive(**values) -> None:
     for name, v in values.items():
         if not v > 0:
-            raise ConformError(f"--{name.removesuffix('_s').replace('_', '-')} must be a positive number of seconds, not {v:g}")
+            raise ConformError(
+                f"--{name.removesuffix('_s').replace('_', '-')} must be a positive number of seconds, not {v:g}"
+            )

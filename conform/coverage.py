@@ -30,6 +30,7 @@ import re
 from collections import Counter
 
 import click
+
 from .store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
@@ -57,7 +58,7 @@ def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
     messages = [(o, m) for _, o, m in cells]
     for o, m in messages:
         if m.startswith("untestable: "):
-            return m[len("untestable: "):]
+            return m[len("untestable: ") :]
     if messages and all(_CPU_DISPATCH.search(m) for _, m in messages):
         return NO_CPU_KERNEL_REASON
     for o, m in messages:
@@ -87,7 +88,18 @@ def coverage(store: Store, run_id: int) -> dict:
             reason = _cell_reason(cells[qualname])
         else:
             reason = _rule_reason(qualname) or recorded or NOT_SELECTED
-        rows.append({"op": qualname, "family": family, "variant": variant, "exercised": n > 0, "valid_cases": n, "reason": reason, "status": status(n, reason, cells.get(qualname)), **({"skipped": skips[qualname]} if qualname in skips else {})})
+        rows.append(
+            {
+                "op": qualname,
+                "family": family,
+                "variant": variant,
+                "exercised": n > 0,
+                "valid_cases": n,
+                "reason": reason,
+                "status": status(n, reason, cells.get(qualname)),
+                **({"skipped": skips[qualname]} if qualname in skips else {}),
+            }
+        )
     # the defects first: an op this machine can run that got no valid case
     rows.sort(key=lambda r: r["status"] != NO_VALID_CASE)
     return {"run": run_id, "ops": rows, "totals": totals(rows)}
@@ -145,7 +157,9 @@ def totals(rows: list[dict]) -> dict:
         "valid_cases": sum(r["valid_cases"] for r in rows),
         "reasons": dict(reasons.most_common()),
         # skipped cells by kind: no CPU kernel for the dtype is not "no valid case was found"
-        "skipped_cells": dict(Counter(kind for r in rows for kind, dts in r.get("skipped", {}).items() for _ in dts).most_common()),
+        "skipped_cells": dict(
+            Counter(kind for r in rows for kind, dts in r.get("skipped", {}).items() for _ in dts).most_common()
+        ),
     }
 
 
@@ -173,7 +187,10 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
     def reason(text: str) -> str:
         return text if full or len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 1] + "…"
 
-    table = [[r["op"], r["family"], r["variant"], r.get("status", ""), str(r["valid_cases"]), reason(r["reason"])] for r in rows]
+    table = [
+        [r["op"], r["family"], r["variant"], r.get("status", ""), str(r["valid_cases"]), reason(r["reason"])]
+        for r in rows
+    ]
     widths = [max(len(x) for x in col) for col in zip(header, *table)] if table else [len(h) for h in header]
     fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
     t = report["totals"]
@@ -196,7 +213,9 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
         lines.append("skipped cells, by reason:")
         lines += [f"  {n:6d}  {_SKIP_WORDS.get(kind, kind)}" for kind, n in t["skipped_cells"].items()]
     if cut:
-        lines.append(f"(reasons longer than {REASON_WIDTH} characters end in …: --full shows them whole, as does --format json)")
+        lines.append(
+            f"(reasons longer than {REASON_WIDTH} characters end in …: --full shows them whole, as does --format json)"
+        )
     return "\n".join(lines)
 
 
@@ -211,8 +230,14 @@ _SKIP_WORDS = {
 @click.command("coverage")
 @click.option("--run", "run", default="latest", show_default=True, metavar="ID|latest", help="the run to describe")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--full", is_flag=True, help=f"every reason whole (the table cuts them at {REASON_WIDTH} characters; JSON never does)")
-@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+@click.option(
+    "--full",
+    is_flag=True,
+    help=f"every reason whole (the table cuts them at {REASON_WIDTH} characters; JSON never does)",
+)
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
 def coverage_command(run, fmt, full, db):
     """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
     store = Store(db, readonly=True)

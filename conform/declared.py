@@ -86,7 +86,12 @@ class DeclaredRelease:
             "torch_version": self.torch_version,
             "torch_git": self.torch_git,
             "backend": "declared",
-            "details": {"source": self.source, "platform": self.platform, "yaml_sha256": self.yaml_sha256, "ops_total": str(len(self.kernels))},
+            "details": {
+                "source": self.source,
+                "platform": self.platform,
+                "yaml_sha256": self.yaml_sha256,
+                "ops_total": str(len(self.kernels)),
+            },
         }
         env["fingerprint"] = fingerprint_of(env)
         return env
@@ -215,7 +220,9 @@ def read_wheel(path: str | os.PathLike, *, cache: bool = True) -> DeclaredReleas
     version = _VERSION_RE.search(version_py)
     git = _GIT_RE.search(version_py)
     name_version, platform = _wheel_name(path.name)
-    release = _release(text, version.group(1) if version else name_version, git.group(1) if git else "", path.name, platform)
+    release = _release(
+        text, version.group(1) if version else name_version, git.group(1) if git else "", path.name, platform
+    )
     if cache:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +300,19 @@ def record(store, release: DeclaredRelease) -> int:
 
 # outcomes that say a declared kernel does not work (unsupported_dtype is a kernel refusing a
 # dtype it never claimed, and skipped says nothing)
-_BROKEN = frozenset({"mismatch", "grad_mismatch", "meta_mismatch", "not_implemented", "fallback", "device_error", "missing_error", "crash", "timeout"})
+_BROKEN = frozenset(
+    {
+        "mismatch",
+        "grad_mismatch",
+        "meta_mismatch",
+        "not_implemented",
+        "fallback",
+        "device_error",
+        "missing_error",
+        "crash",
+        "timeout",
+    }
+)
 
 
 def dispatch_key_of(backend: str) -> str:
@@ -309,7 +328,9 @@ def in_release_order(releases: list) -> list:
 def release_for(releases_in_order: list, torch_version: str):
     """The declared environment of a torch version ("2.13.0+cpu" matches "2.13.0"), or None."""
     same = [e for e in releases_in_order if e.torch_version == torch_version]
-    same = same or [e for e in releases_in_order if e.torch_version.partition("+")[0] == torch_version.partition("+")[0]]
+    same = same or [
+        e for e in releases_in_order if e.torch_version.partition("+")[0] == torch_version.partition("+")[0]
+    ]
     return same[-1] if same else None
 
 
@@ -370,15 +391,24 @@ def declared_ops(store, environment_id: int, *, keys=BACKEND_KEYS) -> dict[str, 
     """{qualname: {key: how}} for one declared environment, resolved per backend key: "kernel",
     "structured_delegate", "composite_explicit" or "composite_implicit"; a key is absent where
     the op is not available at all."""
-    return {q: {k: h for k in keys if (h := how_on(by_key, k)) is not None} for q, by_key in queries.declared_kernels(store, environment_id).items()}
+    return {
+        q: {k: h for k in keys if (h := how_on(by_key, k)) is not None}
+        for q, by_key in queries.declared_kernels(store, environment_id).items()
+    }
 
 
 def declared_coverage(store, *, keys=BACKEND_KEYS) -> list[dict[str, Any]]:
     """`coverage_rows` of every declared torch version, oldest first."""
-    return [row for env in declared_environments(store) for row in coverage_rows(env, queries.declared_kernels(store, env.id), keys)]
+    return [
+        row
+        for env in declared_environments(store)
+        for row in coverage_rows(env, queries.declared_kernels(store, env.id), keys)
+    ]
 
 
-def declared_vs_measured(store, environment_id: int, *, declared_environment_id: int | None = None) -> dict[str, Any] | None:
+def declared_vs_measured(
+    store, environment_id: int, *, declared_environment_id: int | None = None
+) -> dict[str, Any] | None:
     """`beside_measured` for one measured environment, by qualified name, on its backend's dispatch
     key, against the declared environment of its torch version unless one is given; with
     "declared_environment_id" and "dispatch_key". None where no declared environment matches."""
@@ -419,11 +449,16 @@ def render_coverage(rows: list[dict[str, Any]], fmt: str, *, keys=BACKEND_KEYS) 
             cells.append(f"{avail} ({100 * avail / max(total, 1):.1f}%)")
         lines.append(cells)
     if fmt == "markdown":
-        out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in range(len(header))) + "|"]
+        out = [
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join(" --- " if i == 0 else " ---: " for i in range(len(header))) + "|",
+        ]
         out += ["| " + " | ".join(c) + " |" for c in lines]
         return "\n".join(out)
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-    fmt_row = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    fmt_row = lambda cells: "  ".join(
+        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )  # noqa: E731
     return "\n".join([fmt_row(header)] + [fmt_row(c) for c in lines])
 
 
@@ -445,12 +480,20 @@ def _wheels(paths) -> list[Path]:
 
 
 @click.command("declared")
-@click.option("--wheel", "wheels", multiple=True, metavar="PATH", help="a torch wheel of any platform and version (or a folder of them); repeatable")
+@click.option(
+    "--wheel",
+    "wheels",
+    multiple=True,
+    metavar="PATH",
+    help="a torch wheel of any platform and version (or a folder of them); repeatable",
+)
 @click.option("--installed", is_flag=True, help="the installed torch")
 @click.option("--keys", default=",".join(BACKEND_KEYS), show_default=True, help="dispatch keys to count")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
 @click.option("--no-cache", is_flag=True, help="parse wheels again even when a cached result exists")
-@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
 def declared_command(wheels, installed, keys, fmt, no_cache, db):
     """Store which ops each backend has a kernel for, as declared by torch releases.
 
@@ -472,7 +515,10 @@ def declared_command(wheels, installed, keys, fmt, no_cache, db):
         store = Store(db)
         for rel in releases:
             env_id = record(store, rel)
-            click.echo(f"torch {rel.torch_version} ({rel.source}): {len(rel.kernels)} ops -> declared environment {env_id}", err=True)
+            click.echo(
+                f"torch {rel.torch_version} ({rel.source}): {len(rel.kernels)} ops -> declared environment {env_id}",
+                err=True,
+            )
     else:
         store = Store(db, readonly=True)
     rows = declared_coverage(store, keys=key_list)

@@ -43,7 +43,7 @@ def dispatch_key_for(device: torch.device | str) -> str:
     return torch._C._dispatch_key_for_device(torch.device(device).type)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_kind(op_name: str, key: str) -> str:
     """How `op_name` ("aten::erfinv.out") is served for dispatch key `key`: "kernel",
     "composite" (a kernel shared by all backends), "fallback" or "missing"."""
@@ -105,7 +105,9 @@ class FallbackTrace(TorchDispatchMode):
             self._running.add(func)
             try:
                 with self:
-                    return kernel.call_boxed(torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key)), *args, **kwargs)
+                    return kernel.call_boxed(
+                        torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key)), *args, **kwargs
+                    )
             finally:
                 self._running.discard(func)
         return func(*args, **kwargs)
@@ -119,7 +121,9 @@ def tracer_for(backend):
     if device.type == "cpu" or getattr(backend, "metadata_only", False):
         return None
     always = tuple(getattr(backend, "always_fallback_ops", ()) or ())
-    if not always and not torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, dispatch_key_for(device))):
+    if not always and not torch._C._dispatch_has_backend_fallback(
+        getattr(torch._C.DispatchKey, dispatch_key_for(device))
+    ):
         return None
     return FallbackTrace(device, always_fallback=always)
 

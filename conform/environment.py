@@ -14,7 +14,16 @@ from .backends.base import env_flag, os_description
 
 # What makes two runs comparable: the same torch build, Python, OS, backend and chip. The host
 # name is kept but not part of the fingerprint, so identical machines of a fleet share a column.
-IDENTITY = ("torch_version", "torch_git", "python_version", "os", "os_version", "backend", "device_name", "mps_fallback")
+IDENTITY = (
+    "torch_version",
+    "torch_git",
+    "python_version",
+    "os",
+    "os_version",
+    "backend",
+    "device_name",
+    "mps_fallback",
+)
 
 
 def fingerprint_of(env: dict) -> str:
@@ -38,7 +47,9 @@ def capture(backend) -> dict:
         "device_name": described.pop("device_name", ""),
         "hostname": socket.gethostname(),
         # a backend may say what its fallback switch is (the emulator's); else MPS's variable
-        "mps_fallback": described.pop("mps_fallback") if "mps_fallback" in described else env_flag(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK")),
+        "mps_fallback": described.pop("mps_fallback")
+        if "mps_fallback" in described
+        else env_flag(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK")),
     }
     details = dict(described)
     details["mps_fallback"] = env["mps_fallback"]

@@ -40,10 +40,24 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import oracle
-from .compare import AMBIGUOUS_OUTPUTS, TIE_OPS, Record, bind_arguments, compare, failures, leaves, split_ambiguous, statistics_records, stride_records, summary, tie_gradient_records, tie_records
-from .oracle import cast_like, max_abs_vs
+from .compare import (
+    AMBIGUOUS_OUTPUTS,
+    TIE_OPS,
+    Record,
+    bind_arguments,
+    compare,
+    failures,
+    leaves,
+    split_ambiguous,
+    statistics_records,
+    stride_records,
+    summary,
+    tie_gradient_records,
+    tie_records,
+)
 from .dispatch import fallback_message, tracer_for
 from .errors import first_line
+from .oracle import cast_like, max_abs_vs
 from .outcomes import Outcome
 from .tolerances import gradient_tolerance, input_scale, is_inexact, loosest, numel_ratio, tolerance_for
 
@@ -163,7 +177,9 @@ def _to_cpu(x, to_cpu):
     return pytree.tree_map(lambda v: to_cpu(v.detach()) if isinstance(v, torch.Tensor) else v, x)
 
 
-def _run_side(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None):
+def _run_side(
+    op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None
+):
     """`trace`: a conform.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
     side = _Side()
     try:
@@ -271,7 +287,9 @@ def _grad_inputs(op, args, kwargs):
     return new_args, new_kwargs, found
 
 
-def _run_backward(op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None, trace=None):
+def _run_backward(
+    op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None, trace=None
+):
     """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them.
     `trace` (conform.dispatch.FallbackTrace) is active while the op and its backward run."""
     try:
@@ -318,7 +336,9 @@ def run_case(op, case, backend, *, grad: bool = True) -> CaseResult:
         raise
     except BaseException as e:  # noqa: BLE001 - a bug in conform must not kill the sweep
         # a bug in conform is not the device's: the cell is skipped with the reason, visibly
-        return CaseResult(Outcome.SKIPPED, "", f"conform internal error: {first_line(e)}", traceback=_traceback.format_exc())
+        return CaseResult(
+            Outcome.SKIPPED, "", f"conform internal error: {first_line(e)}", traceback=_traceback.format_exc()
+        )
 
 
 def _cpu_copy(t):
@@ -361,8 +381,14 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         dev = ref  # the device under test computes exactly what the CPU reference side just did
     else:
         dev = _run_side(
-            op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend), trace=tracer_for(backend),
+            op,
+            case,
+            to_device=backend.to_device,
+            device=backend.device,
+            to_cpu=backend.to_cpu,
+            sync=backend.synchronize,
+            ctx=_device_context(backend),
+            trace=tracer_for(backend),
         )
 
     # -- validity and errors -----------------------------------------------------------------
@@ -374,16 +400,27 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             if gap and device_is_cpu:
                 # the CPU is the device under test and lacks the kernel golden float64 has
                 return _error_result(dev, backend, "forward")
-            return CaseResult(Outcome.PASS, "forward", f"invalid case: the reference rejects it ({first_line(ref.error)})", invalid=True)
+            return CaseResult(
+                Outcome.PASS,
+                "forward",
+                f"invalid case: the reference rejects it ({first_line(ref.error)})",
+                invalid=True,
+            )
         if not gap:
-            return CaseResult(Outcome.MISSING_ERROR, "forward", f"the CPU reference raised {first_line(ref.error)}; the device returned a result")
+            return CaseResult(
+                Outcome.MISSING_ERROR,
+                "forward",
+                f"the CPU reference raised {first_line(ref.error)}; the device returned a result",
+            )
         # the CPU has no kernel for this dtype: golden float64, cast to the device's dtypes, stands in
         try:
             ref_result = cast_like(golden.result, dev.result)
             ref_written = {k: cast_like(v, (dev.written or {}).get(k)) for k, v in (golden.written or {}).items()}
             dtype_checked = False
         except (ValueError, TypeError, RuntimeError):
-            return CaseResult(Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True)
+            return CaseResult(
+                Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True
+            )
     elif dev.error is not None:
         return _error_result(dev, backend, "forward")
 
@@ -406,28 +443,41 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             for a, exp, path in pairs:
                 out += statistics_records(a, exp, path)
         elif nondet == "ties":
-            out = tie_records(op, actual[0], want[0], ref.inputs, tol) + _compare_all(pairs[1:], tol, sign=sign, meta_only=False)
+            out = tie_records(op, actual[0], want[0], ref.inputs, tol) + _compare_all(
+                pairs[1:], tol, sign=sign, meta_only=False
+            )
         else:
             exact, meta = split_ambiguous(op, pairs)
-            out = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(meta, tol, sign=False, meta_only=True)
+            out = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(
+                meta, tol, sign=False, meta_only=True
+            )
         if not dtype_checked:
             out = [r for r in out if r.kind != "dtype"]
         return out
 
     reference = (ref_result, ref_written)
     phase = oracle.Phase(
-        "forward", op, case, reference, forward_records,
+        "forward",
+        op,
+        case,
+        reference,
+        forward_records,
         run_cpu=lambda c, dt: _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dt)),
         expect=lambda raw: oracle.golden_pair(raw, reference) if dtype_checked else None,
         golden_wanted=golden is not None,
         # output strides against the reference's, unless a rule says the backend chooses them
-        layout=(lambda a, want: _layout_records(op, case, backend, a, want)) if dtype_checked and hints.get("strides", True) else None,
+        layout=(lambda a, want: _layout_records(op, case, backend, a, want))
+        if dtype_checked and hints.get("strides", True)
+        else None,
     )
     phase.preset_golden(_observed(golden))
     rerun_ref = _forward_rerun(op, None)
     v = oracle.verdict(
-        phase, (dev.result, dev.written), golden_is_expectation=is_plain_cpu(backend),
-        rerun_device=rerun_ref if is_plain_cpu(backend) else _forward_rerun(op, backend), rerun_reference=rerun_ref,
+        phase,
+        (dev.result, dev.written),
+        golden_is_expectation=is_plain_cpu(backend),
+        rerun_device=rerun_ref if is_plain_cpu(backend) else _forward_rerun(op, backend),
+        rerun_reference=rerun_ref,
     )
     records = v.records
     result = CaseResult(Outcome.PASS, "forward")
@@ -455,7 +505,14 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     # -- backward ----------------------------------------------------------------------------
     # (gradients through sign-ambiguous outputs depend on the sign each kernel picked: not compared)
-    if grad and op.variant == "functional" and floating and nondet not in ("seeded", "uninitialized") and ref.error is None and op.base_name not in AMBIGUOUS_OUTPUTS:
+    if (
+        grad
+        and op.variant == "functional"
+        and floating
+        and nondet not in ("seeded", "uninitialized")
+        and ref.error is None
+        and op.base_name not in AMBIGUOUS_OUTPUTS
+    ):
         back = _backward(op, case, backend, meta_only=meta_only, n=n, sign=sign, scale=scale, want_golden=want_golden)
         if back is not None and back.outcome is not Outcome.PASS:
             return back
@@ -464,7 +521,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     return result
 
 
-def _observed(side: "_Side | None"):
+def _observed(side: _Side | None):
     """A side as the oracle sees it: (result, written), None where it raised."""
     return None if side is None or side.error is not None else (side.result, side.written)
 
@@ -492,7 +549,17 @@ def _forward_rerun(op, backend):
         if scribble:
             with _device_context(backend):
                 _scribble(backend.device)
-        return _observed(_run_side(op, c, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu, sync=backend.synchronize, ctx=ctx))
+        return _observed(
+            _run_side(
+                op,
+                c,
+                to_device=backend.to_device,
+                device=backend.device,
+                to_cpu=backend.to_cpu,
+                sync=backend.synchronize,
+                ctx=ctx,
+            )
+        )
 
     return rerun
 
@@ -586,7 +653,16 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
                 if scribble:
                     with _device_context(back):
                         _scribble(back.device)
-                found, _, err, _ = _run_backward(op, c, to_device=back.to_device, device=back.device, to_cpu=back.to_cpu, sync=back.synchronize, ctx=_device_context(back), grad_outputs=g)
+                found, _, err, _ = _run_backward(
+                    op,
+                    c,
+                    to_device=back.to_device,
+                    device=back.device,
+                    to_cpu=back.to_cpu,
+                    sync=back.synchronize,
+                    ctx=_device_context(back),
+                    grad_outputs=g,
+                )
             return (found, {}) if err is None and found is not None else None
 
         return rerun
@@ -597,15 +673,24 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     else:
         trace = tracer_for(backend)
         dev_grads, _, dev_err, tb = _run_backward(
-            op, case, to_device=backend.to_device, device=backend.device, to_cpu=backend.to_cpu,
-            sync=backend.synchronize, ctx=_device_context(backend), grad_outputs=gos, trace=trace,
+            op,
+            case,
+            to_device=backend.to_device,
+            device=backend.device,
+            to_cpu=backend.to_cpu,
+            sync=backend.synchronize,
+            ctx=_device_context(backend),
+            grad_outputs=gos,
+            trace=trace,
         )
         fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
         outcome = classify_device_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
     if dev_grads is None:
-        return CaseResult(Outcome.GRAD_MISMATCH, "backward", "the device's outputs do not require grad; the reference's do")
+        return CaseResult(
+            Outcome.GRAD_MISMATCH, "backward", "the device's outputs do not require grad; the reference's do"
+        )
     # gradients sum over output elements: their error grows with the outputs' size too
     out_n = max([n] + [max(1, math.ceil(t.numel() / max(1, g.numel()))) for t in gos for g in ref_grads.values()])
     # a gradient is grad_output times local derivatives of the inputs: its rounding error scales
@@ -615,7 +700,11 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     # backward computes in the outputs' dtype: the gradient of a float32 0-d tensor multiplied
     # into a float16 tensor is a float16 sum cast to float32, as precise as float16, not float32;
     # and, as forward, no gradient is more precise than the least precise input
-    tol = loosest(base, {g.dtype for g in gos if is_inexact(g.dtype)} | {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})
+    tol = loosest(
+        base,
+        {g.dtype for g in gos if is_inexact(g.dtype)}
+        | {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)},
+    )
 
     ties = _nondeterminism(op) == "ties"
 
@@ -623,7 +712,14 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
         out: list[Record] = []
         for name, want in want_all[0].items():
             got = actual[0].get(name)
-            cmp = lambda a, e, name=name, want=want: compare(a, e, tolerance=gradient_tolerance(tol, want), check_sign_of_zero=sign, metadata_only=meta_only, path=f"grad[{name}]")
+            cmp = lambda a, e, name=name, want=want: compare(
+                a,
+                e,
+                tolerance=gradient_tolerance(tol, want),
+                check_sign_of_zero=sign,
+                metadata_only=meta_only,
+                path=f"grad[{name}]",
+            )
             recs = cmp(got, want)
             if ties and failures(recs) and not meta_only:
                 # over tied values the gradient lands on whichever index the forward chose
@@ -632,8 +728,23 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
             out += recs
         return out
 
-    phase = oracle.Phase("backward", op, case, (ref_grads, {}), grad_records, run_cpu=run_cpu, expect=expect, golden_wanted=want_golden and not meta_only)
-    v = oracle.verdict(phase, (dev_grads, {}), golden_is_expectation=plain, rerun_device=rerun_on(None if plain else backend), rerun_reference=rerun_on(None))
+    phase = oracle.Phase(
+        "backward",
+        op,
+        case,
+        (ref_grads, {}),
+        grad_records,
+        run_cpu=run_cpu,
+        expect=expect,
+        golden_wanted=want_golden and not meta_only,
+    )
+    v = oracle.verdict(
+        phase,
+        (dev_grads, {}),
+        golden_is_expectation=plain,
+        rerun_device=rerun_on(None if plain else backend),
+        rerun_reference=rerun_on(None),
+    )
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
     if not bad:

@@ -92,7 +92,7 @@ class VersionRange:
     spec: SpecifierSet
 
     @classmethod
-    def parse(cls, text: str) -> "VersionRange":
+    def parse(cls, text: str) -> VersionRange:
         for raw in text.split(","):
             m = _CLAUSE.match(raw)
             if not m or not versions.release(m.group(2).rstrip(".*")):
@@ -211,7 +211,10 @@ def loads(text: str, path: str = "<expectations>") -> Expectations:
     unknown = set(doc) - {"defaults", "expect"}
     if unknown:
         key = sorted(unknown)[0]
-        raise lines.error(lines.table_line(key) or lines.key_line(key), f"unknown table or key {key!r} (expected [defaults] and [[expect]] entries)")
+        raise lines.error(
+            lines.table_line(key) or lines.key_line(key),
+            f"unknown table or key {key!r} (expected [defaults] and [[expect]] entries)",
+        )
 
     out = Expectations(path=path)
     defaults = doc.get("defaults", {})
@@ -219,7 +222,10 @@ def loads(text: str, path: str = "<expectations>") -> Expectations:
         raise lines.error(lines.key_line("defaults"), "'defaults' must be a table: [defaults]")
     dline = lines.table_line("defaults")
     for key in sorted(set(defaults) - DEFAULT_KEYS):
-        raise lines.error(lines.key_line(key, dline), f"unknown key {key!r} in [defaults] (allowed: {', '.join(sorted(DEFAULT_KEYS))})")
+        raise lines.error(
+            lines.key_line(key, dline),
+            f"unknown key {key!r} in [defaults] (allowed: {', '.join(sorted(DEFAULT_KEYS))})",
+        )
     if "expected" in defaults:
         out.default = _outcomes(defaults["expected"], lines, lines.key_line("expected", dline), single=True)[0]
     if "dtypes" in defaults:
@@ -233,7 +239,9 @@ def loads(text: str, path: str = "<expectations>") -> Expectations:
         ops_line = lines.key_line("ops", dline)
         ops = defaults["ops"]
         if not isinstance(ops, list) or not all(isinstance(o, str) and o.strip() for o in ops):
-            raise lines.error(ops_line, "'ops' must be a list of op names or globs, e.g. [\"aten::add.Tensor\", \"aten::sum*\"]")
+            raise lines.error(
+                ops_line, '\'ops\' must be a list of op names or globs, e.g. ["aten::add.Tensor", "aten::sum*"]'
+            )
         out.ops = tuple(dict.fromkeys(qualify(o.strip()) for o in ops))
     else:
         out.ops = tuple(dict.fromkeys(e.op for e in out.entries))
@@ -260,7 +268,11 @@ class _Lines:
     def __init__(self, text: str, path: str):
         self.path = path
         self.lines = text.splitlines()
-        self.headers = [(i + 1, m.group(1).strip("\"' "), l.lstrip().startswith("[[")) for i, l in enumerate(self.lines) if (m := self._HEADER.match(l))]
+        self.headers = [
+            (i + 1, m.group(1).strip("\"' "), l.lstrip().startswith("[["))
+            for i, l in enumerate(self.lines)
+            if (m := self._HEADER.match(l))
+        ]
 
     def error(self, line: int, message: str) -> ExpectationsError:
         return ExpectationsError(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
@@ -284,7 +296,12 @@ class _Lines:
 
 def _outcomes(value, lines: _Lines, line: int, *, single: bool = False) -> tuple[str, ...]:
     values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values) or (single and len(values) != 1):
+    if (
+        not isinstance(values, list)
+        or not values
+        or not all(isinstance(v, str) for v in values)
+        or (single and len(values) != 1)
+    ):
         want = "an outcome name" if single else "an outcome name or a list of them"
         raise lines.error(line, f"expected {want} ({', '.join(OUTCOMES)}), got {value!r}")
     for v in values:
@@ -302,7 +319,9 @@ def _dtypes(value, lines: _Lines, line: int) -> tuple[str, ...] | None:
         return None
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-        raise lines.error(line, f"'dtypes' must be \"*\" or a list of dtype names such as [\"float16\", \"bfloat16\"], got {value!r}")
+        raise lines.error(
+            line, f'\'dtypes\' must be "*" or a list of dtype names such as ["float16", "bfloat16"], got {value!r}'
+        )
     out = []
     for v in values:
         name = canonical_dtype(v)
@@ -317,14 +336,20 @@ def _dtypes(value, lines: _Lines, line: int) -> tuple[str, ...] | None:
 
 def _entry(raw: dict, lines: _Lines, line: int) -> Expectation:
     for key in sorted(set(raw) - ENTRY_KEYS):
-        raise lines.error(lines.key_line(key, line), f"unknown key {key!r} in [[expect]] (allowed: {', '.join(sorted(ENTRY_KEYS))})")
+        raise lines.error(
+            lines.key_line(key, line), f"unknown key {key!r} in [[expect]] (allowed: {', '.join(sorted(ENTRY_KEYS))})"
+        )
     for key in ("op", "outcome"):
         if key not in raw:
             raise lines.error(line, f"[[expect]] entry without {key!r}")
     op = raw["op"]
     if not isinstance(op, str) or not op.strip():
-        raise lines.error(lines.key_line("op", line), f"'op' must be an op name or glob such as \"aten::add.Tensor\", got {op!r}")
-    e = Expectation(op=qualify(op.strip()), outcomes=_outcomes(raw["outcome"], lines, lines.key_line("outcome", line)), line=line)
+        raise lines.error(
+            lines.key_line("op", line), f"'op' must be an op name or glob such as \"aten::add.Tensor\", got {op!r}"
+        )
+    e = Expectation(
+        op=qualify(op.strip()), outcomes=_outcomes(raw["outcome"], lines, lines.key_line("outcome", line)), line=line
+    )
     if "dtypes" in raw:
         e.dtypes = _dtypes(raw["dtypes"], lines, lines.key_line("dtypes", line))
     for key in ("reason", "issue"):
@@ -369,7 +394,11 @@ def from_run(store, run_id: int) -> str:
     doc = tomlkit.document()
     doc.add(tomlkit.comment("conform expectations: what this backend is expected to do, cell by cell."))
     doc.add(tomlkit.comment("Written by `conform expectations --from-run`; edit freely (see conform/expectations.py)."))
-    doc.add(tomlkit.comment(f"run: {run.id} ({run.uuid}) of {store.where}, {run.state}, started {run.started_at.isoformat(timespec='seconds')}"))
+    doc.add(
+        tomlkit.comment(
+            f"run: {run.id} ({run.uuid}) of {store.where}, {run.state}, started {run.started_at.isoformat(timespec='seconds')}"
+        )
+    )
     where = f"{env.backend} ({env.device_name or '?'}), {env.os} {env.os_version}, Python {env.python_version}"
     doc.add(tomlkit.comment(f"environment: torch {env.torch_version} on {where}"))
     doc.add(tomlkit.comment("options: " + ", ".join(f"{k}={v}" for k, v in sorted((run.options or {}).items()))))
@@ -380,7 +409,12 @@ def from_run(store, run_id: int) -> str:
     defaults.add("dtypes", sorted({dt for _, dt in cells}))
     # one op a line, so that a diff of the file shows which op changed (tomlkit's own multi-line
     # arrays indent by four, and adding 3,800 lines one by one takes it seconds)
-    defaults.add("ops", tomlkit.array("[\n" + "".join(f"  {tomlkit.string(op).as_string()},\n" for op in sorted({op for op, _ in cells})) + "]"))
+    defaults.add(
+        "ops",
+        tomlkit.array(
+            "[\n" + "".join(f"  {tomlkit.string(op).as_string()},\n" for op in sorted({op for op, _ in cells})) + "]"
+        ),
+    )
     doc.add(tomlkit.nl())
     doc.add("defaults", defaults)
     entries = tomlkit.aot()
@@ -397,17 +431,35 @@ def from_run(store, run_id: int) -> str:
 
 
 @click.command("expectations")
-@click.option("--from-run", "from_run_ref", default=None, metavar="latest|ID", help="write expectations that match this run's results")
-@click.option("--check", "check_path", default=None, metavar="FILE", type=click.Path(dir_okay=False), help="validate an expectations file (exit 2 with FILE:LINE if malformed)")
+@click.option(
+    "--from-run",
+    "from_run_ref",
+    default=None,
+    metavar="latest|ID",
+    help="write expectations that match this run's results",
+)
+@click.option(
+    "--check",
+    "check_path",
+    default=None,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="validate an expectations file (exit 2 with FILE:LINE if malformed)",
+)
 @click.option("-o", "--output", default="-", show_default=True, metavar="FILE", help="where to write (- for stdout)")
-@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
 def expectations_command(from_run_ref, check_path, output, db):
     """Write an expectations file from a run, or check one (the baseline `conform gate` reads)."""
     if (from_run_ref is None) == (check_path is None):
         raise click.UsageError("give one of --from-run latest|ID or --check FILE")
     if check_path is not None:
         ex = load(check_path)
-        click.echo(f"{check_path}: {len(ex.entries)} expectations over {len(ex.ops)} ops" + (f" x {len(ex.dtypes)} dtypes" if ex.dtypes else ""))
+        click.echo(
+            f"{check_path}: {len(ex.entries)} expectations over {len(ex.ops)} ops"
+            + (f" x {len(ex.dtypes)} dtypes" if ex.dtypes else "")
+        )
         return
     from .store import Store
 

@@ -99,7 +99,10 @@ def load_run(store, run_id: int) -> RunSide:
     if run is None:
         raise ConformError(f"no run {run_id} in {store.where}")
     e = run.environment
-    env = {k: str(getattr(e, k) or "") for k in ("torch_version", "torch_git", "python_version", "os", "os_version", "backend", "device_name")}
+    env = {
+        k: str(getattr(e, k) or "")
+        for k in ("torch_version", "torch_git", "python_version", "os", "os_version", "backend", "device_name")
+    }
     side = RunSide(store, run.id, run.uuid, run.state, run.seed, dict(run.options or {}), env, {}, run.cells_planned)
     for key, r in queries.latest_cells(store, e.id, run_id).items():
         side.cells[key] = CellState(r.outcome, r.message or "", r.id)
@@ -138,13 +141,17 @@ def resolve_baseline(spec: str, current_store, current_run: int):
         if p.is_file() and _looks_like_toml(p):
             return ExpectationsSide(expectations.load(p))
         if not p.exists():
-            raise ConformError(f"baseline {where} does not exist (give an expectations .toml file, a database, or run:ID)")
+            raise ConformError(
+                f"baseline {where} does not exist (give an expectations .toml file, a database, or run:ID)"
+            )
     same = database_url(where) == current_store.url or database_url(where) == database_url(current_store.where)
     store = current_store if same else Store(where, readonly=True, create=False)
     if run_ref is None:
         run_ref = queries.latest_run_id(store, other_than=current_run if same else None)
         if run_ref is None:
-            raise ConformError(f"no run in {store.where} to use as the baseline" + (" other than the one being gated" if same else ""))
+            raise ConformError(
+                f"no run in {store.where} to use as the baseline" + (" other than the one being gated" if same else "")
+            )
     elif same and run_ref == current_run:
         raise ConformError(f"--baseline {spec} is the run being gated; give an earlier run")
     return load_run(store, run_ref)
@@ -262,11 +269,24 @@ def _compare_runs(result: GateResult, current: RunSide, base: RunSide) -> None:
             result.cells.append(CellVerdict(op, dtype, "new", (), cur.outcome, cur.message, result_id=cur.result_id))
             continue
         kind = _classify((b.outcome,), cur.outcome)
-        result.cells.append(CellVerdict(op, dtype, kind, (b.outcome,), cur.outcome, cur.message, baseline_message=b.message, result_id=cur.result_id))
+        result.cells.append(
+            CellVerdict(
+                op,
+                dtype,
+                kind,
+                (b.outcome,),
+                cur.outcome,
+                cur.message,
+                baseline_message=b.message,
+                result_id=cur.result_id,
+            )
+        )
     result.new_ops = sorted(cur_ops - base_ops)
     result.missing_ops = sorted(base_ops - cur_ops)
     result.missing_cells = sorted(k for k in base.cells if k[0] in cur_ops and k not in current.cells)
-    if base.env.get("backend") != current.env.get("backend") or base.env.get("device_name") != current.env.get("device_name"):
+    if base.env.get("backend") != current.env.get("backend") or base.env.get("device_name") != current.env.get(
+        "device_name"
+    ):
         result.notes.append(f"the baseline ran on {base.describe_env()}; this run on {current.describe_env()}")
 
 
@@ -297,7 +317,9 @@ def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tup
     lacking = [label for label, n in counts.items() if not n]
     if lacking:
         return [], f"timings not compared: no timings in {' and '.join(lacking)} (`conform bench` records them)"
-    found = slowdowns(queries.timings_of(base.store, base.run_id), queries.timings_of(current.store, current.run_id), pct=pct)
+    found = slowdowns(
+        queries.timings_of(base.store, base.run_id), queries.timings_of(current.store, current.run_id), pct=pct
+    )
     return found, f"timings compared: {len(found)} slower beyond noise (> {pct:.0%} and beyond both spreads)"
 
 
@@ -328,11 +350,18 @@ def verdict_line(r: GateResult) -> str:
 
 def render_text(r: GateResult) -> str:
     cur = r.current
-    out = [f"gate: run {cur.run_id} ({cur.describe_env()}) against {r.baseline.label}: {_plural(len(r.compared), 'cell')} compared"]
+    out = [
+        f"gate: run {cur.run_id} ({cur.describe_env()}) against {r.baseline.label}: {_plural(len(r.compared), 'cell')} compared"
+    ]
     for kind, how in (
         ("regression", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}"),
         ("changed", lambda c: f"{c.cell} {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}"),
-        ("stale", lambda c: f"{c.cell} expected {c.expected_text}{_why(c)}, now passes: remove or narrow the entry at {c.where or r.baseline.label}"),
+        (
+            "stale",
+            lambda c: (
+                f"{c.cell} expected {c.expected_text}{_why(c)}, now passes: remove or narrow the entry at {c.where or r.baseline.label}"
+            ),
+        ),
         ("fixed", lambda c: f"{c.cell} {c.expected_text} -> pass"),
     ):
         cells = r.of(kind)
@@ -343,11 +372,15 @@ def render_text(r: GateResult) -> str:
         out.append(f"{_plural(len(r.new_ops), 'new op')} (not in the baseline, not gated): {_short_list(r.new_ops)}")
     new_cells = [c for c in r.of("new") if c.op not in set(r.new_ops)]
     if new_cells:
-        out.append(f"{_plural(len(new_cells), 'new cell')} of known ops (not gated): {_short_list([c.cell for c in new_cells])}")
+        out.append(
+            f"{_plural(len(new_cells), 'new cell')} of known ops (not gated): {_short_list([c.cell for c in new_cells])}"
+        )
     if r.missing_ops:
         out.append(f"{_plural(len(r.missing_ops), 'op')} of the baseline not in this run: {_short_list(r.missing_ops)}")
     if r.missing_cells:
-        out.append(f"{_plural(len(r.missing_cells), 'cell')} of the baseline not in this run: {_short_list([f'{o}[{d}]' for o, d in r.missing_cells])}")
+        out.append(
+            f"{_plural(len(r.missing_cells), 'cell')} of the baseline not in this run: {_short_list([f'{o}[{d}]' for o, d in r.missing_cells])}"
+        )
     if r.timing:
         out.append(f"{_plural(len(r.timing), 'timing regression')}:")
         out += [f"  {t.describe()}" for t in r.timing]
@@ -383,15 +416,25 @@ def render_markdown(r: GateResult) -> str:
         "",
     ]
     kinds = Counter(c.kind for c in r.cells)
-    out.append("| " + " | ".join(k for k in ("regression", "changed", "stale", "fixed", "expected", "new") if k in kinds or k == "regression") + " |")
-    shown = [k for k in ("regression", "changed", "stale", "fixed", "expected", "new") if k in kinds or k == "regression"]
+    out.append(
+        "| "
+        + " | ".join(
+            k for k in ("regression", "changed", "stale", "fixed", "expected", "new") if k in kinds or k == "regression"
+        )
+        + " |"
+    )
+    shown = [
+        k for k in ("regression", "changed", "stale", "fixed", "expected", "new") if k in kinds or k == "regression"
+    ]
     out.append("|" + "---:|" * len(shown))
     out.append("| " + " | ".join(str(kinds.get(k, 0)) for k in shown) + " |")
     out.append("")
     regs = r.regressions
     if regs:
         out += [f"### {_count(len(regs), 'regression')}", "", "| cell | was | now | message |", "|---|---|---|---|"]
-        out += [f"| `{c.cell}` | {c.expected_text} | **{c.outcome}** | {_md(first_line(c.message, 200))} |" for c in regs]
+        out += [
+            f"| `{c.cell}` | {c.expected_text} | **{c.outcome}** | {_md(first_line(c.message, 200))} |" for c in regs
+        ]
         out.append("")
         budget = MAX_REPROS_CHARS
         left_out = 0
@@ -403,34 +446,78 @@ def render_markdown(r: GateResult) -> str:
                 left_out += 1
                 continue
             budget -= len(repro)
-            out += [f"<details><summary>reproduce <code>{html.escape(c.cell)}</code></summary>", "", "```python", repro.replace("```", "`\u200b``"), "```", "", "</details>", ""]
+            out += [
+                f"<details><summary>reproduce <code>{html.escape(c.cell)}</code></summary>",
+                "",
+                "```python",
+                repro.replace("```", "`\u200b``"),
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
         if left_out:
-            out += [f"Reproduction scripts of {_plural(left_out, 'other regression')}: `conform report --run {cur.run_id}`.", ""]
+            out += [
+                f"Reproduction scripts of {_plural(left_out, 'other regression')}: `conform report --run {cur.run_id}`.",
+                "",
+            ]
     changed = r.of("changed")
     if changed:
-        out += [f"### {_count(len(changed), 'changed')} (failing before and now, differently)", "", "| cell | expected | now | message |", "|---|---|---|---|"]
-        out += [f"| `{c.cell}` | {c.expected_text} | {c.outcome} | {_md(first_line(c.message, 200))} |" for c in changed]
+        out += [
+            f"### {_count(len(changed), 'changed')} (failing before and now, differently)",
+            "",
+            "| cell | expected | now | message |",
+            "|---|---|---|---|",
+        ]
+        out += [
+            f"| `{c.cell}` | {c.expected_text} | {c.outcome} | {_md(first_line(c.message, 200))} |" for c in changed
+        ]
         out.append("")
     stale = r.of("stale")
     if stale:
-        out += [f"### {_count(len(stale), 'stale')}", "", "These cells now pass: remove their entries (or narrow their dtypes or conditions).", ""]
+        out += [
+            f"### {_count(len(stale), 'stale')}",
+            "",
+            "These cells now pass: remove their entries (or narrow their dtypes or conditions).",
+            "",
+        ]
         out += ["| cell | expected | entry | reason | issue |", "|---|---|---|---|---|"]
-        out += [f"| `{c.cell}` | {c.expected_text} | `{_md(c.where)}` | {_md(c.reason)} | {_md(c.issue)} |" for c in stale]
+        out += [
+            f"| `{c.cell}` | {c.expected_text} | `{_md(c.where)}` | {_md(c.reason)} | {_md(c.issue)} |" for c in stale
+        ]
         out.append("")
     fixed = r.of("fixed")
     if fixed:
-        out += [f"### {_count(len(fixed), 'fixed')}", "", ", ".join(f"`{c.cell}` ({c.expected_text} -> pass)" for c in fixed), ""]
+        out += [
+            f"### {_count(len(fixed), 'fixed')}",
+            "",
+            ", ".join(f"`{c.cell}` ({c.expected_text} -> pass)" for c in fixed),
+            "",
+        ]
     if r.new_ops or r.missing_ops or r.missing_cells:
         out += ["### Coverage changes", ""]
         if r.new_ops:
-            out.append(f"- {_plural(len(r.new_ops), 'new op')} (not gated): " + _short_list([f"`{o}`" for o in r.new_ops], 30))
+            out.append(
+                f"- {_plural(len(r.new_ops), 'new op')} (not gated): " + _short_list([f"`{o}`" for o in r.new_ops], 30)
+            )
         if r.missing_ops:
-            out.append(f"- {_plural(len(r.missing_ops), 'op')} of the baseline not in this run: " + _short_list([f"`{o}`" for o in r.missing_ops], 30))
+            out.append(
+                f"- {_plural(len(r.missing_ops), 'op')} of the baseline not in this run: "
+                + _short_list([f"`{o}`" for o in r.missing_ops], 30)
+            )
         if r.missing_cells:
-            out.append(f"- {_plural(len(r.missing_cells), 'cell')} of the baseline not in this run: " + _short_list([f"`{o}[{d}]`" for o, d in r.missing_cells], 30))
+            out.append(
+                f"- {_plural(len(r.missing_cells), 'cell')} of the baseline not in this run: "
+                + _short_list([f"`{o}[{d}]`" for o, d in r.missing_cells], 30)
+            )
         out.append("")
     if r.timing:
-        out += [f"### {_plural(len(r.timing), 'timing regression')}", "", "| op | dtype | size | shape | before | now | change |", "|---|---|---|---|---:|---:|---:|"]
+        out += [
+            f"### {_plural(len(r.timing), 'timing regression')}",
+            "",
+            "| op | dtype | size | shape | before | now | change |",
+            "|---|---|---|---|---:|---:|---:|",
+        ]
         out += [
             f"| `{t.op}` | {t.dtype} | {t.size_label} | {list(t.shape)} | {t.old_s * 1e6:.1f} µs | {t.new_s * 1e6:.1f} µs | {(t.ratio - 1) * 100:+.0f}% |"
             for t in r.timing
@@ -442,7 +529,10 @@ def render_markdown(r: GateResult) -> str:
         out += [f"<sub>{_md(n)}</sub><br>" for n in footer]
     text = "\n".join(out).rstrip() + "\n"
     if len(text) > MAX_SUMMARY:
-        text = text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0] + "\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
+        text = (
+            text[: MAX_SUMMARY - 200].rsplit("\n", 1)[0]
+            + "\n\n_(summary truncated; the full list: `conform gate` output or its JUnit XML)_\n"
+        )
     return text
 
 
@@ -455,20 +545,35 @@ def junit_xml(r: GateResult) -> ET.ElementTree:
         counts["tests"] += 1
         if c.kind == "regression":
             counts["failures"] += 1
-            f = ET.SubElement(case, "failure", message=f"regression: {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}", type=c.outcome)
+            f = ET.SubElement(
+                case,
+                "failure",
+                message=f"regression: {c.expected_text} -> {c.outcome}: {first_line(c.message, 160)}",
+                type=c.outcome,
+            )
             f.text = c.message
         elif c.kind == "expected" and c.outcome != PASS:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=f"expected {c.outcome}: {c.reason or first_line(c.message, 160)}" + (f" ({c.issue})" if c.issue else ""))
+            ET.SubElement(
+                case,
+                "skipped",
+                message=f"expected {c.outcome}: {c.reason or first_line(c.message, 160)}"
+                + (f" ({c.issue})" if c.issue else ""),
+            )
         elif c.kind == "new" and c.outcome != PASS:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=f"not in the baseline (not gated): {c.outcome}: {first_line(c.message, 160)}")
+            ET.SubElement(
+                case, "skipped", message=f"not in the baseline (not gated): {c.outcome}: {first_line(c.message, 160)}"
+            )
         elif c.kind in ("stale", "fixed", "changed"):
             out = ET.SubElement(case, "system-out")
             if c.kind == "changed":
                 out.text = f"changed failure (not gated): {c.expected_text} -> {c.outcome}: {c.message}"
             else:
-                out.text = f"{'stale expectation' if c.kind == 'stale' else 'fixed'}: expected {c.expected_text}{_why(c)}, now passes" + (f"; entry at {c.where}" if c.where else "")
+                out.text = (
+                    f"{'stale expectation' if c.kind == 'stale' else 'fixed'}: expected {c.expected_text}{_why(c)}, now passes"
+                    + (f"; entry at {c.where}" if c.where else "")
+                )
     for op in r.missing_ops:
         case = ET.SubElement(suite, "testcase", classname=op, name="*", time="0")
         counts["tests"] += 1
@@ -501,7 +606,9 @@ def _write(path: str, text: str) -> None:
 # -- the command --------------------------------------------------------------------------------
 
 
-def gate(baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
+def gate(
+    baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = 0.10
+) -> GateResult:
     """The Python side of `conform gate`: compare run `run_id` (default: the newest) of `db`
     with `baseline`. ConformError on bad input."""
     from .store import Store
@@ -522,18 +629,42 @@ def gate(baseline: str, *, db: str | None = None, run_id: int | None = None, tim
     if not result.compared:
         raise ConformError(f"nothing to compare: run {run_id} and {base.label} have no cell in common")
     if not current.options.get("derandomize"):
-        result.notes.append("this run was not derandomized: run it with `conform run --derandomize` so the same code gives the same verdict")
+        result.notes.append(
+            "this run was not derandomized: run it with `conform run --derandomize` so the same code gives the same verdict"
+        )
     return result
 
 
 @click.command("gate")
-@click.option("--baseline", required=True, metavar="FILE.toml|DB[#RUN]|run:ID", help="expectations file, database (its newest run, or #RUN_ID), or run:ID in --db")
+@click.option(
+    "--baseline",
+    required=True,
+    metavar="FILE.toml|DB[#RUN]|run:ID",
+    help="expectations file, database (its newest run, or #RUN_ID), or run:ID in --db",
+)
 @click.option("--run", "run_id", type=int, default=None, help="the run to gate (default: the newest in --db)")
-@click.option("--summary", "summary_path", default=None, metavar="PATH", help="write a markdown summary (a PR comment; $GITHUB_STEP_SUMMARY)")
-@click.option("--junitxml", default=None, metavar="PATH", help="write JUnit XML: one test case per cell, regressions as failures")
-@click.option("--timing-threshold", "timing_pct", type=click.FloatRange(0, min_open=True), default=10.0, show_default=True, help="percent a slowdown must exceed (and the spread of both timings) to count")
+@click.option(
+    "--summary",
+    "summary_path",
+    default=None,
+    metavar="PATH",
+    help="write a markdown summary (a PR comment; $GITHUB_STEP_SUMMARY)",
+)
+@click.option(
+    "--junitxml", default=None, metavar="PATH", help="write JUnit XML: one test case per cell, regressions as failures"
+)
+@click.option(
+    "--timing-threshold",
+    "timing_pct",
+    type=click.FloatRange(0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="percent a slowdown must exceed (and the spread of both timings) to count",
+)
 @click.option("--no-timing", is_flag=True, help="do not compare timings")
-@click.option("--db", default=None, metavar="PATH|URL", help="database of the run to gate (default: conform.db, or $CONFORM_DB)")
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="database of the run to gate (default: conform.db, or $CONFORM_DB)"
+)
 def gate_command(baseline, run_id, summary_path, junitxml, timing_pct, no_timing, db):
     """Compare a run with a baseline; exit 1 if any cell regressed (or a timing, beyond noise).
 

@@ -35,8 +35,9 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 # imported once by the fork server, so that every child starts with them loaded and warm
@@ -82,7 +83,13 @@ class ChildDied(Exception):
 
     def __init__(self, exitcode: int | None):
         self.exitcode = exitcode
-        how = "no exit status" if exitcode is None else f"signal {-exitcode}" if exitcode < 0 else f"exit status {exitcode}"
+        how = (
+            "no exit status"
+            if exitcode is None
+            else f"signal {-exitcode}"
+            if exitcode < 0
+            else f"exit status {exitcode}"
+        )
         super().__init__(how)
 
 
@@ -138,14 +145,20 @@ class CleanChild:
         try:
             ctx = context()
             self.conn, child_conn = ctx.Pipe()
-            self.proc = ctx.Process(target=_serve, args=(child_conn, self.setup, self.args), daemon=True, name=self.name)
+            self.proc = ctx.Process(
+                target=_serve, args=(child_conn, self.setup, self.args), daemon=True, name=self.name
+            )
             self.proc.start()
             child_conn.close()
         except Exception as e:  # noqa: BLE001 - no child at all: the parent records why
             self.close()
             raise IsolationError(f"could not start a clean child process: {type(e).__name__}: {e}") from None
         try:
-            reply = self.conn.recv() if self.conn.poll(self.start_timeout) else ("setup-failed", f"no answer within {self.start_timeout:.0f} s")
+            reply = (
+                self.conn.recv()
+                if self.conn.poll(self.start_timeout)
+                else ("setup-failed", f"no answer within {self.start_timeout:.0f} s")
+            )
         except (EOFError, OSError):
             reply = ("setup-failed", f"it died while starting ({ChildDied(self._exitcode())})")
         if reply[0] != "ready":
@@ -349,7 +362,13 @@ class Monitor:
             for path in self.folder.glob("*.json"):
                 record = read_record(path)
                 # (a Watchdog's armed record holds its start and limit; anything else is not a case in flight)
-                if not record or record.get("idle") or record.get("timeout") or "started" not in record or "limit_s" not in record:
+                if (
+                    not record
+                    or record.get("idle")
+                    or record.get("timeout")
+                    or "started" not in record
+                    or "limit_s" not in record
+                ):
                     continue
                 if time.time() - record["started"] > record["limit_s"] + self.grace_s:
                     _write(path, {**record, "timeout": True, "killed_at": time.time()})
@@ -392,4 +411,3 @@ def apply_memory_limit(limit: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
     except (ImportError, ValueError, OSError):  # not on this OS: the element cap still holds
         pass
-

@@ -44,7 +44,14 @@ def merge(sources, dest, *, create: bool = True) -> list[MergeStats]:
 
 @click.command("merge")
 @click.argument("sources", nargs=-1, required=True, metavar="DB...")
-@click.option("-o", "--output", "output", required=True, metavar="PATH|URL", help="database to merge into (created if missing; may be one of the sources)")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    metavar="PATH|URL",
+    help="database to merge into (created if missing; may be one of the sources)",
+)
 @click.option("--json", "as_json", is_flag=True, help="what was added, as JSON")
 def merge_command(sources, output, as_json):
     """Combine runs from many machines and torch versions into one database.
@@ -57,13 +64,23 @@ def merge_command(sources, output, as_json):
         click.echo(json.dumps({"output": output, "sources": [s.to_dict() for s in all_stats]}, indent=2))
         return
     for s in all_stats:
-        parts = [plural(s.runs, "run"), plural(s.results, "result"), plural(s.failures, "failure"), plural(s.timings, "timing"), plural(s.environments, "environment"), plural(s.ops, "op")]
+        parts = [
+            plural(s.runs, "run"),
+            plural(s.results, "result"),
+            plural(s.failures, "failure"),
+            plural(s.timings, "timing"),
+            plural(s.environments, "environment"),
+            plural(s.ops, "op"),
+        ]
         if s.runs_extended:
             parts.append(plural(s.runs_extended, "run") + " extended")
         if s.declared_kernels:
             parts.append(plural(s.declared_kernels, "declared kernel"))
         click.echo(f"{s.source}: added " + ", ".join(parts) if s.added else f"{s.source}: nothing new")
         for t in s.skipped_tables:
-            click.echo(f"conform merge: warning: table {t!r} of {s.source} is unknown to this conform and was not merged", err=True)
+            click.echo(
+                f"conform merge: warning: table {t!r} of {s.source} is unknown to this conform and was not merged",
+                err=True,
+            )
     if not all_stats:
         raise ConformError("nothing to merge")

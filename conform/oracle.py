@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from .compare import Record, _sparse_valid, _spacing, compare_tensors, dense, failures, leaves
+from .compare import Record, _spacing, _sparse_valid, compare_tensors, dense, failures, leaves
 from .tolerances import is_inexact
 
 # Finding kinds: facts stored with a cell that are not its verdict.
@@ -75,8 +76,8 @@ class Phase:
     case: Any
     reference: Observed | None
     compare: Callable[[Observed, Observed], list[Record]]
-    run_cpu: Callable[[Any, torch.dtype], "Observed | None"]
-    expect: Callable[[Observed], "Observed | None"]
+    run_cpu: Callable[[Any, torch.dtype], Observed | None]
+    expect: Callable[[Observed], Observed | None]
     golden_wanted: bool = True
     # parity's extra checks of the device against the reference: output strides (see execute)
     layout: Callable[[Observed, Observed], list[Record]] | None = None
@@ -129,7 +130,9 @@ def _err(side: Observed | None, golden: Observed | None) -> float | None:
 # -- the rule -------------------------------------------------------------------------------
 
 
-def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, rerun_device: Rerun, rerun_reference: Rerun) -> Verdict:
+def verdict(
+    phase: Phase, device: Observed, *, golden_is_expectation: bool, rerun_device: Rerun, rerun_reference: Rerun
+) -> Verdict:
     """The verdict rule for one phase of one case (see the module docstring)."""
     if golden_is_expectation:
         j = against_golden(phase, device, rerun_device)
@@ -139,7 +142,9 @@ def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, reru
         if j.ok and j.excuse:
             v.finding = Finding(PRECISION_EDGE, phase.name, j.excuse, v.device_golden_err, v.ref_golden_err)
         elif not j.ok:
-            v.attribution = attribution(v.device_golden_err, v.ref_golden_err, failures(j.records), plain_cpu=True) + _note(j)
+            v.attribution = attribution(
+                v.device_golden_err, v.ref_golden_err, failures(j.records), plain_cpu=True
+            ) + _note(j)
         return v
     parity = phase.compare(device, phase.reference)
     if phase.layout is not None and not failures(parity):
@@ -154,7 +159,13 @@ def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, reru
             v.ref_golden_err = _err(phase.reference, ref_j.golden)
             v.device_golden_err = _err(device, ref_j.golden)
             msg = "; ".join(r.message for r in failures(ref_j.records)[:2])
-            v.finding = Finding(REFERENCE, phase.name, f"the CPU reference deviates from float64 (the device agrees with it): {msg}{_note(ref_j)}", v.device_golden_err, v.ref_golden_err)
+            v.finding = Finding(
+                REFERENCE,
+                phase.name,
+                f"the CPU reference deviates from float64 (the device agrees with it): {msg}{_note(ref_j)}",
+                v.device_golden_err,
+                v.ref_golden_err,
+            )
         return v
     if any(r.kind in META_KINDS for r in bad) or not phase.golden_wanted:
         return Verdict(parity)
@@ -172,9 +183,11 @@ def verdict(phase: Phase, device: Observed, *, golden_is_expectation: bool, reru
     if j.ok:
         v.records = j.records
         v.finding = Finding(
-            CPU_WRONG, phase.name,
+            CPU_WRONG,
+            phase.name,
             f"the CPU reference is wrong here; the device matches float64 golden (CPU error {_e(v.ref_golden_err)} vs device {_e(v.device_golden_err)}): {bad[0].message}",
-            v.device_golden_err, v.ref_golden_err,
+            v.device_golden_err,
+            v.ref_golden_err,
         )
         return v
     v.attribution = attribution(v.device_golden_err, v.ref_golden_err, bad) + _note(j)
@@ -208,7 +221,9 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
     alt_expected = phase.expect(alt) if alt is not None else None
     if alt_expected is not None:
         alt_records = phase.compare(actual, alt_expected)
-        closer = phase.reference is not None and (_err(phase.reference, alt) or 0.0) < (_err(phase.reference, golden) or 0.0)
+        closer = phase.reference is not None and (_err(phase.reference, alt) or 0.0) < (
+            _err(phase.reference, golden) or 0.0
+        )
         if not failures(alt_records) or closer:
             records, golden, expected = alt_records, alt, alt_expected
         if not failures(records):
@@ -235,7 +250,13 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
     inconsistent = self_consistency(phase, actual, rerun, failures(phase.compare(actual, phase.expect(golden))))
     if inconsistent:
         # the excuse does not hold: the kernel disagrees with itself
-        return Judgement([dataclasses.replace(f, message=f"{f.message}; {inconsistent}") for f in failures(phase.compare(actual, phase.expect(golden)))], golden)
+        return Judgement(
+            [
+                dataclasses.replace(f, message=f"{f.message}; {inconsistent}")
+                for f in failures(phase.compare(actual, phase.expect(golden)))
+            ],
+            golden,
+        )
     return Judgement(records, golden, "precision edge: " + "; ".join(excuses))
 
 
@@ -283,7 +304,11 @@ def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden
     if mid is None and not nonfinite_inputs and not _beyond_range(expected, golden):
         return None, ""
     # (c): golden with the non-finite entries replaced by two different finite values
-    apart = [phase.run_cpu(TransformedCase(phase.case, _finite_instead(v)), torch.float64) for v in (1.5, -2.5)] if nonfinite_inputs else [None, None]
+    apart = (
+        [phase.run_cpu(TransformedCase(phase.case, _finite_instead(v)), torch.float64) for v in (1.5, -2.5)]
+        if nonfinite_inputs
+        else [None, None]
+    )
 
     def excuse(a, e, g, m, v1, v2, r):
         cg = _special_class(g)
@@ -304,13 +329,20 @@ def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden
         return mask
 
     patched = _patch(actual, expected, golden, (mid, *apart, phase.reference), excuse)
-    return patched, "non-finite values meeting zeros or the dtype's range: where NaN and infinity land is the algorithm's"
+    return (
+        patched,
+        "non-finite values meeting zeros or the dtype's range: where NaN and infinity land is the algorithm's",
+    )
 
 
 def _beyond_range(expected: Observed, golden: Observed) -> bool:
     """Some element golden holds finite is an infinity once rounded to the case's dtype."""
     return any(
-        e.shape == g.shape and e.layout == g.layout == torch.strided and e.device.type != "meta" and is_inexact(e.dtype) and bool(((_special_class(e) != 0) & (_special_class(g) == 0)).any())
+        e.shape == g.shape
+        and e.layout == g.layout == torch.strided
+        and e.device.type != "meta"
+        and is_inexact(e.dtype)
+        and bool(((_special_class(e) != 0) & (_special_class(g) == 0)).any())
         for e, g in zip(leaves(_flat(expected)), leaves(_flat(golden)))
     )
 
@@ -319,7 +351,13 @@ def _finite_instead(value: float):
     """A case transform: every non-finite entry of a floating input replaced by `value`."""
 
     def tx(t):
-        if not isinstance(t, torch.Tensor) or not is_inexact(t.dtype) or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
+        if (
+            not isinstance(t, torch.Tensor)
+            or not is_inexact(t.dtype)
+            or t.layout != torch.strided
+            or t.device.type == "meta"
+            or t.is_quantized
+        ):
             return t
         d = t.detach()
         return torch.where(torch.isfinite(d), d, torch.full_like(d, value)).requires_grad_(t.requires_grad)
@@ -340,7 +378,11 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     dt = rounding_dtype(phase.case)
     if dt is None:
         return None, ""
-    moved = [phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, signs)), torch.float64) for signs in (False, True) for s in (1.0, -1.0)]
+    moved = [
+        phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, signs)), torch.float64)
+        for signs in (False, True)
+        for s in (1.0, -1.0)
+    ]
     if any(m is None for m in moved):
         return None, ""
 
@@ -362,7 +404,10 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         return edge | ((a >= lo) & (a <= hi))
 
     patched = _patch(actual, expected, golden, tuple(moved), excuse)
-    return patched, f"within the case's conditioning (golden moves that far when the inputs move by one {str(dt).removeprefix('torch.')} unit)"
+    return (
+        patched,
+        f"within the case's conditioning (golden moves that far when the inputs move by one {str(dt).removeprefix('torch.')} unit)",
+    )
 
 
 def _nudge(dt: torch.dtype, direction: float, signs: bool = False):
@@ -370,7 +415,12 @@ def _nudge(dt: torch.dtype, direction: float, signs: bool = False):
     element's move flipped by a fixed pseudo-random sign (the same for every run of a case)."""
 
     def move(t):
-        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.layout != torch.strided or t.device.type == "meta":
+        if (
+            not isinstance(t, torch.Tensor)
+            or not t.dtype.is_floating_point
+            or t.layout != torch.strided
+            or t.device.type == "meta"
+        ):
             return t
         step = direction * _spacing(t.detach().to(torch.float64), dt)
         if signs:
@@ -390,7 +440,13 @@ def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple
         return None
     out = []
     for i, (a, e, g) in enumerate(zip(a_l, e_l, g_l)):
-        ok = a.shape == e.shape == g.shape and a.dtype == e.dtype and e.layout == a.layout == g.layout == torch.strided and not e.is_complex() and e.device.type != "meta"
+        ok = (
+            a.shape == e.shape == g.shape
+            and a.dtype == e.dtype
+            and e.layout == a.layout == g.layout == torch.strided
+            and not e.is_complex()
+            and e.device.type != "meta"
+        )
         mask = excuse(a, e, g, *(o[i] for o in o_l)) if ok else None
         out.append(torch.where(mask, a.detach(), e) if mask is not None and bool(mask.any()) else e)
     it = iter(out)
@@ -414,7 +470,10 @@ def _case_has_nonfinite(case) -> bool:
         args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
     except Exception:  # noqa: BLE001 - cannot tell: no excuse
         return False
-    return any(is_inexact(t.dtype) and t.numel() and t.device.type != "meta" and not bool(torch.isfinite(dense(t)).all()) for t in leaves((args, kwargs)))
+    return any(
+        is_inexact(t.dtype) and t.numel() and t.device.type != "meta" and not bool(torch.isfinite(dense(t)).all())
+        for t in leaves((args, kwargs))
+    )
 
 
 def _inputs_reach(case, magnitude: float) -> bool:
@@ -501,14 +560,24 @@ def _element_check(phase: Phase, actual: Observed, rerun: Rerun, rec: Record) ->
     """Elementwise ops: the offending element computed alone and inside a full vector block
     must be what it was inside the case's tensor."""
     leaf = _leaf_at(actual, rec.path)
-    if leaf is None or rec.index is None or leaf.dim() == 0 or leaf.layout != torch.strided or len(rec.index) != leaf.dim():
+    if (
+        leaf is None
+        or rec.index is None
+        or leaf.dim() == 0
+        or leaf.layout != torch.strided
+        or len(rec.index) != leaf.dim()
+    ):
         return ""
     shape = leaf.shape
     want = leaf.detach()[rec.index]
     for n, label in ((1, "alone"), (VECTOR_BLOCK, f"inside a block of {VECTOR_BLOCK}")):
 
         def pick(t, n=n):
-            return t.detach()[rec.index].reshape(1).expand(n).contiguous().requires_grad_(t.requires_grad) if t.shape == shape and t.layout == torch.strided else t
+            return (
+                t.detach()[rec.index].reshape(1).expand(n).contiguous().requires_grad_(t.requires_grad)
+                if t.shape == shape and t.layout == torch.strided
+                else t
+            )
 
         got = rerun(TransformedCase(phase.case, pick), tx=pick)
         got_leaf = _leaf_at(got, rec.path) if got is not None else None
@@ -561,7 +630,14 @@ def range_patch(golden, cast):
     gives. Those elements are expected at the case dtype's extreme. An overflow to infinity is
     left alone: exp(100) in float32 is inf, and a kernel that saturates it is wrong."""
     if isinstance(cast, torch.Tensor) and isinstance(golden, torch.Tensor):
-        if is_inexact(cast.dtype) and cast.dtype != torch.complex32 and cast.is_complex() == golden.is_complex() and cast.shape == golden.shape and cast.layout == golden.layout == torch.strided and cast.numel():
+        if (
+            is_inexact(cast.dtype)
+            and cast.dtype != torch.complex32
+            and cast.is_complex() == golden.is_complex()
+            and cast.shape == golden.shape
+            and cast.layout == golden.layout == torch.strided
+            and cast.numel()
+        ):
             c, g = cast, golden.detach()
             if c.is_complex():  # real and imaginary parts separately
                 c, g = torch.view_as_real(c.resolve_conj()), torch.view_as_real(g.resolve_conj())
@@ -593,7 +669,10 @@ def specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
     disagree on which special value (or none) an element holds (see _run_case); with
     `both_nonfinite`, where `golden` and `mid` are both non-finite."""
     if isinstance(expected, torch.Tensor):
-        ok = all(isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided for t in (golden, mid, actual))
+        ok = all(
+            isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided
+            for t in (golden, mid, actual)
+        )
         if not ok or not is_inexact(expected.dtype) or actual.dtype != expected.dtype:
             return expected
         cg, cm = _special_class(golden), _special_class(mid)
@@ -604,8 +683,13 @@ def specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
             e, a = torch.view_as_real(expected.resolve_conj()), torch.view_as_real(actual.detach().resolve_conj())
             return torch.view_as_complex(torch.where(pick, a, e).contiguous())
         return torch.where(pick, actual.detach(), expected)
-    if isinstance(expected, (list, tuple)) and all(isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)):
-        items = [specials_patch(e, g, m, a, both_nonfinite=both_nonfinite) for e, g, m, a in zip(expected, golden, mid, actual)]
+    if isinstance(expected, (list, tuple)) and all(
+        isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)
+    ):
+        items = [
+            specials_patch(e, g, m, a, both_nonfinite=both_nonfinite)
+            for e, g, m, a in zip(expected, golden, mid, actual)
+        ]
         return items if isinstance(expected, list) else tuple(items)
     return expected
 
@@ -627,7 +711,10 @@ def _golden_expected(golden, ref):
     if isinstance(golden, dict) and isinstance(ref, dict):
         if len(golden) != len(ref):
             raise ValueError("golden structure differs")
-        return {_golden_expected(gk, rk): _golden_expected(gv, rv) for (gk, gv), (rk, rv) in zip(golden.items(), ref.items())}
+        return {
+            _golden_expected(gk, rk): _golden_expected(gv, rv)
+            for (gk, gv), (rk, rv) in zip(golden.items(), ref.items())
+        }
     if isinstance(golden, (list, tuple)) and isinstance(ref, (list, tuple)) and not isinstance(ref, torch.Size):
         if len(golden) != len(ref):
             raise ValueError("golden structure differs")
@@ -680,7 +767,9 @@ def scalar_rounded_case(op, case):
     if not scalar_names:
         return None
     names = [a.name for a in op.arguments]
-    args = tuple(_round_scalar(v, dt) if i < len(names) and names[i] in scalar_names else v for i, v in enumerate(case.args))
+    args = tuple(
+        _round_scalar(v, dt) if i < len(names) and names[i] in scalar_names else v for i, v in enumerate(case.args)
+    )
     kwargs = {k: _round_scalar(v, dt) if k in scalar_names else v for k, v in case.kwargs.items()}
     if args == tuple(case.args) and kwargs == dict(case.kwargs):
         return None
@@ -743,4 +832,3 @@ def attribution(d: float | None, r: float | None, bad: list[Record], *, plain_cp
     if r > max(allowed, 10 * d if d else allowed) and d > allowed:
         return f"; both far from golden: ill-conditioned case (device error {_e(d)} vs CPU {_e(r)}, golden float64)"
     return f"; device error {_e(d)} vs CPU {_e(r)} (golden float64)"
-

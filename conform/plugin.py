@@ -47,35 +47,102 @@ CONTROLLER = "conform-controller"  # the Controller's name in the plugin manager
 def pytest_addoption(parser):
     # default=None everywhere: the defaults are RunConfig's and CellSettings', written once there
     g = parser.getgroup("conform", "conform: op conformance of a PyTorch backend")
-    g.addoption("--conform-device", default=None, help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)")
-    g.addoption("--conform-ops", default=None, help=f"ops: all, core, family:NAME, comma list, globs (add*), or @file (default: {RunConfig.ops})")
-    g.addoption("--conform-dtypes", default=None, help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; without float64 on the cpu backend, whose reference is float64)")
-    g.addoption("--conform-examples", type=int, default=None, help=f"valid hypothesis examples per cell (default: {CellSettings.examples})")
+    g.addoption(
+        "--conform-device",
+        default=None,
+        help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)",
+    )
+    g.addoption(
+        "--conform-ops",
+        default=None,
+        help=f"ops: all, core, family:NAME, comma list, globs (add*), or @file (default: {RunConfig.ops})",
+    )
+    g.addoption(
+        "--conform-dtypes",
+        default=None,
+        help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; without float64 on the cpu backend, whose reference is float64)",
+    )
+    g.addoption(
+        "--conform-examples",
+        type=int,
+        default=None,
+        help=f"valid hypothesis examples per cell (default: {CellSettings.examples})",
+    )
     g.addoption("--conform-seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
-    g.addoption("--conform-derandomize", action="store_true", default=None, help="derive every cell's examples from the op name alone (gating runs)")
+    g.addoption(
+        "--conform-derandomize",
+        action="store_true",
+        default=None,
+        help="derive every cell's examples from the op name alone (gating runs)",
+    )
     g.addoption("--conform-db", default=None, help="SQLite path or SQLAlchemy URL (default: conform.db or $CONFORM_DB)")
-    g.addoption("--conform-no-grad", action="store_false", dest="conform_grad", default=None, help="skip backward comparisons (default: compare gradients)")
-    g.addoption("--conform-max-numel", type=int, default=None, help=f"elements per case, all tensors together (default: {CellSettings.max_numel})")
+    g.addoption(
+        "--conform-no-grad",
+        action="store_false",
+        dest="conform_grad",
+        default=None,
+        help="skip backward comparisons (default: compare gradients)",
+    )
+    g.addoption(
+        "--conform-max-numel",
+        type=int,
+        default=None,
+        help=f"elements per case, all tensors together (default: {CellSettings.max_numel})",
+    )
     g.addoption(
         "--conform-case-timeout", type=float, default=None,
         help=f"seconds one case may run before it counts as a hang (default: {RunConfig.case_timeout_s:g})",
     )  # fmt: skip
-    g.addoption("--conform-cell-budget", type=float, default=None, help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})")
+    g.addoption(
+        "--conform-cell-budget",
+        type=float,
+        default=None,
+        help=f"seconds of example generation per cell (default: {CellSettings.cell_budget_s})",
+    )
     g.addoption(
         "--conform-memory-limit", default=None, metavar="GiB|auto|none",
         help="address-space cap per worker; a case over it fails to allocate and is recorded, the worker lives on "
         f"(default: {RunConfig.memory_limit} = 4 GiB on cpu/meta, none on GPUs, whose drivers reserve large address ranges)",
     )  # fmt: skip
-    g.addoption("--conform-resume", default=None, metavar="RUN_ID|latest", help="continue a run: only cells it has not recorded yet run")
-    g.addoption("--conform-workdir", default=None, help=f"folder for the hypothesis example database and per-run files (default: {RunConfig.workdir})")
-    g.addoption("--conform-progress", action="store_true", default=None, help="show a progress bar (conform run turns it on)")
+    g.addoption(
+        "--conform-resume",
+        default=None,
+        metavar="RUN_ID|latest",
+        help="continue a run: only cells it has not recorded yet run",
+    )
+    g.addoption(
+        "--conform-workdir",
+        default=None,
+        help=f"folder for the hypothesis example database and per-run files (default: {RunConfig.workdir})",
+    )
+    g.addoption(
+        "--conform-progress", action="store_true", default=None, help="show a progress bar (conform run turns it on)"
+    )
 
 
 def _config_from_options(config) -> RunConfig:
     """The RunConfig of `pytest -p conform.plugin --pyargs conform.suite --conform-*`."""
-    names = ("device", "ops", "dtypes", "examples", "seed", "derandomize", "db", "grad", "max_numel", "memory_limit", "resume", "workdir", "progress")
+    names = (
+        "device",
+        "ops",
+        "dtypes",
+        "examples",
+        "seed",
+        "derandomize",
+        "db",
+        "grad",
+        "max_numel",
+        "memory_limit",
+        "resume",
+        "workdir",
+        "progress",
+    )
     options = {n: config.getoption(f"conform_{n}") for n in names}
-    return RunConfig.from_options(**options, case_timeout_s=config.getoption("conform_case_timeout"), cell_budget_s=config.getoption("conform_cell_budget"))
+    return RunConfig.from_options(
+        **options,
+        case_timeout_s=config.getoption("conform_case_timeout"),
+        cell_budget_s=config.getoption("conform_cell_budget"),
+    )
 
 
 def _names_the_suite(config) -> bool:
@@ -149,12 +216,16 @@ class Controller:
             from .execute import is_plain_cpu
 
             # (a third-party backend on the cpu device computes its own float64: it keeps it)
-            config = dataclasses.replace(config, dtypes=",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES))
+            config = dataclasses.replace(
+                config, dtypes=",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES)
+            )
         cells = selection.plan_cells(ops, selection.parse_dtypes(config.dtypes))
         if not resume:
             self.store = Store(config.db)
         # the run's settings, complete: what is stored with the run and what every worker gets
-        self.config = config = dataclasses.replace(config, cell=dataclasses.replace(config.cell, seed=config.seed, hypothesis_db=str(workdir / "hypothesis")))
+        self.config = config = dataclasses.replace(
+            config, cell=dataclasses.replace(config.cell, seed=config.seed, hypothesis_db=str(workdir / "hypothesis"))
+        )
         import opdb
 
         catalog = opdb.catalog()
@@ -167,11 +238,20 @@ class Controller:
         else:
             env = environment.capture(self.backend)
             self.run_id = self.store.start_run(
-                env, options=config.stored_options(), seed=config.seed, ops_total=len(catalog), cells_planned=len(cells), conform_version=__version__
+                env,
+                options=config.stored_options(),
+                seed=config.seed,
+                ops_total=len(catalog),
+                cells_planned=len(cells),
+                conform_version=__version__,
             )
             self.store.record_catalog(self.run_id, catalog)
         self.cells = cells
-        self.rundir = workdir / "runs" / f"{self.store.engine.url.database and Path(str(self.store.engine.url.database)).stem or 'db'}-{self.run_id}"
+        self.rundir = (
+            workdir
+            / "runs"
+            / f"{self.store.engine.url.database and Path(str(self.store.engine.url.database)).stem or 'db'}-{self.run_id}"
+        )
         (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
         (self.rundir / PLAN).write_text(json.dumps([list(c) for c in cells]))
         # ops that crashed a process in an earlier run on this torch and device run isolated from
@@ -211,7 +291,9 @@ class Controller:
         if self.config.progress:
             from tqdm import tqdm
 
-            self.progress = tqdm(total=len(self.cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05)
+            self.progress = tqdm(
+                total=len(self.cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05
+            )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session):
@@ -231,7 +313,13 @@ class Controller:
                 self.record(self.crash_result(report))
         elif report.failed and report.when == "setup":
             cell = _cell_of_nodeid(report.nodeid)
-            self.record(CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}"))
+            self.record(
+                CellResult(
+                    op=cell[0],
+                    dtype=cell[1],
+                    message=f"conform internal error in setup: {str(report.longrepr).strip().splitlines()[-1]}",
+                )
+            )
 
     def pytest_sessionfinish(self, session, exitstatus):
         self.finish(exitstatus)
@@ -274,7 +362,12 @@ class Controller:
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
         # the repro names the device tested, also when it was chosen automatically
-        return died_result(cell, read_record(self.rundir / "inflight" / f"{worker}.json"), self.config.device or self.backend.name, f"({report.longrepr})")
+        return died_result(
+            cell,
+            read_record(self.rundir / "inflight" / f"{worker}.json"),
+            self.config.device or self.backend.name,
+            f"({report.longrepr})",
+        )
 
     def finish(self, exitstatus) -> None:
         """Store the run's final state once (from pytest_sessionfinish, or from
@@ -291,7 +384,9 @@ class Controller:
                 self.progress.close()
             try:
                 done = self.store.recorded_cells(self.run_id)
-                if not (self.interrupted or self.fatal or exitstatus == pytest.ExitCode.INTERRUPTED) and all(c in done for c in self.cells):
+                if not (self.interrupted or self.fatal or exitstatus == pytest.ExitCode.INTERRUPTED) and all(
+                    c in done for c in self.cells
+                ):
                     self.state = "finished"
                 self.store.set_run_state(self.run_id, self.state)
                 self.stored, self.counts = len(done), self.store.outcome_counts(self.run_id)

@@ -78,7 +78,12 @@ def summaries(store: Store, *, run_id: int | None = None) -> list[EnvironmentSum
                 ops_exercised=len(exercised),
                 ops_tested=len(tested),
                 cells={o.value: cells[o.value] for o in reversed(SEVERITY) if cells.get(o.value)},
-                findings=[{"op": q, "dtype": d, **f} for (q, d), r in sorted(latest.items()) for f in (r.findings or []) if isinstance(f, dict)],
+                findings=[
+                    {"op": q, "dtype": d, **f}
+                    for (q, d), r in sorted(latest.items())
+                    for f in (r.findings or [])
+                    if isinstance(f, dict)
+                ],
             )
         )
     return out
@@ -107,10 +112,18 @@ def render(items: list[EnvironmentSummary], fmt: str) -> str:
         return "\n".join(lines + _findings_lines(items, bullet="- "))
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     fmt_row = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths))  # noqa: E731
-    return "\n".join([fmt_row(header), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in rows] + _findings_lines(items, bullet="  "))
+    return "\n".join(
+        [fmt_row(header), fmt_row(["-" * w for w in widths])]
+        + [fmt_row(r) for r in rows]
+        + _findings_lines(items, bullet="  ")
+    )
 
 
-FINDING_WORDS = {"reference": "reference findings (the device agrees with the CPU; both deviate from float64)", "cpu_wrong": "CPU wrong here (the device matches float64)", "precision_edge": "precision edges (within the case's conditioning)"}
+FINDING_WORDS = {
+    "reference": "reference findings (the device agrees with the CPU; both deviate from float64)",
+    "cpu_wrong": "CPU wrong here (the device matches float64)",
+    "precision_edge": "precision edges (within the case's conditioning)",
+}
 FINDINGS_SHOWN = 50
 
 
@@ -125,7 +138,9 @@ def _findings_lines(items: list[EnvironmentSummary], *, bullet: str) -> list[str
                 continue
             lines += ["", f"{e.backend} {e.device_name} (torch {e.torch_version}): {len(found)} {words}"]
             for f in found[:FINDINGS_SHOWN]:
-                lines.append(f"{bullet}{f['op']} {f['dtype']} ({f.get('phase', '')}): {first_line(str(f.get('message', '')), 200)}")
+                lines.append(
+                    f"{bullet}{f['op']} {f['dtype']} ({f.get('phase', '')}): {first_line(str(f.get('message', '')), 200)}"
+                )
             if len(found) > FINDINGS_SHOWN:
                 lines.append(f"{bullet}... and {len(found) - FINDINGS_SHOWN} more (conform report --format json)")
     return lines

@@ -301,7 +301,10 @@ def _expr(v, *, device_var: str = "device", names: dict[int, str] | None = None)
         if k == "device":
             return device_var if x == "target" else f"torch.device({x!r})"
         if k == "dict":
-            items = ", ".join(f"{_expr(key, device_var=device_var, names=names)}: {_expr(val, device_var=device_var, names=names)}" for key, val in x)
+            items = ", ".join(
+                f"{_expr(key, device_var=device_var, names=names)}: {_expr(val, device_var=device_var, names=names)}"
+                for key, val in x
+            )
             return "{" + items + "}"
     if isinstance(v, float) and v != v:
         return 'float("nan")'
@@ -378,10 +381,22 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         golden_is_expectation = backend_name == "cpu"
     outcome = getattr(getattr(result, "outcome", None), "value", getattr(result, "outcome", None)) or "unknown"
     prelude = _PRELUDE.format(
-        device=device, body="\n".join(body_lines), mode="golden" if golden_is_expectation else "parity",
-        phase=getattr(result, "phase", "") or "forward", verdict=outcome, seed=case.seed,
+        device=device,
+        body="\n".join(body_lines),
+        mode="golden" if golden_is_expectation else "parity",
+        phase=getattr(result, "phase", "") or "forward",
+        verdict=outcome,
+        seed=case.seed,
         golden_judges=isinstance(op, str) or bool((getattr(op.rules, "hints", None) or {}).get("golden", True)),
         # 0 is a tolerance (exactly determined results): only a missing one falls back to float32's
-        rtol=_given(getattr(result, "rtol", None), 1.3e-6), atol=_given(getattr(result, "atol", None), 1e-5),
+        rtol=_given(getattr(result, "rtol", None), 1.3e-6),
+        atol=_given(getattr(result, "atol", None), 1e-5),
     )
-    return header + "from __future__ import annotations\n\n" + note + _tensor_builder_source() + prelude + _EPILOGUE.format()
+    return (
+        header
+        + "from __future__ import annotations\n\n"
+        + note
+        + _tensor_builder_source()
+        + prelude
+        + _EPILOGUE.format()
+    )

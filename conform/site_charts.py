@@ -16,7 +16,14 @@ def _fmt_seconds(s: float) -> str:
     return f"{s:.2g} s"
 
 
-def line_chart(series: list[tuple[str, list[float | None]]], x_labels: list[str], *, title: str, width: int = 520, height: int = 240) -> Markup:
+def line_chart(
+    series: list[tuple[str, list[float | None]]],
+    x_labels: list[str],
+    *,
+    title: str,
+    width: int = 520,
+    height: int = 240,
+) -> Markup:
     """Lines of values (seconds, log scale) over categorical x positions; None leaves a gap."""
     values = [v for _, ys in series for v in ys if v]
     if not values:
@@ -34,13 +41,17 @@ def line_chart(series: list[tuple[str, list[float | None]]], x_labels: list[str]
     def y(v):
         return top + ph - ph * (math.log10(v) - lo) / (hi - lo)
 
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
-    out.append(f'<title>{escape(title)}</title>')
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+    ]
+    out.append(f"<title>{escape(title)}</title>")
     out.append(f'<text x="{left}" y="14" class="chart-title">{escape(title)}</text>')
     for p in range(lo, hi + 1):
         yy = y(10**p)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" class="grid"/>')
-        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{escape(_fmt_seconds(10**p))}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{escape(_fmt_seconds(10**p))}</text>'
+        )
     for i, lab in enumerate(x_labels):
         out.append(f'<text x="{x(i):.1f}" y="{top + ph + 18}" text-anchor="middle" class="tick">{escape(lab)}</text>')
     for k, (name, ys) in enumerate(series):
@@ -50,7 +61,9 @@ def line_chart(series: list[tuple[str, list[float | None]]], x_labels: list[str]
             path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _ in pts)
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
         for px, py, v in pts:
-            out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>{escape(name)}: {escape(_fmt_seconds(v))}</title></circle>')
+            out.append(
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>{escape(name)}: {escape(_fmt_seconds(v))}</title></circle>'
+            )
         ly = top + 12 + 16 * k
         out.append(f'<rect x="{left + pw + 12}" y="{ly - 9}" width="10" height="10" fill="{color}"/>')
         out.append(f'<text x="{left + pw + 26}" y="{ly}" class="legend">{escape(name[:26])}</text>')
@@ -58,7 +71,14 @@ def line_chart(series: list[tuple[str, list[float | None]]], x_labels: list[str]
     return Markup("".join(out))
 
 
-def count_chart(series: list[tuple[str, list[int | None], bool]], x_labels: list[str], *, title: str, width: int = 760, height: int = 330) -> Markup:
+def count_chart(
+    series: list[tuple[str, list[int | None], bool]],
+    x_labels: list[str],
+    *,
+    title: str,
+    width: int = 760,
+    height: int = 330,
+) -> Markup:
     """Counts (linear axis from 0) over categorical x positions, one line per (name, values,
     dashed); lines sharing a name's first word share a colour, so "MPS" and "MPS incl.
     composite" read as a pair."""
@@ -76,7 +96,9 @@ def count_chart(series: list[tuple[str, list[int | None], bool]], x_labels: list
     def y(v):
         return top + ph - ph * v / hi
 
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+    ]
     out.append(f'<title>{escape(title)}</title><text x="{left}" y="14" class="chart-title">{escape(title)}</text>')
     for k in range(int(round(hi / step)) + 1):
         yy = y(k * step)
@@ -86,7 +108,9 @@ def count_chart(series: list[tuple[str, list[int | None], bool]], x_labels: list
     for i, lab in enumerate(x_labels):
         xx, yy = x(i), top + ph + 16
         rot = f' transform="rotate(-40 {xx:.1f} {yy})"' if slanted else ""
-        out.append(f'<text x="{xx:.1f}" y="{yy}" text-anchor="{"end" if slanted else "middle"}" class="tick"{rot}>{escape(lab)}</text>')
+        out.append(
+            f'<text x="{xx:.1f}" y="{yy}" text-anchor="{"end" if slanted else "middle"}" class="tick"{rot}>{escape(lab)}</text>'
+        )
     colours: dict[str, str] = {}
     for k, (name, ys, dashed) in enumerate(series):
         color = colours.setdefault(name.split()[0], PALETTE[len(colours) % len(PALETTE)])
@@ -96,9 +120,13 @@ def count_chart(series: list[tuple[str, list[int | None], bool]], x_labels: list
             path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in pts)
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         for px, py, v, lab in pts:
-            out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{2.5 if dashed else 3.5}" fill="{color}"><title>{escape(name)}, torch {escape(lab)}: {v:,}</title></circle>')
+            out.append(
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{2.5 if dashed else 3.5}" fill="{color}"><title>{escape(name)}, torch {escape(lab)}: {v:,}</title></circle>'
+            )
         ly = top + 12 + 18 * k
-        out.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 30}" y1="{ly - 4}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(
+            f'<line x1="{left + pw + 12}" x2="{left + pw + 30}" y1="{ly - 4}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>'
+        )
         out.append(f'<text x="{left + pw + 36}" y="{ly}" class="legend">{escape(name[:28])}</text>')
     out.append("</svg>")
     return Markup("".join(out))
@@ -125,20 +153,28 @@ def histogram(values: list[float], *, title: str, width: int = 520, height: int 
     pw, ph = width - left - 12, height - top - bottom
     bw = pw / len(bins)
     peak = max(bins)
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+    ]
     out.append(f'<title>{escape(title)}</title><text x="{left}" y="14" class="chart-title">{escape(title)}</text>')
     for i, n in enumerate(bins):
         h = ph * n / peak
         a, b = lo + i, lo + i + 1
         cls = "bar slow" if b <= 0 else "bar"
         label = f"{_ratio(2.0**a)} – {_ratio(2.0**b)}: {n} ops"
-        out.append(f'<rect x="{left + i * bw + 1:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="{cls}"><title>{escape(label)}</title></rect>')
+        out.append(
+            f'<rect x="{left + i * bw + 1:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="{cls}"><title>{escape(label)}</title></rect>'
+        )
     for i in range(len(bins) + 1):
         if len(bins) <= 12 or i % 2 == 0:
-            out.append(f'<text x="{left + i * bw:.1f}" y="{top + ph + 16}" text-anchor="middle" class="tick">{escape(_ratio(2.0 ** (lo + i)))}</text>')
+            out.append(
+                f'<text x="{left + i * bw:.1f}" y="{top + ph + 16}" text-anchor="middle" class="tick">{escape(_ratio(2.0 ** (lo + i)))}</text>'
+            )
     xo = left + (-lo) * bw
     out.append(f'<line x1="{xo:.1f}" x2="{xo:.1f}" y1="{top}" y2="{top + ph}" class="axis-one"/>')
-    out.append(f'<text x="{left}" y="{height - 4}" class="tick">speedup = CPU time / device time (left of the line: slower than the CPU)</text>')
+    out.append(
+        f'<text x="{left}" y="{height - 4}" class="tick">speedup = CPU time / device time (left of the line: slower than the CPU)</text>'
+    )
     out.append("</svg>")
     return Markup("".join(out))
 

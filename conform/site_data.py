@@ -38,7 +38,21 @@ UNKNOWN_CODE = "X"  # an outcome this conform does not know (a newer conform wro
 UNTESTED_CODE = "-"
 RANK = {o.value: i for i, o in enumerate(SEVERITY)}  # most severe first
 FAILING_VALUES = frozenset(o.value for o in FAILING)
-DTYPE_ORDER = ["float32", "float16", "bfloat16", "float64", "complex64", "complex128", "int64", "int32", "int16", "int8", "uint8", "bool", "none"]
+DTYPE_ORDER = [
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "complex64",
+    "complex128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "none",
+]
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
 REGRESSION_RATIO = 1.5  # device time grew by more than this factor between two environments
 
@@ -116,7 +130,9 @@ class Env(EnvironmentRow):
 # result and timing rows: named tuples (conform.store.queries), indexed by position where speed counts
 (R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD,
  R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(len(ResultRow._fields))  # fmt: skip
-(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT, T_RUN) = range(len(TimingRow._fields))
+(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT, T_RUN) = range(
+    len(TimingRow._fields)
+)
 
 
 @dataclass
@@ -170,7 +186,9 @@ def load(store: Store) -> SiteData:
     for r in snap.environments:
         row = dataclasses.asdict(r)
         row.update({k: "" for k, v in row.items() if v is None})  # fields an older conform left empty
-        envs[r.id] = Env(**row | {"kind": r.kind or "measured", "torch_version": r.torch_version or "?", "details": r.details or {}})
+        envs[r.id] = Env(
+            **row | {"kind": r.kind or "measured", "torch_version": r.torch_version or "?", "details": r.details or {}}
+        )
     # the snapshot's rows come oldest run first: a later run's row of a cell replaces an earlier one's
     run_env: dict[int, int] = {}
     runs: dict[int, dict] = {}
@@ -187,7 +205,9 @@ def load(store: Store) -> SiteData:
     for cell in snap.results:
         envs[run_env[cell.run_id]].cells[(cell.op_id, cell.dtype)] = cell
         dtypes.add(cell.dtype)
-    failures = queries.failures(store, {cell.id for e in envs.values() for cell in e.cells.values() if cell.outcome != "pass"})
+    failures = queries.failures(
+        store, {cell.id for e in envs.values() for cell in e.cells.values() if cell.outcome != "pass"}
+    )
     for t in snap.timings:
         envs[run_env[t.run_id]].timings[(t.op_id, t.dtype, t.size_label)] = t
     declared_kernels: dict[tuple[int, int], list] = defaultdict(list)
@@ -195,7 +215,9 @@ def load(store: Store) -> SiteData:
         declared_kernels[(env_id, op_id)].append((key, how))
     measured = sorted((e for e in envs.values() if e.kind != "declared" and (e.runs or e.cells)), key=env_sort_key)
     declared_ids = {env_id for env_id, _ in declared_kernels}
-    declared = sorted((e for e in envs.values() if e.kind == "declared" and (e.id in declared_ids or e.runs)), key=env_sort_key)
+    declared = sorted(
+        (e for e in envs.values() if e.kind == "declared" and (e.id in declared_ids or e.runs)), key=env_sort_key
+    )
     order = {d: i for i, d in enumerate(DTYPE_ORDER)}
     return SiteData(
         envs=measured,
@@ -276,7 +298,9 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
     ops_b = set(b.catalog) | {op for op, _ in b.cells}
     out.new_ops = sorted((data.ops[i] for i in ops_b - ops_a), key=lambda o: o.qualname)
     out.removed_ops = sorted((data.ops[i] for i in ops_a - ops_b), key=lambda o: o.qualname)
-    for key in sorted(set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))):
+    for key in sorted(
+        set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))
+    ):
         ta, tb = a.timings[key][T_DEV], b.timings[key][T_DEV]
         if not ta or not tb:
             continue
@@ -338,7 +362,11 @@ def declared_vs_measured(data: SiteData, by_env: dict, env: Env) -> dict | None:
         seen[op_id].add(row[R_OUTCOME])
     outcomes = {op_id: seen[op_id] for op_id in sorted(seen, key=lambda i: data.ops[i].qualname)}
     key = declared.dispatch_key_of(env.backend)
-    return {"declared": release, "dispatch_key": key, **declared.beside_measured(by_env.get(release.id, {}), outcomes, key)}
+    return {
+        "declared": release,
+        "dispatch_key": key,
+        **declared.beside_measured(by_env.get(release.id, {}), outcomes, key),
+    }
 
 
 def findings(data: SiteData) -> list[dict]:

@@ -23,7 +23,19 @@ import jinja2
 from . import __version__, site_charts, site_data
 from .outcomes import SEVERITY
 from .report import plural
-from .site_data import CODES, DTYPE_ORDER, R_FINDINGS, R_OUTCOME, R_RUN, R_SKIP, SIZE_ORDER, T_DEV, T_NUMEL, T_REF, SiteData
+from .site_data import (
+    CODES,
+    DTYPE_ORDER,
+    R_FINDINGS,
+    R_OUTCOME,
+    R_RUN,
+    R_SKIP,
+    SIZE_ORDER,
+    T_DEV,
+    T_NUMEL,
+    T_REF,
+    SiteData,
+)
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
@@ -137,13 +149,31 @@ class Builder:
         families = self.matrix_data()
         self.timing_data(families)
         self.write_index(families)
-        self.render("index.html", "index.html", envs=self.overview_rows(), declared=self.data.declared, title="Overview")
+        self.render(
+            "index.html", "index.html", envs=self.overview_rows(), declared=self.data.declared, title="Overview"
+        )
         self.declared_pages()
         self.render("matrix.html", "matrix.html", families=families, envs=self.data.envs, title="Coverage matrix")
         diffs = [site_data.diff(self.data, a, b) for a, b in zip(self.data.envs, self.data.envs[1:])]
         for d in diffs:
-            self.render(d.slug, "diff.html", diff=d, diffs=diffs, envs=self.data.envs, title=f"Diff {d.a.short_label} → {d.b.short_label}", threshold=site_data.REGRESSION_RATIO)
-        self.render("diff.html", "diff.html", diff=None, diffs=diffs, envs=self.data.envs, title="Diff", threshold=site_data.REGRESSION_RATIO)
+            self.render(
+                d.slug,
+                "diff.html",
+                diff=d,
+                diffs=diffs,
+                envs=self.data.envs,
+                title=f"Diff {d.a.short_label} → {d.b.short_label}",
+                threshold=site_data.REGRESSION_RATIO,
+            )
+        self.render(
+            "diff.html",
+            "diff.html",
+            diff=None,
+            diffs=diffs,
+            envs=self.data.envs,
+            title="Diff",
+            threshold=site_data.REGRESSION_RATIO,
+        )
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
         self.render("op.html", "op.html", title="Op")
         self.render("findings.html", "findings.html", findings=site_data.findings(self.data), title="Findings")
@@ -192,7 +222,17 @@ class Builder:
                         r = e.cells.get((op.id, d))
                         if r is not None:
                             summary[i][r[R_OUTCOME]] += 1
-                rows.append([op.qualname, op.slug, op.variant, int(ch), cells, [self.run_refs(e, op.id) if c is not None else None for e, c in zip(data.envs, cells)], self.declared_codes(op.id)])
+                rows.append(
+                    [
+                        op.qualname,
+                        op.slug,
+                        op.variant,
+                        int(ch),
+                        cells,
+                        [self.run_refs(e, op.id) if c is not None else None for e, c in zip(data.envs, cells)],
+                        self.declared_codes(op.id),
+                    ]
+                )
             if not rows:
                 continue
             chunks = []
@@ -200,7 +240,17 @@ class Builder:
                 name = f"matrix-{fam}" if len(rows) <= CHUNK_OPS else f"matrix-{fam}-{k // CHUNK_OPS}"
                 self.write(f"data/{name}.js", _js_data(name, {"family": fam, "ops": rows[k : k + CHUNK_OPS]}))
                 chunks.append(name)
-            families.append({"name": fam, "description": describe.get(fam, ""), "ops": len(rows), "changed": changed_n, "chunks": chunks, "summary": [dict(c) for c in summary], "timings": None})
+            families.append(
+                {
+                    "name": fam,
+                    "description": describe.get(fam, ""),
+                    "ops": len(rows),
+                    "changed": changed_n,
+                    "chunks": chunks,
+                    "summary": [dict(c) for c in summary],
+                    "timings": None,
+                }
+            )
         return families
 
     def declared_codes(self, op_id: int) -> str:
@@ -222,7 +272,9 @@ class Builder:
     def run_refs(self, env, op_id: int):
         """Which of the environment's runs each dtype's result came from: one index into
         index.envs[i].runs when all came from the same run, else one per dtype (null: untested)."""
-        refs = [self.run_index[r[R_RUN]] if (r := env.cells.get((op_id, d))) is not None else None for d in self.data.dtypes]
+        refs = [
+            self.run_index[r[R_RUN]] if (r := env.cells.get((op_id, d))) is not None else None for d in self.data.dtypes
+        ]
         found = {x for x in refs if x is not None}
         if len(found) <= 1:
             return found.pop() if found else None
@@ -241,14 +293,23 @@ class Builder:
             if not versions or versions[-1]["id"] != r["environment_id"]:
                 env = next(e for e in data.declared if e.id == r["environment_id"])
                 versions.append({"id": r["environment_id"], "env": env, "total": r["ops_total"], "keys": {}})
-            versions[-1]["keys"][r["dispatch_key"]] = {"kernel": r["ops_with_kernel"], "available": r["ops_with_kernel"] + r["ops_via_composite"]}
+            versions[-1]["keys"][r["dispatch_key"]] = {
+                "kernel": r["ops_with_kernel"],
+                "available": r["ops_with_kernel"] + r["ops_via_composite"],
+            }
         series = []
         for key in BACKEND_KEYS:
             series.append((f"{key} kernels", [v["keys"][key]["kernel"] for v in versions], False))
         for key in BACKEND_KEYS:
             series.append((f"{key} incl. composite", [v["keys"][key]["available"] for v in versions], True))
         labels = [v["env"].torch_version for v in versions]
-        chart = site_charts.count_chart(series, labels, title="Ops with a kernel per dispatch key, by torch release (dashed: incl. composite)") if versions else ""
+        chart = (
+            site_charts.count_chart(
+                series, labels, title="Ops with a kernel per dispatch key, by torch release (dashed: incl. composite)"
+            )
+            if versions
+            else ""
+        )
         pages = {}
         for e in data.envs:
             vs = self.declared_vs[e.id]
@@ -256,21 +317,47 @@ class Builder:
                 continue
             page = f"declared-{e.key}.html"
             pages[e.id] = page
-            self.render(page, "declared_env.html", env=e, vs=vs, ops=data.ops, title=f"Declared vs measured: {e.short_label}")
-        self.render("declared.html", "declared.html", versions=versions, keys=BACKEND_KEYS, chart=chart, envs=data.envs, vs=self.declared_vs, pages=pages, title="Declared kernels")
+            self.render(
+                page, "declared_env.html", env=e, vs=vs, ops=data.ops, title=f"Declared vs measured: {e.short_label}"
+            )
+        self.render(
+            "declared.html",
+            "declared.html",
+            versions=versions,
+            keys=BACKEND_KEYS,
+            chart=chart,
+            envs=data.envs,
+            vs=self.declared_vs,
+            pages=pages,
+            title="Declared kernels",
+        )
 
     def write_index(self, families: list[dict]) -> None:
         data = self.data
         index = {
             "envs": [
                 e.to_json()
-                | {"runs": [[r["uuid"][:8], r["started_at"].strftime("%Y-%m-%d %H:%M") if r["started_at"] else "", r["state"]] for r in e.runs]}
-                | {"declared": [vs["declared"].torch_version, vs["dispatch_key"]] if (vs := self.declared_vs[e.id]) else None}
+                | {
+                    "runs": [
+                        [
+                            r["uuid"][:8],
+                            r["started_at"].strftime("%Y-%m-%d %H:%M") if r["started_at"] else "",
+                            r["state"],
+                        ]
+                        for r in e.runs
+                    ]
+                }
+                | {
+                    "declared": [vs["declared"].torch_version, vs["dispatch_key"]]
+                    if (vs := self.declared_vs[e.id])
+                    else None
+                }
                 for e in data.envs
             ],
             "has_declared": bool(data.declared),
             "dtypes": data.dtypes,
-            "codes": {v: k for k, v in CODES.items()} | {site_data.UNKNOWN_CODE: "unknown", site_data.UNTESTED_CODE: "not tested"},
+            "codes": {v: k for k, v in CODES.items()}
+            | {site_data.UNKNOWN_CODE: "unknown", site_data.UNTESTED_CODE: "not tested"},
             "outcomes": [o.value for o in SEVERITY],
             "failing": sorted(site_data.FAILING_VALUES),
             "families": families,
@@ -328,11 +415,39 @@ class Builder:
                 failure = None
                 if f:
                     failure = [text(f[1]), text(f[2]), text(json.dumps(f[0], indent=1)) if f[0] is not None else None]
-                found = [[f.get("kind", ""), f.get("phase", ""), text(f.get("message", ""))] for f in (r[R_FINDINGS] or []) if isinstance(f, dict)]
-                cells.append([col[e.key], d, r[R_OUTCOME], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], text(r[14]), r[15], failure, self.run_index[r[R_RUN]], found, r[R_SKIP] or ""])
+                found = [
+                    [f.get("kind", ""), f.get("phase", ""), text(f.get("message", ""))]
+                    for f in (r[R_FINDINGS] or [])
+                    if isinstance(f, dict)
+                ]
+                cells.append(
+                    [
+                        col[e.key],
+                        d,
+                        r[R_OUTCOME],
+                        r[4],
+                        r[5],
+                        r[6],
+                        r[7],
+                        r[8],
+                        r[9],
+                        r[10],
+                        r[11],
+                        r[12],
+                        r[13],
+                        text(r[14]),
+                        r[15],
+                        failure,
+                        self.run_index[r[R_RUN]],
+                        found,
+                        r[R_SKIP] or "",
+                    ]
+                )
         timed = self.timings_by_op.get(op.id, [])
         charts, timings = [], []
-        for d in sorted({k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)):
+        for d in sorted(
+            {k[1] for _, k, _ in timed}, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99, d)
+        ):
             sizes = sorted({(t[T_NUMEL], SIZE_ORDER.get(k[2], 9), k[2]) for _, k, t in timed if k[1] == d})
             labels = [sz[2] for sz in sizes]
             series = []
@@ -342,11 +457,35 @@ class Builder:
                     series.append((e.short_label, [t[T_DEV] if t else None for t in ys]))
             ref = next((e for e in envs if any(e.timings.get((op.id, d, sz)) for sz in labels)), None)
             if ref is not None and ref.backend != "cpu":
-                series.append((f"CPU ({ref.short_label})", [(ref.timings.get((op.id, d, sz)) or (None,) * 11)[T_REF] for sz in labels]))
+                series.append(
+                    (
+                        f"CPU ({ref.short_label})",
+                        [(ref.timings.get((op.id, d, sz)) or (None,) * 11)[T_REF] for sz in labels],
+                    )
+                )
             # build-time SVG: every label in it went through markupsafe.escape
-            charts.append(str(site_charts.line_chart(series, [f"{sz[2]} ({sz[0]:,})" for sz in sizes], title=f"{op.short_name} {d}: device median time")))
+            charts.append(
+                str(
+                    site_charts.line_chart(
+                        series,
+                        [f"{sz[2]} ({sz[0]:,})" for sz in sizes],
+                        title=f"{op.short_name} {d}: device median time",
+                    )
+                )
+            )
         for e, k, t in sorted(timed, key=lambda x: (col[x[0].key], x[1][1], x[2][T_NUMEL])):
-            timings.append([col[e.key], k[1], k[2], t[3], t[T_NUMEL], t[T_DEV], t[T_REF], (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None])
+            timings.append(
+                [
+                    col[e.key],
+                    k[1],
+                    k[2],
+                    t[3],
+                    t[T_NUMEL],
+                    t[T_DEV],
+                    t[T_REF],
+                    (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None,
+                ]
+            )
         return {
             "qualname": op.qualname,
             "family": op.family,
@@ -382,7 +521,9 @@ class Builder:
             if not sp:
                 continue
             sp.sort(key=lambda x: x[3])
-            slowest = [{"op": self.data.ops[op], "dtype": d, "t": t, "speedup": s} for op, d, t, s in sp[:SLOWEST_PER_ENV]]
+            slowest = [
+                {"op": self.data.ops[op], "dtype": d, "t": t, "speedup": s} for op, d, t, s in sp[:SLOWEST_PER_ENV]
+            ]
             values = [s for *_, s in sp]
             values_sorted = sorted(values)
             out.append(
@@ -431,8 +572,12 @@ def build_site(store, out: str | os.PathLike) -> BuildStats:
 
 
 @click.command("site")
-@click.option("--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)")
-@click.option("--out", "out", default="conform-site", show_default=True, metavar="DIR", help="output folder (rebuilt in place)")
+@click.option(
+    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
+)
+@click.option(
+    "--out", "out", default="conform-site", show_default=True, metavar="DIR", help="output folder (rebuilt in place)"
+)
 def site_command(db, out):
     """Build the static website: overview, coverage matrix, one page per op, diffs, performance."""
     from .store import Store

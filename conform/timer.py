@@ -29,8 +29,8 @@ import itertools
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -105,7 +105,11 @@ def device_events(device: torch.device | str) -> Callable[[], tuple] | None:
     """A factory of (start, end) timing-event pairs for `device`'s type, or None where the device
     has no timing events (the CPU, meta, most out-of-tree devices)."""
     kind = torch.device(device).type
-    module = {"cuda": getattr(torch, "cuda", None), "mps": getattr(torch, "mps", None), "xpu": getattr(torch, "xpu", None)}.get(kind)
+    module = {
+        "cuda": getattr(torch, "cuda", None),
+        "mps": getattr(torch, "mps", None),
+        "xpu": getattr(torch, "xpu", None),
+    }.get(kind)
     event = getattr(module, "Event", None) if module is not None else None
     if event is None:
         return None
@@ -188,7 +192,11 @@ def measure(
 
     # Device-event time: an event pair around each single call, recorded on the device's stream.
     # Unlike the blocks above it leaves out host time in which the stream is idle.
-    events_s, event_error = _event_times(fn, sync, events, max(3, min(EVENT_SAMPLES, len(times) * number))) if events is not None else ([], "")
+    events_s, event_error = (
+        _event_times(fn, sync, events, max(3, min(EVENT_SAMPLES, len(times) * number)))
+        if events is not None
+        else ([], "")
+    )
 
     median, iqr = _median_iqr(times)
     emedian, eiqr = _median_iqr(events_s) if events_s else (None, None)

@@ -59,7 +59,9 @@ def is_significant(old_s: float, old_iqr_s: float, new_s: float, new_iqr_s: floa
     return diff > pct * old_s and diff > (old_iqr_s or 0.0) + (new_iqr_s or 0.0)
 
 
-def timing_changes(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device") -> list[TimingChange]:
+def timing_changes(
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+) -> list[TimingChange]:
     """Significant changes (both directions) of `side` ("device" or "ref") times from one run's
     timing rows (conform.store.queries.timings_of) to another's, over the (op, dtype, size) timed
     in both with the same shape; largest ratio first."""
@@ -74,10 +76,14 @@ def timing_changes(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]
         old, new = b[f"{side}_median_s"], r[f"{side}_median_s"]
         old_iqr, new_iqr = b[f"{side}_iqr_s"] or 0.0, r[f"{side}_iqr_s"] or 0.0
         if is_significant(old, old_iqr, new, new_iqr, pct=pct):
-            changes.append(TimingChange(r["op"], r["dtype"], r["size_label"], tuple(r["shape"]), old, new, old_iqr, new_iqr))
+            changes.append(
+                TimingChange(r["op"], r["dtype"], r["size_label"], tuple(r["shape"]), old, new, old_iqr, new_iqr)
+            )
     return sorted(changes, key=lambda c: -abs(math.log(c.ratio)))
 
 
-def slowdowns(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device") -> list[TimingChange]:
+def slowdowns(
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+) -> list[TimingChange]:
     """The significant slowdowns among `timing_changes`, largest first."""
     return [c for c in timing_changes(old_rows, new_rows, pct=pct, side=side) if c.kind == "regression"]

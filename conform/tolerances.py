@@ -35,7 +35,12 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 # Not in torch.testing's table: 8-bit floats get one unit of their own precision (eps), since
 # a correct kernel may round once differently.
-for _name, _rtol in (("float8_e4m3fn", 0.125), ("float8_e4m3fnuz", 0.125), ("float8_e5m2", 0.25), ("float8_e5m2fnuz", 0.25)):
+for _name, _rtol in (
+    ("float8_e4m3fn", 0.125),
+    ("float8_e4m3fnuz", 0.125),
+    ("float8_e5m2", 0.25),
+    ("float8_e5m2fnuz", 0.25),
+):
     _dt = getattr(torch, _name, None)
     if isinstance(_dt, torch.dtype):
         DEFAULT_TOLERANCES[_dt] = (_rtol, 1e-3)
@@ -82,7 +87,9 @@ def override_for(op, dtype: torch.dtype | str) -> tuple[float, float] | None:
     return float(tol.rtol), float(tol.atol)
 
 
-def tolerance_for(op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0, gradient: bool = False) -> tuple[float, float]:
+def tolerance_for(
+    op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0, gradient: bool = False
+) -> tuple[float, float]:
     """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
 
     Integer and bool results are always exact, whatever a rule says: an integer result is

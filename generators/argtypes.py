@@ -40,7 +40,21 @@ UNSUPPORTED = {
     "Capsule": "takes a PyCapsule",
 }
 
-_DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "axis", "axis0", "axis1", "dimension", "ch_axis", "source", "destination", "start_dim", "end_dim"}
+_DIM_NAMES = {
+    "dim",
+    "dim0",
+    "dim1",
+    "dim2",
+    "axis",
+    "axis0",
+    "axis1",
+    "dimension",
+    "ch_axis",
+    "source",
+    "destination",
+    "start_dim",
+    "end_dim",
+}
 
 # str arguments: the values an op accepts, by argument name (first = simplest)
 STR_VALUES = {
@@ -75,7 +89,7 @@ def normalize(t: str) -> str:
 
 
 def base(t: str) -> str:
-    """"int[2]?" -> "int[]", "Tensor?" -> "Tensor"."""
+    """ "int[2]?" -> "int[]", "Tensor?" -> "Tensor"."""
     t = normalize(t).rstrip("?")
     if t.endswith("]") and "[" in t:
         t = t[: t.index("[")] + "[]"
@@ -148,9 +162,13 @@ def broadcast_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, .
 @functools.lru_cache(maxsize=1024)
 def _broadcast_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
     rank = len(shape)
-    return memo.tuples(memo.integers(0, rank), memo.lists(memo.booleans(), min_size=rank, max_size=rank)).map(
-        lambda t: tuple(1 if ones else s for s, ones in zip(shape, t[1]))[t[0] :]
-    ) if rank else memo.just(())
+    return (
+        memo.tuples(memo.integers(0, rank), memo.lists(memo.booleans(), min_size=rank, max_size=rank)).map(
+            lambda t: tuple(1 if ones else s for s, ones in zip(shape, t[1]))[t[0] :]
+        )
+        if rank
+        else memo.just(())
+    )
 
 
 def _is_index_name(name: str) -> bool:
@@ -173,22 +191,44 @@ def _draw_tensor(arg, ctx, label):
     if name == "lengths" and ctx.rank >= 1:
         # sequence lengths: int64, one per batch element, sorted down (pack_padded_sequence's rule)
         n = ctx.shape[1] if ctx.rank >= 2 and not ctx.drawn.get("batch_first") else ctx.shape[0]
-        return draw_tensor(ctx.draw, dtype="int64", shape=(n,), values="index", low=max(ctx.shape[0], 1), high=max(ctx.shape[0], 1) + 1, layout="contiguous", label=label)
+        return draw_tensor(
+            ctx.draw,
+            dtype="int64",
+            shape=(n,),
+            values="index",
+            low=max(ctx.shape[0], 1),
+            high=max(ctx.shape[0], 1) + 1,
+            layout="contiguous",
+            label=label,
+        )
     if name in ("sobolstate", "growth_tracker", "input_lengths", "target_lengths"):
-        return draw_tensor(ctx.draw, dtype="int32" if name == "growth_tracker" else "int64", shape=() if name == "growth_tracker" else (max(ctx.size(0), 1),), values="index", low=1, high=2, layout="contiguous", label=label)
+        return draw_tensor(
+            ctx.draw,
+            dtype="int32" if name == "growth_tracker" else "int64",
+            shape=() if name == "growth_tracker" else (max(ctx.size(0), 1),),
+            values="index",
+            low=1,
+            high=2,
+            layout="contiguous",
+            label=label,
+        )
     if first:
         shape = ctx.shape
         layout = sparse_layout(ctx, label)
         if layout is not None:
             return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), layout=layout, label=label)
         if is_quantized(ctx.dtype):
-            return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), qscheme=qscheme(ctx), label=label)
+            return draw_tensor(
+                ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), qscheme=qscheme(ctx), label=label
+            )
     else:
         shape = ctx.draw(memo.one_of(memo.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     dtype = ctx.dtype
     if not first and not arg.is_write and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES:
         # now and then a second operand of another dtype: type promotion is a backend's job too
-        dtype = ctx.draw(memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype")
+        dtype = ctx.draw(
+            memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype"
+        )
     return draw_tensor(ctx.draw, dtype=dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
 
 
@@ -216,7 +256,12 @@ def sparse_layout(ctx, label: str) -> str | None:
     if hinted:
         return hinted
     converts = ctx.op.base_name.lstrip("_").startswith("to_sparse")  # dense -> sparse conversions take dense input
-    if getattr(ctx.op, "family", "") == "sparse" and not converts and ctx.rank >= 1 and ctx.draw(memo.booleans(), label=f"{label} sparse"):
+    if (
+        getattr(ctx.op, "family", "") == "sparse"
+        and not converts
+        and ctx.rank >= 1
+        and ctx.draw(memo.booleans(), label=f"{label} sparse")
+    ):
         return "sparse_coo"
     return None
 
@@ -249,8 +294,19 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
     # about one index tensor in six points past the end: the reference must reject it, and a device
     # that accepts it silently (a missing bounds check) is a missing_error
     if shape and shape[0] > 0 and ctx.draw(memo.integers(0, 5), label=f"{label} bounds") == 5:
-        return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=max(high, 1), high=max(high, 1) + 2, layout="contiguous", label=label)
-    return draw_tensor(ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label)
+        return draw_tensor(
+            ctx.draw,
+            dtype="int64",
+            shape=shape,
+            values="index",
+            low=max(high, 1),
+            high=max(high, 1) + 2,
+            layout="contiguous",
+            label=label,
+        )
+    return draw_tensor(
+        ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label
+    )
 
 
 _index_lengths = memo.integers(0, 4)
@@ -262,7 +318,17 @@ def _draw_tensor_list(arg, ctx, label):
         if arg.type.rstrip("?").endswith("?[]") and ctx.draw(memo.booleans(), label=f"{label}[{i}] none"):
             out.append(None)
             continue
-        out.append(draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, qscheme=qscheme(ctx), label=f"{label}[{i}]"))
+        out.append(
+            draw_tensor(
+                ctx.draw,
+                dtype=ctx.dtype,
+                shape=shape,
+                values=_domain(ctx),
+                writable=arg.is_write,
+                qscheme=qscheme(ctx),
+                label=f"{label}[{i}]",
+            )
+        )
     return out
 
 
@@ -372,7 +438,24 @@ def _draw_int(arg, ctx, label):
         d = ctx.drawn.get("dim", -1)
         size = ctx.size(d if isinstance(d, int) else -1)
         return ctx.draw(memo.integers(min(1, size), max(size, 0)), label=label)
-    if name in ("chunks", "sections", "split_size", "n", "N", "steps", "window_length", "num_classes", "repeats", "diagonal", "offset", "decimals", "edge_order", "p", "bins", "ndim"):
+    if name in (
+        "chunks",
+        "sections",
+        "split_size",
+        "n",
+        "N",
+        "steps",
+        "window_length",
+        "num_classes",
+        "repeats",
+        "diagonal",
+        "offset",
+        "decimals",
+        "edge_order",
+        "p",
+        "bins",
+        "ndim",
+    ):
         lo = 1 if name in ("chunks", "sections", "split_size", "edge_order") else 0
         return ctx.draw(memo.integers(lo, 3), label=label)
     if name in ("padding_idx", "ignore_index"):
@@ -394,7 +477,11 @@ def _draw_int_list(arg, ctx, label):
         return ctx.draw(memo.permutations(list(range(ctx.rank))), label=label)
     if name in ("dim", "dims", "axis", "dim_list", "opt_dim"):
         r = max(ctx.rank, 1)
-        n = size if size is not None else ctx.draw(memo.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
+        n = (
+            size
+            if size is not None
+            else ctx.draw(memo.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
+        )
         return ctx.draw(memo.lists(memo.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
     if name in ("size", "shape", "sizes") and ctx.op.has_tensor_inputs:
         numel = math.prod(ctx.shape)
@@ -485,7 +572,11 @@ def _draw_float(arg, ctx, label):
     s = _FLOAT_NAMED.get(arg.name)
     if s is None:
         lit = _literal(arg)
-        s = memo.one_of(memo.sampled_from([float(lit)]), _ROUNDED_FLOATS) if isinstance(lit, (int, float)) and not isinstance(lit, bool) else _ROUNDED_FLOATS
+        s = (
+            memo.one_of(memo.sampled_from([float(lit)]), _ROUNDED_FLOATS)
+            if isinstance(lit, (int, float)) and not isinstance(lit, bool)
+            else _ROUNDED_FLOATS
+        )
     return ctx.draw(s, label=label)
 
 
@@ -710,11 +801,20 @@ def _draw_kind(kind: str, ctx, label: str):
     if kind == "str":
         return ctx.draw(memo.sampled_from(_BUILTIN_STRINGS), label=label)
     if kind == "complex":
-        return complex(ctx.draw(memo.integers(-2, 2), label=label), ctx.draw(memo.integers(-2, 2), label=f"{label} imag"))
+        return complex(
+            ctx.draw(memo.integers(-2, 2), label=label), ctx.draw(memo.integers(-2, 2), label=f"{label} imag")
+        )
     return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=_domain(ctx), label=label)
 
 
-_KIND_OF = {"IntType": "int", "FloatType": "float", "BoolType": "bool", "StringType": "str", "ComplexType": "complex", "TensorType": "Tensor"}
+_KIND_OF = {
+    "IntType": "int",
+    "FloatType": "float",
+    "BoolType": "bool",
+    "StringType": "str",
+    "ComplexType": "complex",
+    "TensorType": "Tensor",
+}
 
 
 def draw_jit(formal, ctx, label: str, *, name: str = ""):

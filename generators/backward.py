@@ -41,16 +41,23 @@ _FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward"}
 def deferred_args(op) -> tuple[str, ...]:
     """The arguments drawn after all others: incoming gradients, and forward results."""
     grads = tuple(a.name for a in op.arguments if a.name in GRAD_NAMES and not a.is_out)
-    names = tuple(a.name for a in op.arguments if a.name in FORWARD_RESULT_NAMES and not a.is_out and a.type.startswith("Tensor"))
+    names = tuple(
+        a.name for a in op.arguments if a.name in FORWARD_RESULT_NAMES and not a.is_out and a.type.startswith("Tensor")
+    )
     return grads + (_forward_results(op.base_name, names) if names else ())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forward_results(base_name: str, names: tuple[str, ...]) -> tuple[str, ...]:
     """Of `names`, those that the forward of `base_name` does not take as an input (embedding's
     backward takes the forward's input `indices`, max pooling's backward its result)."""
     packet = _forward_packet(base_name)
-    inputs = {a.name for o in (packet.overloads() if packet else ()) for a in getattr(packet, o)._schema.arguments if not a.is_out}
+    inputs = {
+        a.name
+        for o in (packet.overloads() if packet else ())
+        for a in getattr(packet, o)._schema.arguments
+        if not a.is_out
+    }
     return tuple(n for n in names if n not in inputs) if packet else ()
 
 
@@ -81,7 +88,9 @@ def draw_grad(arg, ctx):
     drawn = ctx.drawn
     if isinstance(drawn.get("input_size"), list) and isinstance(drawn.get("output_size"), list):
         # resampling backwards: (N, C, *output_size)
-        shape = tuple(drawn["input_size"][: len(drawn["input_size"]) - len(drawn["output_size"])]) + tuple(drawn["output_size"])
+        shape = tuple(drawn["input_size"][: len(drawn["input_size"]) - len(drawn["output_size"])]) + tuple(
+            drawn["output_size"]
+        )
     else:
         shape = forward_output_shape(ctx.op, _forward_arguments(ctx))
     if shape is None:
@@ -202,7 +211,11 @@ def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]]
     if fn is None:
         return None
     kwargs = {a.name: drawn[a.name] for a in op.arguments if not a.is_out and a.name in drawn}
-    case = Case(op=f"aten::{fn._schema.name.split('::')[-1]}" + (f".{fn._overloadname}" if fn._overloadname != "default" else ""), kwargs=kwargs)
+    case = Case(
+        op=f"aten::{fn._schema.name.split('::')[-1]}"
+        + (f".{fn._overloadname}" if fn._overloadname != "default" else ""),
+        kwargs=kwargs,
+    )
     try:
         _, real = case.materialize(_identity, _CPU)
         if on_functional is not None:
@@ -216,6 +229,8 @@ def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]]
             on_functional(None)
     outs = out if isinstance(out, (tuple, list)) else [out]
     return [
-        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), () if t.is_nested else tuple(t.shape)) if isinstance(t, torch.Tensor) else None
+        (str(t.dtype).removeprefix("torch."), _SPARSE_OUT_LAYOUTS.get(t.layout), () if t.is_nested else tuple(t.shape))
+        if isinstance(t, torch.Tensor)
+        else None
         for t in outs
     ]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -57,7 +58,13 @@ class Case:
         _walk(list(self.args) + list(self.kwargs.values()), found)
         return found
 
-    def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], device: torch.device, *, dtype: torch.dtype | None = None):
+    def materialize(
+        self,
+        to_device: Callable[[torch.Tensor], torch.Tensor],
+        device: torch.device,
+        *,
+        dtype: torch.dtype | None = None,
+    ):
         """(args, kwargs) with real tensors on `device`. `dtype` upcasts floating tensors (golden run)."""
 
         built: dict[int, torch.Tensor] = {}
@@ -99,12 +106,19 @@ class Case:
         # a spec object in two places (a Dict[Tensor, t]'s key and the key looked up in it) is
         # written once and referred to after, so that it is still one object when read back
         refs = {id(s): None for s in shared_specs(self)}
-        return {"op": self.op, "args": _encode(list(self.args), refs), "kwargs": _encode(self.kwargs, refs), "seed": self.seed}
+        return {
+            "op": self.op,
+            "args": _encode(list(self.args), refs),
+            "kwargs": _encode(self.kwargs, refs),
+            "seed": self.seed,
+        }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Case":
+    def from_json(cls, d: dict[str, Any]) -> Case:
         refs: list[TensorSpec] = []
-        return cls(op=d["op"], args=tuple(_decode(d["args"], refs)), kwargs=_decode(d["kwargs"], refs), seed=d.get("seed", 0))
+        return cls(
+            op=d["op"], args=tuple(_decode(d["args"], refs)), kwargs=_decode(d["kwargs"], refs), seed=d.get("seed", 0)
+        )
 
     def describe(self) -> str:
         """Short human form: add.Tensor(float32[3, 4], float32[4], alpha=2)."""

@@ -24,7 +24,16 @@ def _identity(t):
     return t
 
 
-def probe(op, dtype: str, *, examples: int = 20, max_numel: int = 4096, stop_after: int | None = None, seed: int | None = None, patience: int | None = None) -> tuple[int, str | None]:
+def probe(
+    op,
+    dtype: str,
+    *,
+    examples: int = 20,
+    max_numel: int = 4096,
+    stop_after: int | None = None,
+    seed: int | None = None,
+    patience: int | None = None,
+) -> tuple[int, str | None]:
     """(number of valid cases among `examples` drawn, reason when none was valid).
 
     The reason is the Untestable reason, or the most common CPU error, shortened to one line.

@@ -42,7 +42,11 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
     if rules is not None and rules.untestable:
         raise Untestable(rules.untestable)
     quantized_cell(op, dtype)
-    if rules is not None and rules.hints.get("cells") == "floating" and dtype not in ("float32", "float64", "float16", "bfloat16"):
+    if (
+        rules is not None
+        and rules.hints.get("cells") == "floating"
+        and dtype not in ("float32", "float64", "float16", "bfloat16")
+    ):
         raise Untestable(f"takes floating tensors only: {rules.hints.get('cells_reason', 'a floating-only kernel')}")
     builder = families.builder_for(op)
     # check every argument type up front, so Untestable is raised here and not mid-draw
@@ -66,7 +70,9 @@ def quantized_cell(op, cell: str) -> str | None:
     for qdtype, storage in QUANTIZED_STORAGE.items():
         if storage == cell:
             return qdtype
-    raise Untestable(f"takes a quantized tensor: the {cell} cell has none (quint8, qint8 and qint32 are tested in the uint8, int8 and int32 cells)")
+    raise Untestable(
+        f"takes a quantized tensor: the {cell} cell has none (quint8, qint8 and qint32 are tested in the uint8, int8 and int32 cells)"
+    )
 
 
 @memo.composite
@@ -81,7 +87,14 @@ def _cases(draw, op, cell, max_numel, builder):
         values=(rules.domain if rules is not None else "real") or "real",
         hints=dict(rules.hints) if rules is not None else {},
     )
-    n_tensors = sum(3 if argtypes.normalize(a.type).startswith("Tensor") and "[]" in a.type else 1 for a in op.arguments if a.is_tensor_like) or 1
+    n_tensors = (
+        sum(
+            3 if argtypes.normalize(a.type).startswith("Tensor") and "[]" in a.type else 1
+            for a in op.arguments
+            if a.is_tensor_like
+        )
+        or 1
+    )
     ctx.per_tensor = max(1, max_numel // n_tensors)
     ctx.shape = draw(shapes(max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape")
     if ctx.hints.get("layout") in ("sparse_csr", "sparse_csc") and ctx.rank != 2:
@@ -89,7 +102,9 @@ def _cases(draw, op, cell, max_numel, builder):
         ctx.shape = draw(shapes(min_dims=2, max_dims=2, max_side=5, max_numel=ctx.per_tensor), label="matrix shape")
     if ctx.hints.get("quantized") == "per_channel" and ctx.rank == 0:
         # per-channel quantization needs an axis
-        ctx.shape = draw(shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels")
+        ctx.shape = draw(
+            shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels"
+        )
     n_list = draw(memo.integers(1, 3), label="list_len")
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:

@@ -203,23 +203,34 @@ def shapes(
     if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1):
         # now and then a large tensor, up to the element cap: bugs that start above a size
         # (a second pass, a tiled kernel's edge) need one; shrinking still heads for small
-        large = memo.lists(memo.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1))
+        large = memo.lists(
+            memo.integers(lo, max(max_side, max_numel)), min_size=max(min_dims, 1), max_size=max(min(max_dims, 2), 1)
+        )
         # and now and then an innermost length at a vector width's edge (see VECTOR_LENGTHS)
         min_outer = max(min_dims - 1, 0)
         outer = memo.lists(memo.integers(lo, max_side), min_size=min_outer, max_size=max_dims - 1)
-        vector = memo.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer))
+        vector = memo.tuples(outer, _vector_lengths(lo, min_outer, max_numel)).map(
+            lambda t: _cap_outer(t[0], t[1], max_numel, lo, min_outer)
+        )
         sides = memo.one_of(sides, sides, sides, sides, sides, large, vector)
     if min_side == 0 and lo > 0:
         # a zero-size dim in about one draw of 8 (empty reductions are a classic bug); "no zero"
         # is what shrinks
         zero_at = memo.one_of(memo.none(), memo.none(), memo.none(), memo.integers(0, max(max_dims - 1, 0)))
         base = memo.tuples(sides, memo.integers(0, 3), zero_at).map(
-            lambda t: [0 if t[1] >= 2 and t[2] is not None and t[0] and i == t[2] % len(t[0]) else s for i, s in enumerate(t[0])]
+            lambda t: [
+                0 if t[1] >= 2 and t[2] is not None and t[0] and i == t[2] % len(t[0]) else s
+                for i, s in enumerate(t[0])
+            ]
         )
     else:
         base = sides
     plain = base.map(lambda s: _cap(s, max_numel))
-    stress = _stress_shapes(min_dims, max_dims, max_side, max_numel) if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1) else None
+    stress = (
+        _stress_shapes(min_dims, max_dims, max_side, max_numel)
+        if max_dims >= 1 and max_numel > max_side ** max(max_dims, 1)
+        else None
+    )
     if stress is None:
         return plain
 
@@ -295,7 +306,7 @@ def _magnitudes(dtype: str, values: str):
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _layout_choices(shape: tuple[int, ...], writable: bool) -> memo.SearchStrategy[str]:
     return memo.sampled_from(valid_layouts(shape, writable=writable))
 
@@ -322,7 +333,9 @@ def draw_tensor(
     """
     shape = tuple(shape)
     if dtype in QUANTIZED_DTYPES:
-        return _draw_quantized(draw, dtype=dtype, shape=shape, values=values, layout=layout, qscheme=qscheme, label=label)
+        return _draw_quantized(
+            draw, dtype=dtype, shape=shape, values=values, layout=layout, qscheme=qscheme, label=label
+        )
     if values in ("invertible", "spd") and len(shape) == 2:
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
@@ -341,11 +354,17 @@ def draw_tensor(
     if stress is not None and low is None and high is None and layout in LAYOUTS:
         return _draw_stressed(draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label)
     # "small" (exp-like ops) keeps finite inputs small but still meets NaN and +-inf
-    kind = draw(_real_value_kinds, label=f"{label} values") if values in ("real", "small") and is_floating(dtype) else values
+    kind = (
+        draw(_real_value_kinds, label=f"{label} values")
+        if values in ("real", "small") and is_floating(dtype)
+        else values
+    )
     bands = _magnitudes(dtype, values) if low is None and high is None else None
     magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
     seed = draw(_seeds, label=f"{label} seed")
-    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude)
+    return TensorSpec(
+        shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude
+    )
 
 
 def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -> TensorSpec:
@@ -367,28 +386,41 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -
         bands = _magnitudes(dtype, values)
         magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
     seed = draw(_seeds, label=f"{label} seed")
-    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=values, seed=seed, magnitude=magnitude, edges=edges)
+    return TensorSpec(
+        shape=shape, dtype=dtype, layout=layout, values=values, seed=seed, magnitude=magnitude, edges=edges
+    )
 
 
 QSCHEMES = ("per_tensor", "per_channel", "any")
 _scales = memo.sampled_from((0.1, 0.02, 0.5, 1.0))
-_zero_points = {q: memo.integers(*_range) for q, _range in (("quint8", (0, 255)), ("qint8", (-128, 127)), ("qint32", (-1000, 1000)))}
+_zero_points = {
+    q: memo.integers(*_range) for q, _range in (("quint8", (0, 255)), ("qint8", (-128, 127)), ("qint32", (-1000, 1000)))
+}
 
 
 def _draw_quantized(draw, *, dtype, shape, values, layout, qscheme, label) -> TensorSpec:
     if qscheme not in QSCHEMES:
         raise ValueError(f"unknown qscheme {qscheme!r}, expected one of {QSCHEMES}")
     assert dtype in QUANTIZED_STORAGE
-    per_channel = len(shape) >= 1 and (qscheme == "per_channel" or qscheme == "any" and draw(memo.booleans(), label=f"{label} per channel"))
+    per_channel = len(shape) >= 1 and (
+        qscheme == "per_channel" or qscheme == "any" and draw(memo.booleans(), label=f"{label} per channel")
+    )
     axis = draw(memo.integers(0, len(shape) - 1), label=f"{label} axis") if per_channel else None
     if layout is None:
         choices = _layout_choices(shape, False)
-        layout = draw(memo.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)]) if per_channel else choices, label=f"{label} layout")
+        layout = draw(
+            memo.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)])
+            if per_channel
+            else choices,
+            label=f"{label} layout",
+        )
     scale = draw(_scales, label=f"{label} scale")
     zero_point = draw(_zero_points[dtype], label=f"{label} zero point")
     seed = draw(_seeds, label=f"{label} seed")
     kind = "real" if values in ("index",) else values
-    return TensorSpec(shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, scale=scale, zero_point=zero_point, axis=axis)
+    return TensorSpec(
+        shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, scale=scale, zero_point=zero_point, axis=axis
+    )
 
 
 def tensors(
@@ -411,7 +443,9 @@ def tensors(
     @memo.composite
     def build(draw):
         sh = draw(shape_st, label="shape")
-        return draw_tensor(draw, dtype=dtype, shape=sh, values=values, layout=layout, writable=writable, low=low, high=high)
+        return draw_tensor(
+            draw, dtype=dtype, shape=sh, values=values, layout=layout, writable=writable, low=low, high=high
+        )
 
     return build()
 

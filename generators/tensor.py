@@ -12,8 +12,8 @@ embed its source verbatim, so a pasted script rebuilds exactly the tensors confo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -113,7 +113,7 @@ QUANTIZED_STORAGE_DTYPES = {q: getattr(torch, s) for q, s in QUANTIZED_STORAGE.i
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """"float32" for torch.float32."""
+    """ "float32" for torch.float32."""
     return str(dtype).removeprefix("torch.")
 
 
@@ -163,10 +163,14 @@ class TensorSpec:
                 raise ValueError(f"axis {self.axis} out of range for shape {self.shape}")
             if self.axis is not None and self.layout not in PER_CHANNEL_LAYOUTS:
                 # the channels are those of the base tensor: other layouts view a base of another shape
-                raise ValueError(f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}")
+                raise ValueError(
+                    f"a per-channel quantized tensor has layout contiguous or channels_last, not {self.layout}"
+                )
         elif self.scale is not None or self.axis is not None:
             raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
-        if self.edges is not None and (self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool" or self.dtype.startswith("complex")):
+        if self.edges is not None and (
+            self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool" or self.dtype.startswith("complex")
+        ):
             raise ValueError(f"no edge pattern for {self.values} values of {self.dtype}")
         if self.data is not None:
             if len(self.data) != self.numel:
@@ -214,9 +218,13 @@ class TensorSpec:
             return self._structured_base()
         if self.edges is not None:
             # the pattern is by logical position: built on the logical tensor, then the base around it
-            logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
+            logical = _make_values(
+                self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
+            )
             return _base_around(_with_edges(logical, self.values, self.edges), self)
-        return _make_values(self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
+        return _make_values(
+            self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
+        )
 
     def quantize(self, base: torch.Tensor) -> torch.Tensor:
         """`base` (float, on its final device) quantized with this spec's parameters."""
@@ -227,7 +235,9 @@ class TensorSpec:
         n = base.shape[axis]
         info = torch.iinfo(QUANTIZED_STORAGE_DTYPES[self.dtype])
         scales = torch.tensor([self.scale * (1 + i / 4) for i in range(n)], dtype=torch.float64, device=base.device)
-        points = torch.tensor([min(self.zero_point + i % 2, info.max) for i in range(n)], dtype=torch.int64, device=base.device)
+        points = torch.tensor(
+            [min(self.zero_point + i % 2, info.max) for i in range(n)], dtype=torch.int64, device=base.device
+        )
         return torch.quantize_per_channel(base, scales, points, axis, qdtype)
 
     def _explicit_base(self) -> torch.Tensor:
@@ -240,7 +250,9 @@ class TensorSpec:
         Elementwise kinds can fill any base; a matrix property must hold for the *logical*
         tensor, so the logical values are made first and the base is built around them.
         """
-        logical = _make_values(self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude)
+        logical = _make_values(
+            self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
+        )
         return _base_around(logical, self)
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
@@ -264,14 +276,18 @@ class TensorSpec:
             # every entry twice, the second time as a zero: the same tensor, not coalesced
             # (what _coalesce sums; it asserts its input is not coalesced)
             s = t.to_sparse()
-            t = torch.sparse_coo_tensor(torch.cat([s.indices(), s.indices()], 1), torch.cat([s.values(), torch.zeros_like(s.values())]), s.shape)
+            t = torch.sparse_coo_tensor(
+                torch.cat([s.indices(), s.indices()], 1), torch.cat([s.values(), torch.zeros_like(s.values())]), s.shape
+            )
         elif self.layout == "sparse_csr":
             t = t.to_sparse_csr()
         elif self.layout == "sparse_csc":
             t = t.to_sparse_csc()
         return t
 
-    def materialize(self, to_device: Callable[[torch.Tensor], torch.Tensor], *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    def materialize(
+        self, to_device: Callable[[torch.Tensor], torch.Tensor], *, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
         """Build the tensor on a device. `dtype` overrides the spec's (used for the float64 golden run)."""
         base = self.make_cpu_base()
         if dtype is not None and base.dtype != dtype:
@@ -287,7 +303,9 @@ class TensorSpec:
     def describe(self) -> str:
         extra = "" if self.layout == "contiguous" else f", {self.layout}"
         if self.quantized:
-            extra += f", scale {self.scale:g}, zero point {self.zero_point}" + ("" if self.axis is None else f", per channel along {self.axis}")
+            extra += f", scale {self.scale:g}, zero point {self.zero_point}" + (
+                "" if self.axis is None else f", per channel along {self.axis}"
+            )
         mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
         if self.edges is not None:
             mag += f", edge pattern {self.edges}"
@@ -337,7 +355,10 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         band = magnitude_band(magnitude, real_dtype)
         if band is not None and m.numel():
             # the whole matrix scaled, so it stays invertible (SPD): its largest entry in the band
-            top = math.exp(math.log(band[0]) + float(torch.rand((), generator=g, dtype=torch.float64)) * (math.log(band[1]) - math.log(band[0])))
+            top = math.exp(
+                math.log(band[0])
+                + float(torch.rand((), generator=g, dtype=torch.float64)) * (math.log(band[1]) - math.log(band[0]))
+            )
             m = m * (top / float(m.abs().max()))
         return m.to(dtype)
     lo, hi = _RANGES.get(kind, (-3.0, 3.0))
@@ -353,7 +374,9 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     else:
         x = _in_band(x, magnitude, real_dtype, g)
     if kind == "special" and x.numel() > 0:
-        specials = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype)
+        specials = torch.tensor(
+            [float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype
+        )
         mask = torch.rand(shape, generator=g) < 0.25
         pick = torch.randint(0, len(specials), shape, generator=g)
         if len(shape) >= 1 and shape[-1] >= 2:

@@ -55,7 +55,9 @@ def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorS
     if variant == "noncontiguous":
         # a step-2 slice is non-contiguous for every shape with a leading dim > 1; the
         # transposed layout covers matrices whose leading dim is 1
-        layout = "transposed" if len(shape) >= 2 and shape[0] <= 1 and shape[-1] > 1 else "sliced" if shape else "offset"
+        layout = (
+            "transposed" if len(shape) >= 2 and shape[0] <= 1 and shape[-1] > 1 else "sliced" if shape else "offset"
+        )
         return dataclasses.replace(spec, shape=shape, layout=layout)
     raise ValueError(f"unknown out variant {variant!r}")
 

@@ -6,6 +6,20 @@ from opdb.rules import RulesError, rules_for
 from opdb.spec import VARIANTS, ArgSpec, OpRules, OpSpec, Tolerance
 
 __all__ = [
-    "FAMILIES", "FAMILY_NAMES", "KERNEL_KEYS", "VARIANTS", "ArgSpec", "OpRules", "OpSpec", "RulesError",
-    "Tolerance", "UnknownOpError", "catalog", "counts", "family_of", "lookup", "rules_for", "select",
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "KERNEL_KEYS",
+    "VARIANTS",
+    "ArgSpec",
+    "OpRules",
+    "OpSpec",
+    "RulesError",
+    "Tolerance",
+    "UnknownOpError",
+    "catalog",
+    "counts",
+    "family_of",
+    "lookup",
+    "rules_for",
+    "select",
 ]

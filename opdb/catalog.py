@@ -30,9 +30,18 @@ from opdb.rules import matching_entries, merge_rules
 from opdb.spec import VARIANTS, ArgSpec, OpSpec
 
 KERNEL_KEYS = (
-    "CPU", "CUDA", "MPS", "XPU", "Meta",
-    "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-    "Autograd", "SparseCPU", "QuantizedCPU", "NestedTensorCPU",
+    "CPU",
+    "CUDA",
+    "MPS",
+    "XPU",
+    "Meta",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+    "Autograd",
+    "SparseCPU",
+    "QuantizedCPU",
+    "NestedTensorCPU",
 )
 
 
@@ -93,16 +102,18 @@ def _jit_arguments(schema) -> tuple[ArgSpec, ...]:
             matches = list(_ALIAS_RX.finditer(type_text))
             if matches:
                 m = matches[-1]
-                type_text = type_text[: m.start()] + type_text[m.end():]
+                type_text = type_text[: m.start()] + type_text[m.end() :]
         is_write = bool(jit_arg.alias_info is not None and jit_arg.alias_info.is_write)
-        args.append(ArgSpec(
-            name=jit_arg.name,
-            type=type_text,
-            default=default.strip() if jit_arg.has_default_value() else None,
-            kwarg_only=jit_arg.kwarg_only,
-            is_write=is_write,
-            is_out=bool(is_write and jit_arg.kwarg_only and jit_arg.name.startswith("out")),
-        ))
+        args.append(
+            ArgSpec(
+                name=jit_arg.name,
+                type=type_text,
+                default=default.strip() if jit_arg.has_default_value() else None,
+                kwarg_only=jit_arg.kwarg_only,
+                is_write=is_write,
+                is_out=bool(is_write and jit_arg.kwarg_only and jit_arg.name.startswith("out")),
+            )
+        )
     return tuple(args)
 
 
@@ -112,14 +123,16 @@ def _native_arguments(fs, defaults: dict[str, str]) -> tuple[ArgSpec, ...]:
     out_ids = {id(x) for x in a.out}
     args = []
     for i, arg in enumerate(a.flat_all):
-        args.append(ArgSpec(
-            name=arg.name,
-            type=str(arg.type),
-            default=defaults.get(arg.name),
-            kwarg_only=i >= n_positional,
-            is_write=bool(arg.annotation is not None and arg.annotation.is_write),
-            is_out=id(arg) in out_ids,
-        ))
+        args.append(
+            ArgSpec(
+                name=arg.name,
+                type=str(arg.type),
+                default=defaults.get(arg.name),
+                kwarg_only=i >= n_positional,
+                is_write=bool(arg.annotation is not None and arg.annotation.is_write),
+                is_out=id(arg) in out_ids,
+            )
+        )
     return tuple(args)
 
 
@@ -163,8 +176,15 @@ def _kernels(qualname: str, keys=KERNEL_KEYS) -> tuple[str, ...]:
 
 # keys whose kernel runs on the CPU, for some input layout (a composite decomposes into CPU kernels)
 _CPU_KEYS = (
-    "CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-    "SparseCPU", "SparseCsrCPU", "QuantizedCPU", "NestedTensorCPU", "MkldnnCPU",
+    "CPU",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+    "SparseCPU",
+    "SparseCsrCPU",
+    "QuantizedCPU",
+    "NestedTensorCPU",
+    "MkldnnCPU",
 )
 
 
@@ -199,12 +219,12 @@ def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
     from torchgen.model import FunctionSchema, SchemaKind
 
     name, overload = schema.name, schema.overload_name
-    base = name[len("aten::"):]
+    base = name[len("aten::") :]
     qualname = f"{name}.{overload}" if overload else name
     text = str(schema)
     try:
         # torch prints list defaults as "[1, 1]"; torchgen's grammar (native_functions.yaml) wants "[1,1]"
-        fs = FunctionSchema.parse(_LIST_DEFAULT_RX.sub(lambda m: m.group(0).replace(" ", ""), text[len("aten::"):]))
+        fs = FunctionSchema.parse(_LIST_DEFAULT_RX.sub(lambda m: m.group(0).replace(" ", ""), text[len("aten::") :]))
     except Exception:  # torchgen raises AssertionError / RuntimeError for grammar it lacks
         fs = None
     if fs is not None:
@@ -214,7 +234,8 @@ def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
         # SchemaKind.mutable (writes an input that is not self, e.g. running stats) stays functional:
         # ArgSpec.is_write says which arguments it mutates.
         variant = {SchemaKind.out: "out", SchemaKind.scratch: "out", SchemaKind.inplace: "inplace"}.get(
-            kind, "functional")
+            kind, "functional"
+        )
     else:
         arguments = _jit_arguments(schema)
         returns = tuple(str(r.type) for r in schema.returns)
@@ -236,16 +257,18 @@ def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _catalog() -> tuple[OpSpec, ...]:
     schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
     qualnames = [f"{s.name}.{s.overload_name}" if s.overload_name else s.name for s in schemas]
     rule_hits = matching_entries(qualnames)
-    no_cpu = _without_cpu_kernel([
-        (q, s.name, any(a.is_out for a in s.arguments))
-        for q, s in zip(qualnames, schemas)
-        if _in_dispatcher(s.name, s.overload_name)
-    ])
+    no_cpu = _without_cpu_kernel(
+        [
+            (q, s.name, any(a.is_out for a in s.arguments))
+            for q, s in zip(qualnames, schemas)
+            if _in_dispatcher(s.name, s.overload_name)
+        ]
+    )
     specs = [_build(s, rule_hits, no_cpu) for s in schemas]
     specs.sort(key=lambda s: s.qualname)
     return tuple(specs)
@@ -256,7 +279,7 @@ def catalog() -> list[OpSpec]:
     return list(_catalog())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index() -> dict[str, OpSpec]:
     return {s.qualname: s for s in _catalog()}
 
@@ -291,7 +314,7 @@ def _is_glob(pattern: str) -> bool:
 def _select_one(term: str) -> list[OpSpec]:
     index = _index()
     if term.startswith("family:"):
-        family = term[len("family:"):]
+        family = term[len("family:") :]
         if family not in FAMILY_NAMES:
             close = difflib.get_close_matches(family, FAMILY_NAMES, n=3)
             hint = f"; did you mean {', '.join('family:' + c for c in close)}?" if close else ""
@@ -304,7 +327,7 @@ def _select_one(term: str) -> list[OpSpec]:
             raise UnknownOpError(f"pattern {q!r} matches no op{_suggest(q.rstrip('*?'))}")
         return hits
     if q in index:
-        if "." in q[len("aten::"):]:
+        if "." in q[len("aten::") :]:
             return [index[q]]
         # a bare name selects all its overloads: "add" -> add, add.Tensor, add.out, ...
         return [s for s in _catalog() if s.name == q]

@@ -64,11 +64,11 @@ class RulesError(ValueError):
 
 
 def expand_braces(pattern: str) -> list[str]:
-    """"aten::log{,_}{,.*}" -> ["aten::log", "aten::log.*", "aten::log_", "aten::log_.*"]."""
+    """ "aten::log{,_}{,.*}" -> ["aten::log", "aten::log.*", "aten::log_", "aten::log_.*"]."""
     m = re.search(r"\{([^{}]*)\}", pattern)
     if not m:
         return [pattern]
-    head, tail = pattern[: m.start()], pattern[m.end():]
+    head, tail = pattern[: m.start()], pattern[m.end() :]
     return [x for alt in m.group(1).split(",") for x in expand_braces(head + alt + tail)]
 
 
@@ -177,14 +177,12 @@ def load_entries(directory: Path | str = RULES_DIR) -> tuple[RuleEntry, ...]:
     return tuple(entries)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default_entries() -> tuple[RuleEntry, ...]:
     return load_entries(RULES_DIR)
 
 
-def matching_entries(
-    qualnames: list[str], entries: tuple[RuleEntry, ...] | None = None
-) -> dict[str, list[RuleEntry]]:
+def matching_entries(qualnames: list[str], entries: tuple[RuleEntry, ...] | None = None) -> dict[str, list[RuleEntry]]:
     """For many ops at once: qualname -> the entries that match it, in increasing specificity.
 
     Each glob is one regex search over all names joined by newlines, which keeps the catalog's
@@ -218,7 +216,9 @@ def rules_for(
     return merge_rules(matching_entries([qualname], entries).get(qualname, []), tags, dispatcher=dispatcher)
 
 
-def merge_rules(hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True, cpu_kernel: bool = True) -> OpRules:
+def merge_rules(
+    hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True, cpu_kernel: bool = True
+) -> OpRules:
     """Automatic rules from the tags and kernels, overridden field by field by `hits` (least specific
     first). `dispatcher` is kept for callers; builtins outside the dispatcher are testable."""
     merged: dict[str, Any] = {}

@@ -16,7 +16,7 @@ import functools
 import torch
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jit_schema(name: str, overload: str):
     """torch's FunctionSchema of `name` ("aten::len") and `overload` ("t"; "" for the default)."""
     for s in torch._C._jit_get_schemas_for_operator(name):
@@ -125,8 +125,15 @@ def _unwrapped(e: RuntimeError) -> BaseException:
     if not lines:
         return e
     kind, _, message = lines[-1].partition(": ")
-    exc_type = {"IndexError": IndexError, "ValueError": ValueError, "KeyError": KeyError, "ZeroDivisionError": ZeroDivisionError,
-                "TypeError": TypeError, "AssertionError": AssertionError, "NotImplementedError": NotImplementedError}.get(kind.rsplit(".", 1)[-1], RuntimeError)
+    exc_type = {
+        "IndexError": IndexError,
+        "ValueError": ValueError,
+        "KeyError": KeyError,
+        "ZeroDivisionError": ZeroDivisionError,
+        "TypeError": TypeError,
+        "AssertionError": AssertionError,
+        "NotImplementedError": NotImplementedError,
+    }.get(kind.rsplit(".", 1)[-1], RuntimeError)
     return exc_type(message)
 
 
@@ -152,7 +159,7 @@ class ScriptCall:
             return values
         if len(values) > len(formals):
             raise TypeError(f"{self!r} takes at most {len(formals)} arguments, got {len(values)}")
-        for f in formals[len(values):]:
+        for f in formals[len(values) :]:
             if f.name in kwargs:
                 values.append(kwargs.pop(f.name))
             elif f.has_default_value():
@@ -181,7 +188,9 @@ class ScriptCall:
         if fn is None:
             fn = self._compiled[key] = self._compile(types, results)
         if fn is _DIRECT:
-            return getattr(getattr(torch.ops.aten, self.name.split("::", 1)[1]), self.overload or "default")(*args, **kwargs)
+            return getattr(getattr(torch.ops.aten, self.name.split("::", 1)[1]), self.overload or "default")(
+                *args, **kwargs
+            )
         try:
             return fn(*values)
         except RuntimeError as e:
@@ -203,7 +212,9 @@ class ScriptCall:
         try:
             graph = torch._C.parse_ir(ir)
         except RuntimeError as e:
-            raise TypeError(f"{self!r}: no TorchScript graph for argument types ({', '.join(types)}): {str(e).strip().splitlines()[0]}") from None
+            raise TypeError(
+                f"{self!r}: no TorchScript graph for argument types ({', '.join(types)}): {str(e).strip().splitlines()[0]}"
+            ) from None
         node = next(n for n in graph.nodes() if n.kind() == self.name)
         try:
             chosen = node.schema()
@@ -216,7 +227,7 @@ class ScriptCall:
         return torch._C._create_function_from_graph(f"{self.name}_{self.overload}", graph)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def script_call(name: str, overload: str) -> ScriptCall:
     """The (shared, compile-caching) ScriptCall of one builtin overload."""
     return ScriptCall(name, overload)

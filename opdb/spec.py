@@ -113,17 +113,17 @@ class OpSpec:
 
     @property
     def qualname(self) -> str:
-        """"aten::add.Tensor", or "aten::relu" for a default overload (the key used everywhere)."""
+        """ "aten::add.Tensor", or "aten::relu" for a default overload (the key used everywhere)."""
         return f"{self.name}.{self.overload}" if self.overload else self.name
 
     @property
     def short_name(self) -> str:
-        """"add.Tensor": the qualname without the namespace."""
+        """ "add.Tensor": the qualname without the namespace."""
         return self.qualname.split("::", 1)[1]
 
     @property
     def base_name(self) -> str:
-        """"add": the operator name without namespace and overload."""
+        """ "add": the operator name without namespace and overload."""
         return self.name.split("::", 1)[1]
 
     @property

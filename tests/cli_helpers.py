@@ -31,13 +31,23 @@ def conform(*args, cwd, timeout=300, check=False) -> subprocess.CompletedProcess
     cmd = _command(args)
     proc = subprocess.run(cmd, cwd=cwd, env=conform_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"conform {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"conform {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
 def popen_conform(*args, cwd) -> subprocess.Popen:
     cmd = _command(args)
-    return subprocess.Popen(cmd, cwd=cwd, env=conform_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=conform_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def cells(db: Path, run_id: int | None = None) -> list[tuple[str, str, str]]:
@@ -60,12 +70,38 @@ def damaged_database(path: Path) -> bytes:
     from conform.store import Store
     from opdb.spec import OpSpec
 
-    op = OpSpec(name="aten::relu", overload="", schema="aten::relu(Tensor self) -> Tensor", arguments=(), returns=("Tensor",), variant="functional", tags=("pointwise",), family="pointwise", kernels=("CPU",))
+    op = OpSpec(
+        name="aten::relu",
+        overload="",
+        schema="aten::relu(Tensor self) -> Tensor",
+        arguments=(),
+        returns=("Tensor",),
+        variant="functional",
+        tags=("pointwise",),
+        family="pointwise",
+        kernels=("CPU",),
+    )
     store = Store(path)
-    run = store.start_run({"fingerprint": "d" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "CPU"}, options={}, seed=1, ops_total=1, cells_planned=300)
+    run = store.start_run(
+        {"fingerprint": "d" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "CPU"},
+        options={},
+        seed=1,
+        ops_total=1,
+        cells_planned=300,
+    )
     store.record_catalog(run, [op])
     for i in range(300):
-        store.record_result(run, CellResult(op="aten::relu", dtype=f"d{i}", outcome="mismatch", examples_run=1, message="x" * 500, repro="import torch\n" * 100))
+        store.record_result(
+            run,
+            CellResult(
+                op="aten::relu",
+                dtype=f"d{i}",
+                outcome="mismatch",
+                examples_run=1,
+                message="x" * 500,
+                repro="import torch\n" * 100,
+            ),
+        )
     store.set_run_state(run, "finished")
     store.close()
     with sqlite3.connect(path) as c:

@@ -47,7 +47,13 @@ class SlowBackend(CPUBackend):
     name = "slow"
 
     def device_context(self):
-        return _Trap({"aten::sin": lambda: time.sleep(0.3), "aten::cos": lambda: time.sleep(0.3), "aten::relu": lambda: time.sleep(0.3)})
+        return _Trap(
+            {
+                "aten::sin": lambda: time.sleep(0.3),
+                "aten::cos": lambda: time.sleep(0.3),
+                "aten::relu": lambda: time.sleep(0.3),
+            }
+        )
 
 
 class AbortsInIsolatedOpBackend(CPUBackend):

@@ -19,7 +19,7 @@ works too once the runner exists (each class is also a module attribute).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -65,7 +65,13 @@ def fault(name: str, *targets, **attrs):
 
     def register(fn):
         cls_name = "".join(p.title() for p in name.split("_"))
-        body = {"name": f"faulty-{name}", "targets": frozenset(targets), "bug": staticmethod(fn), "__doc__": fn.__doc__, **attrs}
+        body = {
+            "name": f"faulty-{name}",
+            "targets": frozenset(targets),
+            "bug": staticmethod(fn),
+            "__doc__": fn.__doc__,
+            **attrs,
+        }
         cls = type(cls_name, (FaultyBackend,), body)
         BACKENDS[name] = cls
         globals()[cls_name] = cls
@@ -90,7 +96,8 @@ def _ignores_strides(func, args, kwargs):
     """Reads non-contiguous inputs as if they were contiguous (the kernel ignores strides)."""
     fixed = [
         torch.as_strided(a, a.shape, _contiguous_strides(a.shape), a.storage_offset())
-        if isinstance(a, torch.Tensor) and not a.is_contiguous() and a.dim() >= 2 and 0 not in a.stride() else a
+        if isinstance(a, torch.Tensor) and not a.is_contiguous() and a.dim() >= 2 and 0 not in a.stride()
+        else a
         for a in args
     ]
     return func(*fixed, **kwargs)
@@ -310,7 +317,7 @@ def _missing_bounds_check(func, args, kwargs):
 def _bfloat16_not_implemented(func, args, kwargs):
     """No bfloat16 kernel, with the message torch's dispatch macros give."""
     if args[0].dtype == torch.bfloat16:
-        raise RuntimeError('"cos_vml_cpu" not implemented for \'BFloat16\'')
+        raise RuntimeError("\"cos_vml_cpu\" not implemented for 'BFloat16'")
     return func(*args, **kwargs)
 
 
@@ -377,7 +384,7 @@ def _vector_tail_nan(func, args, kwargs):
     n = x.shape[-1] if x.dim() else 0
     if n > 8 and n % 8 and x.is_floating_point():
         out = out.clone()
-        tail = out[..., n - n % 8:]
+        tail = out[..., n - n % 8 :]
         tail.copy_(torch.where(tail.isnan(), torch.zeros_like(tail), tail))
     return out
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-from durability_backends import _Trap
-
 from conform.backends import CPUBackend
+from durability_backends import _Trap
 
 # -- a runtime that does not survive fork() --------------------------------------------------
 
@@ -27,7 +26,9 @@ def _forked_child() -> None:
 def _init_runtime() -> None:
     if _RUNTIME["bad_fork"]:
         # torch/cuda/__init__.py _lazy_init's words
-        raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method")
+        raise RuntimeError(
+            "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method"
+        )
     if _RUNTIME["initialised_in"] is None:
         _RUNTIME["initialised_in"] = os.getpid()
         os.register_at_fork(after_in_child=_forked_child)

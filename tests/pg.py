@@ -32,7 +32,10 @@ def _bindir() -> Path | None:
     found = shutil.which("pg_ctl")
     if found:
         return Path(found).parent
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0)
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0,
+    )
     return Path(candidates[-1]).parent if candidates else None
 
 
@@ -72,7 +75,9 @@ class _Server:
     def start(self) -> str:
         self._run("initdb", "-D", str(self.data), "-U", "conform", "-A", "trust", "--no-sync", "-E", "UTF8")
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start")
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start"
+        )
         return f"postgresql+psycopg://conform@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:

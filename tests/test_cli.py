@@ -14,13 +14,39 @@ from cli_helpers import cells, conform, conform_env, damaged_database
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
 CLEAN_OPS = "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
-FAILING = {"mismatch", "grad_mismatch", "meta_mismatch", "device_error", "missing_error", "crash", "timeout", "not_implemented"}
+FAILING = {
+    "mismatch",
+    "grad_mismatch",
+    "meta_mismatch",
+    "device_error",
+    "missing_error",
+    "crash",
+    "timeout",
+    "not_implemented",
+}
 
 
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clean")
-    proc = conform("run", "--ops", CLEAN_OPS, "--dtypes", "float32,bfloat16,int64", "--device", "cpu", "--examples", "5", "--seed", "3", "-n", "2", "--db", tmp / "c.db", cwd=tmp)
+    proc = conform(
+        "run",
+        "--ops",
+        CLEAN_OPS,
+        "--dtypes",
+        "float32,bfloat16,int64",
+        "--device",
+        "cpu",
+        "--examples",
+        "5",
+        "--seed",
+        "3",
+        "-n",
+        "2",
+        "--db",
+        tmp / "c.db",
+        cwd=tmp,
+    )
     return tmp, proc
 
 
@@ -44,7 +70,9 @@ def test_report_json_accounts_for_the_catalog(clean_run):
     assert env["torch_version"] == torch.__version__
     assert env["backend"] == "cpu"
     assert env["device_name"]
-    assert env["ops_total"] == len(torch._C._jit_get_all_schemas()) - sum(1 for s in torch._C._jit_get_all_schemas() if not s.name.startswith("aten::"))
+    assert env["ops_total"] == len(torch._C._jit_get_all_schemas()) - sum(
+        1 for s in torch._C._jit_get_all_schemas() if not s.name.startswith("aten::")
+    )
     assert 5 <= env["ops_exercised"] <= env["ops_total"]
     assert sum(env["cells"].values()) == len(cells(tmp / "c.db"))
 
@@ -77,12 +105,20 @@ def _one_line_error(proc, *needles):
 
 
 def test_unknown_op_suggests_close_matches(tmp_path):
-    _one_line_error(conform("run", "--ops", "aten::ad.Tensor", "--db", tmp_path / "c.db", cwd=tmp_path), "unknown op", "aten::add.Tensor")
+    _one_line_error(
+        conform("run", "--ops", "aten::ad.Tensor", "--db", tmp_path / "c.db", cwd=tmp_path),
+        "unknown op",
+        "aten::add.Tensor",
+    )
     assert not (tmp_path / "c.db").exists()
 
 
 def test_unknown_dtype(tmp_path):
-    _one_line_error(conform("run", "--ops", "aten::relu", "--dtypes", "float33", "--db", tmp_path / "c.db", cwd=tmp_path), "float33", "float32")
+    _one_line_error(
+        conform("run", "--ops", "aten::relu", "--dtypes", "float33", "--db", tmp_path / "c.db", cwd=tmp_path),
+        "float33",
+        "float32",
+    )
 
 
 def test_unavailable_device(tmp_path):
@@ -90,7 +126,11 @@ def test_unavailable_device(tmp_path):
 
     # whichever accelerator this machine lacks (a Mac has MPS, not CUDA; Linux has no MPS)
     absent = next(name for name in ("mps", "cuda", "xpu") if not BUILTIN[name]().is_available())
-    _one_line_error(conform("run", "--ops", "aten::relu", "--device", absent, "--db", tmp_path / "c.db", cwd=tmp_path), absent, "not available")
+    _one_line_error(
+        conform("run", "--ops", "aten::relu", "--device", absent, "--db", tmp_path / "c.db", cwd=tmp_path),
+        absent,
+        "not available",
+    )
 
 
 def test_unknown_device(tmp_path):
@@ -119,7 +159,9 @@ def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, 
         ("run", "--ops", "aten::relu", "--dtypes", "float32", "-n", "1"),
     ]
     for args in commands:
-        _one_line_error(conform(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed")
+        _one_line_error(
+            conform(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed"
+        )
     # as a baseline or a merge source, next to a good database
     _one_line_error(conform("gate", "--baseline", db, "--db", good / "c.db", cwd=tmp_path), "damaged.db is damaged")
     _one_line_error(conform("merge", db, "-o", tmp_path / "all.db", cwd=tmp_path), "damaged.db is damaged")
@@ -143,10 +185,39 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
     """The suite runs under plain pytest too, with --junitxml for free. (`-p no:conform`: an
     environment where an older conform is installed still has its pytest11 entry point.)"""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:conform", "-p", "conform.plugin", "--pyargs", "conform.suite", "--conform-device", "cpu", "--conform-ops", "aten::relu,aten::neg",
-         "--conform-dtypes", "float32", "--conform-examples", "3", "--conform-db", str(tmp_path / "c.db"), "-n", "1", "-p", "no:cacheprovider",
-         "--junitxml", str(tmp_path / "j.xml"), "-q"],
-        cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:conform",
+            "-p",
+            "conform.plugin",
+            "--pyargs",
+            "conform.suite",
+            "--conform-device",
+            "cpu",
+            "--conform-ops",
+            "aten::relu,aten::neg",
+            "--conform-dtypes",
+            "float32",
+            "--conform-examples",
+            "3",
+            "--conform-db",
+            str(tmp_path / "c.db"),
+            "-n",
+            "1",
+            "-p",
+            "no:cacheprovider",
+            "--junitxml",
+            str(tmp_path / "j.xml"),
+            "-q",
+        ],
+        cwd=tmp_path,
+        env=conform_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     got = {(op, dt): o for op, dt, o in cells(tmp_path / "c.db")}
@@ -158,8 +229,27 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
 def test_the_main_command_leaves_timings_for_the_performance_page(tmp_path):
     """`conform run` with no flag times the core ops after its sweep (README's first command)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "conform.cli", "run", "--ops", "aten::abs,aten::add.Tensor,aten::mm", "--dtypes", "float32", "--examples", "3", "-n", "1", "--db", "c.db"],
-        cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "conform.cli",
+            "run",
+            "--ops",
+            "aten::abs,aten::add.Tensor,aten::mm",
+            "--dtypes",
+            "float32",
+            "--examples",
+            "3",
+            "-n",
+            "1",
+            "--db",
+            "c.db",
+        ],
+        cwd=tmp_path,
+        env=conform_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^timed 3 cells: 6 timings stored in \d+ s$", proc.stdout, re.M), proc.stdout

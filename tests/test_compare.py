@@ -29,7 +29,9 @@ def test_message_says_count_greatest_difference_index_allowance_and_path():
     a[0, 0] = 1e-6  # within atol
     r = one((a,), (e,))
     assert r.kind == "values" and r.path == "output[0]"
-    assert r.message.startswith("Mismatched elements: 1 / 10 (10.0%); greatest absolute difference 0.25 at index (1, 2) (up to 1e-05 allowed)")
+    assert r.message.startswith(
+        "Mismatched elements: 1 / 10 (10.0%); greatest absolute difference 0.25 at index (1, 2) (up to 1e-05 allowed)"
+    )
     assert r.message.endswith("[output[0]]")
     assert r.index == (1, 2) and r.mismatched == 1 and r.total == 10
 
@@ -43,7 +45,10 @@ def test_pairs_nested_structures_with_paths_and_never_raises():
     assert one((1, 2), (1,)).kind == "structure"
     assert one(torch.ones(1), None).kind == "structure"
     structseq = torch.return_types.max((torch.ones(1), torch.zeros(1, dtype=torch.long)))
-    assert [r.path for r in compare(structseq, (torch.ones(1), torch.ones(1, dtype=torch.long)))] == ["output[0]", "output[1]"]
+    assert [r.path for r in compare(structseq, (torch.ones(1), torch.ones(1, dtype=torch.long)))] == [
+        "output[0]",
+        "output[1]",
+    ]
     assert [r.ok for r in compare(structseq, (torch.ones(1), torch.ones(1, dtype=torch.long)))] == [True, False]
 
 
@@ -143,7 +148,10 @@ def test_tolerance_table_is_torch_testings():
 
 def test_op_rules_override_by_dtype_then_star_and_integers_stay_exact():
     op = opdb.lookup("aten::add.Tensor")
-    ruled = dataclasses.replace(op, rules=dataclasses.replace(op.rules, tolerances={"float16": Tolerance(1e-2, 1e-3), "*": Tolerance(1e-4, 1e-4)}))
+    ruled = dataclasses.replace(
+        op,
+        rules=dataclasses.replace(op.rules, tolerances={"float16": Tolerance(1e-2, 1e-3), "*": Tolerance(1e-4, 1e-4)}),
+    )
     assert tolerance_for(ruled, torch.float16) == (1e-2, 1e-3)
     assert tolerance_for(ruled, "float32") == (1e-4, 1e-4)
     assert tolerance_for(ruled, torch.float32, reduction_size=10_000) == (1e-4, 1e-4)  # taken as-is
@@ -175,7 +183,9 @@ def test_sparse_tensor_with_invalid_indices_is_compared_by_parts_not_densified()
     # crow_indices past nnz and column indices past the width: to_dense would read out of
     # bounds (the process dies); the *_unsafe constructors build such tensors by contract
     def bad(values):
-        return torch.ops.aten._sparse_csr_tensor_unsafe(torch.tensor([29, 34]), torch.tensor([41, 41, 40, 40]), values, [1, 42])
+        return torch.ops.aten._sparse_csr_tensor_unsafe(
+            torch.tensor([29, 34]), torch.tensor([41, 41, 40, 40]), values, [1, 42]
+        )
 
     v = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert one(bad(v), bad(v.clone())).ok

@@ -40,9 +40,13 @@ def test_bad_run_settings_are_one_line_errors_before_anything_is_written(tmp_pat
 
 
 def test_a_worker_gets_the_same_typed_settings_through_workerinput():
-    config = RunConfig.from_options(device="cpu", ops="aten::relu", seed=7, examples=3, grad=False, case_timeout_s=8.0, memory_limit="1.5")
+    config = RunConfig.from_options(
+        device="cpu", ops="aten::relu", seed=7, examples=3, grad=False, case_timeout_s=8.0, memory_limit="1.5"
+    )
     assert config.seed == 7 and config.cell == CellSettings(examples=3, grad=False)
-    setup = WorkerSetup(config=config, device_name="cpu", run_dir="/r", crashers="/c", memory_limit=config.memory_limit_bytes("cpu"))
+    setup = WorkerSetup(
+        config=config, device_name="cpu", run_dir="/r", crashers="/c", memory_limit=config.memory_limit_bytes("cpu")
+    )
     # xdist sends workerinput as plain values: what a worker rebuilds is equal, and typed
     rebuilt = WorkerSetup.from_json(json.loads(json.dumps(setup.to_json())))
     assert rebuilt == setup and isinstance(rebuilt.config.cell, CellSettings)
@@ -50,7 +54,9 @@ def test_a_worker_gets_the_same_typed_settings_through_workerinput():
 
 
 def test_a_resumed_run_continues_with_its_own_stored_settings():
-    stored = RunConfig.from_options(device="cpu", ops="aten::relu", dtypes="float32", examples=9, grad=False, derandomize=True, case_timeout_s=5.0)
+    stored = RunConfig.from_options(
+        device="cpu", ops="aten::relu", dtypes="float32", examples=9, grad=False, derandomize=True, case_timeout_s=5.0
+    )
     now = RunConfig.from_options(resume="latest", db="other.db", progress=True)
     resumed = now.resumed(json.loads(json.dumps(stored.stored_options())), seed=11)
     assert resumed == dataclasses.replace(stored, seed=11, resume="latest", db="other.db", progress=True)
@@ -63,7 +69,13 @@ def test_a_cell_result_is_its_store_row(tmp_path):
         variant="functional", tags=(), family="pointwise", kernels=("CPU",),
     )  # fmt: skip
     store = Store(tmp_path / "c.db")
-    run = store.start_run({"fingerprint": "f" * 32, "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=1, ops_total=1, cells_planned=1)
+    run = store.start_run(
+        {"fingerprint": "f" * 32, "torch_version": "2.13.0", "backend": "cpu"},
+        options={},
+        seed=1,
+        ops_total=1,
+        cells_planned=1,
+    )
     store.record_catalog(run, [op])
     sent = CellResult(
         op="aten::relu", dtype="float32", outcome="mismatch", phase="backward", examples_run=4, examples_passed=3,

@@ -14,22 +14,80 @@ from conform.results import CellResult
 @pytest.fixture(scope="module")
 def run_db(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("coverage")
-    conform("run", "--ops", "aten::relu,aten::add.Tensor", "--dtypes", "float32", "--examples", "2", "-n", "1", "--db", "c.db", cwd=cwd, check=True)
+    conform(
+        "run",
+        "--ops",
+        "aten::relu,aten::add.Tensor",
+        "--dtypes",
+        "float32",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "--db",
+        "c.db",
+        cwd=cwd,
+        check=True,
+    )
     from conform.store import CatalogEntry, Op, Result, Store
 
     store = Store(cwd / "c.db")
     run_id = store.latest_run_id()
 
     def add_synthetic(s):
-        s.execute(insert(Op), [{"qualname": "aten::synthetic_untestable", "variant": "functional", "family": "other", "tags": [], "schema": ""}])
+        s.execute(
+            insert(Op),
+            [
+                {
+                    "qualname": "aten::synthetic_untestable",
+                    "variant": "functional",
+                    "family": "other",
+                    "tags": [],
+                    "schema": "",
+                }
+            ],
+        )
         op_id = s.scalar(select(Op.id).where(Op.qualname == "aten::synthetic_untestable"))
         s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": op_id, "kernels": []}])
-        s.execute(insert(Result), [{"run_id": run_id, "op_id": op_id, "dtype": "none", "outcome": "skipped", "message": "untestable: takes a synthetic argument"}])
+        s.execute(
+            insert(Result),
+            [
+                {
+                    "run_id": run_id,
+                    "op_id": op_id,
+                    "dtype": "none",
+                    "outcome": "skipped",
+                    "message": "untestable: takes a synthetic argument",
+                }
+            ],
+        )
         # an op this machine runs whose every generated input the reference rejected
-        s.execute(insert(Op), [{"qualname": "aten::synthetic_no_case", "variant": "functional", "family": "other", "tags": [], "schema": ""}])
+        s.execute(
+            insert(Op),
+            [
+                {
+                    "qualname": "aten::synthetic_no_case",
+                    "variant": "functional",
+                    "family": "other",
+                    "tags": [],
+                    "schema": "",
+                }
+            ],
+        )
         op_id = s.scalar(select(Op.id).where(Op.qualname == "aten::synthetic_no_case"))
         s.execute(insert(CatalogEntry), [{"run_id": run_id, "op_id": op_id, "kernels": ["CPU"]}])
-        s.execute(insert(Result), [{"run_id": run_id, "op_id": op_id, "dtype": "float32", "outcome": "skipped", "message": "no valid case: the CPU reference rejected all 5 generated inputs; first: bad"}])
+        s.execute(
+            insert(Result),
+            [
+                {
+                    "run_id": run_id,
+                    "op_id": op_id,
+                    "dtype": "float32",
+                    "outcome": "skipped",
+                    "message": "no valid case: the CPU reference rejected all 5 generated inputs; first: bad",
+                }
+            ],
+        )
 
     store.write(add_synthetic)
     store.close()
@@ -53,8 +111,13 @@ def test_selected_ops_are_exercised_with_their_valid_cases(run_db):
 def test_unexercised_ops_say_why(run_db):
     _, ops = _report(run_db, "--run", "latest")
     assert ops["aten::synthetic_untestable"] == {
-        "op": "aten::synthetic_untestable", "family": "other", "variant": "functional",
-        "exercised": False, "valid_cases": 0, "reason": "takes a synthetic argument", "status": "untestable",
+        "op": "aten::synthetic_untestable",
+        "family": "other",
+        "variant": "functional",
+        "exercised": False,
+        "valid_cases": 0,
+        "reason": "takes a synthetic argument",
+        "status": "untestable",
     }
     assert ops["aten::mul.Tensor"]["reason"] == "not in this run's op selection"
     # an op outside the selection that opdb marks untestable keeps its rule's reason
@@ -89,17 +152,40 @@ def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_p
     from opdb.spec import OpSpec
 
     reason = "takes a handle to a live resource that no generator can build: " + "detail " * 30 + "THE END"
-    op = OpSpec(name="aten::long_reason", overload="", schema="", arguments=(), returns=(), variant="functional", tags=(), family="other", kernels=())
+    op = OpSpec(
+        name="aten::long_reason",
+        overload="",
+        schema="",
+        arguments=(),
+        returns=(),
+        variant="functional",
+        tags=(),
+        family="other",
+        kernels=(),
+    )
     store = Store(tmp_path / "c.db")
-    run = store.start_run({"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=1, ops_total=1, cells_planned=1)
+    run = store.start_run(
+        {"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "cpu"},
+        options={},
+        seed=1,
+        ops_total=1,
+        cells_planned=1,
+    )
     store.record_catalog(run, [op])
-    store.record_result(run, CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}"))
+    store.record_result(
+        run, CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}")
+    )
     store.set_run_state(run, "finished")
     store.close()
     table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
     assert "THE END" not in table.split("\n\n")[0] and "…" in table and "--full" in table
     assert reason in conform("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
-    assert json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)["ops"][0]["reason"] == reason
+    assert (
+        json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)["ops"][0][
+            "reason"
+        ]
+        == reason
+    )
 
 
 def test_three_denominators_say_which_is_which(run_db):
@@ -110,11 +196,19 @@ def test_three_denominators_say_which_is_which(run_db):
     # the ops this machine can run: the catalog less those without a kernel or composite here
     assert t["runnable"] == t["ops"] - len(no_kernel) == t["ops"] - t["no_kernel_here"]
     assert t["runnable_exercised"] == t["exercised"]  # an op without a kernel is never exercised
-    runnable_public = [q for q, r in ops.items() if r["status"] != "no kernel here" and r["variant"] == "functional" and not q.split("::")[1].startswith("_")]
+    runnable_public = [
+        q
+        for q, r in ops.items()
+        if r["status"] != "no kernel here" and r["variant"] == "functional" and not q.split("::")[1].startswith("_")
+    ]
     assert t["public_functional_runnable"] == len(runnable_public) < t["public_functional"]
     assert t["untestable"] >= 1 and t["no_valid_case"] == 1
     out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
-    for label in ("of the whole catalog:", "of the ops with a kernel or composite here:", "of the public functional ops among those:"):
+    for label in (
+        "of the whole catalog:",
+        "of the ops with a kernel or composite here:",
+        "of the public functional ops among those:",
+    ):
         assert label in out
 
 

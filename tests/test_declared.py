@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from conform import declared
 from conform.errors import ConformError
-from conform.store import Store, queries
 from conform.results import CellResult
+from conform.store import Store, queries
 
 YAML = """
 - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -58,7 +58,13 @@ def _private_cache(tmp_path, monkeypatch):
 def test_dispatch_rules_of_native_functions_yaml():
     kernels, schemas = declared.declared_kernels(YAML)
     # a delegate gives the out= op's kernels (ufunc codegen: CPU and CUDA), beside the op's own sparse ones
-    assert kernels["aten::add.Tensor"] == {"SparseCPU": "kernel", "SparseCUDA": "kernel", "MPS": "structured_delegate", "CPU": "structured_delegate", "CUDA": "structured_delegate"}
+    assert kernels["aten::add.Tensor"] == {
+        "SparseCPU": "kernel",
+        "SparseCUDA": "kernel",
+        "MPS": "structured_delegate",
+        "CPU": "structured_delegate",
+        "CUDA": "structured_delegate",
+    }
     assert kernels["aten::add.out"]["MPS"] == "kernel" and kernels["aten::add.out"]["CPU"] == "kernel"
     assert kernels["aten::relu"] == {"CPU": "kernel", "CUDA": "kernel", "MPS": "kernel"}  # comma-joined keys
     assert kernels["aten::abs"] == {"CompositeExplicitAutograd": "composite_explicit"}
@@ -72,7 +78,10 @@ def test_dispatch_rules_of_native_functions_yaml():
 
 def test_a_kernel_wins_over_composites_and_decomposition_counts_as_available():
     assert declared.how_on({"MPS": "kernel", "CompositeExplicitAutograd": "composite_explicit"}, "MPS") == "kernel"
-    assert declared.how_on({"CPU": "kernel", "CompositeExplicitAutograd": "composite_explicit"}, "MPS") == "composite_explicit"
+    assert (
+        declared.how_on({"CPU": "kernel", "CompositeExplicitAutograd": "composite_explicit"}, "MPS")
+        == "composite_explicit"
+    )
     assert declared.how_on({"CompositeImplicitAutograd": "composite_implicit"}, "XPU") == "composite_implicit"
     assert declared.how_on({"CPU": "kernel", "SparseMPS": "kernel"}, "MPS") is None
     assert declared.how_on({"CompositeImplicitAutogradNestedTensor": "composite_implicit"}, "MPS") is None
@@ -113,7 +122,11 @@ def test_coverage_per_version_and_key(store, tmp_path):
     assert (mps["dispatch_key"], mps["ops_with_kernel"], mps["ops_via_composite"], mps["ops_total"]) == ("MPS", 3, 4, 8)
     assert rows[1]["ops_with_kernel"] == 0 and rows[1]["ops_via_composite"] == 4
     ops = declared.declared_ops(store, mps["environment_id"])
-    assert ops["aten::add.Tensor"] == {"MPS": "structured_delegate", "CUDA": "structured_delegate", "CPU": "structured_delegate"}
+    assert ops["aten::add.Tensor"] == {
+        "MPS": "structured_delegate",
+        "CUDA": "structured_delegate",
+        "CPU": "structured_delegate",
+    }
     assert ops["aten::abs"]["XPU"] == "composite_explicit"
     assert ops["aten::_nested_values"] == {}
 
@@ -123,26 +136,52 @@ def test_a_release_candidate_comes_before_its_release(tmp_path):
     store = Store(tmp_path / "c.db")
     for v in ("2.13.0", "2.13.0+cpu", "2.13.0rc1", "2.9.1"):
         declared.record(store, declared.read_wheel(_wheel(tmp_path, v)))
-    assert [r["torch_version"] for r in declared.declared_coverage(store, keys=("MPS",))] == ["2.9.1", "2.13.0rc1", "2.13.0", "2.13.0+cpu"]
+    assert [r["torch_version"] for r in declared.declared_coverage(store, keys=("MPS",))] == [
+        "2.9.1",
+        "2.13.0rc1",
+        "2.13.0",
+        "2.13.0+cpu",
+    ]
     store.close()
 
 
 def test_beside_measured_answers_by_name_or_by_id():
     """The command (ops by qualified name) and the site (ops by id) share one rule."""
-    kernels = {"relu": {"MPS": "kernel"}, "abs": {"CompositeExplicitAutograd": "composite_explicit"}, "mm": {"CUDA": "kernel"}}
-    outcomes = {"relu": {"pass", "mismatch"}, "abs": {"pass"}, "mm": {"crash"}, "custom": {"pass"}, "sum": {"unsupported_dtype"}}
+    kernels = {
+        "relu": {"MPS": "kernel"},
+        "abs": {"CompositeExplicitAutograd": "composite_explicit"},
+        "mm": {"CUDA": "kernel"},
+    }
+    outcomes = {
+        "relu": {"pass", "mismatch"},
+        "abs": {"pass"},
+        "mm": {"crash"},
+        "custom": {"pass"},
+        "sum": {"unsupported_dtype"},
+    }
     by_name = declared.beside_measured(kernels, outcomes, "MPS")
-    assert by_name == {"declared_failing": {"relu": ["mismatch"]}, "composite_passing": {"abs": "composite_explicit"}, "undeclared_measured": ["custom", "sum"]}
+    assert by_name == {
+        "declared_failing": {"relu": ["mismatch"]},
+        "composite_passing": {"abs": "composite_explicit"},
+        "undeclared_measured": ["custom", "sum"],
+    }
     ids = {name: i for i, name in enumerate(outcomes)}
-    by_id = declared.beside_measured({ids[k]: v for k, v in kernels.items()}, {ids[k]: v for k, v in outcomes.items()}, "MPS")
-    assert by_id["declared_failing"] == {ids["relu"]: ["mismatch"]} and by_id["undeclared_measured"] == [ids["custom"], ids["sum"]]
+    by_id = declared.beside_measured(
+        {ids[k]: v for k, v in kernels.items()}, {ids[k]: v for k, v in outcomes.items()}, "MPS"
+    )
+    assert by_id["declared_failing"] == {ids["relu"]: ["mismatch"]} and by_id["undeclared_measured"] == [
+        ids["custom"],
+        ids["sum"],
+    ]
     assert declared.dispatch_key_of("cuda:1") == "CUDA"
 
 
 def test_recording_a_release_again_replaces_it(store, tmp_path):
     a = declared.record(store, declared.read_wheel(_wheel(tmp_path)))
     smaller = YAML.split("- func: abs")[0]
-    b = declared.record(store, declared.read_wheel(_wheel(tmp_path, name="torch-2.4.1-cp311-cp311-linux_x86_64.whl", yaml=smaller)))
+    b = declared.record(
+        store, declared.read_wheel(_wheel(tmp_path, name="torch-2.4.1-cp311-cp311-linux_x86_64.whl", yaml=smaller))
+    )
     assert a == b  # one environment per torch version, whatever the platform of the wheel
     assert set(queries.declared_kernels(store, a)) == {"aten::add.Tensor", "aten::add.out"}
 
@@ -150,10 +189,22 @@ def test_recording_a_release_again_replaces_it(store, tmp_path):
 def test_declared_beside_measured(store, tmp_path):
     declared.record(store, declared.read_wheel(_wheel(tmp_path, "2.13.0")))
     env = {"fingerprint": "m" * 32, "torch_version": "2.13.0", "backend": "mps", "device_name": "Apple M1"}
-    specs = [type("S", (), {"qualname": q, "schema": "", "variant": "functional", "family": "other", "tags": (), "kernels": ()})() for q in ("aten::relu", "aten::abs", "aten::dropout", "aten::custom")]
+    specs = [
+        type(
+            "S",
+            (),
+            {"qualname": q, "schema": "", "variant": "functional", "family": "other", "tags": (), "kernels": ()},
+        )()
+        for q in ("aten::relu", "aten::abs", "aten::dropout", "aten::custom")
+    ]
     run = store.start_run(env, options={}, seed=0, ops_total=4, cells_planned=4)
     store.record_catalog(run, specs)
-    for q, outcome in (("aten::relu", "mismatch"), ("aten::abs", "pass"), ("aten::dropout", "pass"), ("aten::custom", "pass")):
+    for q, outcome in (
+        ("aten::relu", "mismatch"),
+        ("aten::abs", "pass"),
+        ("aten::dropout", "pass"),
+        ("aten::custom", "pass"),
+    ):
         store.record_result(run, CellResult(op=q, dtype="float32", outcome=outcome))
     got = declared.declared_vs_measured(store, store.get_run(run).environment_id)
     assert got["dispatch_key"] == "MPS"

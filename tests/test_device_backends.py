@@ -58,7 +58,10 @@ def test_cuda_comparisons_run_without_tf32_or_reduced_precision_reductions():
         assert not torch.backends.cuda.matmul.allow_tf32
         assert not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
         assert not torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
-    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction) == before
+    assert (
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    ) == before
 
 
 def test_cuda_auto_workers_are_capped_per_gpu(monkeypatch):

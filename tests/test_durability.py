@@ -6,8 +6,6 @@ import signal
 import sqlite3
 import time
 
-import pytest
-
 from cli_helpers import cells, conform, popen_conform, run_states
 
 OPS = "aten::abs,aten::neg,aten::relu,aten::sin,aten::exp"
@@ -15,7 +13,25 @@ OPS = "aten::abs,aten::neg,aten::relu,aten::sin,aten::exp"
 
 def test_abort_and_hang_are_recorded_and_the_sweep_finishes(tmp_path):
     db = tmp_path / "c.db"
-    proc = conform("run", "--ops", OPS, "--dtypes", "float32,bfloat16", "--device", "durability_backends:TrapBackend", "--examples", "3", "-n", "2", "--case-timeout", "8", "--db", db, "-q", cwd=tmp_path)
+    proc = conform(
+        "run",
+        "--ops",
+        OPS,
+        "--dtypes",
+        "float32,bfloat16",
+        "--device",
+        "durability_backends:TrapBackend",
+        "--examples",
+        "3",
+        "-n",
+        "2",
+        "--case-timeout",
+        "8",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     # the second crashing cell of an op runs in a clean process of its own: still a crash
@@ -38,7 +54,23 @@ def test_ops_opdb_knows_to_crash_run_forked_and_never_kill_a_worker(tmp_path):
     # opdb/rules/isolate.toml: such cells run in a clean process of their own from the start, so
     # the crash costs that process, and the op (isolated already) is not put in the crashers memory
     db = tmp_path / "c.db"
-    proc = conform("run", "--ops", "aten::_cummax_helper,aten::abs", "--dtypes", "float32,float64", "--device", "durability_backends:AbortsInIsolatedOpBackend", "--examples", "3", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::_cummax_helper,aten::abs",
+        "--dtypes",
+        "float32,float64",
+        "--device",
+        "durability_backends:AbortsInIsolatedOpBackend",
+        "--examples",
+        "3",
+        "-n",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     assert outcome[("aten::_cummax_helper", "float32")] == "crash"
@@ -63,7 +95,21 @@ def _wait_for_results(db, n, proc, timeout=240):
 
 
 SLOW_OPS = "aten::relu,aten::sin,aten::cos,aten::exp,aten::abs"
-SLOW_ARGS = ["--ops", SLOW_OPS, "--dtypes", "float32,float64", "--device", "durability_backends:SlowBackend", "--examples", "3", "-n", "2", "--seed", "7", "-q"]
+SLOW_ARGS = [
+    "--ops",
+    SLOW_OPS,
+    "--dtypes",
+    "float32,float64",
+    "--device",
+    "durability_backends:SlowBackend",
+    "--examples",
+    "3",
+    "-n",
+    "2",
+    "--seed",
+    "7",
+    "-q",
+]
 
 
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):

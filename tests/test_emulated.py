@@ -14,11 +14,11 @@ import textwrap
 import pytest
 
 import opdb
+from cli_helpers import cells, conform_env
 from conform.execute import run_case
 from conform.outcomes import Outcome as O
 from generators.case import Case
 from generators.case import TensorSpec as T
-from cli_helpers import cells, conform_env
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +75,10 @@ def test_backward_alone_falling_back_is_fallback(emu, fallback_on):
 def test_no_fallback_is_not_implemented(emu, fallback_off):
     r = run("aten::erfinv", f32(3, 4, values="open_unit"), backend=emu)
     assert r.outcome == O.NOT_IMPLEMENTED
-    assert "NotImplementedError: The operator 'aten::erfinv.out' is not currently implemented for the emu device" in r.message
+    assert (
+        "NotImplementedError: The operator 'aten::erfinv.out' is not currently implemented for the emu device"
+        in r.message
+    )
 
 
 @pytest.mark.parametrize(
@@ -100,7 +103,13 @@ def test_bfloat16_works_on_an_emulated_macos_14(emu, fallback_off, monkeypatch):
 
 
 def _python(script: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=conform_env(**env), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=conform_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 FORK = """
@@ -123,7 +132,10 @@ FORK = """
 
 def test_forked_child_of_a_used_device_cannot_use_it(emu):
     p = _python(FORK.format(use_first=True))
-    assert "child error: Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method" in p.stdout, p.stdout + p.stderr
+    assert (
+        "child error: Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method"
+        in p.stdout
+    ), p.stdout + p.stderr
     assert "exit 3" in p.stdout
 
 
@@ -158,9 +170,31 @@ def test_device_assert_is_sticky_for_the_rest_of_the_process(emu):
 def test_conform_run_on_the_emulated_device(emu, tmp_path):
     db = tmp_path / "emu.db"
     ops = "aten::mul.Tensor,aten::erfinv,aten::tanh"
-    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", "emu", "--ops", ops, "--dtypes", "float32,float64", "--examples", "2", "-n", "1", "-q", "--db", str(db)]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=600)
-    assert "unknown device 'emu'" not in proc.stderr, "the installed conform predates the emu entry point: reinstall it (pip install -e .)"
+    cmd = [
+        sys.executable,
+        "-m",
+        "conform.cli",
+        "run",
+        "--device",
+        "emu",
+        "--ops",
+        ops,
+        "--dtypes",
+        "float32,float64",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "-q",
+        "--db",
+        str(db),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=600
+    )
+    assert "unknown device 'emu'" not in proc.stderr, (
+        "the installed conform predates the emu entry point: reinstall it (pip install -e .)"
+    )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     got = {(op, dt): outcome for op, dt, outcome in cells(db)}
     assert got[("aten::mul.Tensor", "float32")] == "pass"
@@ -171,13 +205,22 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path):
     env = conform_env(CONFORM_EMU_FALLBACK="1")
 
     def cli(*args):
-        p = subprocess.run([sys.executable, "-m", "conform.cli", *args, "--db", str(db)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "conform.cli", *args, "--db", str(db)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         return p.stdout
 
     assert '"backend": "emu"' in cli("report", "--format", "json")
     cli("site", "--out", str(tmp_path / "site"))
-    assert "aten::erfinv" in (tmp_path / "site" / "index.html").read_text() or any("erfinv" in f.name for f in (tmp_path / "site").rglob("*"))
+    assert "aten::erfinv" in (tmp_path / "site" / "index.html").read_text() or any(
+        "erfinv" in f.name for f in (tmp_path / "site").rglob("*")
+    )
     cli("expectations", "--from-run", "latest", "-o", str(tmp_path / "expected.toml"))
     cli("gate", "--baseline", str(tmp_path / "expected.toml"))
 
@@ -209,8 +252,23 @@ def test_trace_names_the_op_that_fell_back_not_the_composites_on_the_way(emu, fa
 
 
 def test_without_a_compiler_the_device_is_unavailable_in_one_line(tmp_path):
-    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", "emu", "--ops", "aten::add.Tensor", "-n", "1", "--db", str(tmp_path / "x.db")]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(CXX="no-such-compiler-here"), capture_output=True, text=True, timeout=300)
+    cmd = [
+        sys.executable,
+        "-m",
+        "conform.cli",
+        "run",
+        "--device",
+        "emu",
+        "--ops",
+        "aten::add.Tensor",
+        "-n",
+        "1",
+        "--db",
+        str(tmp_path / "x.db"),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=conform_env(CXX="no-such-compiler-here"), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "no C++ compiler ('no-such-compiler-here' is not on PATH" in proc.stderr, proc.stderr

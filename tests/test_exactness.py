@@ -18,19 +18,47 @@ from generators.case import TensorSpec as T
 from tests.faulty import BACKENDS
 
 
-@pytest.mark.parametrize("name", [
-    "aten::round", "aten::floor", "aten::trunc", "aten::cat", "aten::index_select", "aten::gather", "aten::sort",
-    "aten::max.dim", "aten::amax", "aten::clamp", "aten::where.self", "aten::flip", "aten::arange.start_step",
-    "aten::cummax", "aten::maximum", "aten::neg",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aten::round",
+        "aten::floor",
+        "aten::trunc",
+        "aten::cat",
+        "aten::index_select",
+        "aten::gather",
+        "aten::sort",
+        "aten::max.dim",
+        "aten::amax",
+        "aten::clamp",
+        "aten::where.self",
+        "aten::flip",
+        "aten::arange.start_step",
+        "aten::cummax",
+        "aten::maximum",
+        "aten::neg",
+    ],
+)
 def test_moved_selected_and_rounded_values_are_exact(name):
     assert opdb.lookup(name).exact
 
 
-@pytest.mark.parametrize("name", [
-    "aten::round.decimals", "aten::sum", "aten::mul.Tensor", "aten::exp", "aten::scatter.reduce", "aten::index_add",
-    "aten::unfold_backward", "aten::quantile", "aten::linspace", "aten::_foreach_neg", "aten::floor_divide",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aten::round.decimals",
+        "aten::sum",
+        "aten::mul.Tensor",
+        "aten::exp",
+        "aten::scatter.reduce",
+        "aten::index_add",
+        "aten::unfold_backward",
+        "aten::quantile",
+        "aten::linspace",
+        "aten::_foreach_neg",
+        "aten::floor_divide",
+    ],
+)
 def test_computed_values_are_not(name):
     assert not opdb.lookup(name).exact
 
@@ -41,7 +69,9 @@ def test_tolerance_is_zero_for_exact_forward_results_only():
     assert tolerance_for(round_, torch.bfloat16, gradient=True) != (0.0, 0.0)  # a gradient sums
     assert tolerance_for(opdb.lookup("aten::exp"), torch.bfloat16) != (0.0, 0.0)
     # an op owner's tolerance rule still wins over the derived exactness
-    ruled = dataclasses.replace(round_, rules=dataclasses.replace(round_.rules, tolerances={"bfloat16": opdb.Tolerance(1e-2, 1.0)}))
+    ruled = dataclasses.replace(
+        round_, rules=dataclasses.replace(round_.rules, tolerances={"bfloat16": opdb.Tolerance(1e-2, 1.0)})
+    )
     assert tolerance_for(ruled, torch.bfloat16) == (1e-2, 1.0)
 
 

@@ -27,12 +27,20 @@ def f32(*shape, **kw):
 CLEAN = [
     ("aten::add.Tensor", (f32(3, 4, seed=1), f32(4, seed=2)), {"alpha": 2}),
     ("aten::add.Tensor", (f32(3, 4, dtype="float16", seed=1), f32(3, 4, dtype="float16", seed=2)), {}),
-    ("aten::add.Tensor", (f32(3, 4, dtype="bfloat16", seed=1, layout="transposed"), f32(3, 4, dtype="bfloat16", seed=2)), {}),
+    (
+        "aten::add.Tensor",
+        (f32(3, 4, dtype="bfloat16", seed=1, layout="transposed"), f32(3, 4, dtype="bfloat16", seed=2)),
+        {},
+    ),
     ("aten::add.Tensor", (f32(3, 4, dtype="int32", seed=1), f32(3, 4, dtype="int64", seed=2)), {}),
     ("aten::sub.Tensor", (f32(5, 2, seed=3, layout="sliced"), f32(5, 2, seed=4)), {}),
     ("aten::mul.Tensor", (f32(3, 4, dtype="complex64", seed=1), f32(3, 4, dtype="complex64", seed=2)), {}),
     ("aten::div.Tensor", (f32(6, seed=1), f32(6, seed=2, values="nonzero")), {}),
-    ("aten::div.Tensor_mode", (f32(8, dtype="int32", seed=2), f32(8, dtype="int32", seed=3, values="positive")), {"rounding_mode": "floor"}),
+    (
+        "aten::div.Tensor_mode",
+        (f32(8, dtype="int32", seed=2), f32(8, dtype="int32", seed=3, values="positive")),
+        {"rounding_mode": "floor"},
+    ),
     ("aten::exp", (f32(4, 5, seed=5, values="special"),), {}),
     ("aten::log", (f32(4, 5, seed=6, values="positive"),), {}),
     ("aten::sqrt", (f32(4, 5, dtype="float16", seed=7, values="nonnegative"),), {}),
@@ -83,7 +91,9 @@ CLEAN = [
 def test_healthy_cpu_against_golden_raises_no_false_alarm(op_name, args, kwargs):
     case = Case(op_name, args, kwargs, seed=3)
     result = run_case(opdb.lookup(op_name), case, CPUBackend())
-    assert result.outcome == O.PASS, f"{case.describe()}: {result.outcome} ({result.phase}) {result.message}\n{result.traceback}"
+    assert result.outcome == O.PASS, (
+        f"{case.describe()}: {result.outcome} ({result.phase}) {result.message}\n{result.traceback}"
+    )
     assert not result.invalid
 
 
@@ -96,7 +106,11 @@ def _run(bug: str, op_name: str, case: Case) -> CaseResult:
 
 
 def test_wrong_value_is_a_mismatch_with_measured_errors_and_golden_attribution():
-    r = _run("alpha_ignored", "aten::add.Tensor", Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(3, 4, seed=2)), {"alpha": 2}))
+    r = _run(
+        "alpha_ignored",
+        "aten::add.Tensor",
+        Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(3, 4, seed=2)), {"alpha": 2}),
+    )
     assert r.outcome == O.MISMATCH and r.phase == "forward"
     assert r.message.startswith("Mismatched elements: ")
     assert "allowed" in r.message and "[output]" in r.message
@@ -132,7 +146,11 @@ def test_both_sides_rejecting_the_input_is_an_invalid_case_not_a_finding():
 
 
 def test_float64_rejection_is_unsupported_dtype():
-    r = _run("float64_rejected", "aten::add.Tensor", Case("aten::add.Tensor", (f32(3, dtype="float64"), f32(3, dtype="float64"))))
+    r = _run(
+        "float64_rejected",
+        "aten::add.Tensor",
+        Case("aten::add.Tensor", (f32(3, dtype="float64"), f32(3, dtype="float64"))),
+    )
     assert r.outcome == O.UNSUPPORTED_DTYPE
     assert "float64" in r.message
 
@@ -144,7 +162,9 @@ def test_wrong_gradient_is_grad_mismatch_and_names_the_input():
 
 
 def test_gradient_is_not_checked_when_grad_is_off():
-    r = run_case(opdb.lookup("aten::sigmoid"), Case("aten::sigmoid", (f32(3, 4),)), BACKENDS["grad_wrong"](), grad=False)
+    r = run_case(
+        opdb.lookup("aten::sigmoid"), Case("aten::sigmoid", (f32(3, 4),)), BACKENDS["grad_wrong"](), grad=False
+    )
     assert r.outcome == O.PASS
 
 
@@ -161,10 +181,12 @@ def test_other_device_exception_is_device_error_with_its_first_line():
 
 
 def test_argmax_ties_are_compared_exactly_since_the_first_occurrence_is_documented():
-    ties = Case("aten::argmax", (T((4, 6), "float32", low=0, high=0.0),  1))  # all zeros: every index is a tie
+    ties = Case("aten::argmax", (T((4, 6), "float32", low=0, high=0.0), 1))  # all zeros: every index is a tie
     r = run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["ties_last_index"]())
     assert r.outcome == O.MISMATCH and "exact comparison" in r.message
-    assert run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["argmax_wrong"]()).outcome == O.PASS  # argmin of zeros: the first too
+    assert (
+        run_case(opdb.lookup("aten::argmax"), ties, BACKENDS["argmax_wrong"]()).outcome == O.PASS
+    )  # argmin of zeros: the first too
     distinct = Case("aten::argmax", (f32(4, 6), 1))
     assert run_case(opdb.lookup("aten::argmax"), distinct, BACKENDS["argmax_wrong"]()).outcome == O.MISMATCH
 
@@ -366,7 +388,11 @@ def test_scalar_rounded_to_the_tensor_dtype_conforms():
 def _flipped_ne():
     from tests.faulty import FaultyBackend, aten
 
-    body = {"name": "faulty-ne-flipped", "targets": frozenset({aten.ne.Scalar}), "bug": staticmethod(lambda f, a, k: ~f(*a, **k))}
+    body = {
+        "name": "faulty-ne-flipped",
+        "targets": frozenset({aten.ne.Scalar}),
+        "bug": staticmethod(lambda f, a, k: ~f(*a, **k)),
+    }
     return type("NeFlipped", (FaultyBackend,), body)()
 
 
@@ -446,7 +472,14 @@ SWEEP_CASES = [
     ("aten::hamming_window", (2,), {"dtype": {"dtype": "bfloat16"}}),
     ("aten::blackman_window.periodic", (3, True), {"dtype": {"dtype": "float16"}}),
     ("aten::_euclidean_dist", (T((1, 1), "bfloat16", seed=0), T((1, 1), "bfloat16", seed=0)), {}),
-    ("aten::divide.Tensor_mode", (T((227,), "bfloat16", values="nonzero", seed=1), T((227,), "bfloat16", layout="sliced", values="nonzero", seed=0)), {"rounding_mode": "trunc"}),
+    (
+        "aten::divide.Tensor_mode",
+        (
+            T((227,), "bfloat16", values="nonzero", seed=1),
+            T((227,), "bfloat16", layout="sliced", values="nonzero", seed=0),
+        ),
+        {"rounding_mode": "trunc"},
+    ),
     ("aten::ldexp.Tensor", (T((), "float32", seed=0), T((), "float16", seed=0)), {}),
     ("aten::pow.Tensor_Tensor", (T((35,), "complex64", seed=0), T((35,), "complex64", seed=1)), {}),
     ("aten::sinc", (T((29,), "complex64", seed=0),), {}),
@@ -461,7 +494,12 @@ def test_sweep_flagged_cases_of_less_precise_algorithms_pass(op_name, args, kwar
 
 
 def test_tolerance_rules_say_why_and_stay_far_below_a_wrong_result():
-    for name in ("aten::hamming_window", "aten::_euclidean_dist", "aten::pow.Tensor_Tensor", "aten::divide.Tensor_mode"):
+    for name in (
+        "aten::hamming_window",
+        "aten::_euclidean_dist",
+        "aten::pow.Tensor_Tensor",
+        "aten::divide.Tensor_mode",
+    ):
         rules = opdb.lookup(name).rules
         assert rules.tolerances and len(rules.tolerance_reason) > 40
     # floor instead of trunc is off by one on every negative non-integer quotient: bfloat16's
@@ -473,11 +511,19 @@ def test_tolerance_rules_say_why_and_stay_far_below_a_wrong_result():
 
     body = {"name": "faulty-trunc", "targets": frozenset({aten.div.Tensor_mode}), "bug": staticmethod(floor_for_trunc)}
     backend = type("TruncFloors", (FaultyBackend,), body)()
-    case = Case("aten::div.Tensor_mode", (f32(20, seed=1), f32(20, seed=2, values="nonzero")), {"rounding_mode": "trunc"})
+    case = Case(
+        "aten::div.Tensor_mode", (f32(20, seed=1), f32(20, seed=2, values="nonzero")), {"rounding_mode": "trunc"}
+    )
     assert run_case(opdb.lookup("aten::div.Tensor_mode"), case, backend).outcome == O.MISMATCH
 
 
-@pytest.mark.parametrize("op_name,args", [("aten::_no_grad_uniform_", (f32(64, seed=1), -1.0, 1.0)), ("aten::_no_grad_normal_", (f32(64, seed=1), 0.0, 1.0))])
+@pytest.mark.parametrize(
+    "op_name,args",
+    [
+        ("aten::_no_grad_uniform_", (f32(64, seed=1), -1.0, 1.0)),
+        ("aten::_no_grad_normal_", (f32(64, seed=1), 0.0, 1.0)),
+    ],
+)
 def test_untagged_random_initialisers_compare_statistics(op_name, args):
     assert opdb.lookup(op_name).rules.nondeterminism == "seeded"
     r = run_case(opdb.lookup(op_name), Case(op_name, args), CPUBackend())

@@ -12,8 +12,20 @@ from conform.cli import main
 from conform.results import CellResult
 from conform.store import Store
 
-ENV_M1 = {"torch_version": "2.3.1", "os": "macOS", "os_version": "14.4.1", "backend": "mps", "device_name": "Apple M1 Pro"}
-ENV_M3 = {"torch_version": "2.13.0", "os": "macOS", "os_version": "15.1", "backend": "mps", "device_name": "Apple M3 Max"}
+ENV_M1 = {
+    "torch_version": "2.3.1",
+    "os": "macOS",
+    "os_version": "14.4.1",
+    "backend": "mps",
+    "device_name": "Apple M1 Pro",
+}
+ENV_M3 = {
+    "torch_version": "2.13.0",
+    "os": "macOS",
+    "os_version": "15.1",
+    "backend": "mps",
+    "device_name": "Apple M3 Max",
+}
 
 GOOD = """\
 [defaults]
@@ -82,12 +94,20 @@ def test_ops_default_to_the_ops_the_entries_name(tmp_path):
     "text, line, words",
     [
         ('[defaults]\nexpected = "pas"\n', 2, "unknown outcome 'pas'; did you mean 'pass'?"),
-        ('[[expect]]\nop = "a"\noutcome = "pass"\n\n[[expect]]\nop = "b"\noutcome = "pass"\ndtype = "float16"\n', 8, "unknown key 'dtype' in [[expect]]"),
+        (
+            '[[expect]]\nop = "a"\noutcome = "pass"\n\n[[expect]]\nop = "b"\noutcome = "pass"\ndtype = "float16"\n',
+            8,
+            "unknown key 'dtype' in [[expect]]",
+        ),
         ('[[expect]]\nop = "a"\noutcome = "pass"\n[[expect]]\nop = "b"\n', 4, "[[expect]] entry without 'outcome'"),
         ('[[expect]]\nop = "a"\noutcome = "pass"\ntorch = "2.1"\n', 4, "bad version range for 'torch'"),
-        ('[[expect]]\nop = "a"\noutcome = "pass"\ndtypes = ["flot16"]\n', 4, "unknown dtype 'flot16'; did you mean 'float16'?"),
+        (
+            '[[expect]]\nop = "a"\noutcome = "pass"\ndtypes = ["flot16"]\n',
+            4,
+            "unknown dtype 'flot16'; did you mean 'float16'?",
+        ),
         ('[defaults]\nops = "aten::add"\n', 2, "'ops' must be a list"),
-        ('[defaults]\n\n[expected]\nx = 1\n', 3, "unknown table or key 'expected'"),
+        ("[defaults]\n\n[expected]\nx = 1\n", 3, "unknown table or key 'expected'"),
         ('[[expect]]\nop = "a"\noutcome = "pass"\nreason = "unterminated\n', 4, "Illegal character"),
         ('[[expect]]\nop = "a"\noutcome = = "pass"\n', 3, "Invalid value"),
     ],
@@ -118,7 +138,11 @@ def test_the_cli_says_file_and_line_and_exits_2(tmp_path, capsys):
         ("!=2.13.*", ["2.12.0"], ["2.13.0"]),
         (">=14", ["14", "14.4.1", "15.0"], ["13.6.7", ""]),
         ("<2.14", ["2.13.9"], ["2.14.0.dev20250101+cpu"]),  # a nightly of 2.14 is 2.14
-        (">=6.1", ["6.1.0-13-amd64", "6.18.44-fc-v1147"], ["5.15.0-91-generic"]),  # Linux kernels: not PEP 440, read by their numbers
+        (
+            ">=6.1",
+            ["6.1.0-13-amd64", "6.18.44-fc-v1147"],
+            ["5.15.0-91-generic"],
+        ),  # Linux kernels: not PEP 440, read by their numbers
     ],
 )
 def test_version_ranges(spec, yes, no):
@@ -131,10 +155,25 @@ def _fake_specs(names):
     return [SimpleNamespace(qualname=q, variant="functional", family="other", tags=(), schema="") for q in names]
 
 
-def make_run(store: Store, cells: dict, *, backend="cpu", device_name="Test CPU", state="finished", options=None) -> int:
+def make_run(
+    store: Store, cells: dict, *, backend="cpu", device_name="Test CPU", state="finished", options=None
+) -> int:
     """A stored run with these {(op, dtype): outcome} cells, built without running anything."""
-    env = {"fingerprint": f"{backend}/{device_name}", "torch_version": "2.13.0", "os": "Linux", "os_version": "6.1", "backend": backend, "device_name": device_name}
-    run_id = store.start_run(env, options=options if options is not None else {"derandomize": True}, seed=0, ops_total=0, cells_planned=len(cells))
+    env = {
+        "fingerprint": f"{backend}/{device_name}",
+        "torch_version": "2.13.0",
+        "os": "Linux",
+        "os_version": "6.1",
+        "backend": backend,
+        "device_name": device_name,
+    }
+    run_id = store.start_run(
+        env,
+        options=options if options is not None else {"derandomize": True},
+        seed=0,
+        ops_total=0,
+        cells_planned=len(cells),
+    )
     store.op_ids(_fake_specs(sorted({op for op, _ in cells})))
     for (op, dtype), outcome in cells.items():
         r = {"op": op, "dtype": dtype, "outcome": outcome, "message": f"{op} {outcome} here\nsecond line"}
@@ -162,7 +201,10 @@ def test_from_run_writes_a_file_that_reads_back_and_expects_exactly_that_run(tmp
     e2 = ex.load(out)
     assert set(e2.ops) == {op for op, _ in cells} and set(e2.dtypes) == {"float16", "bfloat16", "float32"}
     grouped = {(x.op, x.outcomes): x.dtypes for x in e2.entries}
-    assert grouped == {("aten::nonzero", ("not_implemented",)): ("bfloat16", "float16"), ("aten::sum.default", ("mismatch",)): ("float16",)}
+    assert grouped == {
+        ("aten::nonzero", ("not_implemented",)): ("bfloat16", "float16"),
+        ("aten::sum.default", ("mismatch",)): ("float16",),
+    }
     assert e2.entries[0].reason == "aten::nonzero not_implemented here"  # the message's first line
     for (op, dtype), outcome in cells.items():
         assert e2.expected(op, dtype, {})[0] == (outcome,)
@@ -181,10 +223,18 @@ def test_from_run_of_an_unknown_run_is_bad_input(tmp_path, capsys):
 def test_strings_that_need_escaping_survive_the_round_trip(tmp_path):
     db = tmp_path / "r.db"
     store = Store(db)
-    run_id = store.start_run({"fingerprint": "x", "torch_version": "2.13.0", "backend": "cpu"}, options={}, seed=0, ops_total=0, cells_planned=1)
+    run_id = store.start_run(
+        {"fingerprint": "x", "torch_version": "2.13.0", "backend": "cpu"},
+        options={},
+        seed=0,
+        ops_total=0,
+        cells_planned=1,
+    )
     store.op_ids(_fake_specs(["aten::add.Tensor"]))
     nasty = 'expected "quoted" \\ back\tslash \x7f and ünïcode 😀 ' + "x" * 300
-    store.record_result(run_id, CellResult(op="aten::add.Tensor", dtype="float32", outcome="device_error", message=nasty))
+    store.record_result(
+        run_id, CellResult(op="aten::add.Tensor", dtype="float32", outcome="device_error", message=nasty)
+    )
     text = ex.from_run(store, run_id)
     e = ex.loads(text, "round.toml")
     assert e.entries[0].reason.startswith('expected "quoted" \\ back\tslash \x7f and ünïcode 😀 ')

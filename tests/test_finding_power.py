@@ -60,18 +60,30 @@ RULES = {"sign_of_zero": {"hints": {"sign_of_zero": True}}}
 
 # one case per bug that exposes it
 EXAMPLES = {
-    "ignores_strides": Case("aten::add.Tensor", (T((3, 5), "float32", "transposed", seed=1), T((3, 5), "float32", seed=2))),
+    "ignores_strides": Case(
+        "aten::add.Tensor", (T((3, 5), "float32", "transposed", seed=1), T((3, 5), "float32", seed=2))
+    ),
     "wrong_above_size": Case("aten::sum", (T((40, 40), "float32", seed=1),)),
-    "nan_not_propagated": Case("aten::maximum", (T((4, 6), "float32", values="special", seed=8), T((4, 6), "float32", seed=4))),
-    "alpha_ignored": Case("aten::add.Tensor", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"alpha": 2}),
+    "nan_not_propagated": Case(
+        "aten::maximum", (T((4, 6), "float32", values="special", seed=8), T((4, 6), "float32", seed=4))
+    ),
+    "alpha_ignored": Case(
+        "aten::add.Tensor", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"alpha": 2}
+    ),
     "fp16_overflow": Case("aten::linalg_vector_norm", (T((64,), "float16", low=-300, high=300, seed=1),)),
     "wrong_on_broadcast": Case("aten::mul.Tensor", (T((3, 4), "float32", seed=1), T((4,), "float32", seed=2))),
-    "inplace_view_not_written_back": Case("aten::add_.Tensor", (T((3, 4), "float32", "sliced", seed=1), T((3, 4), "float32", seed=2))),
+    "inplace_view_not_written_back": Case(
+        "aten::add_.Tensor", (T((3, 4), "float32", "sliced", seed=1), T((3, 4), "float32", seed=2))
+    ),
     "reduction_off_by_one": Case("aten::sum.dim_IntList", (T((3, 5), "float32", seed=1), [1])),
     "sign_of_zero": Case("aten::neg", (T((4, 4), "float32", values="special", seed=5),)),
     "empty_reduction": Case("aten::sum", (T((0, 3), "float32"),)),
     "last_element_wrong": Case("aten::exp", (T((17,), "float32", seed=1),)),
-    "integer_only_wrong": Case("aten::div.Tensor_mode", (T((8,), "int32", seed=2), T((8,), "int32", values="positive", seed=3)), {"rounding_mode": "floor"}),
+    "integer_only_wrong": Case(
+        "aten::div.Tensor_mode",
+        (T((8,), "int32", seed=2), T((8,), "int32", values="positive", seed=3)),
+        {"rounding_mode": "floor"},
+    ),
     "complex_wrong": Case("aten::mul.Tensor", (T((3, 4), "complex64", seed=1), T((3, 4), "complex64", seed=2))),
     "inf_clamped": Case("aten::exp", (T((8,), "float32", low=80, high=100, seed=1),)),
     "wrong_distribution": Case("aten::rand_like", (T((32, 32), "float32"),), seed=7),
@@ -79,15 +91,24 @@ EXAMPLES = {
     "wrong_dtype_promotion": Case("aten::add.Tensor", (T((3, 4), "int32", seed=1), T((3, 4), "float32", seed=2))),
     "sum_keeps_int32": Case("aten::sum", (T((3, 4), "int32", seed=1),)),
     "keepdim_ignored": Case("aten::sum.dim_IntList", (T((3, 4), "float32", seed=1), [1], True)),
-    "out_not_resized": Case("aten::add.out", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"out": T((0,), "float32")}),
+    "out_not_resized": Case(
+        "aten::add.out", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"out": T((0,), "float32")}
+    ),
     "grad_wrong": Case("aten::sigmoid", (T((3, 4), "float32", seed=1),)),
-    "missing_bounds_check": Case("aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2))),
+    "missing_bounds_check": Case(
+        "aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2))
+    ),
     "bfloat16_not_implemented": Case("aten::cos", (T((3, 4), "bfloat16", seed=1),)),
     "no_kernel": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
     "backward_not_implemented": Case("aten::tanh", (T((3, 4), "float32", seed=1),)),
     "float64_rejected": Case("aten::add.Tensor", (T((3, 4), "float64", seed=1), T((3, 4), "float64", seed=2))),
-    "device_error": Case("aten::cat", ([T((2, 3), "float32", seed=1), T((1, 3), "float32", seed=2), T((2, 3), "float32", seed=3)],)),
-    "fp16_intermediate_overflow": Case("aten::hypot", (T((8,), "float16", seed=1, magnitude="sqrt_max"), T((8,), "float16", seed=2, magnitude="sqrt_max"))),
+    "device_error": Case(
+        "aten::cat", ([T((2, 3), "float32", seed=1), T((1, 3), "float32", seed=2), T((2, 3), "float32", seed=3)],)
+    ),
+    "fp16_intermediate_overflow": Case(
+        "aten::hypot",
+        (T((8,), "float16", seed=1, magnitude="sqrt_max"), T((8,), "float16", seed=2, magnitude="sqrt_max")),
+    ),
     "bf16_integer_off_by_one": Case("aten::round", (T((64,), "bfloat16", seed=1, magnitude="moderate"),)),
     "vector_tail_nan": Case("aten::relu", (T((3, 17), "float32", values="special", seed=1),)),
 }

@@ -21,16 +21,37 @@ WRITERS = 4
 OPS = [f"aten::fleet_op{i}" for i in range(24)]
 DTYPES = ("float32", "float16", "int64")
 CELLS = [(op, dt) for op in OPS for dt in DTYPES]
-ENV = {"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "mps", "device_name": "Apple M2", "hostname": "mac-1"}
+ENV = {
+    "fingerprint": "e" * 32,
+    "torch_version": "2.13.0",
+    "backend": "mps",
+    "device_name": "Apple M2",
+    "hostname": "mac-1",
+}
 
 
 def _spec(qualname: str):
     # what Store.record_catalog reads of an opdb.OpSpec (opdb imports torch: seconds per writer)
-    return SimpleNamespace(qualname=qualname, schema=f"{qualname}(Tensor self) -> Tensor", variant="functional", tags=(), family="pointwise", kernels=("CPU",))
+    return SimpleNamespace(
+        qualname=qualname,
+        schema=f"{qualname}(Tensor self) -> Tensor",
+        variant="functional",
+        tags=(),
+        family="pointwise",
+        kernels=("CPU",),
+    )
 
 
 def _result(op: str, dtype: str, writer: int) -> CellResult:
-    return CellResult(op=op, dtype=dtype, outcome="pass", examples_run=5, examples_passed=5, message=f"writer {writer}", duration_s=0.01)
+    return CellResult(
+        op=op,
+        dtype=dtype,
+        outcome="pass",
+        examples_run=5,
+        examples_passed=5,
+        message=f"writer {writer}",
+        duration_s=0.01,
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -86,7 +107,11 @@ def test_concurrent_writers_into_one_run_record_each_cell_once(db_url):
     assert sum(written) == len(CELLS)  # exactly one writer won each cell
     assert store.recorded_cells(run) == set(CELLS)
     with store.session() as s:
-        rows = s.execute(select(Result.op_id, Result.dtype, func.count()).where(Result.run_id == run).group_by(Result.op_id, Result.dtype)).all()
+        rows = s.execute(
+            select(Result.op_id, Result.dtype, func.count())
+            .where(Result.run_id == run)
+            .group_by(Result.op_id, Result.dtype)
+        ).all()
     assert len(rows) == len(CELLS) and {n for *_, n in rows} == {1}
 
 
@@ -127,7 +152,12 @@ def test_awkward_values_are_stored_on_every_backend(db_url):
     run = store.start_run(env, options={"tolerance": float("inf")}, seed=0, ops_total=1, cells_planned=1)
     store.record_catalog(run, [_spec(OPS[0])])
     case = {"op": OPS[0], "args": [{"fill": float("nan")}], "kwargs": {}}
-    assert store.record_result(run, dataclasses.replace(_result(OPS[0], "float32", 0), outcome="mismatch", message="bad\x00byte", case=case, repro="x = 1\n"))
+    assert store.record_result(
+        run,
+        dataclasses.replace(
+            _result(OPS[0], "float32", 0), outcome="mismatch", message="bad\x00byte", case=case, repro="x = 1\n"
+        ),
+    )
     with store.engine.connect() as c:
         message = c.execute(text("SELECT message FROM results")).scalar()
         stored_case = c.execute(text('SELECT "case" FROM failures')).scalar()

@@ -50,8 +50,25 @@ def cli(*args: str) -> int:
 
 
 def conform_run(cwd: Path, *args: str) -> None:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "conform.cli", "run", "--dtypes", "float32", "--examples", "3", "-n", "1", "--derandomize", "--no-bench", "-q", *args]
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "conform.cli",
+        "run",
+        "--dtypes",
+        "float32",
+        "--examples",
+        "3",
+        "-n",
+        "1",
+        "--derandomize",
+        "--no-bench",
+        "-q",
+        *args,
+    ]
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
 
@@ -67,7 +84,15 @@ def runs(tmp_path_factory):
     where = tmp_path_factory.mktemp("gate")
     db = str(where / "runs.db")
     conform_run(where, "--ops", ",".join(ci_ops()), "--db", db)
-    conform_run(where, "--ops", "aten::add.Tensor,aten::sub.Tensor,aten::mul.Tensor", "--device", "test_gate:SubOffByOne", "--db", db)
+    conform_run(
+        where,
+        "--ops",
+        "aten::add.Tensor,aten::sub.Tensor,aten::mul.Tensor",
+        "--device",
+        "test_gate:SubOffByOne",
+        "--db",
+        db,
+    )
     return where, db
 
 
@@ -75,7 +100,19 @@ def test_project_gate_on_cpu(runs, capsys):
     """The project's own CI: the CPU on a fixed op set against the committed expectations."""
     where, db = runs
     summary, junit = where / "summary.md", where / "gate.xml"
-    code = cli("gate", "--baseline", str(CI_EXPECTATIONS), "--db", db, "--run", "1", "--summary", str(summary), "--junitxml", str(junit))
+    code = cli(
+        "gate",
+        "--baseline",
+        str(CI_EXPECTATIONS),
+        "--db",
+        db,
+        "--run",
+        "1",
+        "--summary",
+        str(summary),
+        "--junitxml",
+        str(junit),
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[-1] == "PASS: nothing regressed"
@@ -99,7 +136,11 @@ def test_a_fault_that_breaks_a_passing_cell_fails_the_gate_naming_it(runs, capsy
     assert md.startswith("## ❌ conform gate: FAIL: 1 regression")
     assert "| `aten::sub.Tensor[float32]` | pass | **mismatch** |" in md
     assert "reproduce <code>aten::sub.Tensor[float32]</code>" in md and "```python" in md
-    failures = [(c.get("classname"), c.get("name")) for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    failures = [
+        (c.get("classname"), c.get("name"))
+        for c in ET.parse(junit).getroot().iter("testcase")
+        if c.find("failure") is not None
+    ]
     assert failures == [("aten::sub.Tensor", "float32")]
     # the same verdict against the committed expectations file
     assert cli("gate", "--baseline", str(CI_EXPECTATIONS), "--db", db) == 1
@@ -213,7 +254,10 @@ def test_bad_baselines_exit_2_with_one_line(tmp_path, capsys, baseline, words):
     assert err.startswith("conform: error: ") and words in err and "\n" not in err
 
 
-@pytest.mark.parametrize("name, content", [("garbage.db", bytes(range(256)) * 8), ("garbage.db", b"hello = 1\n"), ("baseline", b"\x00\xff" * 100)])
+@pytest.mark.parametrize(
+    "name, content",
+    [("garbage.db", bytes(range(256)) * 8), ("garbage.db", b"hello = 1\n"), ("baseline", b"\x00\xff" * 100)],
+)
 def test_a_baseline_that_is_not_a_database_says_so(tmp_path, capsys, name, content):
     """Not "not UTF-8 text": a *.db or binary file is refused as a database, not read as TOML."""
     db = _db(tmp_path)
@@ -263,8 +307,12 @@ def test_timing_regressions_beyond_noise_fail_the_gate(tmp_path, capsys):
     cells = {("aten::add.Tensor", "float32"): "pass", ("aten::mul.Tensor", "float32"): "pass"}
     base, cur = make_run(store, cells), make_run(store, cells)
 
-    record_timings(store, base, [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)])
-    record_timings(store, cur, [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)])  # mul: within noise
+    record_timings(
+        store, base, [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)]
+    )
+    record_timings(
+        store, cur, [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)]
+    )  # mul: within noise
     assert cli("gate", "--baseline", f"run:{base}", "--db", db, "--junitxml", str(tmp_path / "t.xml")) == 1
     out = capsys.readouterr().out
     assert "1 timing regression:\n  aten::add.Tensor float32 small [64]: 10.0 us -> 20.0 us (+100%" in out
@@ -278,8 +326,16 @@ def test_timings_in_another_database_are_compared_by_the_same_rule(tmp_path, cap
     stores = {name: Store(_db(tmp_path, name)) for name in ("base.db", "cur.db")}
     runs = {name: make_run(store, cells) for name, store in stores.items()}
 
-    record_timings(stores["base.db"], runs["base.db"], [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)])
-    record_timings(stores["cur.db"], runs["cur.db"], [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)])
+    record_timings(
+        stores["base.db"],
+        runs["base.db"],
+        [_timing_row("aten::add.Tensor", 10e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 10e-6, 3e-6)],
+    )
+    record_timings(
+        stores["cur.db"],
+        runs["cur.db"],
+        [_timing_row("aten::add.Tensor", 20e-6, 0.2e-6), _timing_row("aten::mul.Tensor", 12e-6, 3e-6)],
+    )
     assert cli("gate", "--baseline", _db(tmp_path, "base.db"), "--db", _db(tmp_path, "cur.db")) == 1
     out = capsys.readouterr().out
     assert "1 timing regression:\n  aten::add.Tensor float32 small [64]: 10.0 us -> 20.0 us (+100%" in out
@@ -295,7 +351,13 @@ def test_a_derandomized_cell_draws_the_same_cases_and_replays_its_stored_failure
 
     def cases(backend, seed, db):
         seen = []
-        r = run_cell(op, "float32", backend, CellSettings(examples=3, seed=seed, derandomize=True, hypothesis_db=db), on_case=lambda c: seen.append(c.to_json()))
+        r = run_cell(
+            op,
+            "float32",
+            backend,
+            CellSettings(examples=3, seed=seed, derandomize=True, hypothesis_db=db),
+            on_case=lambda c: seen.append(c.to_json()),
+        )
         return r, seen
 
     from conform.backends import CPUBackend
@@ -315,6 +377,12 @@ def test_a_derandomized_cell_draws_the_same_cases_and_replays_its_stored_failure
     runs = []
     for _ in range(2):
         seen = []
-        r = run_cell(where, "float32", CPUBackend(), CellSettings(examples=3, derandomize=True, hypothesis_db=db), on_case=lambda c: seen.append(c.to_json()))
+        r = run_cell(
+            where,
+            "float32",
+            CPUBackend(),
+            CellSettings(examples=3, derandomize=True, hypothesis_db=db),
+            on_case=lambda c: seen.append(c.to_json()),
+        )
         runs.append((r.outcome, r.message, seen))
     assert runs[0] == runs[1]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import generators
 import opdb
-from generators import Case, TensorSpec, Untestable, cell_dtypes, from_schema, layouts, shapes, tensors
+from generators import Case, TensorSpec, Untestable, cell_dtypes, from_schema, shapes, tensors
 from generators.testing import opspec
 
 CPU = torch.device("cpu")
@@ -23,7 +23,14 @@ def _drawn(strategy, *, examples: int = 100) -> list:
     """Values a strategy draws (generation only, no shrinking: fast)."""
     seen = []
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(value):
         seen.append(value)
@@ -53,11 +60,15 @@ def _tensors(value):
 
 LOG = opspec("aten::log(Tensor self) -> Tensor", domain="positive")
 ADD = opspec("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
-SUM_DIM = opspec("aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+SUM_DIM = opspec(
+    "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"
+)
 AMAX = opspec("aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
 GATHER = opspec("aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")
 INDEX_SELECT = opspec("aten::index_select(Tensor self, int dim, Tensor index) -> Tensor")
-ZEROS = opspec("aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor")
+ZEROS = opspec(
+    "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+)
 ADD_OUT = opspec("aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")
 
 
@@ -66,7 +77,13 @@ ADD_OUT = opspec("aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Te
 
 @pytest.mark.parametrize(
     "layout, shape",
-    [("transposed", (3, 4)), ("sliced", (3, 2)), ("expanded", (3, 2)), ("channels_last", (2, 3, 2, 2)), ("offset", (2, 3))],
+    [
+        ("transposed", (3, 4)),
+        ("sliced", (3, 2)),
+        ("expanded", (3, 2)),
+        ("channels_last", (2, 3, 2, 2)),
+        ("offset", (2, 3)),
+    ],
 )
 def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
     spec = TensorSpec(shape=shape, dtype="float32", layout=layout, seed=1)
@@ -189,7 +206,9 @@ def test_special_values_are_drawn_for_real_domains():
     specs = [s for s in _drawn(tensors(dtype="float32", shape=(4, 4)), examples=50) if s.values == "special"]
     assert specs
     assert any(not bool(torch.isfinite(s.materialize(_identity)).all()) for s in specs)
-    assert all(s.values != "special" for s in _drawn(tensors(dtype="float32", shape=(4, 4), values="positive"), examples=20))
+    assert all(
+        s.values != "special" for s in _drawn(tensors(dtype="float32", shape=(4, 4), values="positive"), examples=20)
+    )
 
 
 # -- cells, untestable, arguments -------------------------------------------------------------------
@@ -253,7 +272,13 @@ def test_shrinking_reaches_a_minimal_case_for_an_injected_fault():
     """A 'backend' that breaks on any tensor with more than 3 elements: the failure shrinks to 4."""
     failures = []
 
-    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+    )
     @given(from_schema(ADD, "float32"))
     def prop(case):
         if any(t.numel > 3 for t in case.tensor_specs()):
@@ -273,9 +298,13 @@ def test_shrinking_reaches_a_minimal_case_for_an_injected_fault():
 
 # -- families, backward ops, out= variants ----------------------------------------------------------
 
-CONV2D = opspec("aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor")
+CONV2D = opspec(
+    "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor"
+)
 # opdb puts it in the linalg family, whose builder draws square SPD matrices
-CHOLESKY = dataclasses.replace(opspec("aten::linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"), family="linalg")
+CHOLESKY = dataclasses.replace(
+    opspec("aten::linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"), family="linalg"
+)
 AVG_POOL_BACKWARD = opspec(
     "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"
 )
@@ -309,7 +338,11 @@ def test_out_dtype_follows_the_functional_result(case):
 def test_out_variants_are_preallocated_wrongly_sized_and_non_contiguous():
     from generators.variants import out_variants
 
-    case = Case(op="aten::add.out", args=(TensorSpec((3, 4), "float32"), TensorSpec((3, 4), "float32")), kwargs={"out": TensorSpec((0,), "float32")})
+    case = Case(
+        op="aten::add.out",
+        args=(TensorSpec((3, 4), "float32"), TensorSpec((3, 4), "float32")),
+        kwargs={"out": TensorSpec((0,), "float32")},
+    )
     variants = out_variants(case, {"out": (3, 4)})
     assert set(variants) == {"as_drawn", "preallocated", "wrong_size", "noncontiguous"}
     out = lambda v: _materialize(variants[v])[1]["out"]  # noqa: E731

@@ -82,7 +82,13 @@ def test_errors_inside_the_interpreter_keep_their_own_message():
 
 
 def test_list_lookups_look_for_a_member_and_number_parsers_get_numbers():
-    for name in ("aten::index.list_float", "aten::index.list_str", "aten::remove.float", "aten::Float.str", "aten::Int.str"):
+    for name in (
+        "aten::index.list_float",
+        "aten::index.list_str",
+        "aten::remove.float",
+        "aten::Float.str",
+        "aten::Int.str",
+    ):
         op = lookup(name)
 
         @_fast

@@ -112,7 +112,13 @@ def test_every_drawn_case_is_valid_on_cpu(name, cell):
 def test_the_shrunk_case_stays_valid(name, cell):
     op = opdb.lookup(name)
     strategy = from_schema(op, cell)
-    quick = settings(max_examples=30, database=None, deadline=None, phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+    quick = settings(
+        max_examples=30,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )
     # the simplest case of all, and the simplest with a tensor of two elements or more: what a
     # shrinker ends at when a failure needs a little data
     simplest = find(strategy, lambda case: True, settings=quick)

@@ -69,7 +69,11 @@ def test_recurrent_ops_get_a_full_parameter_list():
         (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first), _ = _real(case)
         dirs = 2 if bidirectional else 1
         assert len(params) == num_layers * dirs * (4 if has_biases else 2)
-        assert len(hx) == 2 and hx[0].shape == hx[1].shape == (num_layers * dirs, input.shape[0 if batch_first else 1], params[1].shape[1])
+        assert len(hx) == 2 and hx[0].shape == hx[1].shape == (
+            num_layers * dirs,
+            input.shape[0 if batch_first else 1],
+            params[1].shape[1],
+        )
         torch.ops.aten.lstm.input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
 
     check()
@@ -121,7 +125,16 @@ def test_sparse_outs_stay_sparse_in_every_out_variant():
     out = TensorSpec((2, 3), "float32", layout="sparse_coo")
     for variant in out_variants(Case(op="aten::hspmm.out", kwargs={"out": out}), {"out": (2, 3)}).values():
         assert variant.kwargs["out"].materialize(lambda x: x).layout == torch.sparse_coo
-    for name in ("aten::hspmm.out", "aten::sspaddmm", "aten::narrow.Tensor", "aten::col2im", "aten::istft", "aten::linalg_cond.p_str", "aten::affine_grid_generator_backward", "aten::multilabel_margin_loss_backward"):
+    for name in (
+        "aten::hspmm.out",
+        "aten::sspaddmm",
+        "aten::narrow.Tensor",
+        "aten::col2im",
+        "aten::istft",
+        "aten::linalg_cond.p_str",
+        "aten::affine_grid_generator_backward",
+        "aten::multilabel_margin_loss_backward",
+    ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
 
@@ -138,7 +151,12 @@ def test_packed_sequences_have_batch_sizes_that_never_grow():
         assert total_length >= len(sizes)
 
     check()
-    for name in ("aten::_pack_padded_sequence_backward", "aten::_scaled_dot_product_attention_math", "aten::_spdiags.out", "aten::_upsample_lanczos2d_aa.vec"):
+    for name in (
+        "aten::_pack_padded_sequence_backward",
+        "aten::_scaled_dot_product_attention_math",
+        "aten::_spdiags.out",
+        "aten::_upsample_lanczos2d_aa.vec",
+    ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
 
@@ -161,6 +179,14 @@ def test_sobol_state_is_the_engines_own():
         assert torch.equal(points, engine.draw(n))
 
     check()
-    for name in ("aten::_sobol_engine_scramble_", "aten::_native_multi_head_attention", "aten::_jagged_to_padded_dense_forward", "aten::_padded_dense_to_jagged_forward", "aten::_weight_int8pack_mm", "aten::_reshape_from_tensor", "aten::_linalg_check_errors"):
+    for name in (
+        "aten::_sobol_engine_scramble_",
+        "aten::_native_multi_head_attention",
+        "aten::_jagged_to_padded_dense_forward",
+        "aten::_padded_dense_to_jagged_forward",
+        "aten::_weight_int8pack_mm",
+        "aten::_reshape_from_tensor",
+        "aten::_linalg_check_errors",
+    ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"

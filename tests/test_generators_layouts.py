@@ -14,7 +14,11 @@ from opdb import lookup
 
 def test_sparse_specs_hold_the_dense_values():
     dense = TensorSpec((3, 4), "float32", seed=7)
-    for layout, torch_layout in (("sparse_coo", torch.sparse_coo), ("sparse_csr", torch.sparse_csr), ("sparse_csc", torch.sparse_csc)):
+    for layout, torch_layout in (
+        ("sparse_coo", torch.sparse_coo),
+        ("sparse_csr", torch.sparse_csr),
+        ("sparse_csc", torch.sparse_csc),
+    ):
         t = dataclasses.replace(dense, layout=layout).materialize(lambda x: x)
         assert t.layout == torch_layout
         assert torch.equal(t.to_dense(), dense.materialize(lambda x: x))
@@ -49,6 +53,11 @@ def test_sparse_constructors_get_indices_of_one_pattern():
         torch.sparse_compressed_tensor(compressed, plain, values, size, layout=layout, check_invariants=True)
 
     check()
-    for name in ("aten::sparse_coo_tensor.indices_size", "aten::_validate_compressed_sparse_indices", "aten::_validate_sparse_bsc_tensor_args", "aten::sparse_coo_tensor.size_out"):
+    for name in (
+        "aten::sparse_coo_tensor.indices_size",
+        "aten::_validate_compressed_sparse_indices",
+        "aten::_validate_sparse_bsc_tensor_args",
+        "aten::sparse_coo_tensor.size_out",
+    ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"

@@ -7,6 +7,7 @@ import math
 
 import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
+
 import opdb
 from generators import TensorSpec, from_schema, shapes, tensors
 from generators.tensor import MODERATE_BAND, magnitude_band
@@ -15,7 +16,14 @@ from generators.tensor import MODERATE_BAND, magnitude_band
 def _drawn(strategy, examples: int = 200) -> list:
     seen = []
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(value):
         seen.append(value)
@@ -78,7 +86,10 @@ def test_integer_extremes_wrap_when_summed():
         assert int(t.view(-1)[0]) <= info.min + 16
     assert any(int(s.make_cpu_base().max()) >= info.max - 16 for s in extreme)
     int32 = _specs("int32")
-    assert any(s.magnitude == "int_extreme" and int(s.make_cpu_base().min()) <= torch.iinfo(torch.int32).min + 16 for s in int32)
+    assert any(
+        s.magnitude == "int_extreme" and int(s.make_cpu_base().min()) <= torch.iinfo(torch.int32).min + 16
+        for s in int32
+    )
 
 
 def test_bands_respect_the_domain():
@@ -137,24 +148,36 @@ def test_special_values_sit_in_the_head_and_the_tail_of_rows():
 
 def test_shrunk_cases_keep_the_band_only_when_the_failure_needs_it():
     op = opdb.lookup("aten::hypot")
-    overflow = find(from_schema(op, "float16"), lambda c: any(sp.magnitude in ("sqrt_max", "near_max") for sp in c.tensor_specs()),
-                    settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)))
+    overflow = find(
+        from_schema(op, "float16"),
+        lambda c: any(sp.magnitude in ("sqrt_max", "near_max") for sp in c.tensor_specs()),
+        settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)),
+    )
     specs = overflow.tensor_specs()
     assert any(sp.magnitude in ("sqrt_max", "near_max") for sp in specs)
     for sp in specs:
         sp.make_cpu_base()  # still a valid spec after shrinking
     # a failure that does not need large values shrinks them away
-    plain = find(from_schema(op, "float16"), lambda c: len(c.tensor_specs()) >= 2,
-                 settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)))
+    plain = find(
+        from_schema(op, "float16"),
+        lambda c: len(c.tensor_specs()) >= 2,
+        settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)),
+    )
     assert all(sp.magnitude == "" for sp in plain.tensor_specs())
-    vec = find(shapes(), lambda s: bool(s) and s[-1] in (17, 33, 65), settings=settings(database=None, max_examples=5000))
+    vec = find(
+        shapes(), lambda s: bool(s) and s[-1] in (17, 33, 65), settings=settings(database=None, max_examples=5000)
+    )
     assert vec[-1] == 17 and math.prod(vec[:-1]) <= 1
 
 
 def test_structured_matrices_are_scaled_into_the_band_and_stay_invertible():
     for kind in ("invertible", "spd"):
         plain = TensorSpec((3, 4, 4), "float32", values=kind, seed=3).make_cpu_base()
-        big = TensorSpec((3, 4, 4), "float16", values=kind, seed=3, magnitude="sqrt_max").make_cpu_base().to(torch.float64)
+        big = (
+            TensorSpec((3, 4, 4), "float16", values=kind, seed=3, magnitude="sqrt_max")
+            .make_cpu_base()
+            .to(torch.float64)
+        )
         lo, hi = magnitude_band("sqrt_max", torch.float16)
         assert lo * 0.99 <= float(big.abs().max()) <= hi * 1.01 and float(plain.abs().max()) < 10
         assert bool((torch.linalg.matrix_rank(big) == 4).all())

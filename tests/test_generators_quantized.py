@@ -69,13 +69,26 @@ def test_ops_on_quantized_tensors_draw_them_in_the_storage_cells():
     check()
     with pytest.raises(Untestable, match="quantized"):
         from_schema(op, "float32")
-    for name in ("aten::int_repr", "aten::dequantize.tensors", "aten::quantized_max_pool2d", "aten::quantized_batch_norm", "aten::q_scale"):
+    for name in (
+        "aten::int_repr",
+        "aten::dequantize.tensors",
+        "aten::quantized_max_pool2d",
+        "aten::quantized_batch_norm",
+        "aten::q_scale",
+    ):
         valid, reason = probe(lookup(name), "uint8", examples=5)
         assert valid, f"{name}: {reason}"
 
 
 def test_quantize_ops_get_valid_quantization_parameters():
-    for name in ("aten::quantize_per_tensor", "aten::quantize_per_tensor.tensor_qparams", "aten::quantize_per_tensor.tensors", "aten::quantize_per_channel", "aten::quantize_per_channel.out", "aten::fake_quantize_per_channel_affine"):
+    for name in (
+        "aten::quantize_per_tensor",
+        "aten::quantize_per_tensor.tensor_qparams",
+        "aten::quantize_per_tensor.tensors",
+        "aten::quantize_per_channel",
+        "aten::quantize_per_channel.out",
+        "aten::fake_quantize_per_channel_affine",
+    ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
 

@@ -76,7 +76,12 @@ def test_edges_keep_restricted_domains():
 
 
 def test_huge_variant_values_fit_but_their_squares_do_not():
-    huge = [s for c in _cases("aten::native_layer_norm", "float32", 40) for s in c.tensor_specs() if s.magnitude == "beyond_sqrt"]
+    huge = [
+        s
+        for c in _cases("aten::native_layer_norm", "float32", 40)
+        for s in c.tensor_specs()
+        if s.magnitude == "beyond_sqrt"
+    ]
     assert huge, "no huge stress case in 40 examples"
     lo, hi = magnitude_band("beyond_sqrt", torch.float32)
     top = torch.finfo(torch.float32).max
@@ -103,7 +108,9 @@ def _has_subnormal_divisor(case: Case) -> bool:
 
 def test_a_stress_failure_shrinks_to_a_valid_case_that_keeps_it():
     op = opdb.lookup("aten::fmod.Tensor")
-    case = find(generators.from_schema(op, "float32"), _has_subnormal_divisor, settings=settings(max_examples=200, **QUIET))
+    case = find(
+        generators.from_schema(op, "float32"), _has_subnormal_divisor, settings=settings(max_examples=200, **QUIET)
+    )
     assert _has_subnormal_divisor(case)
     args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
     torch.ops.aten.fmod.Tensor(*args, **kwargs)  # valid: the CPU reference accepts it

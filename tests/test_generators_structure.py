@@ -10,7 +10,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
     """Edges between generators' modules, from every import statement (top level or in a function)."""
-    mods = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in root.glob("generators/**/*.py")}
+    mods = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in root.glob("generators/**/*.py")
+    }
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for m, p in mods.items():
         for node in ast.walk(ast.parse(p.read_text())):

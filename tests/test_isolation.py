@@ -25,7 +25,25 @@ def test_a_fork_poisoned_device_works_in_isolated_cells(tmp_path):
     # their own. Forked from a worker that had initialised the device, that process could not
     # use it ("Cannot re-initialize CUDA in forked subprocess"): every cell was device_error.
     db = tmp_path / "c.db"
-    proc = conform("run", "--ops", "aten::abs,aten::_chunk_cat", "--dtypes", "float32", "--device", "isolation_backends:ForkPoisonedBackend", "--examples", "2", "-n", "1", "--seed", "1", "--db", db, "-q", cwd=tmp_path)
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::abs,aten::_chunk_cat",
+        "--dtypes",
+        "float32",
+        "--device",
+        "isolation_backends:ForkPoisonedBackend",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "--seed",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     messages = _messages(db)
@@ -38,7 +56,23 @@ def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
     # aten::abs trips a device-side assert; every later call in that process fails with it. The
     # worker replaces its device process, so the cells after it (same worker, -n 1) pass.
     db = tmp_path / "c.db"
-    proc = conform("run", "--ops", "aten::abs,aten::neg,aten::relu,aten::sin", "--dtypes", "float32", "--device", "isolation_backends:StickyBackend", "--examples", "2", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::abs,aten::neg,aten::relu,aten::sin",
+        "--dtypes",
+        "float32",
+        "--device",
+        "isolation_backends:StickyBackend",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     assert outcome.pop(("aten::abs", "float32")) == "device_error"
@@ -52,7 +86,23 @@ def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
 def test_failures_of_isolation_itself_are_not_remembered_as_crashes(tmp_path):
     # the device cannot start in a child process: no op is to blame, and none is remembered
     db = tmp_path / "c.db"
-    proc = conform("run", "--ops", "aten::abs,aten::_cummax_helper", "--dtypes", "float32", "--device", "isolation_backends:DiesInChildrenBackend", "--examples", "2", "-n", "1", "--db", db, "-q", cwd=tmp_path)
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::abs,aten::_cummax_helper",
+        "--dtypes",
+        "float32",
+        "--device",
+        "isolation_backends:DiesInChildrenBackend",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     assert set(outcome.values()) == {"skipped"}, outcome
@@ -67,14 +117,39 @@ def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
     # the real constraints (conform.backends.emulated): a runtime poisoned by fork(), a sticky
     # device-side assert (tripped by aten::abs), and an isolated op that aborts its process
     from conform.backends import emulated  # part of conform: a broken import fails here, never skips
+
     try:
         emulated.load()
     except emulated.EmulatorUnavailable as e:
         pytest.skip(f"the emulated device cannot be built here: {e}")
     db = tmp_path / "c.db"
     ops = "aten::_cummax_helper,aten::abs,aten::mul.Tensor,aten::native_batch_norm,aten::erfinv"
-    args = ["run", "--ops", ops, "--dtypes", "float32", "--device", "isolation_backends:EmuWithFaults", "--examples", "2", "-n", "1", "--seed", "1", "--db", db, "-q"]
-    proc = subprocess.run([sys.executable, "-m", "conform.cli", *map(str, args)], cwd=tmp_path, env=conform_env(CONFORM_EMU_FALLBACK="1"), capture_output=True, text=True, timeout=300)
+    args = [
+        "run",
+        "--ops",
+        ops,
+        "--dtypes",
+        "float32",
+        "--device",
+        "isolation_backends:EmuWithFaults",
+        "--examples",
+        "2",
+        "-n",
+        "1",
+        "--seed",
+        "1",
+        "--db",
+        db,
+        "-q",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "conform.cli", *map(str, args)],
+        cwd=tmp_path,
+        env=conform_env(CONFORM_EMU_FALLBACK="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     outcome = {op: o for op, _, o in cells(db)}
     messages = {op: m for (op, _), m in _messages(db).items()}

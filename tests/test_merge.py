@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-import sitedata
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
+import sitedata
 from conform.merge import merge, merge_command
 from conform.store import CatalogEntry, Environment, Failure, Op, Result, Run, Store, Timing
 
@@ -30,9 +30,17 @@ def one_version(path, version, ops, outcomes, timings=None):
 
 def two_dbs(tmp_path):
     a, b = tmp_path / "a.db", tmp_path / "b.db"
-    one_version(a, "2.13.0", sitedata.OPS_213, {("aten::mm", "float32"): "mismatch", ("aten::relu", "float32"): "pass"}, timings={("aten::mm", "float32", "small"): (1e-5, 2e-5)})
+    one_version(
+        a,
+        "2.13.0",
+        sitedata.OPS_213,
+        {("aten::mm", "float32"): "mismatch", ("aten::relu", "float32"): "pass"},
+        timings={("aten::mm", "float32", "small"): (1e-5, 2e-5)},
+    )
     # b knows an op a does not, so the op ids of the two files differ
-    one_version(b, "2.14.1", sitedata.OPS_214, {("aten::new_op_in_214", "float32"): "pass", ("aten::mm", "float32"): "pass"})
+    one_version(
+        b, "2.14.1", sitedata.OPS_214, {("aten::new_op_in_214", "float32"): "pass", ("aten::mm", "float32"): "pass"}
+    )
     return a, b
 
 
@@ -46,11 +54,19 @@ def test_merge_copies_runs_results_failures_and_timings(tmp_path):
     assert got["ops"] == len(sitedata.OPS_214)
     store = Store(out, readonly=True)
     with store.session() as s:
-        rows = s.execute(select(Op.qualname, Result.dtype, Result.outcome, Environment.torch_version, Failure.repro).join(Op, Result.op_id == Op.id).join(Run).join(Environment).outerjoin(Failure)).all()
+        rows = s.execute(
+            select(Op.qualname, Result.dtype, Result.outcome, Environment.torch_version, Failure.repro)
+            .join(Op, Result.op_id == Op.id)
+            .join(Run)
+            .join(Environment)
+            .outerjoin(Failure)
+        ).all()
     store.close()
     assert ("aten::mm", "float32", "mismatch", "2.13.0") in {r[:4] for r in rows}
     assert ("aten::new_op_in_214", "float32", "pass", "2.14.1") in {r[:4] for r in rows}
-    assert any(r[4] and "import torch" in r[4] and r[0] == "aten::mm" for r in rows), "the failure travelled with its result"
+    assert any(r[4] and "import torch" in r[4] and r[0] == "aten::mm" for r in rows), (
+        "the failure travelled with its result"
+    )
 
 
 def test_merging_the_same_run_twice_adds_nothing(tmp_path):
@@ -73,14 +89,18 @@ def test_merge_into_one_of_the_sources(tmp_path):
 def test_a_later_copy_of_a_run_adds_only_its_new_cells(tmp_path):
     """A database copied mid-run, then the finished one: the merged run has every cell once."""
     early, late, out = tmp_path / "early.db", tmp_path / "late.db", tmp_path / "all.db"
-    one_version(late, "2.13.0", sitedata.OPS_213, {("aten::mm", "float32"): "pass", ("aten::relu", "float32"): "mismatch"})
+    one_version(
+        late, "2.13.0", sitedata.OPS_213, {("aten::mm", "float32"): "pass", ("aten::relu", "float32"): "mismatch"}
+    )
     # the early copy: the same run (same uuid) with only the first cell
     import shutil
 
     shutil.copy(late, early)
     store = Store(early)
     with store.session() as s:
-        s.execute(Result.__table__.delete().where(Result.op_id == s.scalar(select(Op.id).where(Op.qualname == "aten::relu"))))
+        s.execute(
+            Result.__table__.delete().where(Result.op_id == s.scalar(select(Op.id).where(Op.qualname == "aten::relu")))
+        )
         s.execute(Run.__table__.update().values(state="running", finished_at=None))
     store.close()
     merge([early], out)

@@ -14,7 +14,13 @@ def _record(message: str) -> Record:
 
 def test_the_same_finding_at_output_and_out_is_said_once_with_both_places():
     same = "Mismatched elements: 1 / 6 (16.7%); greatest absolute difference 0.5 at index (1,) (up to 1e-05 allowed); worst element 1.5 vs 1 expected"
-    message = _joined([_record(same + " [output]"), _record(same + " [out (out)]"), _record("NaN mismatch at index (0,): nan vs 0.0 expected [grad[self]]")])
+    message = _joined(
+        [
+            _record(same + " [output]"),
+            _record(same + " [out (out)]"),
+            _record("NaN mismatch at index (0,): nan vs 0.0 expected [grad[self]]"),
+        ]
+    )
     assert message.count("Mismatched elements") == 1, message
     assert message == same + " [output, out (out)]; NaN mismatch at index (0,): nan vs 0.0 expected [grad[self]]"
 

@@ -74,7 +74,9 @@ def test_a_kernel_that_reads_uninitialised_memory_is_not_self_consistent():
     def rerun(case, tx=None, scribble=False):
         return (torch.full((4,), float(next(calls))), {})
 
-    phase = oracle.Phase("forward", None, None, None, lambda a, e: compare(a[0], e[0]), run_cpu=lambda c, d: None, expect=lambda raw: raw)
+    phase = oracle.Phase(
+        "forward", None, None, None, lambda a, e: compare(a[0], e[0]), run_cpu=lambda c, d: None, expect=lambda raw: raw
+    )
     actual = (torch.zeros(4), {})
     why = oracle.self_consistency(phase, actual, rerun, [Record("output", "values", index=(0,))])
     assert "uninitialised memory" in why
@@ -88,7 +90,12 @@ def test_a_cell_without_a_cpu_kernel_for_its_dtype_is_told_apart_from_no_valid_c
     assert (no_kernel.outcome, no_kernel.skip_reason) == ("skipped", NO_KERNEL)
     assert no_kernel.message.startswith("no CPU kernel for bool")
     # every input invalid for another reason: the generator found no valid case
-    bad_cases = run_cell(opdb.lookup("aten::cholesky"), "float32", CPUBackend(), dataclasses.replace(settings, examples=1, cell_budget_s=0.5))
+    bad_cases = run_cell(
+        opdb.lookup("aten::cholesky"),
+        "float32",
+        CPUBackend(),
+        dataclasses.replace(settings, examples=1, cell_budget_s=0.5),
+    )
     if bad_cases.outcome == "skipped":
         assert bad_cases.skip_reason == NO_VALID_CASE
 
@@ -98,12 +105,33 @@ def test_findings_reach_the_cell_and_the_report(tmp_path):
     from conform.cell import CellSettings, run_cell
     from conform.store import Store
 
-    cell = run_cell(opdb.lookup("aten::gelu"), "float32", CPUKernels(), CellSettings(examples=20, hypothesis_db=None, grad=False))
+    cell = run_cell(
+        opdb.lookup("aten::gelu"), "float32", CPUKernels(), CellSettings(examples=20, hypothesis_db=None, grad=False)
+    )
     assert cell.outcome == "pass"
     store = Store(tmp_path / "c.db")
-    run = store.start_run({"fingerprint": "k" * 32, "torch_version": "x", "backend": "cpu-kernels"}, options={}, seed=0, ops_total=1, cells_planned=1)
+    run = store.start_run(
+        {"fingerprint": "k" * 32, "torch_version": "x", "backend": "cpu-kernels"},
+        options={},
+        seed=0,
+        ops_total=1,
+        cells_planned=1,
+    )
     store.record_catalog(run, [opdb.lookup("aten::gelu")])
-    store.record_result(run, dataclasses.replace(cell, findings=[{"kind": "reference", "phase": "forward", "message": "the CPU reference deviates from float64: NaN mismatch", "ref_golden_err": INF}]))
+    store.record_result(
+        run,
+        dataclasses.replace(
+            cell,
+            findings=[
+                {
+                    "kind": "reference",
+                    "phase": "forward",
+                    "message": "the CPU reference deviates from float64: NaN mismatch",
+                    "ref_golden_err": INF,
+                }
+            ],
+        ),
+    )
     text = report.render(report.summaries(store), "table")
     assert "1 reference findings" in text and "aten::gelu float32 (forward): the CPU reference deviates" in text
 
@@ -113,12 +141,17 @@ def test_output_strides_are_compared_with_the_reference_unless_the_backend_choos
     copies = _backend("t-copies", {aten.t.default}, lambda f, a, k: f(*a, **k).contiguous())
     r = run_case(opdb.lookup("aten::t"), Case("aten::t", (T((3, 5), "float32", seed=1),)), copies)
     assert r.outcome == O.META_MISMATCH and "strides [3, 1] (contiguous) vs [1, 5] (strided) expected" in r.message
-    assert run_case(opdb.lookup("aten::t"), Case("aten::t", (T((3, 5), "float32", seed=1),)), CPUKernels()).outcome == O.PASS
+    assert (
+        run_case(opdb.lookup("aten::t"), Case("aten::t", (T((3, 5), "float32", seed=1),)), CPUKernels()).outcome
+        == O.PASS
+    )
     # size-1 dimensions have no significant stride
     assert run_case(opdb.lookup("aten::t"), Case("aten::t", (T((1, 5), "float32", seed=1),)), copies).outcome == O.PASS
     # a convolution's memory format is the backend's choice (opdb/rules/strides.toml)
     conv = Case("aten::conv2d", (T((1, 2, 5, 5), "float32", seed=1), T((3, 2, 3, 3), "float32", seed=2)))
-    channels_last = _backend("conv-cl", {aten.convolution.default}, lambda f, a, k: f(*a, **k).contiguous(memory_format=torch.channels_last))
+    channels_last = _backend(
+        "conv-cl", {aten.convolution.default}, lambda f, a, k: f(*a, **k).contiguous(memory_format=torch.channels_last)
+    )
     assert run_case(opdb.lookup("aten::conv2d"), conv, channels_last).outcome == O.PASS
 
 
@@ -130,9 +163,29 @@ def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
     store = Store(tmp_path / "c.db")
     run = store.start_run(env("2.13.0", backend="mps"), options={}, seed=1, ops_total=len(OPS_213), cells_planned=2)
     store.record_catalog(run, OPS_213)
-    finding = {"kind": "reference", "phase": "forward", "message": f"the CPU reference deviates from float64 (the device agrees with it): NaN mismatch {EVIL}", "ref_golden_err": INF, "device_golden_err": INF}
-    store.record_result(run, CellResult(op="aten::relu", dtype="float32", outcome="pass", examples_run=3, examples_passed=3, findings=[finding]))
-    store.record_result(run, CellResult(op="aten::add.Tensor", dtype="bool", outcome="skipped", skip_reason="no_kernel", message="no CPU kernel for bool"))
+    finding = {
+        "kind": "reference",
+        "phase": "forward",
+        "message": f"the CPU reference deviates from float64 (the device agrees with it): NaN mismatch {EVIL}",
+        "ref_golden_err": INF,
+        "device_golden_err": INF,
+    }
+    store.record_result(
+        run,
+        CellResult(
+            op="aten::relu", dtype="float32", outcome="pass", examples_run=3, examples_passed=3, findings=[finding]
+        ),
+    )
+    store.record_result(
+        run,
+        CellResult(
+            op="aten::add.Tensor",
+            dtype="bool",
+            outcome="skipped",
+            skip_reason="no_kernel",
+            message="no CPU kernel for bool",
+        ),
+    )
     build_site(store, tmp_path / "out")
     page = (tmp_path / "out" / "findings.html").read_text()
     assert "aten::relu" in page and "reference finding" in page and "NaN mismatch" in page
@@ -158,6 +211,7 @@ def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
     # elements: as right as the CPU's choice
     r = run_case(opdb.lookup("aten::topk"), tied, last_tie)
     assert r.outcome == O.PASS, r.message
+
     # a gradient that reaches the wrong values is still a grad_mismatch
     def shifted(f, a, k):
         values, idx = f(*a, **k)
@@ -170,23 +224,47 @@ def test_a_gradient_over_tied_values_is_judged_by_what_the_tie_group_receives():
 def test_non_finite_inputs_that_meet_only_a_zero_factor_leave_nan_or_the_skipped_term_both_right():
     # padding: float64 golden's convolution multiplies the inf weight by the implicit zeros
     # (NaN), float32's skips them (finite); the element does not depend on the inf entry at all
-    case = Case("aten::conv2d", (T((2, 1, 2, 2), "float32", seed=0), T((1, 1, 2, 2), "float32", data=(2.8203, 1.2469, 2.9387e-39, -INF)), T((1,), "float32", seed=0), [1, 1], [0, 1], [1, 1], 1))
+    case = Case(
+        "aten::conv2d",
+        (
+            T((2, 1, 2, 2), "float32", seed=0),
+            T((1, 1, 2, 2), "float32", data=(2.8203, 1.2469, 2.9387e-39, -INF)),
+            T((1,), "float32", seed=0),
+            [1, 1],
+            [0, 1],
+            [1, 1],
+            1,
+        ),
+    )
     ref = run_case(opdb.lookup("aten::conv2d"), case, CPUBackend())
     assert ref.outcome == O.PASS, ref.message
     # an element that depends on the non-finite input keeps its expectation: sigmoid(inf) is 1
     sig = Case("aten::sigmoid", (T((3,), "float32", data=(INF, -INF, 0.5)),))
-    nan_for_inf = _backend("sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), math.nan, f(*a, **k)))
+    nan_for_inf = _backend(
+        "sigmoid-nan", {aten.sigmoid.default}, lambda f, a, k: torch.where(a[0].isinf(), math.nan, f(*a, **k))
+    )
     assert run_case(opdb.lookup("aten::sigmoid"), sig, nan_for_inf).outcome == O.MISMATCH
 
 
 def test_strides_of_a_composite_that_takes_its_subclass_path_under_a_dispatch_mode_are_not_the_devices_fault():
     # under any Python dispatch mode masked_select_backward is zeros_like(input).masked_scatter(...)
     # (ATen/TensorSubclassLikeUtils.h): a device built as a dispatch mode gets that layout
-    case = Case("aten::masked_select_backward", (T((24,), "float16", seed=1), T((2, 3, 2, 2), "float16", seed=2, layout="channels_last"), T((2, 3, 2, 2), "bool", seed=3)))
+    case = Case(
+        "aten::masked_select_backward",
+        (
+            T((24,), "float16", seed=1),
+            T((2, 3, 2, 2), "float16", seed=2, layout="channels_last"),
+            T((2, 3, 2, 2), "bool", seed=3),
+        ),
+    )
     assert run_case(opdb.lookup("aten::masked_select_backward"), case, CPUKernels()).outcome == O.PASS
     # a device whose own kernel lays the result out differently is still a meta_mismatch
     # (the composite reaches a device's dispatch mode as masked_scatter)
-    dense = _backend("msb-transposed", {aten.masked_scatter.default}, lambda f, a, k: f(*a, **k).transpose(0, 1).contiguous().transpose(0, 1))
+    dense = _backend(
+        "msb-transposed",
+        {aten.masked_scatter.default},
+        lambda f, a, k: f(*a, **k).transpose(0, 1).contiguous().transpose(0, 1),
+    )
     assert run_case(opdb.lookup("aten::masked_select_backward"), case, dense).outcome == O.META_MISMATCH
 
 
@@ -196,11 +274,27 @@ def test_a_result_beyond_the_dtypes_range_may_come_back_as_any_non_finite_value(
     x = torch.full((57,), 1e20)
     x[::2] *= -1
     x[1::4] *= 3
-    case = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 57), "float32", data=(1e20,) * 114), T((57,), "float32", data=tuple(x.tolist()))))
+    case = Case(
+        "aten::addmv",
+        (
+            T((2,), "float32", data=(0.0, 0.0)),
+            T((2, 57), "float32", data=(1e20,) * 114),
+            T((57,), "float32", data=tuple(x.tolist())),
+        ),
+    )
     assert run_case(opdb.lookup("aten::addmv"), case, CPUBackend()).outcome == O.PASS
     # a representable result returned as infinity stays an alarm
-    inf_for_big = _backend("addmv-inf", {aten.addmv.default}, lambda f, a, k: torch.where(f(*a, **k).abs() > 10, INF, f(*a, **k)))
-    small = Case("aten::addmv", (T((2,), "float32", data=(0.0, 0.0)), T((2, 3), "float32", data=(10.0,) * 6), T((3,), "float32", data=(1.0, 2.0, 3.0))))
+    inf_for_big = _backend(
+        "addmv-inf", {aten.addmv.default}, lambda f, a, k: torch.where(f(*a, **k).abs() > 10, INF, f(*a, **k))
+    )
+    small = Case(
+        "aten::addmv",
+        (
+            T((2,), "float32", data=(0.0, 0.0)),
+            T((2, 3), "float32", data=(10.0,) * 6),
+            T((3,), "float32", data=(1.0, 2.0, 3.0)),
+        ),
+    )
     assert run_case(opdb.lookup("aten::addmv"), small, inf_for_big).outcome == O.MISMATCH
 
 
@@ -213,11 +307,16 @@ def test_half_precision_products_beyond_the_range_are_a_precision_edge_on_the_cp
     assert r.outcome == O.PASS, r.message
     assert r.finding["kind"] == oracle.PRECISION_EDGE and "range" in r.finding["message"]
     # a device that overflows where the CPU does not is not excused
-    overflow = _backend("cross-inf", {aten.linalg_cross.default}, lambda f, a, k: f(*a, **k) * torch.tensor([1.0, 1.0, INF], dtype=torch.float16))
-    small = Case("aten::linalg_cross", (T((3,), "float16", data=(3.0, 2.0, 1.0)), T((3,), "float16", data=(3.0, 2.5, 0.1))))
+    overflow = _backend(
+        "cross-inf",
+        {aten.linalg_cross.default},
+        lambda f, a, k: f(*a, **k) * torch.tensor([1.0, 1.0, INF], dtype=torch.float16),
+    )
+    small = Case(
+        "aten::linalg_cross", (T((3,), "float16", data=(3.0, 2.0, 1.0)), T((3,), "float16", data=(3.0, 2.5, 0.1)))
+    )
     assert run_case(opdb.lookup("aten::linalg_cross"), small, overflow).outcome == O.MISMATCH
     # small inputs whose result overflows inside the kernel stay an alarm on the CPU:
     # ldexp computes 2**20 in float16 (pytorch#133265) though 2**-10 * 2**20 = 1024 fits
     ldexp = Case("aten::ldexp.Tensor", (T((1,), "float16", data=(2.0**-10,)), T((1,), "float16", data=(20.0,))))
     assert run_case(opdb.lookup("aten::ldexp.Tensor"), ldexp, CPUBackend()).outcome == O.MISMATCH
-

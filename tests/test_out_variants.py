@@ -32,11 +32,15 @@ class DropsStridedOut(CPUBackend):
 
 
 def test_noncontiguous_out_bug_is_found_and_named():
-    r = run_cell(opdb.lookup("aten::add.out"), "float32", DropsStridedOut(), CellSettings(examples=6, hypothesis_db=None, seed=1))
+    r = run_cell(
+        opdb.lookup("aten::add.out"), "float32", DropsStridedOut(), CellSettings(examples=6, hypothesis_db=None, seed=1)
+    )
     assert r.outcome == "mismatch", r.message
     assert "[out= noncontiguous]" in r.message
 
 
 def test_out_variants_pass_on_a_correct_backend():
-    r = run_cell(opdb.lookup("aten::add.out"), "float32", CPUBackend(), CellSettings(examples=6, hypothesis_db=None, seed=1))
+    r = run_cell(
+        opdb.lookup("aten::add.out"), "float32", CPUBackend(), CellSettings(examples=6, hypothesis_db=None, seed=1)
+    )
     assert r.outcome == "pass", r.message

@@ -47,7 +47,12 @@ def test_another_projects_pytest_n_auto_is_unchanged(tmp_path):
     (tmp_path / "test_project.py").write_text(PROJECT_TEST)
     env = conform_env(PYTEST_XDIST_AUTO_NUM_WORKERS="3")  # conform importable, as installed
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "auto", "-p", "no:cacheprovider", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pytest", "-n", "auto", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "3 passed" in proc.stdout, proc.stdout

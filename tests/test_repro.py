@@ -31,7 +31,9 @@ def _script_verdict(tmp_path, script: str) -> str:
 # alarm cells of a small CPU-vs-golden run: known bugs of torch 2.13's CPU kernels, forward
 # (gelu: NaN for inf in the vectorised path) and backward (hardswish: a NaN gradient by position;
 # matrix_exp in half precision)
-@pytest.mark.parametrize("op_name,dtype", [("aten::gelu", "float32"), ("aten::hardswish", "float32"), ("aten::matrix_exp", "float16")])
+@pytest.mark.parametrize(
+    "op_name,dtype", [("aten::gelu", "float32"), ("aten::hardswish", "float32"), ("aten::matrix_exp", "float16")]
+)
 def test_the_stored_script_of_an_alarm_cell_prints_its_verdict(tmp_path, op_name, dtype):
     cell = run_cell(opdb.lookup(op_name), dtype, CPUBackend(), CellSettings(examples=30, hypothesis_db=None, seed=1))
     if cell.outcome == "pass":
@@ -49,7 +51,9 @@ def test_the_script_of_a_failing_out_variant_rebuilds_that_variant(tmp_path):
     script = repro_script(op, failure.variant_case, "cpu", result=failure, golden_is_expectation=True)
     assert _script_verdict(tmp_path, script) == "mismatch"
     # the case as drawn (a contiguous out) passes: the script is the variant's, not the original's
-    assert _script_verdict(tmp_path, repro_script(op, case, "cpu", result=failure, golden_is_expectation=True)) == "pass"
+    assert (
+        _script_verdict(tmp_path, repro_script(op, case, "cpu", result=failure, golden_is_expectation=True)) == "pass"
+    )
 
 
 def test_a_device_that_agrees_with_the_cpu_reproduces_as_pass_by_parity(tmp_path):
@@ -57,20 +61,30 @@ def test_a_device_that_agrees_with_the_cpu_reproduces_as_pass_by_parity(tmp_path
     case = Case("aten::gelu", (T((36,), "float32", data=(inf, -inf, 1.0) * 12),))
     script = repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=False)
     assert _script_verdict(tmp_path, script) == "pass"
-    assert _script_verdict(tmp_path, repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=True)) == "mismatch"
+    assert (
+        _script_verdict(tmp_path, repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=True))
+        == "mismatch"
+    )
 
 
 def test_keyword_arguments_and_scalars_reach_the_op(tmp_path):
     op = opdb.lookup("aten::add.Tensor")
     case = Case("aten::add.Tensor", (T((3, 4), "float32", seed=1), T((4,), "float32", seed=2)), {"alpha": 2})
     assert _script_verdict(tmp_path, repro_script(op, case, "cpu")) == "pass"
-    assert run_cell(opdb.lookup("aten::add.Tensor"), "float32", CPUKernels(), CellSettings(examples=2, hypothesis_db=None)).outcome == "pass"
+    assert (
+        run_cell(
+            opdb.lookup("aten::add.Tensor"), "float32", CPUKernels(), CellSettings(examples=2, hypothesis_db=None)
+        ).outcome
+        == "pass"
+    )
 
 
 def _script_output(tmp_path, script: str) -> str:
     path = tmp_path / "repro.py"
     path.write_text(script)
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False).stdout
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False
+    ).stdout
 
 
 def test_an_exact_tolerance_reaches_the_script(tmp_path):
@@ -80,7 +94,13 @@ def test_an_exact_tolerance_reaches_the_script(tmp_path):
 
     op = opdb.lookup("aten::floor")
     case = Case("aten::floor", (T((4,), "float32", seed=1),))
-    script = repro_script(op, case, "cpu", result=SimpleNamespace(outcome="mismatch", phase="forward", rtol=0.0, atol=0.0), golden_is_expectation=True)
+    script = repro_script(
+        op,
+        case,
+        "cpu",
+        result=SimpleNamespace(outcome="mismatch", phase="forward", rtol=0.0, atol=0.0),
+        golden_is_expectation=True,
+    )
     assert "beyond rtol=0, atol=0" in _script_output(tmp_path, script)
 
 
@@ -103,7 +123,12 @@ def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and
     from conform.plugin import died_result
 
     functional = Case("aten::_chunk_cat", (), {"tensors": [T((), "bool", seed=1)], "dim": 0, "num_chunks": 1})
-    record = {"op": "aten::_chunk_cat.out", "dtype": "bool", "case": functional.to_json(), "describe": functional.describe()}
+    record = {
+        "op": "aten::_chunk_cat.out",
+        "dtype": "bool",
+        "case": functional.to_json(),
+        "describe": functional.describe(),
+    }
     r = died_result(("aten::_chunk_cat.out", "bool"), record, "cpu")
     assert r.outcome == "crash" and "torch.ops.aten._chunk_cat.default(" in r.repro
 

@@ -26,9 +26,20 @@ def add_declared(store: Store) -> None:
     k214 = {"aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel", "MPS": "kernel"}, "aten::mm": {"CPU": "kernel", "CUDA": "kernel"},
             "aten::relu": {"CPU": "kernel", "MPS": "kernel"}, "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"},
             "aten::size.int": {}, "aten::Size": {"CompositeExplicitAutograd": "composite_explicit"}}  # fmt: skip
-    k291 = {"aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel"}, "aten::mm": {"CPU": "kernel"}, "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"}}
+    k291 = {
+        "aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel"},
+        "aten::mm": {"CPU": "kernel"},
+        "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"},
+    }
     for version, kernels in (("2.14.1", k214), ("2.9.1", k291)):
-        release = DeclaredRelease(torch_version=version, torch_git=f"git{version}", source="test", platform="any", yaml_sha256="0", kernels=kernels)
+        release = DeclaredRelease(
+            torch_version=version,
+            torch_git=f"git{version}",
+            source="test",
+            platform="any",
+            yaml_sha256="0",
+            kernels=kernels,
+        )
         store.record_declared(release.environment(), kernels)
 
 
@@ -38,7 +49,9 @@ def site(tmp_path_factory):
     store = sitedata.make_two_versions(tmp / "c.db")
     add_declared(store)
     # a later partial run of 2.14.1: its cell replaces the first run's (the site says which run)
-    sitedata.add_run(store, sitedata.env("2.14.1", device=sitedata.EVIL_DEVICE), sitedata.OPS_214, {("aten::sum", "int64"): "pass"})
+    sitedata.add_run(
+        store, sitedata.env("2.14.1", device=sitedata.EVIL_DEVICE), sitedata.OPS_214, {("aten::sum", "int64"): "pass"}
+    )
     store.close()
     store = Store(tmp / "c.db", readonly=True)
     stats = build_site(store, tmp / "out")
@@ -71,7 +84,20 @@ def local_target(page: Path, ref: str) -> Path | None:
 
 def test_every_page_is_built(site):
     out, stats = site
-    for rel in ("index.html", "matrix.html", "diff.html", "perf.html", "op.html", "declared.html", "data/op/add.Tensor.js", "data/op/mm.js", "data/op/new_op_in_214.js", "static/conform.js", "static/style.css", "data/index.js"):
+    for rel in (
+        "index.html",
+        "matrix.html",
+        "diff.html",
+        "perf.html",
+        "op.html",
+        "declared.html",
+        "data/op/add.Tensor.js",
+        "data/op/mm.js",
+        "data/op/new_op_in_214.js",
+        "static/conform.js",
+        "static/style.css",
+        "data/index.js",
+    ):
         assert (out / rel).is_file(), rel
     assert stats.environments == 2
     assert list(out.glob("diff-*-*.html")), "no precomputed diff of neighbouring environments"
@@ -98,7 +124,11 @@ def test_matrix_data_is_lazy_and_chunked(site):
     out, _ = site
     matrix = (out / "matrix.html").read_text()
     assert "aten::add.Tensor" not in matrix  # rows come from data files, loaded when needed
-    assert {p.name for p in (out / "data").glob("matrix-*.js")} >= {"matrix-pointwise.js", "matrix-linalg.js", "matrix-shape.js"}
+    assert {p.name for p in (out / "data").glob("matrix-*.js")} >= {
+        "matrix-pointwise.js",
+        "matrix-linalg.js",
+        "matrix-shape.js",
+    }
     assert 'window.CONFORM_DATA["matrix-linalg"]' in (out / "data/matrix-linalg.js").read_text()
 
 
@@ -245,17 +275,25 @@ def test_matrix_filters_in_browser(site, page, tmp_path):
     # a row's first cell is compared with nothing to its left (it was compared with the row above)
     act(page.uncheck, "#f-changed")
     act(page.click, "#expand-all")
-    first = page.evaluate("Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)")
+    first = page.evaluate(
+        "Array.from(document.querySelectorAll('tr.oprow')).map(r => r.querySelector('td.cell').className)"
+    )
     assert first and not [c for c in first if "diffprev" in c]
-    assert page.evaluate("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2  # add.Tensor and mm, in the 2.14.1 column
+    assert (
+        page.evaluate("document.querySelectorAll('tr.oprow td.cell.diffprev').length") == 2
+    )  # add.Tensor and mm, in the 2.14.1 column
     # each cell says which run its results came from; sum int64 came from the later run
     per_cell = "rows => Object.fromEntries(rows.map(r => [r.dataset.op, [...r.querySelectorAll('td.cell')].map(CELL)]))"
     tips = page.locator("tr.oprow").evaluate_all(per_cell.replace("CELL", "c => c.title"))
     assert re.search(r"from run \w{8} of \d{4}-\d\d-\d\d", tips["aten::mm"][1])
-    assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips["aten::sum"][1]
+    assert re.search(r"float32: pass · run (\w{8}).*\nint64: pass · run (?!\1)\w{8}", tips["aten::sum"][1]), tips[
+        "aten::sum"
+    ][1]
     # the declared toggle: a letter per cell; add.Tensor's declared CPU kernel fails on 2.14.1
     act(page.check, "#f-declared")
-    marks = page.locator("tr.oprow").evaluate_all(per_cell.replace("CELL", "c => (c.querySelector('.decl') || {}).className || ''"))
+    marks = page.locator("tr.oprow").evaluate_all(
+        per_cell.replace("CELL", "c => (c.querySelector('.decl') || {}).className || ''")
+    )
     assert marks["aten::add.Tensor"] == ["", "decl decl-K decl-broken"]  # 2.13.0: no release stored
     assert marks["aten::sum"][1] == "decl decl-D" and marks["aten::new_op_in_214"][1] == "decl decl-none"
     page.screenshot(path=tmp_path / "matrix.png")
@@ -265,13 +303,25 @@ def test_matrix_filters_in_browser(site, page, tmp_path):
 
 def test_pages_load_without_console_errors(site, page):
     out, _ = site
-    for rel in ["index.html", "perf.html", "diff.html", "declared.html", next(out.glob("declared-*.html")).name, "op.html?op=add.Tensor", "op.html?op=mm", "op.html?op=relu", next(out.glob("diff-*-*.html")).name]:
+    for rel in [
+        "index.html",
+        "perf.html",
+        "diff.html",
+        "declared.html",
+        next(out.glob("declared-*.html")).name,
+        "op.html?op=add.Tensor",
+        "op.html?op=mm",
+        "op.html?op=relu",
+        next(out.glob("diff-*-*.html")).name,
+    ]:
         page.goto((out / "index.html").as_uri().replace("index.html", rel))
         if rel.startswith("op.html"):
             page.wait_for_function("document.getElementById('op-page').getAttribute('data-ready')")
         assert page.errors == [], rel
         assert page.evaluate("window.__pwned") is None, f"{rel} ran a script from the database"
-        page.evaluate("document.querySelector('table.sortable th') && document.querySelector('table.sortable th').click()")  # sorting does not throw
+        page.evaluate(
+            "document.querySelector('table.sortable th') && document.querySelector('table.sortable th').click()"
+        )  # sorting does not throw
         assert page.errors == [], rel
 
 
@@ -285,7 +335,9 @@ def test_op_page_shows_results_failures_and_timings(site, page):
     assert "<script>window.__pwned = 1</script>" in text  # the message shows as text, not as markup
     assert page.evaluate("document.querySelectorAll('section.failure').length") == 1
     assert "No timings for this op" in text
-    declared = page.evaluate("Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())")
+    declared = page.evaluate(
+        "Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())"
+    )
     assert declared == ["torch MPS CUDA CPU XPU", "2.9.1 – kernel kernel –", "2.14.1 kernel kernel kernel –"]
     page.goto((out / "op.html").as_uri() + "?op=mm")
     page.wait_for_function(op_ready)
@@ -303,7 +355,9 @@ def test_diff_of_any_two_matches_the_precomputed_one(site, page):
     expected = {k: v for k, v in re.findall(r'id="n-([a-z-]+)">(\d+)<', static.read_text())}
     page.goto((out / "diff.html").as_uri() + f"#a={a}&b={bkey}")
     page.wait_for_function("document.getElementById('diff-out').getAttribute('data-ready')")
-    got = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#diff-out b[id^=n-]')).map(x => [x.id.slice(2), x.textContent]))")
+    got = page.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#diff-out b[id^=n-]')).map(x => [x.id.slice(2), x.textContent]))"
+    )
     assert got == expected
     assert page.evaluate("document.getElementById('diff-out').textContent").count("aten::add.Tensor") >= 1
     assert page.errors == []
@@ -326,5 +380,7 @@ def test_overview_table_fits_a_1400_px_window(site, page):
     out, _ = site
     page.goto((out / "index.html").as_uri())
     width = page.evaluate("document.documentElement.clientWidth")
-    box = page.locator("#overview").evaluate("t => [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.getBoundingClientRect().right]")
+    box = page.locator("#overview").evaluate(
+        "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.getBoundingClientRect().right]"
+    )
     assert width == 1400 and box[0] <= box[1] and box[2] <= width, (width, box)

@@ -17,11 +17,23 @@ ENV = {
     "backend": "cpu",
     "device_name": "Test CPU",
 }
-OP = OpSpec(name="aten::relu", overload="", schema="aten::relu(Tensor self) -> Tensor", arguments=(), returns=("Tensor",), variant="functional", tags=("pointwise",), family="pointwise", kernels=("CPU",))
+OP = OpSpec(
+    name="aten::relu",
+    overload="",
+    schema="aten::relu(Tensor self) -> Tensor",
+    arguments=(),
+    returns=("Tensor",),
+    variant="functional",
+    tags=("pointwise",),
+    family="pointwise",
+    kernels=("CPU",),
+)
 
 
 def _result(**kw):
-    return CellResult(**{"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, **kw})
+    return CellResult(
+        **{"op": "aten::relu", "dtype": "float32", "outcome": "pass", "examples_run": 3, "examples_passed": 3, **kw}
+    )
 
 
 def test_new_database_records_schema_version(tmp_path):
@@ -42,9 +54,11 @@ def test_failure_case_and_repro_are_kept(tmp_path):
     store = Store(tmp_path / "c.db")
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
-    store.record_result(run, _result(outcome="mismatch", case={"op": "aten::relu", "args": [], "kwargs": {}}, repro="import torch\n"))
+    store.record_result(
+        run, _result(outcome="mismatch", case={"op": "aten::relu", "args": [], "kwargs": {}}, repro="import torch\n")
+    )
     with store.engine.connect() as c:
-        case, repro = c.execute(text("SELECT f.\"case\", f.repro FROM failures f")).one()
+        case, repro = c.execute(text('SELECT f."case", f.repro FROM failures f')).one()
     assert "aten::relu" in case and repro.startswith("import torch")
 
 
@@ -59,7 +73,10 @@ def test_newer_schema_is_a_clear_error(tmp_path):
     path = tmp_path / "c.db"
     Store(path).close()
     with sqlite3.connect(path) as c:
-        c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (?, 'future', '2030-01-01')", (SCHEMA_VERSION + 5,))
+        c.execute(
+            "INSERT INTO conform_schema (version, description, applied_at) VALUES (?, 'future', '2030-01-01')",
+            (SCHEMA_VERSION + 5,),
+        )
     with pytest.raises(StoreError, match="newer than this conform"):
         Store(path)
 
@@ -150,13 +167,22 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
         c.execute("ALTER TABLE results DROP COLUMN findings")
         c.execute("ALTER TABLE results DROP COLUMN skip_reason")
         c.execute("DELETE FROM conform_schema WHERE version = 3")
-        c.execute("INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (2, 'v2', '2026-01-01')")
+        c.execute(
+            "INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (2, 'v2', '2026-01-01')"
+        )
         c.execute("DELETE FROM conform_schema WHERE version > 2")
     store = Store(path)
     assert store.schema_version() == SCHEMA_VERSION == 3
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
-    store.record_result(run, _result(outcome="skipped", skip_reason="no_kernel", findings=[{"kind": "reference", "phase": "forward", "message": "m", "ref_golden_err": float("inf")}]))
+    store.record_result(
+        run,
+        _result(
+            outcome="skipped",
+            skip_reason="no_kernel",
+            findings=[{"kind": "reference", "phase": "forward", "message": "m", "ref_golden_err": float("inf")}],
+        ),
+    )
     with store.engine.connect() as c:
         findings, reason = c.execute(text("SELECT findings, skip_reason FROM results")).one()
     assert reason == "no_kernel" and "reference" in str(findings)

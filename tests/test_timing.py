@@ -17,9 +17,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from conform import bench, bench_inputs, timing_changes
 from conform.backends import CPUBackend
 from conform.errors import ConformError
+from conform.results import CellResult
 from conform.store import Store, queries
 from conform.store.timings import record_timings
-from conform.results import CellResult
 from conform.timer import TARGET_BLOCKS, measure
 
 ENV = {"fingerprint": "t" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "Test CPU"}
@@ -98,7 +98,9 @@ def test_device_is_synchronised_before_every_clock_read():
         log.append("clock")
         return time.perf_counter()
 
-    m = measure(lambda: log.append("fn"), synchronize=lambda: log.append("sync"), clock=clock, min_run_time=0.005, warmup=0.0)
+    m = measure(
+        lambda: log.append("fn"), synchronize=lambda: log.append("sync"), clock=clock, min_run_time=0.005, warmup=0.0
+    )
     assert m.blocks >= 5
     reads = [i for i, e in enumerate(log) if e == "clock"]
     assert reads
@@ -153,7 +155,9 @@ class _BrokenEventsBackend(CPUBackend):
 
 def test_a_cell_whose_events_fail_is_stored_with_its_wall_time(stored_run):
     store, run = stored_run
-    summary = bench.bench(store, run, _BrokenEventsBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
+    summary = bench.bench(
+        store, run, _BrokenEventsBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False
+    )
     assert not summary.skipped
     (row,) = queries.timings_of(store, run)
     assert row["device_median_s"] > 0 and row["device_kernel_s"] is None
@@ -163,7 +167,11 @@ def test_a_cell_whose_events_fail_is_stored_with_its_wall_time(stored_run):
 
 
 def test_sizes_parse_and_bad_sizes_are_clear_errors():
-    assert bench.parse_sizes("large=1e6, small=1e3,medium=100000") == {"small": 1000, "medium": 100000, "large": 1000000}
+    assert bench.parse_sizes("large=1e6, small=1e3,medium=100000") == {
+        "small": 1000,
+        "medium": 100000,
+        "large": 1000000,
+    }
     for bad in ("small", "small=0", "=5", "x=abc", ""):
         with pytest.raises(ConformError):
             bench.parse_sizes(bad)
@@ -172,7 +180,10 @@ def test_sizes_parse_and_bad_sizes_are_clear_errors():
 def test_scaling_keeps_equal_dimensions_equal():
     from generators import Case, TensorSpec
 
-    case = Case("aten::mm", (TensorSpec((3, 4), "float32", layout="transposed", values="special"), TensorSpec((4, 5), "float32")))
+    case = Case(
+        "aten::mm",
+        (TensorSpec((3, 4), "float32", layout="transposed", values="special"), TensorSpec((4, 5), "float32")),
+    )
     scaled = bench_inputs.scale_case(case, 10_000, "uniform")
     a, b = scaled.tensor_specs()
     assert a.shape[1] == b.shape[0]  # the inner dimension still matches
@@ -237,7 +248,23 @@ def test_bench_command_json(stored_run):
     store, run = stored_run
     result = CliRunner().invoke(
         cli,
-        ["bench", "--db", store.url.removeprefix("sqlite:///"), "--run", str(run), "--ops", "aten::relu", "--sizes", "small=64,large=4096", "--min-time", "0.002", "--format", "json", "-q", "--no-isolate"],
+        [
+            "bench",
+            "--db",
+            store.url.removeprefix("sqlite:///"),
+            "--run",
+            str(run),
+            "--ops",
+            "aten::relu",
+            "--sizes",
+            "small=64,large=4096",
+            "--min-time",
+            "0.002",
+            "--format",
+            "json",
+            "-q",
+            "--no-isolate",
+        ],
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -262,9 +289,13 @@ class CrashingBackend(CPUBackend):
 def test_a_crashing_op_costs_only_its_own_cell(stored_run):
     store, run = stored_run
     # cells run in name order: add.Tensor is timed before relu kills the child process
-    summary = bench.bench(store, run, CrashingBackend(), ops=["aten::relu", "aten::add.Tensor"], sizes={"small": 64}, min_run_time=0.002)
+    summary = bench.bench(
+        store, run, CrashingBackend(), ops=["aten::relu", "aten::add.Tensor"], sizes={"small": 64}, min_run_time=0.002
+    )
     assert {r["op"] for r in queries.timings_of(store, run)} == {"aten::add.Tensor"}
-    assert [(o, reason.split(" (")[0]) for o, _, _, reason in summary.skipped] == [("aten::relu", "crashed the timing process")]
+    assert [(o, reason.split(" (")[0]) for o, _, _, reason in summary.skipped] == [
+        ("aten::relu", "crashed the timing process")
+    ]
 
 
 def test_bench_refuses_to_run_in_a_parallel_worker(stored_run, monkeypatch):
@@ -279,34 +310,55 @@ def test_bench_refuses_to_run_in_a_parallel_worker(stored_run, monkeypatch):
 
 def _row(op, size, median, iqr, shape=(10, 10)):
     return {
-        "op": op, "dtype": "float32", "size_label": size, "shape": list(shape), "layout": "contiguous", "numel": 100,
-        "device_median_s": median, "device_iqr_s": iqr, "device_kernel_s": None, "ref_median_s": 1e-3, "ref_iqr_s": 1e-5, "repeats": 100,
+        "op": op,
+        "dtype": "float32",
+        "size_label": size,
+        "shape": list(shape),
+        "layout": "contiguous",
+        "numel": 100,
+        "device_median_s": median,
+        "device_iqr_s": iqr,
+        "device_kernel_s": None,
+        "ref_median_s": 1e-3,
+        "ref_iqr_s": 1e-5,
+        "repeats": 100,
     }
 
 
 def test_a_regression_must_beat_both_the_percentage_and_the_spread(stored_run):
     store, base = stored_run
     new = store.start_run(ENV, options={}, seed=2, ops_total=4, cells_planned=4)
-    record_timings(store, base, [
-        _row("aten::add.Tensor", "small", 100e-6, 1e-6),  # +50%, tight: regression
-        _row("aten::add.Tensor", "large", 100e-6, 40e-6),  # +50%, but inside the spread: noise
-        _row("aten::relu", "small", 100e-6, 0.1e-6),  # +5%, tight: below the percentage
-        _row("aten::relu", "large", 100e-6, 1e-6),  # -50%: an improvement
-        _row("aten::sum", "small", 100e-6, 1e-6, shape=(5, 20)),  # other shape: not comparable
-    ])
-    record_timings(store, new, [
-        _row("aten::add.Tensor", "small", 150e-6, 1e-6),
-        _row("aten::add.Tensor", "large", 150e-6, 20e-6),
-        _row("aten::relu", "small", 105e-6, 0.1e-6),
-        _row("aten::relu", "large", 50e-6, 1e-6),
-        _row("aten::sum", "small", 300e-6, 1e-6, shape=(10, 10)),
-    ])
+    record_timings(
+        store,
+        base,
+        [
+            _row("aten::add.Tensor", "small", 100e-6, 1e-6),  # +50%, tight: regression
+            _row("aten::add.Tensor", "large", 100e-6, 40e-6),  # +50%, but inside the spread: noise
+            _row("aten::relu", "small", 100e-6, 0.1e-6),  # +5%, tight: below the percentage
+            _row("aten::relu", "large", 100e-6, 1e-6),  # -50%: an improvement
+            _row("aten::sum", "small", 100e-6, 1e-6, shape=(5, 20)),  # other shape: not comparable
+        ],
+    )
+    record_timings(
+        store,
+        new,
+        [
+            _row("aten::add.Tensor", "small", 150e-6, 1e-6),
+            _row("aten::add.Tensor", "large", 150e-6, 20e-6),
+            _row("aten::relu", "small", 105e-6, 0.1e-6),
+            _row("aten::relu", "large", 50e-6, 1e-6),
+            _row("aten::sum", "small", 300e-6, 1e-6, shape=(10, 10)),
+        ],
+    )
     old, now = queries.timings_of(store, base), queries.timings_of(store, new)
     regressions = timing_changes.slowdowns(old, now, pct=0.10)
     assert [(c.op, c.size_label) for c in regressions] == [("aten::add.Tensor", "small")]
     assert regressions[0].ratio == pytest.approx(1.5)
     changes = timing_changes.timing_changes(old, now, pct=0.10)
-    assert {(c.op, c.size_label, c.kind) for c in changes} == {("aten::add.Tensor", "small", "regression"), ("aten::relu", "large", "improvement")}
+    assert {(c.op, c.size_label, c.kind) for c in changes} == {
+        ("aten::add.Tensor", "small", "regression"),
+        ("aten::relu", "large", "improvement"),
+    }
     # a looser percentage lets the +5% through: the percentage threshold is real
     assert ("aten::relu", "small") in {(c.op, c.size_label) for c in timing_changes.slowdowns(old, now, pct=0.01)}
 

@@ -31,7 +31,11 @@ def _instantiate(obj):
     """An entry point or module attribute may name a class, a factory, or an instance."""
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, BackendProtocol)):
         obj = obj()
-    missing = [a for a in ("name", "device", "is_available", "to_device", "to_cpu", "synchronize", "describe") if not hasattr(obj, a)]
+    missing = [
+        a
+        for a in ("name", "device", "is_available", "to_device", "to_cpu", "synchronize", "describe")
+        if not hasattr(obj, a)
+    ]
     if missing:
         raise DeviceUnavailableError(f"{obj!r} is not a conform backend: it lacks {', '.join(missing)}")
     return obj
@@ -72,7 +76,9 @@ def resolve(spec: str | None, *, require_available: bool = True):
         elif name in _plugin_backends():
             backend = _instantiate(_plugin_backends()[name].load())
         else:
-            raise DeviceUnavailableError(f"unknown device {spec!r}; choose one of {', '.join(available_names())} or give module:attr")
+            raise DeviceUnavailableError(
+                f"unknown device {spec!r}; choose one of {', '.join(available_names())} or give module:attr"
+            )
     if require_available and not backend.is_available():
         reason = getattr(backend, "unavailable_reason", lambda: "is_available() returned False")()
         raise DeviceUnavailableError(f"device {spec!r} is not available: {reason}")

@@ -51,7 +51,13 @@ class MPSBackend(Backend):
     )
     # aten/src/ATen/mps/MPSFallback.mm registers its CPU fallback as these ops' MPS kernels: they
     # always fall back, PYTORCH_ENABLE_MPS_FALLBACK or not
-    always_fallback_ops = ("aten::embedding_renorm_", "aten::linalg_svd", "aten::linalg_svd.U", "aten::col2im", "aten::upsample_nearest3d.vec")
+    always_fallback_ops = (
+        "aten::embedding_renorm_",
+        "aten::linalg_svd",
+        "aten::linalg_svd.U",
+        "aten::col2im",
+        "aten::upsample_nearest3d.vec",
+    )
 
     def is_available(self) -> bool:
         mps = getattr(torch.backends, "mps", None)
@@ -73,7 +79,11 @@ class MPSBackend(Backend):
         mps = torch.backends.mps
         # torch >= 2.6 asks Metal (torch.backends.mps.get_name / get_core_count); older torch: the
         # chip's name from sysctl, by full path (PATH may hold another sysctl), and no core count
-        chip = _mps_query(mps, "get_name") or _run(["/usr/sbin/sysctl", "-n", "machdep.cpu.brand_string"]) or cpu_model_name()
+        chip = (
+            _mps_query(mps, "get_name")
+            or _run(["/usr/sbin/sysctl", "-n", "machdep.cpu.brand_string"])
+            or cpu_model_name()
+        )
         d = {
             "backend": self.name,
             "device_name": chip,  # "Apple M2 Pro": the GPU is part of the chip
@@ -158,7 +168,9 @@ class CUDABackend(Backend):
     def describe(self) -> dict[str, str]:
         os_name, os_version = os_description()
         props = torch.cuda.get_device_properties(self.device)
-        driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={self.device.index}"])
+        driver = _run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={self.device.index}"]
+        )
         return {
             "backend": self.name,
             "device_name": torch.cuda.get_device_name(self.device),  # "NVIDIA H200"
@@ -191,7 +203,12 @@ class XPUBackend(Backend):
 
     def describe(self) -> dict[str, str]:
         os_name, os_version = os_description()
-        return {"backend": self.name, "device_name": torch.xpu.get_device_name(0), "os": os_name, "os_version": os_version}
+        return {
+            "backend": self.name,
+            "device_name": torch.xpu.get_device_name(0),
+            "os": os_name,
+            "os_version": os_version,
+        }
 
 
 class MetaBackend(Backend):

@@ -8,4 +8,16 @@ site), `merging` copies one database into another, `timings` writes the timing p
 from .db import DEFAULT_DB, Store, database_url
 from .models import SCHEMA_VERSION, CatalogEntry, Environment, Failure, Op, Result, Run, Timing
 
-__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Store", "database_url", "Environment", "Run", "Op", "CatalogEntry", "Result", "Failure", "Timing"]
+__all__ = [
+    "DEFAULT_DB",
+    "SCHEMA_VERSION",
+    "Store",
+    "database_url",
+    "Environment",
+    "Run",
+    "Op",
+    "CatalogEntry",
+    "Result",
+    "Failure",
+    "Timing",
+]

@@ -19,9 +19,10 @@ import math
 import os
 import sqlite3
 import uuid as uuidlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import String, create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine, make_url
@@ -31,7 +32,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..errors import StoreError, first_line
 from ..results import NOT_STORED, CellResult
 from . import migrations
-from .models import SCHEMA_VERSION, CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, utcnow
+from .models import (
+    SCHEMA_VERSION,
+    CatalogEntry,
+    DeclaredKernel,
+    Environment,
+    Failure,
+    Op,
+    Result,
+    Run,
+    SchemaMigration,
+    utcnow,
+)
 
 DEFAULT_DB = "conform.db"
 
@@ -47,7 +59,9 @@ def _result_columns() -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         (in_results if f.name in result_cols else in_failures if f.name in failure_cols else homeless).append(f.name)
     if homeless:
-        raise TypeError(f"CellResult fields with no column in the store: {', '.join(homeless)} (add a column and a migration, or NOT_STORED)")
+        raise TypeError(
+            f"CellResult fields with no column in the store: {', '.join(homeless)} (add a column and a migration, or NOT_STORED)"
+        )
     return tuple(in_results), tuple(in_failures)
 
 
@@ -72,7 +86,7 @@ def _describe(url: str) -> str:
     return u.render_as_string(hide_password=True)
 
 
-def _sqlite_pragmas(store: "Store"):
+def _sqlite_pragmas(store: Store):
     def on_connect(dbapi_conn, _record):
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA busy_timeout = 30000")
@@ -184,7 +198,9 @@ class Store:
         if state is None and not create:
             raise StoreError(f"{self.where} is empty: no conform results there yet")
         if state is not None and state < SCHEMA_VERSION and self.readonly:
-            raise StoreError(f"{self.where} has schema version {state}; open it writable once to migrate it to {SCHEMA_VERSION}")
+            raise StoreError(
+                f"{self.where} has schema version {state}; open it writable once to migrate it to {SCHEMA_VERSION}"
+            )
         # Create or upgrade under a lock, looking again once it is held: several fleet machines
         # may open the same fresh (or old) database at once, and only one must change it.
         self._guard(self._change_schema)
@@ -204,7 +220,9 @@ class Store:
         tables = set(inspect(conn).get_table_names())
         if SchemaMigration.__tablename__ not in tables:
             if tables:
-                raise StoreError(f"{self.where} is not a conform database (it has tables {', '.join(sorted(tables)[:5])})")
+                raise StoreError(
+                    f"{self.where} is not a conform database (it has tables {', '.join(sorted(tables)[:5])})"
+                )
             return None
         v = conn.execute(text(f"SELECT MAX(version) FROM {SchemaMigration.__tablename__}")).scalar()
         version = int(v or 0)
@@ -297,7 +315,16 @@ class Store:
 
         return self._write_retrying(go)
 
-    def start_run(self, env: dict[str, Any], *, options: dict[str, Any], seed: int, ops_total: int, cells_planned: int, conform_version: str = "") -> int:
+    def start_run(
+        self,
+        env: dict[str, Any],
+        *,
+        options: dict[str, Any],
+        seed: int,
+        ops_total: int,
+        cells_planned: int,
+        conform_version: str = "",
+    ) -> int:
         env_id = self.environment_id(env)
 
         def go(s: Session) -> int:
@@ -328,7 +355,11 @@ class Store:
     def latest_run_id(self, *, kind: str = "measured") -> int | None:
         with self.session() as s:
             return s.scalar(
-                select(Run.id).join(Environment).where(Environment.kind == kind).order_by(Run.started_at.desc(), Run.id.desc()).limit(1)
+                select(Run.id)
+                .join(Environment)
+                .where(Environment.kind == kind)
+                .order_by(Run.started_at.desc(), Run.id.desc())
+                .limit(1)
             )
 
     def get_run(self, run_id: int) -> Run | None:
@@ -340,7 +371,13 @@ class Store:
     def op_ids(self, specs) -> dict[str, int]:
         """Ids for these OpSpecs, inserting the ones not yet known (in one transaction)."""
         rows = [
-            {"qualname": sp.qualname, "variant": sp.variant, "family": sp.family, "tags": list(sp.tags), "schema": sp.schema}
+            {
+                "qualname": sp.qualname,
+                "variant": sp.variant,
+                "family": sp.family,
+                "tags": list(sp.tags),
+                "schema": sp.schema,
+            }
             for sp in specs
             if sp.qualname not in self._op_ids
         ]
@@ -397,7 +434,9 @@ class Store:
             failure = None
 
         def go(s: Session) -> bool:
-            exists = s.scalar(select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == result.dtype))
+            exists = s.scalar(
+                select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == result.dtype)
+            )
             if exists is not None:
                 return False
             # another writer may record the same cell between that check and this insert
@@ -426,25 +465,33 @@ class Store:
     def recorded_cells(self, run_id: int) -> set[tuple[str, str]]:
         """(qualname, dtype) of every cell this run already holds."""
         with self.session() as s:
-            rows = s.execute(select(Op.qualname, Result.dtype).join(Op, Result.op_id == Op.id).where(Result.run_id == run_id)).all()
+            rows = s.execute(
+                select(Op.qualname, Result.dtype).join(Op, Result.op_id == Op.id).where(Result.run_id == run_id)
+            ).all()
         return {(q, d) for q, d in rows}
 
     def outcome_counts(self, run_id: int) -> dict[str, int]:
         """{outcome: cells} of one run."""
         with self.session() as s:
-            rows = s.execute(select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)).all()
+            rows = s.execute(
+                select(Result.outcome, func.count()).where(Result.run_id == run_id).group_by(Result.outcome)
+            ).all()
         return {o: n for o, n in rows}
 
     # -- declared kernels --------------------------------------------------------------------
 
-    def record_declared(self, env: dict[str, Any], kernels: dict[str, dict[str, str]], ops: dict[str, dict[str, Any]] | None = None) -> int:
+    def record_declared(
+        self, env: dict[str, Any], kernels: dict[str, dict[str, str]], ops: dict[str, dict[str, Any]] | None = None
+    ) -> int:
         """Store what a torch release declares: `kernels` maps an op's qualname to {dispatch key:
         how} (see models.DeclaredKernel). `ops` may give Op columns (schema, variant) for ops not
         stored yet. Replaces whatever that environment held, in one transaction. Returns its id."""
         env = dict(env, kind="declared")
         env_id = self.environment_id(env)
         ops = ops or {}
-        self._ensure_ops([{"qualname": q, **{k: v for k, v in ops.get(q, {}).items() if k != "qualname"}} for q in kernels])
+        self._ensure_ops(
+            [{"qualname": q, **{k: v for k, v in ops.get(q, {}).items() if k != "qualname"}} for q in kernels]
+        )
         rows = [
             {"environment_id": env_id, "op_id": self._op_ids[q], "dispatch_key": key, "how": how}
             for q, by_key in kernels.items()
@@ -475,7 +522,9 @@ class Store:
             return None
         return dialect_insert(model).on_conflict_do_nothing(index_elements=index_elements)
 
-    def _insert_ignoring_conflict(self, s: Session, model, rows: list[dict[str, Any]], index_elements: list[str]) -> None:
+    def _insert_ignoring_conflict(
+        self, s: Session, model, rows: list[dict[str, Any]], index_elements: list[str]
+    ) -> None:
         stmt = self._conflict_insert(model, index_elements)
         if stmt is None:
             s.execute(insert(model), rows)  # a conflict raises; _write_retrying tries again

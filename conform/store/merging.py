@@ -14,7 +14,10 @@ from sqlalchemy import inspect, select
 
 from .models import CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, Timing
 
-KNOWN_TABLES = {t.__tablename__ for t in (SchemaMigration, Environment, Run, Op, CatalogEntry, Result, Failure, Timing, DeclaredKernel)}
+KNOWN_TABLES = {
+    t.__tablename__
+    for t in (SchemaMigration, Environment, Run, Op, CatalogEntry, Result, Failure, Timing, DeclaredKernel)
+}
 BATCH = 2000
 
 
@@ -34,7 +37,15 @@ class MergeStats:
 
     @property
     def added(self) -> int:
-        return self.environments + self.runs + self.ops + self.catalog_entries + self.results + self.timings + self.declared_kernels
+        return (
+            self.environments
+            + self.runs
+            + self.ops
+            + self.catalog_entries
+            + self.results
+            + self.timings
+            + self.declared_kernels
+        )
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "added": self.added}
@@ -58,7 +69,9 @@ def merge_into(dest, source) -> MergeStats:
     with source.engine.connect() as src, dest.engine.begin() as dst:
         env_map = _merge_environments(src, dst, stats)
         op_map = _merge_ops(src, dst, stats)
-        run_rows = src.execute(select(*[Run.__table__.c[k] for k in ["id", *_columns(Run)]]).order_by(Run.id)).mappings().all()
+        run_rows = (
+            src.execute(select(*[Run.__table__.c[k] for k in ["id", *_columns(Run)]]).order_by(Run.id)).mappings().all()
+        )
         for row in run_rows:
             _merge_run(src, dst, dict(row), env_map, op_map, stats)
         if DeclaredKernel.__tablename__ in tables:
@@ -102,7 +115,11 @@ def _merge_run(src, dst, row: dict, env_map, op_map, stats: MergeStats) -> None:
         run_id = existing.id
         if existing.state == "running" and row["state"] != "running":
             # the source holds the finished copy of a run the destination saw still going
-            dst.execute(Run.__table__.update().where(Run.id == run_id).values(state=row["state"], finished_at=row["finished_at"]))
+            dst.execute(
+                Run.__table__.update()
+                .where(Run.id == run_id)
+                .values(state=row["state"], finished_at=row["finished_at"])
+            )
     before = stats.catalog_entries + stats.results + stats.timings
 
     # catalog entries: key (run, op)
@@ -129,7 +146,8 @@ def _merge_run(src, dst, row: dict, env_map, op_map, stats: MergeStats) -> None:
     stats.results += len(rows)
     if src_ids:
         new_ids = {
-            (op, dt): rid for rid, op, dt in dst.execute(select(Result.id, Result.op_id, Result.dtype).where(Result.run_id == run_id))
+            (op, dt): rid
+            for rid, op, dt in dst.execute(select(Result.id, Result.op_id, Result.dtype).where(Result.run_id == run_id))
         }
         fcols = _columns(Failure, without=("id", "result_id"))
         frows = []

@@ -33,7 +33,11 @@ def _add_findings_and_skip_reason(conn: Connection) -> None:
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
 MIGRATIONS: list[tuple[int, str, callable]] = [
     (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
-    (3, "results.findings (reference findings, precision edges) and results.skip_reason", _add_findings_and_skip_reason),
+    (
+        3,
+        "results.findings (reference findings, precision edges) and results.skip_reason",
+        _add_findings_and_skip_reason,
+    ),
 ]
 
 

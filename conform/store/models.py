@@ -7,7 +7,7 @@ database written by an earlier conform still opens.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -50,7 +50,7 @@ class Environment(Base):
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)  # backend.describe() and more
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
-    runs: Mapped[list["Run"]] = relationship(back_populates="environment")
+    runs: Mapped[list[Run]] = relationship(back_populates="environment")
 
 
 class Run(Base):
@@ -65,10 +65,10 @@ class Run(Base):
     cells_planned: Mapped[int] = mapped_column(Integer, default=0)
     conform_version: Mapped[str] = mapped_column(String(32), default="")
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    finished_at: Mapped[Optional[dt.datetime]] = mapped_column(default=None)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
     environment: Mapped[Environment] = relationship(back_populates="runs")
-    results: Mapped[list["Result"]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    results: Mapped[list[Result]] = relationship(back_populates="run", cascade="all, delete-orphan")
 
 
 class Op(Base):
@@ -116,7 +116,10 @@ class Result(Base):
     """One cell: op x dtype in one run."""
 
     __tablename__ = "results"
-    __table_args__ = (UniqueConstraint("run_id", "op_id", "dtype", name="uq_result_cell"), Index("ix_results_op", "op_id"))
+    __table_args__ = (
+        UniqueConstraint("run_id", "op_id", "dtype", name="uq_result_cell"),
+        Index("ix_results_op", "op_id"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     op_id: Mapped[int] = mapped_column(ForeignKey("ops.id"))
@@ -125,25 +128,25 @@ class Result(Base):
     phase: Mapped[str] = mapped_column(String(16), default="")  # "forward" | "backward" | "" where it failed
     examples_run: Mapped[int] = mapped_column(Integer, default=0)
     examples_passed: Mapped[int] = mapped_column(Integer, default=0)
-    max_abs_err: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    max_rel_err: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    max_ulp_err: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    rtol: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    atol: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    device_golden_err: Mapped[Optional[float]] = mapped_column(Float, default=None)  # device vs float64 golden
-    ref_golden_err: Mapped[Optional[float]] = mapped_column(Float, default=None)  # reference vs golden
+    max_abs_err: Mapped[float | None] = mapped_column(Float, default=None)
+    max_rel_err: Mapped[float | None] = mapped_column(Float, default=None)
+    max_ulp_err: Mapped[float | None] = mapped_column(Float, default=None)
+    rtol: Mapped[float | None] = mapped_column(Float, default=None)
+    atol: Mapped[float | None] = mapped_column(Float, default=None)
+    device_golden_err: Mapped[float | None] = mapped_column(Float, default=None)  # device vs float64 golden
+    ref_golden_err: Mapped[float | None] = mapped_column(Float, default=None)  # reference vs golden
     message: Mapped[str] = mapped_column(Text, default="")
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     # facts about the cell that are not its verdict (conform.oracle.Finding.to_dict()): the CPU
     # reference deviating from float64, the CPU wrong where the device is right, precision edges
-    findings: Mapped[Optional[list[Any]]] = mapped_column(JSON, default=None)
+    findings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     # why a skipped cell ran nothing (conform.cell.SKIP_REASONS): "no_kernel", "no_valid_case", ...
     skip_reason: Mapped[str] = mapped_column(String(24), default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     run: Mapped[Run] = relationship(back_populates="results")
     op: Mapped[Op] = relationship()
-    failure: Mapped[Optional["Failure"]] = relationship(back_populates="result", cascade="all, delete-orphan", uselist=False)
+    failure: Mapped[Failure | None] = relationship(back_populates="result", cascade="all, delete-orphan", uselist=False)
 
 
 class Failure(Base):
@@ -152,7 +155,7 @@ class Failure(Base):
     __tablename__ = "failures"
     id: Mapped[int] = mapped_column(primary_key=True)
     result_id: Mapped[int] = mapped_column(ForeignKey("results.id", ondelete="CASCADE"), unique=True)
-    case: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, default=None)  # generators.Case.to_json()
+    case: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # generators.Case.to_json()
     repro: Mapped[str] = mapped_column(Text, default="")  # standalone reproduction script
     traceback: Mapped[str] = mapped_column(Text, default="")
 
@@ -172,15 +175,17 @@ class Timing(Base):
     shape: Mapped[list[Any]] = mapped_column(default=list)
     layout: Mapped[str] = mapped_column(String(16), default="contiguous")
     numel: Mapped[int] = mapped_column(Integer, default=0)
-    device_median_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    device_iqr_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    device_kernel_s: Mapped[Optional[float]] = mapped_column(Float, default=None)  # device-event time (conform.timer), not kernel time
-    ref_median_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
-    ref_iqr_s: Mapped[Optional[float]] = mapped_column(Float, default=None)
+    device_median_s: Mapped[float | None] = mapped_column(Float, default=None)
+    device_iqr_s: Mapped[float | None] = mapped_column(Float, default=None)
+    device_kernel_s: Mapped[float | None] = mapped_column(
+        Float, default=None
+    )  # device-event time (conform.timer), not kernel time
+    ref_median_s: Mapped[float | None] = mapped_column(Float, default=None)
+    ref_iqr_s: Mapped[float | None] = mapped_column(Float, default=None)
     repeats: Mapped[int] = mapped_column(Integer, default=0)
 
     @property
-    def speedup(self) -> Optional[float]:
+    def speedup(self) -> float | None:
         if self.device_median_s and self.ref_median_s:
             return self.ref_median_s / self.device_median_s
         return None

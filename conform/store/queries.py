@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 
@@ -56,7 +56,7 @@ class RunRow:
     cells_planned: int
     conform_version: str
     started_at: dt.datetime
-    finished_at: Optional[dt.datetime]
+    finished_at: dt.datetime | None
     environment: EnvironmentRow
 
 
@@ -74,7 +74,10 @@ def run(store, run_id: int) -> RunRow | None:
 def runs_of(store, environment_id: int) -> list[RunRow]:
     """An environment's runs, oldest first."""
     with store.session() as s:
-        return [_run_row(r) for r in s.scalars(select(Run).where(Run.environment_id == environment_id).order_by(Run.started_at, Run.id))]
+        return [
+            _run_row(r)
+            for r in s.scalars(select(Run).where(Run.environment_id == environment_id).order_by(Run.started_at, Run.id))
+        ]
 
 
 def latest_run_id(store, *, kind: str = "measured", other_than: int | None = None) -> int | None:
@@ -113,7 +116,10 @@ def environment(store, environment_id: int) -> EnvironmentRow | None:
 def environments(store, *, kind: str) -> list[EnvironmentRow]:
     """Environments of one kind ("measured" or "declared"), in the order they were stored."""
     with store.session() as s:
-        return [_from_orm(EnvironmentRow, e) for e in s.scalars(select(Environment).where(Environment.kind == kind).order_by(Environment.id))]
+        return [
+            _from_orm(EnvironmentRow, e)
+            for e in s.scalars(select(Environment).where(Environment.kind == kind).order_by(Environment.id))
+        ]
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -132,7 +138,7 @@ class CellRow:
     examples_run: int
     examples_passed: int
     message: str
-    findings: Optional[list]
+    findings: list | None
     skip_reason: str
 
 
@@ -212,7 +218,17 @@ def repro_of(store, result_id: int | None) -> str:
 
 # -- timings ----------------------------------------------------------------------------------
 
-TIMING_FIELDS = ("shape", "layout", "numel", "device_median_s", "device_iqr_s", "device_kernel_s", "ref_median_s", "ref_iqr_s", "repeats")
+TIMING_FIELDS = (
+    "shape",
+    "layout",
+    "numel",
+    "device_median_s",
+    "device_iqr_s",
+    "device_kernel_s",
+    "ref_median_s",
+    "ref_iqr_s",
+    "repeats",
+)
 
 
 def timing_count(store, run_id: int) -> int:
@@ -222,11 +238,21 @@ def timing_count(store, run_id: int) -> int:
 
 def timings_of(store, run_id: int) -> list[dict[str, Any]]:
     """Every timing of a run as dicts (with "speedup" = reference / device time)."""
-    q = select(Timing, Op.qualname).join(Op, Timing.op_id == Op.id).where(Timing.run_id == run_id).order_by(Op.qualname, Timing.dtype, Timing.numel)
+    q = (
+        select(Timing, Op.qualname)
+        .join(Op, Timing.op_id == Op.id)
+        .where(Timing.run_id == run_id)
+        .order_by(Op.qualname, Timing.dtype, Timing.numel)
+    )
     out = []
     with store.session() as s:
         for t, qualname in s.execute(q):
-            row = {"op": qualname, "dtype": t.dtype, "size_label": t.size_label, **{k: getattr(t, k) for k in TIMING_FIELDS}}
+            row = {
+                "op": qualname,
+                "dtype": t.dtype,
+                "size_label": t.size_label,
+                **{k: getattr(t, k) for k in TIMING_FIELDS},
+            }
             row["speedup"] = t.speedup
             out.append(row)
     return out
@@ -267,16 +293,16 @@ class ResultRow(NamedTuple):
     phase: str
     examples_run: int
     examples_passed: int
-    max_abs_err: Optional[float]
-    max_rel_err: Optional[float]
-    max_ulp_err: Optional[float]
-    rtol: Optional[float]
-    atol: Optional[float]
-    device_golden_err: Optional[float]
-    ref_golden_err: Optional[float]
+    max_abs_err: float | None
+    max_rel_err: float | None
+    max_ulp_err: float | None
+    rtol: float | None
+    atol: float | None
+    device_golden_err: float | None
+    ref_golden_err: float | None
     message: str
     duration_s: float
-    findings: Optional[list]
+    findings: list | None
     skip_reason: str
     run_id: int  # the run it came from last, for "which run said so"
 
@@ -287,10 +313,10 @@ class TimingRow(NamedTuple):
     size_label: str
     shape: list
     numel: int
-    device_median_s: Optional[float]
-    device_iqr_s: Optional[float]
-    ref_median_s: Optional[float]
-    ref_iqr_s: Optional[float]
+    device_median_s: float | None
+    device_iqr_s: float | None
+    ref_median_s: float | None
+    ref_iqr_s: float | None
     repeats: int
     layout: str
     run_id: int
@@ -334,17 +360,54 @@ def _columns(model, row_type) -> list:
 def snapshot(store) -> Snapshot:
     """The whole store in bulk (failing cases and scripts apart: see `failures`)."""
     with store.engine.connect() as c:
-        ops = [OpRow(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "") for r in c.execute(select(Op.id, Op.qualname, Op.variant, Op.family, Op.tags, Op.schema))]
-        envs = [EnvironmentRow(**{f.name: r[f.name] for f in dataclasses.fields(EnvironmentRow)}) for r in c.execute(select(Environment.__table__)).mappings()]
+        ops = [
+            OpRow(r.id, r.qualname, r.variant, r.family, list(r.tags or []), r.schema or "")
+            for r in c.execute(select(Op.id, Op.qualname, Op.variant, Op.family, Op.tags, Op.schema))
+        ]
+        envs = [
+            EnvironmentRow(**{f.name: r[f.name] for f in dataclasses.fields(EnvironmentRow)})
+            for r in c.execute(select(Environment.__table__)).mappings()
+        ]
         runs = [
             dict(r._mapping)
             for r in c.execute(
-                select(Run.id, Run.uuid, Run.environment_id, Run.state, Run.started_at, Run.finished_at, Run.ops_total, Run.options, Run.seed).order_by(Run.started_at, Run.id)
+                select(
+                    Run.id,
+                    Run.uuid,
+                    Run.environment_id,
+                    Run.state,
+                    Run.started_at,
+                    Run.finished_at,
+                    Run.ops_total,
+                    Run.options,
+                    Run.seed,
+                ).order_by(Run.started_at, Run.id)
             )
         ]
-        catalog = [CatalogRow._make(r) for r in c.execute(select(*_columns(CatalogEntry, CatalogRow)).join(Run, CatalogEntry.run_id == Run.id).order_by(Run.started_at, Run.id))]
-        results = [ResultRow._make(r) for r in c.execute(select(*_columns(Result, ResultRow)).join(Run, Result.run_id == Run.id).order_by(Run.started_at, Run.id, Result.id))]
-        timings = [TimingRow._make(r) for r in c.execute(select(*_columns(Timing, TimingRow)).join(Run, Timing.run_id == Run.id).order_by(Run.started_at, Run.id, Timing.id))]
+        catalog = [
+            CatalogRow._make(r)
+            for r in c.execute(
+                select(*_columns(CatalogEntry, CatalogRow))
+                .join(Run, CatalogEntry.run_id == Run.id)
+                .order_by(Run.started_at, Run.id)
+            )
+        ]
+        results = [
+            ResultRow._make(r)
+            for r in c.execute(
+                select(*_columns(Result, ResultRow))
+                .join(Run, Result.run_id == Run.id)
+                .order_by(Run.started_at, Run.id, Result.id)
+            )
+        ]
+        timings = [
+            TimingRow._make(r)
+            for r in c.execute(
+                select(*_columns(Timing, TimingRow))
+                .join(Run, Timing.run_id == Run.id)
+                .order_by(Run.started_at, Run.id, Timing.id)
+            )
+        ]
         t = DeclaredKernel.__table__
         declared = [tuple(r) for r in c.execute(select(t.c.environment_id, t.c.op_id, t.c.dispatch_key, t.c.how))]
     return Snapshot(ops, envs, runs, catalog, results, timings, declared)
@@ -354,7 +417,9 @@ def failures(store, result_ids: set[int]) -> dict[int, tuple]:
     """{result id: (case, repro, traceback)} of those results that have a stored failure."""
     out = {}
     with store.engine.connect() as c:
-        for rid, case, repro, tb in c.execute(select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback)):
+        for rid, case, repro, tb in c.execute(
+            select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback)
+        ):
             if rid in result_ids:
                 out[rid] = (case, repro or "", tb or "")
     return out

@@ -25,9 +25,20 @@ def record_timings(store, run_id: int, rows: list[dict[str, Any]]) -> None:
         for r in rows:
             s.execute(
                 delete(Timing).where(
-                    Timing.run_id == run_id, Timing.op_id == ids[r["op"]], Timing.dtype == r["dtype"], Timing.size_label == r["size_label"]
+                    Timing.run_id == run_id,
+                    Timing.op_id == ids[r["op"]],
+                    Timing.dtype == r["dtype"],
+                    Timing.size_label == r["size_label"],
                 )
             )
-            s.add(Timing(run_id=run_id, op_id=ids[r["op"]], dtype=r["dtype"], size_label=r["size_label"], **{k: r[k] for k in TIMING_FIELDS}))
+            s.add(
+                Timing(
+                    run_id=run_id,
+                    op_id=ids[r["op"]],
+                    dtype=r["dtype"],
+                    size_label=r["size_label"],
+                    **{k: r[k] for k in TIMING_FIELDS},
+                )
+            )
 
     store.write(go)

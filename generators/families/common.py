@@ -8,7 +8,15 @@ from generators.strategies import draw_tensor
 
 
 def _tensor(ctx, shape, *, label, dtype=None, values=None, writable=False):
-    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", writable=writable, qscheme=qscheme(ctx), label=label)
+    return draw_tensor(
+        ctx.draw,
+        dtype=dtype or ctx.dtype,
+        shape=tuple(shape),
+        values=values or ctx.values or "real",
+        writable=writable,
+        qscheme=qscheme(ctx),
+        label=label,
+    )
 
 
 def _sub_shape(ctx, shape, *, label, at=None, at_max=4):

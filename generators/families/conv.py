@@ -33,10 +33,26 @@ def _list_arg(ctx, name, values):
 
 
 @family(
-    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "mkldnn_convolution", "slow_conv3d", "slow_conv3d_forward", "thnn_conv2d", "slow_conv_transpose2d",
-    "slow_conv_transpose3d", "slow_conv2d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
-    "convolution_mode", "conv_depthwise2d", "conv_tbc", "nnpack_spatial_convolution",
+    "convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "mkldnn_convolution",
+    "slow_conv3d",
+    "slow_conv3d_forward",
+    "thnn_conv2d",
+    "slow_conv_transpose2d",
+    "slow_conv_transpose3d",
+    "slow_conv2d_forward",
+    "slow_conv_dilated2d",
+    "slow_conv_dilated3d",
+    "convolution_mode",
+    "conv_depthwise2d",
+    "conv_tbc",
+    "nnpack_spatial_convolution",
 )
 def convolution(ctx):
     """input (N, C_in, *spatial), weight (C_out, C_in / groups, *kernel) or transposed (C_in, C_out / groups, *kernel)."""
@@ -84,10 +100,23 @@ def convolution(ctx):
 
 
 @family(
-    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-    "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "mkldnn_max_pool2d",
-    "mkldnn_max_pool3d", "quantized_max_pool1d", "quantized_max_pool2d", "quantized_max_pool3d",
-    "lp_pool1d", "lp_pool2d", "lp_pool3d",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "mkldnn_max_pool2d",
+    "mkldnn_max_pool3d",
+    "quantized_max_pool1d",
+    "quantized_max_pool2d",
+    "quantized_max_pool3d",
+    "lp_pool1d",
+    "lp_pool2d",
+    "lp_pool3d",
 )
 def pooling(ctx):
     d = _spatial_rank(ctx)
@@ -109,8 +138,13 @@ def pooling(ctx):
 
 
 @family(
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "adaptive_max_pool3d", "mkldnn_adaptive_avg_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "mkldnn_adaptive_avg_pool2d",
 )
 def adaptive_pooling(ctx):
     d = _spatial_rank(ctx)
@@ -148,7 +182,11 @@ def max_unpooling(ctx):
     n = ctx.draw(memo.integers(1, 2), label="batch")
     c = ctx.draw(memo.integers(1, 2), label="channels")
     k = [ctx.draw(memo.integers(1, 2), label=f"kernel[{i}]") for i in range(d)]
-    spatial = [k[i] * ctx.draw(memo.integers(1, 3), label=f"windows[{i}]") + ctx.draw(memo.integers(0, k[i] - 1), label=f"rest[{i}]") for i in range(d)]
+    spatial = [
+        k[i] * ctx.draw(memo.integers(1, 3), label=f"windows[{i}]")
+        + ctx.draw(memo.integers(0, k[i] - 1), label=f"rest[{i}]")
+        for i in range(d)
+    ]
     unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
     lead = (c,) if unbatched else (n, c)
     pooled_input = _tensor(ctx, lead + tuple(spatial), dtype="float32", values="real", label="pooled input")
@@ -163,9 +201,18 @@ def max_unpooling(ctx):
 
 
 @family(
-    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_nearest_exact1d",
-    "upsample_nearest_exact2d", "upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
-    "upsample_bicubic2d", "upsample_trilinear3d", "upsample_bilinear2d_aa", "upsample_bicubic2d_aa",
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "upsample_nearest_exact1d",
+    "upsample_nearest_exact2d",
+    "upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "upsample_bicubic2d",
+    "upsample_trilinear3d",
+    "upsample_bilinear2d_aa",
+    "upsample_bicubic2d_aa",
     "upsample_lanczos2d_aa",
 )
 def upsampling(ctx):
@@ -181,7 +228,9 @@ def upsampling(ctx):
     if "scale_factors" in names:
         if ctx.draw(memo.booleans(), label="by scale"):
             ctx.fixed["output_size"] = None
-            ctx.fixed["scale_factors"] = [ctx.draw(memo.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)]
+            ctx.fixed["scale_factors"] = [
+                ctx.draw(memo.sampled_from([2.0, 0.5, 1.5]), label=f"scale[{i}]") for i in range(d)
+            ]
         else:
             ctx.fixed["output_size"] = out
             ctx.fixed["scale_factors"] = None
@@ -195,8 +244,16 @@ def upsampling(ctx):
 
 
 @family(
-    "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
-    "replication_pad3d", "pad_circular", "pad_enum", "constant_pad_nd", "pad",
+    "reflection_pad1d",
+    "reflection_pad2d",
+    "reflection_pad3d",
+    "replication_pad1d",
+    "replication_pad2d",
+    "replication_pad3d",
+    "pad_circular",
+    "pad_enum",
+    "constant_pad_nd",
+    "pad",
 )
 def padding_modes(ctx):
     """Reflection pads must be smaller than the input; the input is (N, C, *spatial) or unbatched."""
@@ -210,7 +267,10 @@ def padding_modes(ctx):
     pads = []
     for i in range(d):
         limit = spatial[d - 1 - i] - 1
-        pads += [ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i}]"), ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i + 1}]")]
+        pads += [
+            ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i}]"),
+            ctx.draw(memo.integers(0, limit), label=f"pad[{2 * i + 1}]"),
+        ]
     for name in ("padding", "pad"):
         if name in _arg_names(ctx):
             ctx.fixed[name] = pads
@@ -220,7 +280,11 @@ def padding_modes(ctx):
             ctx.fixed["value"] = None
 
 
-_INTERPOLATE_MODES = {1: ("nearest", "linear", "area"), 2: ("nearest", "bilinear", "bicubic", "area"), 3: ("nearest", "trilinear", "area")}
+_INTERPOLATE_MODES = {
+    1: ("nearest", "linear", "area"),
+    2: ("nearest", "bilinear", "bicubic", "area"),
+    3: ("nearest", "trilinear", "area"),
+}
 
 
 @family("interpolate", "upsample_nearest", "upsample_bilinear")
@@ -242,7 +306,10 @@ def interpolate(ctx):
     else:
         # halving needs two elements or more in every dim, or the output would be empty
         floats = memo.sampled_from((2.0, 0.5, 1.5) if min(ctx.shape[2:]) >= 2 else (2.0, 1.5))
-        scales = [ctx.draw(memo.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]") for i in range(d)]
+        scales = [
+            ctx.draw(memo.integers(1, 2) if scale_type.startswith("int") else floats, label=f"scale[{i}]")
+            for i in range(d)
+        ]
         ctx.fixed["size"], ctx.fixed["scale_factor"] = None, scales if "[" in scale_type else scales[0]
     if "mode" in names:
         mode = ctx.draw(memo.sampled_from(_INTERPOLATE_MODES[d]), label="mode")

@@ -28,7 +28,14 @@ def _nonempty(ctx, *, min_dims: int = 1) -> tuple[int, ...]:
 
 
 def _contiguous(ctx, shape, *, label, dtype=None, values=None):
-    return draw_tensor(ctx.draw, dtype=dtype or ctx.dtype, shape=tuple(shape), values=values or ctx.values or "real", layout="contiguous", label=label)
+    return draw_tensor(
+        ctx.draw,
+        dtype=dtype or ctx.dtype,
+        shape=tuple(shape),
+        values=values or ctx.values or "real",
+        layout="contiguous",
+        label=label,
+    )
 
 
 def _ints(values, dtype: str = "int64") -> TensorSpec:
@@ -52,11 +59,22 @@ def cumulative_helper(ctx):
 table(
     {
         "thnn_differentiable_lstm_cell_backward": {
-            "cx": "n h", "grad_hy": "n h", "grad_cy": "n h", "input_gates": "n 4h", "hidden_gates": "n 4h",
-            "input_bias": "?4h", "hidden_bias": "?4h", "cy": "n h",
+            "cx": "n h",
+            "grad_hy": "n h",
+            "grad_cy": "n h",
+            "input_gates": "n 4h",
+            "hidden_gates": "n 4h",
+            "input_bias": "?4h",
+            "hidden_bias": "?4h",
+            "cy": "n h",
         },
         "thnn_differentiable_gru_cell_backward": {
-            "hx": "n h", "grad_hy": "n h", "input_gates": "n 3h", "hidden_gates": "n 3h", "input_bias": "?3h", "hidden_bias": "?3h",
+            "hx": "n h",
+            "grad_hy": "n h",
+            "input_gates": "n 3h",
+            "hidden_gates": "n 3h",
+            "input_bias": "?3h",
+            "hidden_bias": "?3h",
         },
     }
 )
@@ -136,7 +154,9 @@ def embedding_dense_backward(ctx):
     (audit: `embedding_dense_backward.out(randn(4,2), tensor([0,5,1,2]), 3, ...)` segfaults)."""
     rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("num_weights", "width", "indices"))
     symbolic(ctx, {"grad_output": f"{n} {width}"})
-    ctx.fixed["indices"] = draw_tensor(ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="indices")
+    ctx.fixed["indices"] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="indices"
+    )
     ctx.fixed["num_weights"] = rows
     ctx.fixed["padding_idx"] = ctx.draw(memo.integers(-1, rows - 1), label="padding_idx")
 
@@ -200,6 +220,21 @@ def mkldnn_rnn_layer(ctx):
     ctx.shape = (t, b, i)
     # contiguous, as the caller makes them: a transposed or expanded one corrupts the heap here
     ctx.fixed["input"] = _contiguous(ctx, ctx.shape, label="input")
-    for name, shape in (("weight0", (4 * h, i)), ("weight1", (4 * h, h)), ("weight2", (4 * h,)), ("weight3", (4 * h,)), ("hx_", (b, h)), ("cx_", (b, h))):
+    for name, shape in (
+        ("weight0", (4 * h, i)),
+        ("weight1", (4 * h, h)),
+        ("weight2", (4 * h,)),
+        ("weight3", (4 * h,)),
+        ("hx_", (b, h)),
+        ("cx_", (b, h)),
+    ):
         ctx.fixed[name] = _contiguous(ctx, shape, label=name)
-    ctx.fixed.update(batch_sizes=[], mode=2, hidden_size=h, num_layers=1, has_biases=True, bidirectional=False, batch_first=batch_first)
+    ctx.fixed.update(
+        batch_sizes=[],
+        mode=2,
+        hidden_size=h,
+        num_layers=1,
+        has_biases=True,
+        bidirectional=False,
+        batch_first=batch_first,
+    )

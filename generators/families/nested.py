@@ -77,7 +77,9 @@ def nested_view_from_buffer(ctx):
     for n in lengths:
         offsets.append(offsets[-1] + n * d)
     ctx.shape = (offsets[-1],)
-    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="self")
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="self"
+    )
     ctx.fixed["nested_size"] = TensorSpec(shape=(b, 2), dtype="int64", data=tuple(x for n in lengths for x in (n, d)))
     ctx.fixed["nested_strides"] = TensorSpec(shape=(b, 2), dtype="int64", data=(d, 1) * b)
     ctx.fixed["offsets"] = TensorSpec(shape=(b,), dtype="int64", data=tuple(offsets[:-1]))

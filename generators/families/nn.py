@@ -18,7 +18,9 @@ def embedding_bag(ctx):
     if "include_last_offset" in _arg_names(ctx):
         ctx.fixed["include_last_offset"] = False
     if "mode" in _arg_names(ctx):
-        ctx.fixed["mode"] = 0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(memo.integers(0, 2), label="mode")
+        ctx.fixed["mode"] = (
+            0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(memo.integers(0, 2), label="mode")
+        )
 
 
 # -- recurrent networks ----------------------------------------------------------------------------
@@ -53,15 +55,25 @@ def recurrent(ctx):
         ctx.shape = (n, t, i) if batch_first else (t, n, i)
         ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     hidden = (layers * dirs, n, h)
-    ctx.fixed["hx"] = [_tensor(ctx, hidden, label="h0"), _tensor(ctx, hidden, label="c0")] if base == "lstm" else _tensor(ctx, hidden, label="hx")
+    ctx.fixed["hx"] = (
+        [_tensor(ctx, hidden, label="h0"), _tensor(ctx, hidden, label="c0")]
+        if base == "lstm"
+        else _tensor(ctx, hidden, label="hx")
+    )
     params = []
     for layer in range(layers):
         width = i if layer == 0 else h * dirs
         for d in range(dirs):
             where = f"layer {layer} direction {d}"
-            params += [_tensor(ctx, (gates * h, width), label=f"w_ih {where}"), _tensor(ctx, (gates * h, h), label=f"w_hh {where}")]
+            params += [
+                _tensor(ctx, (gates * h, width), label=f"w_ih {where}"),
+                _tensor(ctx, (gates * h, h), label=f"w_hh {where}"),
+            ]
             if has_biases:
-                params += [_tensor(ctx, (gates * h,), label=f"b_ih {where}"), _tensor(ctx, (gates * h,), label=f"b_hh {where}")]
+                params += [
+                    _tensor(ctx, (gates * h,), label=f"b_ih {where}"),
+                    _tensor(ctx, (gates * h,), label=f"b_hh {where}"),
+                ]
     ctx.fixed.update(params=params, has_biases=has_biases, num_layers=layers, dropout=0.0, bidirectional=bidirectional)
     ctx.fixed["train"] = ctx.draw(memo.booleans(), label="train")  # no dropout: the same either way
 
@@ -108,13 +120,14 @@ def ctc_loss(ctx):
     ctx.fixed["blank"] = blank
 
 
-
 @family("affine_grid_generator")
 def affine_grid(ctx):
     """theta (N, 2, 3) for a 2-d grid of size (N, C, H, W), (N, 3, 4) for a 3-d one."""
     d = ctx.draw(memo.integers(2, 3), label="spatial dims")
     n = ctx.draw(memo.integers(1, 2), label="batch")
-    size = [n, ctx.draw(memo.integers(1, 2), label="channels")] + [ctx.draw(memo.integers(1, 4), label=f"size[{i}]") for i in range(d)]
+    size = [n, ctx.draw(memo.integers(1, 2), label="channels")] + [
+        ctx.draw(memo.integers(1, 4), label=f"size[{i}]") for i in range(d)
+    ]
     ctx.fixed["size"] = size
     ctx.shape = (n, d, d + 1)
     # the backward takes no theta; its gradient's shape comes from running the forward on it
@@ -136,7 +149,7 @@ def col2im(ctx):
     for i in range(2):
         blocks *= (out[i] + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1
     unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
-    ctx.shape = ((c * k[0] * k[1], blocks) if unbatched else (n, c * k[0] * k[1], blocks))
+    ctx.shape = (c * k[0] * k[1], blocks) if unbatched else (n, c * k[0] * k[1], blocks)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed.update(output_size=out, kernel_size=k, dilation=dilation, padding=padding, stride=stride)
 
@@ -190,7 +203,9 @@ def packed_sequence(ctx):
 def attention(ctx):
     """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask."""
     b, h = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="heads")
-    length, source, e = (ctx.draw(memo.integers(1, 4), label=x) for x in ("target length", "source length", "embedding"))
+    length, source, e = (
+        ctx.draw(memo.integers(1, 4), label=x) for x in ("target length", "source length", "embedding")
+    )
     ctx.shape = (b, h, length, e)
     ctx.fixed["query"] = _tensor(ctx, ctx.shape, label="query")
     ctx.fixed["key"] = _tensor(ctx, (b, h, source, e), label="key")
@@ -238,6 +253,8 @@ def embedding_renorm(ctx):
     rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
     symbolic(ctx, {"weight": f"{rows} {width}"})
     # in range, always (draw_index sometimes steps outside on purpose: an error case, not a renorm)
-    ctx.fixed["input"] = draw_tensor(ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="input")
+    ctx.fixed["input"] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="input"
+    )
     ctx.fixed["max_norm"] = ctx.draw(memo.sampled_from((0.5, 1.0, 2.0)), label="max_norm")
     ctx.fixed["norm_type"] = ctx.draw(memo.sampled_from((1.0, 2.0, 3.0)), label="norm_type")

@@ -11,9 +11,18 @@ from generators.strategies import draw_tensor
 
 
 @family(
-    "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_functional",
-    "native_batch_norm_legit_no_training", "batch_norm_impl_index", "instance_norm", "cudnn_batch_norm",
-    "miopen_batch_norm", "batch_norm_with_update", "batch_norm_no_update", "batch_norm_with_update_functional",
+    "batch_norm",
+    "native_batch_norm",
+    "native_batch_norm_legit",
+    "native_batch_norm_legit_functional",
+    "native_batch_norm_legit_no_training",
+    "batch_norm_impl_index",
+    "instance_norm",
+    "cudnn_batch_norm",
+    "miopen_batch_norm",
+    "batch_norm_with_update",
+    "batch_norm_no_update",
+    "batch_norm_with_update_functional",
     "batch_norm_update_stats",
 )
 def batch_norm(ctx):
@@ -29,7 +38,9 @@ def batch_norm(ctx):
     ctx.shape = (n, c, *spatial)
     if ctx.op.base_name.startswith("native_group_norm"):
         # the kernel (and its backward) take a contiguous input: group_norm makes it so first
-        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+        ctx.fixed["input"] = draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input"
+        )
     else:
         ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):
@@ -111,7 +122,9 @@ def group_norm(ctx):
     ctx.shape = (n, c, *spatial)
     if ctx.op.base_name.startswith("native_group_norm"):
         # the kernel (and its backward) take a contiguous input: group_norm makes it so first
-        ctx.fixed["input"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input")
+        ctx.fixed["input"] = draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input"
+        )
     else:
         ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
     for name in ("weight", "bias"):

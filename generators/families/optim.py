@@ -13,7 +13,9 @@ def fused_optimizer(ctx):
     """A step of a fused optimizer over a list of parameters: state_steps holds one step count per
     parameter, each a one-element float32 tensor (it is read as a number); no gradient scaling."""
     names = _arg_names(ctx)
-    if ctx.dtype in ("float16", "bfloat16", "float32", "float64") and ctx.draw(memo.booleans(), label="parameters past a vector"):
+    if ctx.dtype in ("float16", "bfloat16", "float32", "float64") and ctx.draw(
+        memo.booleans(), label="parameters past a vector"
+    ):
         # one flat parameter longer than a CPU vector (16-bit: 16 or 32 lanes), so the kernel runs
         # its vector blocks and then a tail; a published bug of the 16-bit fused steps skipped
         # whole vector blocks, which parameters shorter than one vector never reach
@@ -22,7 +24,16 @@ def fused_optimizer(ctx):
         ctx.list_shapes = [(n,)] * len(ctx.list_shapes)
     if "state_steps" in names:
         ctx.fixed["state_steps"] = [
-            draw_tensor(ctx.draw, dtype="float32", shape=(), values="index", low=1, high=5, layout="contiguous", label=f"state_steps[{i}]")
+            draw_tensor(
+                ctx.draw,
+                dtype="float32",
+                shape=(),
+                values="index",
+                low=1,
+                high=5,
+                layout="contiguous",
+                label=f"state_steps[{i}]",
+            )
             for i in range(len(ctx.list_shapes))
         ]
     for name in ("grad_scale", "found_inf"):

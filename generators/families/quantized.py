@@ -22,8 +22,26 @@ _quant_scales = memo.sampled_from((0.1, 0.02, 0.5, 1.0))
 def _qparams(ctx, n: int, *, scale_dtype: str, point_dtype: str, label: str, qdtype: str = "quint8"):
     """Per-channel scales (> 0) and zero points (within `qdtype`'s range) for `n` channels."""
     lo, hi = QUANT_RANGES[qdtype]
-    scales = draw_tensor(ctx.draw, dtype=scale_dtype, shape=(n,), values="positive", low=0.01, high=1.0, layout="contiguous", label=f"{label} scales")
-    points = draw_tensor(ctx.draw, dtype=point_dtype, shape=(n,), values="index", low=max(lo, -100), high=min(hi, 100), layout="contiguous", label=f"{label} zero points")
+    scales = draw_tensor(
+        ctx.draw,
+        dtype=scale_dtype,
+        shape=(n,),
+        values="positive",
+        low=0.01,
+        high=1.0,
+        layout="contiguous",
+        label=f"{label} scales",
+    )
+    points = draw_tensor(
+        ctx.draw,
+        dtype=point_dtype,
+        shape=(n,),
+        values="index",
+        low=max(lo, -100),
+        high=min(hi, 100),
+        layout="contiguous",
+        label=f"{label} zero points",
+    )
     return scales, points
 
 
@@ -36,11 +54,16 @@ def quantize(ctx):
     ctx.fixed["dtype"] = {"dtype": qdtype}
     lo, hi = QUANT_RANGES[qdtype]
     if "size" in names:  # the empty_* factories
-        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(1, 3), label="rank")))
+        ctx.shape = tuple(
+            ctx.draw(memo.integers(1, 4), label=f"size[{i}]")
+            for i in range(ctx.draw(memo.integers(1, 3), label="rank"))
+        )
         ctx.fixed["size"] = list(ctx.shape)
     elif "tensors" in names:
         ctx.fixed["tensors"] = [_tensor(ctx, s, label=f"tensors[{i}]") for i, s in enumerate(ctx.list_shapes)]
-        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, len(ctx.list_shapes), scale_dtype="float64", point_dtype="int64", label="tensors", qdtype=qdtype)
+        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(
+            ctx, len(ctx.list_shapes), scale_dtype="float64", point_dtype="int64", label="tensors", qdtype=qdtype
+        )
         return
     elif ctx.rank == 0 and "axis" in names:
         ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
@@ -50,10 +73,15 @@ def quantize(ctx):
     if "axis" in names:
         axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
         ctx.fixed["axis"] = axis
-        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
+        ctx.fixed["scales"], ctx.fixed["zero_points"] = _qparams(
+            ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype
+        )
     elif "scale" in names and next(a.type for a in ctx.op.arguments if a.name == "scale").startswith("Tensor"):
         scale, point = _qparams(ctx, 1, scale_dtype="float32", point_dtype="int64", label="tensor", qdtype=qdtype)
-        ctx.fixed["scale"], ctx.fixed["zero_point"] = dataclasses.replace(scale, shape=()), dataclasses.replace(point, shape=())
+        ctx.fixed["scale"], ctx.fixed["zero_point"] = (
+            dataclasses.replace(scale, shape=()),
+            dataclasses.replace(point, shape=()),
+        )
     elif "scale" in names:
         ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
         ctx.fixed["zero_point"] = ctx.draw(memo.integers(max(lo, -100), min(hi, 100)), label="zero_point")
@@ -62,7 +90,11 @@ def quantize(ctx):
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
 
 
-@family("fake_quantize_per_channel_affine", "fake_quantize_per_channel_affine_cachemask", "fake_quantize_learnable_per_channel_affine")
+@family(
+    "fake_quantize_per_channel_affine",
+    "fake_quantize_per_channel_affine_cachemask",
+    "fake_quantize_learnable_per_channel_affine",
+)
 def fake_quantize_per_channel(ctx):
     """Per-channel scales (> 0) and zero points within [quant_min, quant_max] along a drawn axis;
     the learnable variant takes float zero points."""
@@ -74,7 +106,14 @@ def fake_quantize_per_channel(ctx):
     qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
     lo, hi = QUANT_RANGES[qdtype]
     ctx.fixed.update(axis=axis, quant_min=lo, quant_max=hi)
-    ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float32", point_dtype="float32" if learnable else "int32", label="channel", qdtype=qdtype)
+    ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
+        ctx,
+        ctx.shape[axis],
+        scale_dtype="float32",
+        point_dtype="float32" if learnable else "int32",
+        label="channel",
+        qdtype=qdtype,
+    )
 
 
 @family("make_per_tensor_quantized_tensor", "make_per_channel_quantized_tensor")
@@ -92,13 +131,14 @@ def make_quantized(ctx):
     if "axis" in _arg_names(ctx):
         axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
         ctx.fixed["axis"] = axis
-        ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype)
+        ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
+            ctx, ctx.shape[axis], scale_dtype="float64", point_dtype="int64", label="channel", qdtype=qdtype
+        )
     else:
         ctx.fixed["scale"] = ctx.draw(_quant_scales, label="scale")
         ctx.fixed["zero_point"] = ctx.draw(memo.integers(max(lo, -100), min(hi, 100)), label="zero_point")
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
-
 
 
 @family("int_mm")
@@ -123,10 +163,16 @@ def scaled_mm(ctx):
     floating cells hold the valid cases."""
     n, k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("n", "k", "m"))
     ctx.shape = (n, k)
-    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(n, k), values="small", layout="contiguous", label="self")
-    ctx.fixed["mat2"] = draw_tensor(ctx.draw, dtype="float8_e4m3fn", shape=(k, m), values="small", layout="transposed", label="mat2")
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw, dtype="float8_e4m3fn", shape=(n, k), values="small", layout="contiguous", label="self"
+    )
+    ctx.fixed["mat2"] = draw_tensor(
+        ctx.draw, dtype="float8_e4m3fn", shape=(k, m), values="small", layout="transposed", label="mat2"
+    )
     for name in ("scale_a", "scale_b"):
-        ctx.fixed[name] = draw_tensor(ctx.draw, dtype="float32", shape=(), values="positive", layout="contiguous", label=name)
+        ctx.fixed[name] = draw_tensor(
+            ctx.draw, dtype="float32", shape=(), values="positive", layout="contiguous", label=name
+        )
     ctx.fixed.update(bias=None, scale_result=None, use_fast_accum=False)
     ctx.fixed["out_dtype"] = {"dtype": ctx.dtype}
 
@@ -168,8 +214,12 @@ def _int4_weight(ctx):
     else:
         k = 2 * ctx.draw(memo.integers(1, 4), label="in features / 2")
         g, blocks = k, 1
-    weights = draw_tensor(ctx.draw, dtype="uint8", shape=(n, k // 2), values="real", layout="contiguous", label="weights")
-    scales = draw_tensor(ctx.draw, dtype="float32", shape=(n, blocks), values="positive", layout="contiguous", label="scales_zeros")
+    weights = draw_tensor(
+        ctx.draw, dtype="uint8", shape=(n, k // 2), values="real", layout="contiguous", label="weights"
+    )
+    scales = draw_tensor(
+        ctx.draw, dtype="float32", shape=(n, blocks), values="positive", layout="contiguous", label="scales_zeros"
+    )
     return n, k, g, weights, scales
 
 
@@ -193,13 +243,17 @@ def dyn_quant_matmul_4bit(ctx):
     m = ctx.draw(memo.integers(1, 3), label="rows")
     ctx.shape = (m, k)
     ctx.fixed["inp"] = _tensor(ctx, (m, k), label="inp")
-    ctx.fixed["packed_weights"] = TensorSpec(shape=tuple(packed.shape), dtype=str(packed.dtype).removeprefix("torch."), data=tuple(packed.flatten().tolist()))
+    ctx.fixed["packed_weights"] = TensorSpec(
+        shape=tuple(packed.shape), dtype=str(packed.dtype).removeprefix("torch."), data=tuple(packed.flatten().tolist())
+    )
     ctx.fixed.update(block_size=g, in_features=k, out_features=n)
 
 
 def _int4_rows(ctx, n: int, k: int) -> TensorSpec:
     """An (n, k) int32 weight of 4-bit values (0 to 15), as the int4 packing takes it."""
-    return draw_tensor(ctx.draw, dtype="int32", shape=(n, k), values="index", low=0, high=16, layout="contiguous", label="int4 weight")
+    return draw_tensor(
+        ctx.draw, dtype="int32", shape=(n, k), values="index", low=0, high=16, layout="contiguous", label="int4 weight"
+    )
 
 
 @family("convert_weight_to_int4pack_for_cpu")
@@ -228,7 +282,16 @@ def weight_int4pack_mm(ctx):
     m = ctx.draw(memo.integers(1, 3), label="M")
     ctx.shape = (m, k)
     # contiguous: the kernel checks it ("expect A to be contiguous"), so other layouts only meet that check
-    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(m, k), values=ctx.values or "real", layout="contiguous", label="self")
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=(m, k), values=ctx.values or "real", layout="contiguous", label="self"
+    )
     ctx.fixed["mat2"] = TensorSpec(shape=tuple(packed.shape), dtype="uint8", data=tuple(packed.flatten().tolist()))
     ctx.fixed["qGroupSize"] = group
-    ctx.fixed["qScaleAndZeros"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(k // group, n, 2), values="positive", layout="contiguous", label="qScaleAndZeros")
+    ctx.fixed["qScaleAndZeros"] = draw_tensor(
+        ctx.draw,
+        dtype=ctx.dtype,
+        shape=(k // group, n, 2),
+        values="positive",
+        layout="contiguous",
+        label="qScaleAndZeros",
+    )

@@ -72,7 +72,10 @@ def einsum_sublist(ctx):
         return
     sizes = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(4)]
     operands = ctx.draw(memo.integers(1, 2), label="operands")
-    subs = [ctx.draw(memo.lists(memo.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]") for i in range(operands)]
+    subs = [
+        ctx.draw(memo.lists(memo.integers(0, 3), min_size=1, max_size=3), label=f"subscripts[{i}]")
+        for i in range(operands)
+    ]
     tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
     ctx.shape = tensors[0].shape
     ctx.fixed["a"] = tensors[0]
@@ -82,7 +85,11 @@ def einsum_sublist(ctx):
     if ctx.draw(memo.booleans(), label="output subscripts"):
         present = sorted({j for sub in subs for j in sub})
         # not empty: the builtin's vararg types are inferred from the values, and [] has no element type
-        rest.append(ctx.draw(memo.lists(memo.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"))
+        rest.append(
+            ctx.draw(
+                memo.lists(memo.sampled_from(present), min_size=1, max_size=len(present), unique=True), label="output"
+            )
+        )
     ctx.fixed[VARARGS] = rest
 
 
@@ -105,4 +112,3 @@ def percent_format(ctx):
     values = [ctx.draw(memo.integers(-9, 9), label="value")]
     ctx.fixed["self"] = "".join("<%d>" for _ in values)
     ctx.fixed[VARARGS] = values
-

@@ -21,7 +21,9 @@ def topk_like(ctx):
     dim = ctx.draw(dims(ctx), label="dim")
     ctx.fixed["dim"] = dim
     size = ctx.size(dim)
-    ctx.fixed["k"] = ctx.draw(memo.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else memo.just(0), label="k")
+    ctx.fixed["k"] = ctx.draw(
+        memo.integers(1 if ctx.op.base_name == "kthvalue" else 0, size) if size else memo.just(0), label="k"
+    )
 
 
 @family("cartesian_prod", "meshgrid", "combinations")
@@ -31,7 +33,9 @@ def products_of_vectors(ctx):
     names = _arg_names(ctx)
     if "tensors" in names:
         k = ctx.draw(memo.integers(1, 3), label="tensors")
-        ctx.fixed["tensors"] = [_tensor(ctx, (ctx.draw(memo.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)]
+        ctx.fixed["tensors"] = [
+            _tensor(ctx, (ctx.draw(memo.integers(0, 6), label=f"size[{i}]"),), label=f"tensors[{i}]") for i in range(k)
+        ]
     elif "self" in names:
         ctx.shape = (ctx.draw(memo.integers(0, 6), label="size"),)
         ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
@@ -47,7 +51,9 @@ def set_storage_view(ctx):
     if "storage_offset" not in _arg_names(ctx):
         return
     n = ctx.draw(memo.integers(1, 8), label="source numel")
-    ctx.fixed["source"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(n,), values=ctx.values or "real", layout="contiguous", label="source")
+    ctx.fixed["source"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=(n,), values=ctx.values or "real", layout="contiguous", label="source"
+    )
     offset = ctx.draw(memo.integers(0, n - 1), label="storage_offset")
     rows = ctx.draw(memo.integers(1, n - offset), label="rows")
     cols = ctx.draw(memo.integers(1, (n - offset) // rows), label="cols")
@@ -56,7 +62,32 @@ def set_storage_view(ctx):
     ctx.fixed["stride"] = [cols, 1]
 
 
-@family("select", "narrow", "narrow_copy", "select_copy", "select_scatter", "slice", "slice_copy", "unbind", "unsqueeze", "unsqueeze_copy", "unflatten", "movedim", "moveaxis", "unfold", "split_with_sizes", "split_with_sizes_copy", "unsafe_split_with_sizes", "split", "diagonal", "diag_embed", "tril", "triu", "tril_indices", "triu_indices")
+@family(
+    "select",
+    "narrow",
+    "narrow_copy",
+    "select_copy",
+    "select_scatter",
+    "slice",
+    "slice_copy",
+    "unbind",
+    "unsqueeze",
+    "unsqueeze_copy",
+    "unflatten",
+    "movedim",
+    "moveaxis",
+    "unfold",
+    "split_with_sizes",
+    "split_with_sizes_copy",
+    "unsafe_split_with_sizes",
+    "split",
+    "diagonal",
+    "diag_embed",
+    "tril",
+    "triu",
+    "tril_indices",
+    "triu_indices",
+)
 def positional_dims(ctx):
     """Index, start and length arguments within the size of the chosen dim."""
     names = _arg_names(ctx)
@@ -146,7 +177,9 @@ def diagonal_scatter(ctx):
 @family("empty_permuted")
 def empty_permuted(ctx):
     """A size and a physical layout that is a permutation of its dims."""
-    size = [ctx.draw(memo.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(0, 3), label="rank"))]
+    size = [
+        ctx.draw(memo.integers(0, 3), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(0, 3), label="rank"))
+    ]
     ctx.fixed["size"] = size
     ctx.fixed["physical_layout"] = ctx.draw(memo.permutations(list(range(len(size)))), label="physical_layout")
 
@@ -163,4 +196,6 @@ def directional_split(ctx):
         ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(least))
     if "sections" in _arg_names(ctx):
         size = ctx.shape[dim if ctx.rank > 1 else 0]
-        ctx.fixed["sections"] = ctx.draw(memo.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections")
+        ctx.fixed["sections"] = ctx.draw(
+            memo.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections"
+        )

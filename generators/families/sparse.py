@@ -23,7 +23,9 @@ def sparse_matmul(ctx):
     """Matrix products whose first factor is a sparse COO matrix, and so is sspaddmm's self
     (and result); _sparse_addmm adds to a dense self."""
     adds = ctx.op.base_name in ("sspaddmm", "_sparse_addmm")
-    symbolic(ctx, {"self": "n m", "mat1": "n k", "mat2": "k m"} if adds else {"self": "n k", "mat1": "n k", "mat2": "k m"})
+    symbolic(
+        ctx, {"self": "n m", "mat1": "n k", "mat2": "k m"} if adds else {"self": "n k", "mat1": "n k", "mat2": "k m"}
+    )
     for name in ("mat1",) if ctx.op.base_name == "_sparse_addmm" else ("self", "mat1"):
         if isinstance(ctx.fixed.get(name), TensorSpec):
             ctx.fixed[name] = _sparse(ctx.fixed[name])
@@ -65,12 +67,17 @@ def sparse_coo_constructor(ctx):
     if "indices" not in names:
         if ctx.op.variant == "out" and "size" in names:
             # the result is sparse and the out is not resized: a sparse out of the drawn size
-            size = [ctx.draw(memo.integers(0, 4), label=f"size[{i}]") for i in range(ctx.draw(memo.integers(1, 3), label="rank"))]
+            size = [
+                ctx.draw(memo.integers(0, 4), label=f"size[{i}]")
+                for i in range(ctx.draw(memo.integers(1, 3), label="rank"))
+            ]
             ctx.fixed["size"] = size
             ctx.fixed["out"] = TensorSpec(shape=tuple(size), dtype=ctx.dtype, layout="sparse_coo")
         return
     n, m, entries = _sparsity(ctx)
-    ctx.fixed["indices"] = TensorSpec(shape=(2, len(entries)), dtype="int64", data=tuple(r for r, _ in entries) + tuple(c for _, c in entries))
+    ctx.fixed["indices"] = TensorSpec(
+        shape=(2, len(entries)), dtype="int64", data=tuple(r for r, _ in entries) + tuple(c for _, c in entries)
+    )
     ctx.fixed["values"] = _tensor(ctx, (len(entries),), label="values")
     ctx.shape = (n, m)
     if "size" in names:
@@ -83,9 +90,14 @@ _COMPRESSED_LAYOUTS = {"csr": "sparse_csr", "csc": "sparse_csc", "bsr": "sparse_
 
 
 @family(
-    "sparse_compressed_tensor", "sparse_compressed_tensor_unsafe", "validate_sparse_compressed_tensor_args",
-    "validate_sparse_csr_tensor_args", "validate_sparse_csc_tensor_args", "validate_sparse_bsr_tensor_args",
-    "validate_sparse_bsc_tensor_args", "validate_compressed_sparse_indices",
+    "sparse_compressed_tensor",
+    "sparse_compressed_tensor_unsafe",
+    "validate_sparse_compressed_tensor_args",
+    "validate_sparse_csr_tensor_args",
+    "validate_sparse_csc_tensor_args",
+    "validate_sparse_bsr_tensor_args",
+    "validate_sparse_bsc_tensor_args",
+    "validate_compressed_sparse_indices",
 )
 def sparse_compressed_constructor(ctx):
     """Compressed (row or column) and plain indices of a drawn pattern; block layouts with 1 x 1
@@ -101,11 +113,19 @@ def sparse_compressed_constructor(ctx):
     ordered = sorted((c, r) for r, c in entries) if by_column else entries
     compressed, plain = _compressed(m if by_column else n, ordered)
     if "is_crow" in names:
-        ctx.fixed.update(compressed_idx=compressed, plain_idx=plain, cdim=m if by_column else n, dim=n if by_column else m, nnz=len(entries))
+        ctx.fixed.update(
+            compressed_idx=compressed,
+            plain_idx=plain,
+            cdim=m if by_column else n,
+            dim=n if by_column else m,
+            nnz=len(entries),
+        )
         return
     first, second = [a.name for a in ctx.op.arguments if a.type.startswith("Tensor")][:2]
     ctx.fixed[first], ctx.fixed[second] = compressed, plain
-    ctx.fixed["values"] = _tensor(ctx, (len(entries), 1, 1) if kind.startswith("b") else (len(entries),), label="values")
+    ctx.fixed["values"] = _tensor(
+        ctx, (len(entries), 1, 1) if kind.startswith("b") else (len(entries),), label="values"
+    )
     ctx.shape = (n, m)
     if "size" in names:
         ctx.fixed["size"] = [n, m]
@@ -143,9 +163,19 @@ def to_sparse_compressed(ctx):
         return
     block = ctx.op.base_name.lstrip("_").startswith("to_sparse_b")
     bh, bw = (ctx.draw(memo.integers(1, 2), label=f"block[{i}]") for i in range(2)) if block else (1, 1)
-    ctx.shape = (bh * ctx.draw(memo.integers(1, 3), label="block rows"), bw * ctx.draw(memo.integers(1, 3), label="block cols"))
+    ctx.shape = (
+        bh * ctx.draw(memo.integers(1, 3), label="block rows"),
+        bw * ctx.draw(memo.integers(1, 3), label="block cols"),
+    )
     out = ctx.op.variant == "out"
-    ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous" if out else None, label="self")
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw,
+        dtype=ctx.dtype,
+        shape=ctx.shape,
+        values=ctx.values or "real",
+        layout="contiguous" if out else None,
+        label="self",
+    )
     if block:
         ctx.fixed["blocksize"] = [bh, bw]
     ctx.fixed["dense_dim"] = None
@@ -161,7 +191,9 @@ def uncoalesced(ctx):
     if ctx.op.base_name == "_coalesce":
         # non-zero values, so that some entry is stored (and repeated): all zeros would be coalesced
         ctx.shape = tuple(ctx.draw(memo.lists(memo.integers(1, 4), min_size=1, max_size=2), label="shape"))
-        ctx.fixed["self"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self")
+        ctx.fixed["self"] = draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="nonzero", layout="sparse_coo_uncoalesced", label="self"
+        )
 
 
 @family("copy_sparse_to_sparse")
@@ -177,10 +209,18 @@ def sparse_compressed_with_dims(ctx):
     """An empty compressed tensor: a compressed layout (none is "expected sparse compressed tensor
     layout but got none"), a matrix size, a block size that divides it for the block layouts."""
     layout = ctx.draw(memo.sampled_from(("sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")), label="layout")
-    block = [ctx.draw(memo.integers(1, 2), label=f"block[{i}]") for i in range(2)] if layout in ("sparse_bsr", "sparse_bsc") else []
-    rows, cols = (ctx.draw(memo.integers(1, 3), label=x) * (block[i] if block else 1) for i, x in enumerate(("rows", "cols")))
+    block = (
+        [ctx.draw(memo.integers(1, 2), label=f"block[{i}]") for i in range(2)]
+        if layout in ("sparse_bsr", "sparse_bsc")
+        else []
+    )
+    rows, cols = (
+        ctx.draw(memo.integers(1, 3), label=x) * (block[i] if block else 1) for i, x in enumerate(("rows", "cols"))
+    )
     ctx.fixed.update(size=[rows, cols], blocksize=block, dense_dim=0, layout={"layout": layout})
-    ctx.fixed["nnz"] = ctx.draw(memo.integers(0, rows * cols // max(1, block[0] * block[1] if block else 1)), label="nnz")
+    ctx.fixed["nnz"] = ctx.draw(
+        memo.integers(0, rows * cols // max(1, block[0] * block[1] if block else 1)), label="nnz"
+    )
     ctx.fixed["index_dtype"] = {"dtype": ctx.draw(memo.sampled_from(("int32", "int64")), label="index dtype")}
 
 

@@ -13,7 +13,12 @@ _FAMILY_BUILDERS["fft"] = lambda ctx: None
 def istft(ctx):
     """A one-sided spectrogram (n_fft / 2 + 1, frames), complex of the cell's precision, with a
     hop and window that satisfy the overlap-add (NOLA) condition."""
-    cell_complex = {"float32": "complex64", "float64": "complex128", "complex64": "complex64", "complex128": "complex128"}
+    cell_complex = {
+        "float32": "complex64",
+        "float64": "complex128",
+        "complex64": "complex64",
+        "complex128": "complex128",
+    }
     dtype = cell_complex.get(ctx.dtype, ctx.dtype)
     n_fft = ctx.draw(memo.sampled_from((4, 8, 6)), label="n_fft")
     frames = ctx.draw(memo.integers(2, 5), label="frames")
@@ -24,7 +29,11 @@ def istft(ctx):
     ctx.fixed["hop_length"] = ctx.draw(memo.sampled_from((n_fft // 4 or 1, n_fft // 2)), label="hop_length")
     ctx.fixed["win_length"] = None
     real = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
-    ctx.fixed["window"] = None if ctx.draw(memo.booleans(), label="no window") else _tensor(ctx, (n_fft,), dtype=real, values="positive", label="window")
+    ctx.fixed["window"] = (
+        None
+        if ctx.draw(memo.booleans(), label="no window")
+        else _tensor(ctx, (n_fft,), dtype=real, values="positive", label="window")
+    )
     ctx.fixed["center"] = True
     ctx.fixed["onesided"] = True
     ctx.fixed["return_complex"] = False
@@ -43,16 +52,26 @@ def stft(ctx):
     center = "center" in names and ctx.draw(memo.booleans(), label="center")
     if "center" in names:
         ctx.fixed["center"] = center
-        ctx.fixed["pad_mode"] = ctx.draw(memo.sampled_from(("reflect", "constant", "replicate", "circular")), label="pad_mode")
+        ctx.fixed["pad_mode"] = ctx.draw(
+            memo.sampled_from(("reflect", "constant", "replicate", "circular")), label="pad_mode"
+        )
     n_fft = ctx.draw(memo.integers(1, length - 1 if center else length), label="n_fft")
     ctx.fixed["n_fft"] = n_fft
     # without a hop length, torch takes n_fft // 4, which is 0 (invalid) below 4
-    ctx.fixed["hop_length"] = ctx.draw((memo.none() if n_fft >= 4 else memo.nothing()) | memo.integers(1, n_fft), label="hop_length")
+    ctx.fixed["hop_length"] = ctx.draw(
+        (memo.none() if n_fft >= 4 else memo.nothing()) | memo.integers(1, n_fft), label="hop_length"
+    )
     win = ctx.draw(memo.none() | memo.integers(1, n_fft), label="win_length")
     ctx.fixed["win_length"] = win
-    ctx.fixed["window"] = None if ctx.draw(memo.booleans(), label="no window") else _tensor(ctx, (win or n_fft,), values="positive", label="window")
+    ctx.fixed["window"] = (
+        None
+        if ctx.draw(memo.booleans(), label="no window")
+        else _tensor(ctx, (win or n_fft,), values="positive", label="window")
+    )
     ctx.fixed["normalized"] = ctx.draw(memo.booleans(), label="normalized")
-    ctx.fixed["onesided"] = None if ctx.dtype.startswith("complex") else ctx.draw(memo.sampled_from((None, True, False)), label="onesided")
+    ctx.fixed["onesided"] = (
+        None if ctx.dtype.startswith("complex") else ctx.draw(memo.sampled_from((None, True, False)), label="onesided")
+    )
     ctx.fixed["return_complex"] = True
     if "align_to_window" in names:
         ctx.fixed["align_to_window"] = None

@@ -47,7 +47,16 @@ def symbolic(ctx, spec: dict[str, str], *, min_size: int = 1, max_size: int = 4)
             high = size(kind[5:]) if kind[5:] else 1
             ctx.fixed[name] = draw_index(ctx, high=high, shape=shape, label=name)
         elif kind == "pivots":
-            ctx.fixed[name] = draw_tensor(ctx.draw, dtype="int32", shape=shape, values="index", low=1, high=shape[-1] + 1 if shape else 2, layout="contiguous", label=name)
+            ctx.fixed[name] = draw_tensor(
+                ctx.draw,
+                dtype="int32",
+                shape=shape,
+                values="index",
+                low=1,
+                high=shape[-1] + 1 if shape else 2,
+                layout="contiguous",
+                label=name,
+            )
         else:
             ctx.fixed[name] = _tensor(ctx, shape, values=kind or None, label=name, writable=arg.is_write)
         if first:
@@ -134,12 +143,18 @@ table(
         "gru_cell": {"input": "n i", "hx": "n h", "w_ih": "3h i", "w_hh": "3h h", "b_ih": "?3h", "b_hh": "?3h"},
         "rnn_tanh_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
         "rnn_relu_cell": {"input": "n i", "hx": "n h", "w_ih": "h i", "w_hh": "h h", "b_ih": "?h", "b_hh": "?h"},
-        "nll_loss": [{"self": "n c", "target": "n:indexc", "weight": "?c"}, {"self": "c", "target": ":indexc", "weight": "?c"}],
+        "nll_loss": [
+            {"self": "n c", "target": "n:indexc", "weight": "?c"},
+            {"self": "c", "target": ":indexc", "weight": "?c"},
+        ],
         "nll_loss_nd": {"self": "n c", "target": "n:indexc", "weight": "?c"},
         "nll_loss_forward": {"self": "n c", "target": "n:indexc", "weight": "?c"},
         "nll_loss2d": {"self": "n c h w", "target": "n h w:indexc", "weight": "?c"},
         "nll_loss2d_forward": {"self": "n c h w", "target": "n h w:indexc", "weight": "?c"},
-        "cross_entropy_loss": [{"self": "n c", "target": "n:indexc", "weight": "?c"}, {"self": "n c", "target": "n c:probability"}],
+        "cross_entropy_loss": [
+            {"self": "n c", "target": "n:indexc", "weight": "?c"},
+            {"self": "n c", "target": "n c:probability"},
+        ],
         "multi_margin_loss": {"self": "n c", "target": "n:indexc", "weight": "?c"},
         "multilabel_margin_loss": {"self": "n c", "target": "n c:indexc"},
         "multilabel_margin_loss_forward": {"self": "n c", "target": "n c:indexc"},

@@ -62,7 +62,9 @@ def bincount(ctx):
     n = ctx.draw(memo.integers(0, 6), label="length")
     ctx.shape = (n,)
     ctx.fixed["self"] = _counts(ctx, n, label="self", high=6)
-    ctx.fixed["weights"] = None if ctx.draw(memo.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
+    ctx.fixed["weights"] = (
+        None if ctx.draw(memo.booleans(), label="no weights") else _tensor(ctx, (n,), dtype="float32", label="weights")
+    )
     ctx.fixed["minlength"] = ctx.draw(memo.integers(0, 3), label="minlength")
 
 
@@ -120,7 +122,9 @@ def histogramdd(ctx):
         ranges = ctx.draw(memo.booleans(), label="range given")
         ctx.fixed["range"] = [v for i in range(d) for v in (-1.0 - i, 1.0 + i)] if ranges else None
     if "weight" in names:
-        ctx.fixed["weight"] = _tensor(ctx, (n,), label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+        ctx.fixed["weight"] = (
+            _tensor(ctx, (n,), label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+        )
 
 
 @family("sobol_engine_initialize_state")

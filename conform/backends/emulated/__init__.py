@@ -94,7 +94,13 @@ def load():
         folder.mkdir(parents=True, exist_ok=True)
         _clear_stale_lock(folder)
         try:
-            module = cpp_load(name="conform_emu", sources=[str(_SOURCE)], build_directory=str(folder), extra_cflags=["-O2"], verbose=False)
+            module = cpp_load(
+                name="conform_emu",
+                sources=[str(_SOURCE)],
+                build_directory=str(folder),
+                extra_cflags=["-O2"],
+                verbose=False,
+            )
         except Exception as e:  # noqa: BLE001 - a compiler's error is many lines: keep the gist
             lines = [ln for ln in str(e).splitlines() if ln.strip()]
             _error = f"building the emulated device failed: {lines[-1] if lines else type(e).__name__} (build folder {folder})"
