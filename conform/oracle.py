@@ -367,10 +367,10 @@ def _finite_instead(value: float):
 
 def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
     """The case's conditioning: golden again with every floating input moved by one unit of
-    the case's dtype: all up, all down, and element by element up or down in a fixed random
-    sign pattern and its opposite (a uniform move cancels in differences: a finite difference,
-    an interpolation weight, a sum that cancels; independent moves show what rounding each
-    input to the dtype alone can do). An element the side holds within the hull of the golden
+    the case's dtype: all up, all down, and in two alternating patterns and their opposites
+    (inputs apart, neighbours apart: a uniform move cancels in a - b, a finite difference, an
+    interpolation weight; moving them apart shows what rounding each input to the dtype alone
+    can do). An element the side holds within the hull of the golden
     values (widened by their spread) is as right as the case's own precision allows; an element
     whose golden changes class (finite, NaN, inf) under a move, in float64 or once rounded to
     the side's dtype, sits on a domain or range edge (acos(1 + ulp), exp overflowing float32's
@@ -379,8 +379,8 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     if dt is None:
         return None, ""
     moved = [
-        phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, signs)), torch.float64)
-        for signs in (False, True)
+        phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, bit)), torch.float64)
+        for bit in (None, 0, 1)
         for s in (1.0, -1.0)
     ]
     if any(m is None for m in moved):
@@ -410,9 +410,12 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     )
 
 
-def _nudge(dt: torch.dtype, direction: float, signs: bool = False):
-    """Every floating input moved by one unit of `dt` in `direction`; with `signs`, each
-    element's move flipped by a fixed pseudo-random sign (the same for every run of a case)."""
+def _nudge(dt: torch.dtype, direction: float, bit: int | None = None):
+    """Every floating input moved by one unit of `dt` in `direction`. With `bit`, element i of
+    the case's n-th floating input moves the other way when bit `bit` of i plus n is odd: two
+    inputs move apart (a - b), and so do neighbours within one input (bit 0: x[i+1] - x[i];
+    bit 1: x[i+1] - x[i-1], a central difference), where a uniform move cancels."""
+    state = {"n": 0}
 
     def move(t):
         if (
@@ -423,11 +426,14 @@ def _nudge(dt: torch.dtype, direction: float, signs: bool = False):
         ):
             return t
         step = direction * _spacing(t.detach().to(torch.float64), dt)
-        if signs:
-            pattern = torch.randint(0, 2, t.shape, generator=torch.Generator().manual_seed(t.numel()), dtype=torch.int8)
-            step = step * (pattern.to(step.dtype) * 2 - 1)
+        if bit is not None:
+            index = torch.arange(t.numel()).reshape(t.shape)
+            flip = ((index >> bit) + state["n"]) % 2
+            step = step * (1 - 2 * flip).to(step.dtype)
+            state["n"] += 1
         return (t.detach() + step.to(t.dtype)).requires_grad_(t.requires_grad)
 
+    move.reset = lambda: state.update(n=0)
     return move
 
 
@@ -499,6 +505,7 @@ class TransformedCase:
         self._case, self._tx = case, tx
 
     def materialize(self, to_device, device, *, dtype=None):
+        getattr(self._tx, "reset", lambda: None)()  # a transform that counts the inputs starts over
         args, kwargs = self._case.materialize(to_device, device, dtype=dtype)
         return _map_tensors(args, self._tx), {k: _map_tensors(v, self._tx) for k, v in kwargs.items()}
 

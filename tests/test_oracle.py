@@ -320,3 +320,40 @@ def test_half_precision_products_beyond_the_range_are_a_precision_edge_on_the_cp
     # ldexp computes 2**20 in float16 (pytorch#133265) though 2**-10 * 2**20 = 1024 fits
     ldexp = Case("aten::ldexp.Tensor", (T((1,), "float16", data=(2.0**-10,)), T((1,), "float16", data=(20.0,))))
     assert run_case(opdb.lookup("aten::ldexp.Tensor"), ldexp, CPUBackend()).outcome == O.MISMATCH
+
+
+def test_conditioning_moves_inputs_apart_so_cancellation_counts():
+    # a - b of float32 inputs near 1000: moving both the same way leaves the difference as it
+    # is, moving them apart changes it by two units of 1000 (1.2e-4). A result a few units of
+    # the inputs off is within the case's conditioning; ten units off is not.
+    from conform.compare import failures
+
+    def run(case, dt):
+        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)
+        return torch.ops.aten.sub.Tensor(*args, **kwargs), {}
+
+    a = T((8,), "float32", data=tuple(1000.0 + i / 8 for i in range(8)))
+    b = T((8,), "float32", data=tuple(1000.0 - i / 16 for i in range(8)))
+    case = Case("aten::sub.Tensor", (a, b))
+    reference = run(case, None)
+    unit = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit at 1000
+
+    def within_conditioning(units):
+        def strict(x, y):
+            return compare(x[0], y[0], tolerance=(1.3e-6, 1e-5))
+
+        phase = oracle.Phase(
+            "forward",
+            opdb.lookup("aten::sub.Tensor"),
+            case,
+            reference,
+            strict,
+            run_cpu=run,
+            expect=lambda raw: (raw[0].float(), {}),
+        )
+        actual = (reference[0] + units * unit, {})
+        patched, _ = oracle._conditioning_excused(phase, actual, phase.expect(phase.golden), phase.golden)
+        return patched is not None and not failures(strict(actual, patched))
+
+    assert within_conditioning(1.0) and within_conditioning(2.0)
+    assert not within_conditioning(10.0)
