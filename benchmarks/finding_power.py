@@ -117,7 +117,8 @@ def main() -> None:
         run(clean_ops, "cpu", clean_db, args.workers)
         with sqlite3.connect(clean_db) as c:
             alarms = c.execute(
-                f"SELECT o.qualname, r.dtype, r.outcome, substr(r.message, 1, 100) FROM results r JOIN ops o ON o.id = r.op_id WHERE r.outcome IN ({','.join('?' * len(FAILING))})",
+                "SELECT o.qualname, r.dtype, r.outcome, substr(r.message, 1, 100) FROM results r "
+                f"JOIN ops o ON o.id = r.op_id WHERE r.outcome IN ({','.join('?' * len(FAILING))})",
                 sorted(FAILING),
             ).fetchall()
             clean_cells = c.execute("SELECT COUNT(*) FROM results").fetchone()[0]

@@ -259,7 +259,8 @@ def main(argv=None) -> int:
         if not results.get(i, {}).get("valid") and not _crashed(results.get(i, {}))
     )
     print(
-        f"untestable (opdb rule, not counting no CPU kernel): {sum(1 for i in indices if catalog[i].rules.untestable and catalog[i].rules.untestable != NO_CPU_KERNEL_REASON)}"
+        "untestable (opdb rule, not counting no CPU kernel): "
+        f"{sum(1 for i in indices if catalog[i].rules.untestable and catalog[i].rules.untestable != NO_CPU_KERNEL_REASON)}"
     )
     print(f"with a kernel here and testable: {len(runnable)}; no valid case among them: {len(no_case)}")
     for name, reason in no_case:

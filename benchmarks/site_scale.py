@@ -101,8 +101,20 @@ def synthetic_db(path: Path, n_envs: int) -> int:
                         if o == "pass"
                         else f"{o}: greatest absolute difference {rng.random():.3g} at index (1, 2) (up to 1e-05 allowed)"
                     )
-                    results.append({"run_id": run_id, "op_id": ops[s.qualname], "dtype": d, "outcome": o, "examples_run": 10, "examples_passed": 10 if o == "pass" else 3,
-                                    "max_abs_err": rng.random() * 1e-5, "max_rel_err": rng.random() * 1e-4, "message": msg, "duration_s": rng.random()})  # fmt: skip
+                    results.append(
+                        {
+                            "run_id": run_id,
+                            "op_id": ops[s.qualname],
+                            "dtype": d,
+                            "outcome": o,
+                            "examples_run": 10,
+                            "examples_passed": 10 if o == "pass" else 3,
+                            "max_abs_err": rng.random() * 1e-5,
+                            "max_rel_err": rng.random() * 1e-4,
+                            "message": msg,
+                            "duration_s": rng.random(),
+                        }
+                    )
                     if o not in ("pass", "skipped"):
                         details.append((ops[s.qualname], d, s.qualname, msg))
             for i in range(0, len(results), 5000):
@@ -115,10 +127,14 @@ def synthetic_db(path: Path, n_envs: int) -> int:
                 )
             }
             failures = [
-                {"result_id": ids[(op, d)], "case": {"op": q, "dtype": d, "args": [{"shape": [3, 4], "dtype": d}]},
-                 "repro": f"import torch\nx = torch.randn(3, 4).to({d!r})\nprint(torch.ops.{q.replace('::', '.')}(x))\n", "traceback": TRACEBACK.format(msg=msg)}
+                {
+                    "result_id": ids[(op, d)],
+                    "case": {"op": q, "dtype": d, "args": [{"shape": [3, 4], "dtype": d}]},
+                    "repro": f"import torch\nx = torch.randn(3, 4).to({d!r})\nprint(torch.ops.{q.replace('::', '.')}(x))\n",
+                    "traceback": TRACEBACK.format(msg=msg),
+                }
                 for op, d, q, msg in details
-            ]  # fmt: skip
+            ]
             for i in range(0, len(failures), 5000):
                 c.execute(Failure.__table__.insert(), failures[i : i + 5000])
             timings = []
@@ -167,10 +183,13 @@ def main() -> None:
     )
     print(f"pages: {len(pages):,}; files: {len(files):,}; total {sum(p.stat().st_size for p in files) / 1e6:.1f} MB")
     print(
-        f"largest page: {big.relative_to(out / 'site')} {big.stat().st_size / 1e3:.0f} kB; largest file: {bigf.relative_to(out / 'site')} {bigf.stat().st_size / 1e3:.0f} kB  [budget 2 MB: {'ok' if not over else 'OVER: ' + ', '.join(map(str, over))}]"
+        f"largest page: {big.relative_to(out / 'site')} {big.stat().st_size / 1e3:.0f} kB; "
+        f"largest file: {bigf.relative_to(out / 'site')} {bigf.stat().st_size / 1e3:.0f} kB  "
+        f"[budget 2 MB: {'ok' if not over else 'OVER: ' + ', '.join(map(str, over))}]"
     )
     print(
-        f"matrix.html {(out / 'site/matrix.html').stat().st_size / 1e3:.0f} kB + data/index.js {(out / 'site/data/index.js').stat().st_size / 1e3:.0f} kB on first load"
+        f"matrix.html {(out / 'site/matrix.html').stat().st_size / 1e3:.0f} kB + "
+        f"data/index.js {(out / 'site/data/index.js').stat().st_size / 1e3:.0f} kB on first load"
     )
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)

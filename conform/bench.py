@@ -357,7 +357,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     "--threads",
     type=click.IntRange(1),
     default=None,
-    help="CPU threads for torch on both sides [default: torch's default, here %d]" % torch.get_num_threads(),
+    help=f"CPU threads for torch on both sides [default: torch's default, here {torch.get_num_threads()}]",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(

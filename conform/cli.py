@@ -95,7 +95,8 @@ def _auto_workers(backend) -> int:
     "workers",
     default="auto",
     show_default=True,
-    help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); at least 1, so a crash never takes the run down",
+    help="parallel worker processes (auto = number of cores, on cuda at most 4: each worker holds a CUDA context); "
+    "at least 1, so a crash never takes the run down",
 )
 @click.option("--no-grad", "grad", flag_value=False, default=None, help="skip backward comparisons")
 @click.option(
@@ -119,7 +120,8 @@ def _auto_workers(backend) -> int:
     "--bench/--no-bench",
     default=True,
     show_default=True,
-    help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)",
+    help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device "
+    "and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)",
 )
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option

@@ -747,13 +747,18 @@ def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor |
     x, g = inp.detach().to(torch.float64), grad.detach().to(torch.float64)
     if dim is None or x.dim() == 0:
         x, g = x.reshape(1, -1), g.reshape(1, -1)
-        back = lambda t: t.reshape(grad.shape)
+
+        def back(t):
+            return t.reshape(grad.shape)
     else:
         d = dim % x.dim()
         x, g = x.movedim(d, -1), g.movedim(d, -1)
         moved = x.shape
         x, g = x.reshape(-1, moved[-1]), g.reshape(-1, moved[-1])
-        back = lambda t: t.reshape(moved).movedim(-1, d)
+
+        def back(t):
+            return t.reshape(moved).movedim(-1, d)
+
     xs, perm = x.sort(dim=-1, stable=True)  # NaNs sort last, together
     same = (xs[:, 1:] == xs[:, :-1]) | (xs[:, 1:].isnan() & xs[:, :-1].isnan())
     starts = torch.cat([torch.ones(xs.shape[0], 1, dtype=torch.bool), ~same], dim=1)
@@ -805,13 +810,16 @@ def stride_records(actual, expected, path: str = "output") -> list[Record]:
             continue
         bad = [d for d in range(e.dim()) if e.shape[d] > 1 and a.stride(d) != e.stride(d)]
         if bad:
-            fmt = lambda t: (
-                "channels_last"
-                if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-                else "contiguous"
-                if t.is_contiguous()
-                else "strided"
-            )  # noqa: E731
+
+            def fmt(t):
+                return (
+                    "channels_last"
+                    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+                    else "contiguous"
+                    if t.is_contiguous()
+                    else "strided"
+                )
+
             out.append(
                 Record(
                     p,

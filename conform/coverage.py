@@ -56,7 +56,7 @@ def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
     from opdb.rules import NO_CPU_KERNEL_REASON
 
     messages = [(o, m) for _, o, m in cells]
-    for o, m in messages:
+    for _, m in messages:
         if m.startswith("untestable: "):
             return m[len("untestable: ") :]
     if messages and all(_CPU_DISPATCH.search(m) for _, m in messages):
@@ -200,8 +200,10 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
         f"run {report['run']}: {t['ops']} ops, {t['valid_cases']} valid cases",
         f"exercised, of the whole catalog:                          {t['exercised']} / {t['ops']} ({t['exercised_pct']}%)",
         f"exercised, of the ops with a kernel or composite here:     {t['runnable_exercised']} / {t['runnable']} ({t['runnable_pct']}%)",
-        f"exercised, of the public functional ops among those:       {t['public_functional_runnable_exercised']} / {t['public_functional_runnable']} ({t['public_functional_runnable_pct']}%)",
-        f"public functional exercised, of the whole catalog's:       {t['public_functional_exercised']} / {t['public_functional']} ({t['public_functional_pct']}%)",
+        f"exercised, of the public functional ops among those:       {t['public_functional_runnable_exercised']} / "
+        f"{t['public_functional_runnable']} ({t['public_functional_runnable_pct']}%)",
+        f"public functional exercised, of the whole catalog's:       {t['public_functional_exercised']} / "
+        f"{t['public_functional']} ({t['public_functional_pct']}%)",
         f"no valid case (a generator defect: listed first above):    {t['no_valid_case']}",
         f"untestable by nature (the op's reason):                    {t['untestable']}",
         f"no kernel here (not counted among the runnable ops):       {t['no_kernel_here']}",

@@ -456,9 +456,10 @@ def render_coverage(rows: list[dict[str, Any]], fmt: str, *, keys=BACKEND_KEYS) 
         out += ["| " + " | ".join(c) + " |" for c in lines]
         return "\n".join(out)
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-    fmt_row = lambda cells: "  ".join(
-        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    )  # noqa: E731
+
+    def fmt_row(cells):
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([fmt_row(header)] + [fmt_row(c) for c in lines])
 
 

@@ -712,14 +712,17 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
         out: list[Record] = []
         for name, want in want_all[0].items():
             got = actual[0].get(name)
-            cmp = lambda a, e, name=name, want=want: compare(
-                a,
-                e,
-                tolerance=gradient_tolerance(tol, want),
-                check_sign_of_zero=sign,
-                metadata_only=meta_only,
-                path=f"grad[{name}]",
-            )
+
+            def cmp(a, e, name=name, want=want):
+                return compare(
+                    a,
+                    e,
+                    tolerance=gradient_tolerance(tol, want),
+                    check_sign_of_zero=sign,
+                    metadata_only=meta_only,
+                    path=f"grad[{name}]",
+                )
+
             recs = cmp(got, want)
             if ties and failures(recs) and not meta_only:
                 # over tied values the gradient lands on whichever index the forward chose

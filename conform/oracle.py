@@ -185,7 +185,8 @@ def verdict(
         v.finding = Finding(
             CPU_WRONG,
             phase.name,
-            f"the CPU reference is wrong here; the device matches float64 golden (CPU error {_e(v.ref_golden_err)} vs device {_e(v.device_golden_err)}): {bad[0].message}",
+            "the CPU reference is wrong here; the device matches float64 golden "
+            f"(CPU error {_e(v.ref_golden_err)} vs device {_e(v.device_golden_err)}): {bad[0].message}",
             v.device_golden_err,
             v.ref_golden_err,
         )
@@ -438,8 +439,9 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None):
 
 
 def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse):
-    """`others`: more observed values (or None) passed on to `excuse`, leaf by leaf. `expected` with the side's own values wherever `excuse(actual, expected, golden, *others)`
-    says the element is excused (leaf by leaf; leaves it cannot line up are left alone)."""
+    """`others`: more observed values (or None) passed on to `excuse`, leaf by leaf. `expected` with the
+    side's own values wherever `excuse(actual, expected, golden, *others)` says the element is excused
+    (leaf by leaf; leaves it cannot line up are left alone)."""
     a_l, e_l, g_l = (list(leaves(_flat(x))) for x in (actual, expected, golden))
     o_l = [list(leaves(_flat(o))) if o is not None else [None] * len(e_l) for o in others]
     if not (len(a_l) == len(e_l) == len(g_l)) or any(len(x) != len(e_l) for x in o_l):
@@ -592,7 +594,10 @@ def _element_check(phase: Phase, actual: Observed, rerun: Rerun, rec: Record) ->
             return ""  # not elementwise after all
         r = compare_tensors(got_leaf, want.reshape(1).expand(n), tolerance=(rec.rtol or 0.0, rec.atol or 0.0))
         if not r.ok:
-            return f"the element at {rec.index} computed {label} gives {got_leaf[0].item()!r} where the case gave {want.item()!r}: the result depends on its position"
+            return (
+                f"the element at {rec.index} computed {label} gives {got_leaf[0].item()!r} "
+                f"where the case gave {want.item()!r}: the result depends on its position"
+            )
     return ""
 
 

@@ -50,7 +50,8 @@ def pytest_addoption(parser):
     g.addoption(
         "--conform-device",
         default=None,
-        help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, or module:attr (default: best available accelerator, else cpu against float64 golden)",
+        help="device under test: cpu, mps, cuda[:N], xpu, meta, an entry point of group conform.backends, "
+        "or module:attr (default: best available accelerator, else cpu against float64 golden)",
     )
     g.addoption(
         "--conform-ops",

@@ -270,7 +270,7 @@ try:
 except Exception as e:  # a bug of this script, not a verdict
     VERDICT = f"error ({{type(e).__name__}}: {{e}})"
 print(f"verdict: {{VERDICT.split(' ')[0]}}  ({{VERDICT}}; conform said {{CONFORM_VERDICT}})")
-'''
+'''  # noqa: E501 - a line of the generated repro script, kept whole
 
 
 def _expr(v, *, device_var: str = "device", names: dict[int, str] | None = None) -> str:

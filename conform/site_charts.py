@@ -121,7 +121,8 @@ def count_chart(
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         for px, py, v, lab in pts:
             out.append(
-                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{2.5 if dashed else 3.5}" fill="{color}"><title>{escape(name)}, torch {escape(lab)}: {v:,}</title></circle>'
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{2.5 if dashed else 3.5}" fill="{color}">'
+                f"<title>{escape(name)}, torch {escape(lab)}: {v:,}</title></circle>"
             )
         ly = top + 12 + 18 * k
         out.append(
@@ -163,7 +164,8 @@ def histogram(values: list[float], *, title: str, width: int = 520, height: int 
         cls = "bar slow" if b <= 0 else "bar"
         label = f"{_ratio(2.0**a)} – {_ratio(2.0**b)}: {n} ops"
         out.append(
-            f'<rect x="{left + i * bw + 1:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="{cls}"><title>{escape(label)}</title></rect>'
+            f'<rect x="{left + i * bw + 1:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" '
+            f'class="{cls}"><title>{escape(label)}</title></rect>'
         )
     for i in range(len(bins) + 1):
         if len(bins) <= 12 or i % 2 == 0:

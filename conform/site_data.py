@@ -380,7 +380,18 @@ def findings(data: SiteData) -> list[dict]:
                 op = data.ops.get(op_id)
                 if op is None or not isinstance(f, dict):
                     continue
-                rows.append({"env": e, "op": op, "dtype": dtype, "outcome": cell[R_OUTCOME], "kind": f.get("kind", ""), "phase": f.get("phase", ""),
-                             "message": f.get("message", ""), "ref_golden_err": f.get("ref_golden_err"), "device_golden_err": f.get("device_golden_err")})  # fmt: skip
+                rows.append(
+                    {
+                        "env": e,
+                        "op": op,
+                        "dtype": dtype,
+                        "outcome": cell[R_OUTCOME],
+                        "kind": f.get("kind", ""),
+                        "phase": f.get("phase", ""),
+                        "message": f.get("message", ""),
+                        "ref_golden_err": f.get("ref_golden_err"),
+                        "device_golden_err": f.get("device_golden_err"),
+                    }
+                )
     rows.sort(key=lambda r: (order.get(r["kind"], 9), r["op"].qualname, r["dtype"], r["env"].key))
     return rows

@@ -39,9 +39,9 @@ from .site_data import (
 
 CHUNK_OPS = 400  # ops per matrix data file: keeps each file small whatever the number of columns
 MAX_TEXT = 20_000  # characters of one message / script / traceback shown on a page (the rest is said to be cut)
-SLOWEST_PER_ENV = 100
+SLOWEST_PER_ENV = 100  # rows of the "slowest relative to the CPU" table per environment
 DECLARED_CODES = {"kernel": "K", "structured_delegate": "K", "composite_explicit": "C", "composite_implicit": "D"}
-DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive diff lists all  # rows of the "slowest relative to the CPU" table per environment
+DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive diff lists all
 
 
 def site_files() -> Path:

@@ -74,7 +74,7 @@ def probe(
             key = error_key(exc)
             errors[key] = errors.get(key, 0) + 1
             if patience is not None and not valid and len(errors) == 1 and errors[key] >= patience:
-                raise _Enough
+                raise _Enough from None
             return
         valid += 1
         if stop_after is not None and valid >= stop_after:

@@ -13,7 +13,10 @@ import pytest
 from cli_helpers import cells, conform, conform_env, damaged_database
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
-CLEAN_OPS = "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
+CLEAN_OPS = (
+    "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,"
+    "aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
+)
 FAILING = {
     "mismatch",
     "grad_mismatch",

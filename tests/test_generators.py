@@ -306,7 +306,8 @@ CHOLESKY = dataclasses.replace(
     opspec("aten::linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"), family="linalg"
 )
 AVG_POOL_BACKWARD = opspec(
-    "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"
+    "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, "
+    "bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"
 )
 EQ_OUT = opspec("aten::eq.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)")
 
