@@ -74,7 +74,7 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 # the shrinker (which compares choice sequences by length first). What still needs the stress
 # keeps it, with everything else (scalars, dtypes, layouts, seeds) shrunk.
 STRESS_VARIANTS = ("", "edges", "edges", "edges", "huge", "huge")
-STRESS_PADDING = 160
+STRESS_PADDING = 40
 # Innermost lengths whose full-vector bodies end at a different element for each loop step
 # (vectorised loops take 2 vectors per step: 8, 16, 32, 64, 128 elements with AVX2 / AVX-512 and
 # 4- to 1-byte dtypes): 57 ends 8- and 16-element bodies at 56 and 48, 32-element ones at 32 and

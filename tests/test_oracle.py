@@ -357,3 +357,16 @@ def test_conditioning_moves_inputs_apart_so_cancellation_counts():
 
     assert within_conditioning(1.0) and within_conditioning(2.0)
     assert not within_conditioning(10.0)
+
+
+def test_which_infinity_an_overflowing_sum_ends_in_may_follow_the_layout():
+    # bfloat16 products of values beyond sqrt(max): the exact result is beyond the dtype's
+    # range, and the sign of the infinity the CPU's blocked sum ends in follows the path a
+    # transposed operand takes: not a layout bug (rule (d) frees the element, and the layout
+    # check must not take it back)
+    def huge(shape, layout):
+        return T(shape, "bfloat16", layout, magnitude="beyond_sqrt", seed=0)
+
+    case = Case("aten::mm", (huge((4, 4), "transposed"), huge((4, 1), "offset")))
+    r = run_case(opdb.lookup("aten::mm"), case, CPUBackend())
+    assert r.outcome == O.PASS, r.message
