@@ -109,8 +109,12 @@ def histogramdd(ctx):
     names = {a.name: a for a in ctx.op.arguments}
     n, d = ctx.draw(memo.integers(1, 4), label="points"), ctx.draw(memo.integers(1, 3), label="coordinates")
     ctx.shape = (n, d)
-    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     bins = names.get("bins")
+    ranges = "range" in names and ctx.draw(memo.booleans(), label="range given")
+    edges_given = bins is not None and bins.type.startswith("Tensor")
+    # without a range or bin edges, the bins span the points' min and max, which must be finite
+    # ("dimension 0's range [nan, nan] is not finite"): finite points then, special values otherwise
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self", values=None if ranges or edges_given else "unit")
     if bins is not None and bins.type.startswith("Tensor"):
         ctx.fixed["bins"] = [
             TensorSpec(shape=(k,), dtype=ctx.dtype, data=tuple(float(x - k // 2) for x in range(k)))
@@ -119,7 +123,6 @@ def histogramdd(ctx):
     elif bins is not None and "[]" in bins.type:
         ctx.fixed["bins"] = [ctx.draw(memo.integers(1, 3), label=f"bins {i}") for i in range(d)]
     if "range" in names:
-        ranges = ctx.draw(memo.booleans(), label="range given")
         ctx.fixed["range"] = [v for i in range(d) for v in (-1.0 - i, 1.0 + i)] if ranges else None
     if "weight" in names:
         ctx.fixed["weight"] = (
