@@ -353,16 +353,15 @@ def main(argv=None) -> None:
     try:
         _main(argv)
     except KeyboardInterrupt:  # also while torch is still being imported
-        # one interrupt is said once; a second (or one re-sent) would kill the exit
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        interrupts.delivered()
+        signal.signal(
+            signal.SIGINT, signal.SIG_IGN
+        )  # one interrupt is said once; a second (or one re-sent) would kill the exit
         click.echo("conform: interrupted", err=True)
         sys.exit(130)
     finally:
         # the command's work is stored and said; a Ctrl-C during the interpreter's own teardown
         # (torch.library's atexit finalizers) would only print a traceback over it
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        interrupts.delivered()
 
 
 def _main(argv) -> None:

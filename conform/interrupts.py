@@ -22,7 +22,7 @@ import os
 import signal
 import threading
 
-_state = {"seen": False, "raised": False, "held": 0, "installed": False, "resend": None}
+_state = {"seen": False, "raised": False, "held": 0, "installed": False}
 
 
 def _on_sigint(signum, frame):
@@ -32,29 +32,12 @@ def _on_sigint(signum, frame):
     if _in_gc_callback(frame):
         # raised here it would be printed as "Exception ignored" and dropped: deliver it again
         # once the collector is done
-        again = threading.Timer(0.05, _resend)
+        again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
         again.daemon = True
-        _state["resend"] = again
         again.start()
         return
     _state["raised"] = True
     raise KeyboardInterrupt
-
-
-def _resend() -> None:
-    # only while that interrupt is still undelivered: once a checkpoint raised it, a second
-    # SIGINT would land in the exit (after SIGINT's handler is back to the default, it kills the
-    # process with -2 instead of exiting 130 after "conform: interrupted")
-    if not _state["raised"]:
-        os.kill(os.getpid(), signal.SIGINT)
-
-
-def delivered() -> None:
-    """The interrupt has been raised and is being handled: nothing re-sends it any more."""
-    _state["raised"] = True
-    timer = _state["resend"]
-    if timer is not None:
-        timer.cancel()
 
 
 def _in_gc_callback(frame) -> bool:
@@ -85,7 +68,6 @@ def seen() -> bool:
 def check() -> None:
     """A checkpoint: raise the KeyboardInterrupt of a SIGINT that was held or swallowed."""
     if _state["seen"] and not _state["held"]:
-        delivered()
         raise KeyboardInterrupt
 
 
