@@ -6,6 +6,8 @@ import signal
 import sqlite3
 import time
 
+import pytest
+
 from cli_helpers import cells, conform, popen_conform, run_states
 
 OPS = "aten::abs,aten::neg,aten::relu,aten::sin,aten::exp"
