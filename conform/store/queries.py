@@ -357,6 +357,12 @@ def _columns(model, row_type) -> list:
     return [model.__table__.c[name] for name in row_type._fields]
 
 
+def _by_run(c, model, row_type, *then) -> list:
+    """Every row of a table that belongs to runs, as `row_type`, oldest run first (then `then`)."""
+    query = select(*_columns(model, row_type)).join(Run, model.run_id == Run.id)
+    return [row_type._make(r) for r in c.execute(query.order_by(Run.started_at, Run.id, *then))]
+
+
 def snapshot(store) -> Snapshot:
     """The whole store in bulk (failing cases and scripts apart: see `failures`)."""
     with store.engine.connect() as c:
@@ -384,30 +390,9 @@ def snapshot(store) -> Snapshot:
                 ).order_by(Run.started_at, Run.id)
             )
         ]
-        catalog = [
-            CatalogRow._make(r)
-            for r in c.execute(
-                select(*_columns(CatalogEntry, CatalogRow))
-                .join(Run, CatalogEntry.run_id == Run.id)
-                .order_by(Run.started_at, Run.id)
-            )
-        ]
-        results = [
-            ResultRow._make(r)
-            for r in c.execute(
-                select(*_columns(Result, ResultRow))
-                .join(Run, Result.run_id == Run.id)
-                .order_by(Run.started_at, Run.id, Result.id)
-            )
-        ]
-        timings = [
-            TimingRow._make(r)
-            for r in c.execute(
-                select(*_columns(Timing, TimingRow))
-                .join(Run, Timing.run_id == Run.id)
-                .order_by(Run.started_at, Run.id, Timing.id)
-            )
-        ]
+        catalog = _by_run(c, CatalogEntry, CatalogRow)
+        results = _by_run(c, Result, ResultRow, Result.id)
+        timings = _by_run(c, Timing, TimingRow, Timing.id)
         t = DeclaredKernel.__table__
         declared = [tuple(r) for r in c.execute(select(t.c.environment_id, t.c.op_id, t.c.dispatch_key, t.c.how))]
     return Snapshot(ops, envs, runs, catalog, results, timings, declared)

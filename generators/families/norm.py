@@ -34,18 +34,7 @@ def batch_norm(ctx):
     names = _arg_names(ctx)
     n = ctx.draw(memo.integers(2, 3), label="batch")
     c = ctx.draw(memo.integers(1, 3), label="channels")
-    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="spatial")
-    ctx.shape = (n, c, *spatial)
-    if ctx.op.base_name.startswith("native_group_norm"):
-        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
-        ctx.fixed["input"] = draw_tensor(
-            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input"
-        )
-    else:
-        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
-    for name in ("weight", "bias"):
-        if name in names:
-            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
+    _channel_input(ctx, names, n, c)
     if "running_mean" in names:
         ctx.fixed["running_mean"] = _tensor(ctx, (c,), label="running_mean", writable=True)
         ctx.fixed["running_var"] = _tensor(ctx, (c,), values="positive", label="running_var", writable=True)
@@ -78,6 +67,24 @@ def quantized_batch_norm(ctx):
     ctx.fixed["eps"] = 1e-5
     ctx.fixed["output_scale"] = ctx.draw(memo.sampled_from((0.1, 0.05, 0.5)), label="output_scale")
     ctx.fixed["output_zero_point"] = ctx.draw(memo.integers(0, 10), label="output_zero_point")
+
+
+def _channel_input(ctx, names, n: int, c: int) -> list[int]:
+    """An (N, C, *spatial) input with per-channel weight and bias where the op takes them; returns
+    the spatial extents drawn."""
+    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="spatial")
+    ctx.shape = (n, c, *spatial)
+    if ctx.op.base_name.startswith("native_group_norm"):
+        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
+        ctx.fixed["input"] = draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input"
+        )
+    else:
+        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    for name in ("weight", "bias"):
+        if name in names:
+            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
+    return spatial
 
 
 def _forward_eps(ctx) -> None:
@@ -118,18 +125,7 @@ def group_norm(ctx):
     g = ctx.draw(memo.integers(1, 2), label="groups")
     c = g * ctx.draw(memo.integers(1, 2), label="channels per group")
     n = ctx.draw(memo.integers(1, 2), label="batch")
-    spatial = ctx.draw(memo.lists(memo.integers(1, 3), max_size=2), label="spatial")
-    ctx.shape = (n, c, *spatial)
-    if ctx.op.base_name.startswith("native_group_norm"):
-        # the kernel (and its backward) take a contiguous input: group_norm makes it so first
-        ctx.fixed["input"] = draw_tensor(
-            ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values=ctx.values or "real", layout="contiguous", label="input"
-        )
-    else:
-        ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
-    for name in ("weight", "bias"):
-        if name in names:
-            ctx.fixed[name] = None if _leave_out(ctx, name) else _tensor(ctx, (c,), label=name)
+    spatial = _channel_input(ctx, names, n, c)
     _forward_eps(ctx)
     if "num_groups" in names:
         ctx.fixed["num_groups"] = g
