@@ -20,24 +20,30 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
 
-_state = {"seen": False, "raised": False, "held": 0, "installed": False}
+_state = {"seen": False, "raised": False, "held": 0, "installed": False, "outer": ()}
 
 
 def _on_sigint(signum, frame):
     _state["seen"] = True
     if _state["held"] or _state["raised"]:
         return  # one KeyboardInterrupt stops a process; more would only land in its shutdown
-    if _in_gc_callback(frame):
-        # raised here it would be printed as "Exception ignored" and dropped: deliver it again
-        # once the collector is done
-        again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+    if _in_gc_callback(frame) or _in_source_string(frame):
+        # raised here it would be dropped, or leave the process to die by SIGINT at exit: deliver
+        # it again once the main thread is out of there (unless a checkpoint raised it meanwhile)
+        again = threading.Timer(0.05, _again)
         again.daemon = True
         again.start()
         return
     _state["raised"] = True
     raise KeyboardInterrupt
+
+
+def _again() -> None:
+    if not _state["raised"]:
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _in_gc_callback(frame) -> bool:
@@ -49,6 +55,33 @@ def _in_gc_callback(frame) -> bool:
     return False
 
 
+def _in_source_string(frame) -> bool:
+    """Whether the main thread is running code that exec() or eval() compiled from a string
+    (dataclasses and namedtuple build their methods so, many times while torch is imported).
+    A KeyboardInterrupt that leaves such code sets CPython's "unhandled KeyboardInterrupt" flag
+    even when it is caught later, and `python -m conform.cli` then ends by SIGINT after its
+    `sys.exit(130)`: builtin exec/eval of a str go through PyRun_StringFlags -> run_eval_code_obj,
+    which sets the flag, and Py_RunMain, once the interpreter is finalized, re-raises SIGINT with
+    the default action (CPython 3.11 Python/pythonrun.c, Python/bltinmodule.c, Modules/main.c;
+    later versions only clear it at start-up: python/cpython#129975). Only the frames below
+    the one that took SIGINT over count: `python -c`, and execnet's bootstrap of an xdist
+    worker, run everything under such a frame, and there the KeyboardInterrupt is caught first."""
+    outer = _state["outer"]
+    while frame is not None and frame not in outer:
+        if frame.f_code.co_filename == "<string>":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _frames(frame) -> tuple:
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return tuple(out)
+
+
 def install() -> None:
     """Take over SIGINT (idempotent; a no-op off the main thread, where Python cannot)."""
     if _state["installed"]:
@@ -56,6 +89,7 @@ def install() -> None:
     try:
         signal.signal(signal.SIGINT, _on_sigint)
         _state["installed"] = True
+        _state["outer"] = _frames(sys._getframe(1))
     except ValueError:
         pass
 
@@ -68,6 +102,7 @@ def seen() -> bool:
 def check() -> None:
     """A checkpoint: raise the KeyboardInterrupt of a SIGINT that was held or swallowed."""
     if _state["seen"] and not _state["held"]:
+        _state["raised"] = True  # (a SIGINT still to be delivered again would be a second one)
         raise KeyboardInterrupt
 
 
