@@ -250,3 +250,15 @@ def sparse_mask_projection(ctx):
     ctx.shape = shape
     ctx.fixed["self"] = _sparse(_tensor(ctx, shape, label="self"))
     ctx.fixed["mask"] = _sparse(_tensor(ctx, shape, label="mask"))
+
+
+@family("sparse_mask")
+def sparse_mask(ctx):
+    """self (strided, or COO as the layout rule draws it) masked by a COO mask of its shape: the
+    mask must be sparse (a strided one reaches "Could not run 'aten::_nnz' ... 'CPU' backend");
+    the out= overload copies into a COO out of the result's shape, which it cannot resize."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="length"),)
+    ctx.fixed["mask"] = _sparse(_tensor(ctx, ctx.shape, label="mask"))
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, layout="sparse_coo")

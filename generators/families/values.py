@@ -177,7 +177,9 @@ def histogram(ctx):
     if bins is None or not bins.type.startswith("Tensor"):
         return
     ctx.fixed["bins"] = _increasing(ctx, ctx.draw(memo.integers(2, 4), label="edges"), label="bins")
-    ctx.fixed["weight"] = _tensor(ctx, ctx.shape, label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+    ctx.fixed["weight"] = (
+        _tensor(ctx, ctx.shape, label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+    )
 
 
 @family("gradient")
@@ -205,3 +207,15 @@ def gradient(ctx):
         along = list(range(rank))
         ctx.fixed["dim"] = None
     ctx.fixed["spacing"] = [_increasing(ctx, ctx.shape[d], label=f"spacing[{i}]") for i, d in enumerate(along)]
+
+
+@family("binomial")
+def binomial(ctx):
+    """Counts are whole numbers of trials and prob a probability (Distributions.cpp samples
+    count Bernoulli trials, so a huge or infinite count from a stress case ran past the 60 s
+    case timeout); prob broadcasts against count. Floating cells only: the others are rejected
+    ("binomial only supports floating-point dtypes for count")."""
+    ctx.fixed["count"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="index", low=0, high=8, label="count"
+    )
+    ctx.fixed["prob"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="probability", label="prob")
