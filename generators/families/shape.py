@@ -230,3 +230,15 @@ def split_copy(ctx):
             TensorSpec(shape=ctx.shape[:d] + (n,) + ctx.shape[d + 1 :], dtype=ctx.dtype, layout="contiguous")
             for n in pieces
         ]
+
+
+@family("add_batch_dim")
+def add_batch_dim(ctx):
+    """The legacy vmap wrapper: a batch dim of self (a 0-d self has none: "Could not allocate
+    memory to change Tensor SizesAndStrides!"; a negative one is out of its level bitset) and a
+    vmap level in [0, 64) (LegacyBatchedTensorImpl.cpp keeps the levels in a 64-bit set)."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["batch_dim"] = ctx.draw(memo.integers(0, ctx.rank - 1), label="batch_dim")
+    ctx.fixed["level"] = ctx.draw(memo.integers(0, 63), label="level")
