@@ -367,8 +367,9 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
     spacing_dtype = e.dtype
     if e.dtype.is_complex:
         spacing_dtype = e.dtype.to_real()
-        a = torch.view_as_real(a.to(torch.complex128) if e.dtype != torch.complex128 else a)
-        e = torch.view_as_real(e.to(torch.complex128) if e.dtype != torch.complex128 else e)
+        # resolve_conj: a conjugate view (_conj's result) cannot be viewed as real
+        a = torch.view_as_real((a.to(torch.complex128) if e.dtype != torch.complex128 else a).resolve_conj())
+        e = torch.view_as_real((e.to(torch.complex128) if e.dtype != torch.complex128 else e).resolve_conj())
         parts = True
     else:
         a, e = a.to(torch.float64), e.to(torch.float64)

@@ -191,7 +191,7 @@ def _run_side(
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
             _seed(op, case.seed)
             with trace if trace is not None else contextlib.nullcontext():
-                result = op.resolve()(*args, **kwargs)
+                result = _unbatched(op, op.resolve()(*args, **kwargs), args, kwargs)
             if sync is not None:
                 sync()
             bound = bind_arguments(op, args, kwargs)
@@ -213,6 +213,17 @@ def _run_side(
 
 def _format_tb(e: BaseException | None) -> str:
     return "".join(_traceback.format_exception(e)) if e is not None else ""
+
+
+def _unbatched(op, result, args, kwargs):
+    """`result`, with a legacy vmap BatchedTensor (what _add_batch_dim returns, opdb hint
+    result = "legacy_batched") taken back out by _remove_batch_dim at the op's own level and
+    batch dim: outside vmap every other use of it (detach, clone) has no batching rule."""
+    if (getattr(op.rules, "hints", None) or {}).get("result") != "legacy_batched":
+        return result
+    bound = bind_arguments(op, args, kwargs)
+    dim = bound["batch_dim"]
+    return torch.ops.aten._remove_batch_dim(result, bound["level"], bound["self"].size(dim), dim)
 
 
 def _seed(op, seed: int) -> None:
@@ -301,7 +312,7 @@ def _run_backward(
             args, kwargs, inputs = _grad_inputs(op, args, kwargs)
             _seed(op, case.seed)
             with trace if trace is not None else contextlib.nullcontext():
-                result = op.resolve()(*args, **kwargs)
+                result = _unbatched(op, op.resolve()(*args, **kwargs), args, kwargs)
             outs = [t for t in leaves(result) if t.requires_grad and is_inexact(t.dtype)]
             if not outs or not inputs:
                 return None, None, None, ""

@@ -155,6 +155,8 @@ def _encode(v, refs: dict | None = None):
             refs[id(v)] = sum(n is not None for n in refs.values())
         d = dataclasses.asdict(v)
         d["shape"] = list(v.shape)
+        if v.blocksize is None:
+            del d["blocksize"]  # only block layouts have one: other specs' JSON stays as it was
         if v.data is not None:
             d["data"] = _encode(list(v.data))  # complex and non-finite values are tagged
         return {"__tensor__": d} if not refs or id(v) not in refs else {"__tensor__": d, "__ref__": refs[id(v)]}

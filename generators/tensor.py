@@ -19,7 +19,9 @@ import torch
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
-SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced")
+SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
+# the block-compressed layouts, whose spec names a block size (TensorSpec.blocksize)
+BLOCK_LAYOUTS = ("sparse_bsr", "sparse_bsc")
 
 # value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
 VALUE_KINDS = (
@@ -148,8 +150,18 @@ class TensorSpec:
     magnitude: str = ""
     # the tensor's role in an aligned edge pattern (see EDGE_PERIOD), or None for none
     edges: int | None = None
+    # the block-compressed layouts only: (rows, cols) of a block, which divide the last two dims
+    blocksize: tuple[int, int] | None = None
 
     def __post_init__(self):
+        if self.blocksize is not None:
+            object.__setattr__(self, "blocksize", tuple(self.blocksize))  # read back from JSON as a list
+        if (self.layout in BLOCK_LAYOUTS) != (self.blocksize is not None):
+            raise ValueError(f"a blocksize goes with the {'/'.join(BLOCK_LAYOUTS)} layouts, not {self.layout}")
+        if self.blocksize is not None and (
+            len(self.shape) < 2 or any(b < 1 or s % b for s, b in zip(self.shape[-2:], self.blocksize))
+        ):
+            raise ValueError(f"blocksize {self.blocksize} does not divide the matrices of shape {self.shape}")
         if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
@@ -283,6 +295,10 @@ class TensorSpec:
             t = t.to_sparse_csr()
         elif self.layout == "sparse_csc":
             t = t.to_sparse_csc()
+        elif self.layout == "sparse_bsr":
+            t = t.to_sparse_bsr(self.blocksize)
+        elif self.layout == "sparse_bsc":
+            t = t.to_sparse_bsc(self.blocksize)
         return t
 
     def materialize(

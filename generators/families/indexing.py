@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from generators import memo
 from generators.argtypes import dims, draw_index
+from generators.case import TensorSpec
 from generators.families.common import _arg_names, _sub_shape, _tensor
 from generators.families.registry import family
 from generators.families.script import list_member
+from generators.strategies import draw_tensor
 
 # -- indexing --------------------------------------------------------------------------------------
 
@@ -74,7 +76,9 @@ def masked_like(ctx):
 @family("index_put", "index_put_impl", "unsafe_index_put", "index", "unsafe_index")
 def advanced_indexing(ctx):
     names = _arg_names(ctx)
-    if getattr(ctx.op, "family", "") == "torchscript":
+    if ctx.op.overload.endswith("hacked_twin"):
+        _hacked_twin_indices(ctx)
+    elif getattr(ctx.op, "family", "") == "torchscript":
         list_member(ctx)
         return
     if "values" in names:
@@ -91,3 +95,36 @@ def take_like(ctx):
     ctx.fixed["index"] = draw_index(ctx, high=high, shape=(n,), label="index")
     if "source" in names:
         ctx.fixed["source"] = _tensor(ctx, (n,), label="source")
+
+
+def _hacked_twin_indices(ctx):
+    """The hacked twins (TorchScript's Tensor[] spelling of Tensor?[] indices) index self's
+    leading dims with one int64 tensor each, all of one length, in range: none may be None, so
+    self has a dim for each (a 0-d self: "too many indices for tensor of dimension 0"). The
+    unsafe ones do not check bounds, so no index points past the end there."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self", writable=ctx.op.variant == "inplace")
+    k = ctx.draw(memo.integers(1, ctx.rank), label="indices count")
+    n = ctx.draw(memo.integers(0, 3), label="indices len")
+    # the unsafe ones (and _index_put_impl_, whose unsafe=True skips the check) never point
+    # past the end; the others may, through the first index only (draw_index's one in six)
+    unsafe = ctx.op.base_name.startswith("_unsafe") or "unsafe" in _arg_names(ctx)
+    ctx.fixed["indices"] = [
+        draw_tensor(
+            ctx.draw,
+            dtype="int64",
+            shape=(n,),
+            values="index",
+            low=0,
+            high=max(side, 1),
+            layout="contiguous",
+            label=f"indices[{i}]",
+        )
+        if unsafe or not side or i > 0
+        else draw_index(ctx, high=side, shape=(n,), label=f"indices[{i}]")
+        for i, side in enumerate(ctx.shape[:k])
+    ]
+    if any(side == 0 for side in ctx.shape[:k]):
+        # nothing is in range of an empty dim: only empty indices are
+        ctx.fixed["indices"] = [TensorSpec(shape=(0,), dtype="int64") for _ in range(k)]

@@ -6,6 +6,7 @@ from generators import memo
 from generators.context import VARARGS
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
+from generators.strategies import draw_tensor
 
 # -- TorchScript builtins --------------------------------------------------------------------------
 
@@ -112,3 +113,66 @@ def percent_format(ctx):
     values = [ctx.draw(memo.integers(-9, 9), label="value")]
     ctx.fixed["self"] = "".join("<%d>" for _ in values)
     ctx.fixed[VARARGS] = values
+
+
+@family("set_item")
+def list_set_item(ctx):
+    """l[idx] = el on a TorchScript list (_set_item.t): a non-empty list and an index within it,
+    negative ones counting from the end ("list index out of range" otherwise); el of the list's
+    element type (the type variable t binds both). The Dict overloads take any key."""
+    from generators.argtypes import draw_jit, jit_formal
+
+    if ctx.op.overload != "t":
+        return
+    element = jit_formal(ctx.op, "l").getElementType()
+    n = ctx.draw(memo.integers(1, 3), label="list len")
+    ctx.fixed["l"] = [draw_jit(element, ctx, f"l[{i}]") for i in range(n)]
+    ctx.fixed["idx"] = ctx.draw(memo.integers(-n, n - 1), label="idx")
+    ctx.fixed["el"] = draw_jit(jit_formal(ctx.op, "el"), ctx, "el")
+
+
+@family("dequantize")
+def dequantize_any(ctx):
+    """dequantize.any takes a tuple (or a list of tensors, which a one-node graph types as
+    Tensor[] and so selects dequantize.list instead): quantized tensors, with now and then a
+    value of another type that it passes through (register_prim_ops_fulljit.cpp)."""
+    if ctx.op.overload != "any":
+        return
+    from generators.case import QUANTIZED_DTYPES
+
+    items = [
+        draw_tensor(
+            ctx.draw,
+            dtype=ctx.draw(memo.sampled_from(QUANTIZED_DTYPES), label=f"tensors[{i}] dtype"),
+            shape=ctx.shape,
+            label=f"tensors[{i}]",
+        )
+        for i in range(ctx.draw(memo.integers(1, 3), label="tensors"))
+    ]
+    if ctx.draw(memo.booleans(), label="other value"):
+        items.append(ctx.draw(memo.integers(-2, 2), label="other"))
+    ctx.fixed["tensors"] = tuple(items)
+
+
+@family("IntImplicit", "FloatImplicit", "ComplexImplicit", "ScalarImplicit")
+def implicit_scalar(ctx):
+    """The implicit conversions of a tensor to a number take a 0-d tensor ("Cannot input a tensor
+    of dimension other than 0 as a scalar argument"); IntImplicit an integer one, so its
+    floating, complex and bool cells stay rejected."""
+    ctx.shape = ()
+    ctx.fixed["a"] = _tensor(ctx, (), label="a")
+
+
+@family("count")
+def string_count(ctx):
+    """str.count(substr, start, end): a non-empty substring. With an empty one the builtin never
+    returns (torch 2.13: count("a", "", 0) ran past the 60 s case timeout in two sweeps), where
+    Python's str.count counts the len + 1 empty matches; that hang is left to a test of its own
+    rather than costing every sweep a minute. The list overloads take any element."""
+    if ctx.op.overload:
+        return
+    text = ctx.draw(memo.text(alphabet="ab ", max_size=6), label="self")
+    ctx.fixed["self"] = text
+    ctx.fixed["substr"] = ctx.draw(memo.text(alphabet="ab", min_size=1, max_size=2), label="substr")
+    ctx.fixed["start"] = ctx.draw(memo.integers(-3, 3), label="start")
+    ctx.fixed["end"] = ctx.draw(memo.integers(-3, 7), label="end")

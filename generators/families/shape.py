@@ -199,3 +199,46 @@ def directional_split(ctx):
         ctx.fixed["sections"] = ctx.draw(
             memo.sampled_from([d for d in range(1, size + 1) if size % d == 0] or [1]), label="sections"
         )
+
+
+@family("channel_shuffle", "native_channel_shuffle")
+def channel_shuffle(ctx):
+    """(N, C, *) with one spatial dim or more and a group count that divides C
+    (ChanelShuffle.cpp: "expects input with > 2 dims", "channels must be divisible by groups")."""
+    if ctx.rank < 3:
+        ctx.shape = tuple(ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(3))
+    c = ctx.shape[1]
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["groups"] = ctx.draw(memo.sampled_from([g for g in range(1, c + 1) if c % g == 0] or [1]), label="groups")
+
+
+@family("split_copy")
+def split_copy(ctx):
+    """A tensor of one dim or more ("split expects at least a 1-dimensional tensor"), a positive
+    split size (0 only splits an empty dim), and for the out= overload one out per piece, each of
+    the piece's shape: split_copy copies into its outs without resizing them."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 5), label="size"),)
+    dim = ctx.draw(dims(ctx), label="dim")
+    size = ctx.size(dim)
+    split = ctx.draw(memo.integers(1, max(size, 1)), label="split_size")
+    ctx.fixed.update(self=_tensor(ctx, ctx.shape, label="self"), split_size=split, dim=dim)
+    if ctx.op.variant == "out":
+        d = dim % ctx.rank
+        pieces = [min(split, size - start) for start in range(0, size, split)] or [0]
+        ctx.fixed["out"] = [
+            TensorSpec(shape=ctx.shape[:d] + (n,) + ctx.shape[d + 1 :], dtype=ctx.dtype, layout="contiguous")
+            for n in pieces
+        ]
+
+
+@family("add_batch_dim")
+def add_batch_dim(ctx):
+    """The legacy vmap wrapper: a batch dim of self (a 0-d self has none: "Could not allocate
+    memory to change Tensor SizesAndStrides!"; a negative one is out of its level bitset) and a
+    vmap level in [0, 64) (LegacyBatchedTensorImpl.cpp keeps the levels in a 64-bit set)."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
+        ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["batch_dim"] = ctx.draw(memo.integers(0, ctx.rank - 1), label="batch_dim")
+    ctx.fixed["level"] = ctx.draw(memo.integers(0, 63), label="level")

@@ -98,6 +98,15 @@ _COMPRESSED_LAYOUTS = {"csr": "sparse_csr", "csc": "sparse_csc", "bsr": "sparse_
     "validate_sparse_bsr_tensor_args",
     "validate_sparse_bsc_tensor_args",
     "validate_compressed_sparse_indices",
+    # the per-layout constructors, safe and unsafe (key() strips the leading underscore)
+    "sparse_csr_tensor",
+    "sparse_csc_tensor",
+    "sparse_bsr_tensor",
+    "sparse_bsc_tensor",
+    "sparse_csr_tensor_unsafe",
+    "sparse_csc_tensor_unsafe",
+    "sparse_bsr_tensor_unsafe",
+    "sparse_bsc_tensor_unsafe",
 )
 def sparse_compressed_constructor(ctx):
     """Compressed (row or column) and plain indices of a drawn pattern; block layouts with 1 x 1
@@ -131,6 +140,11 @@ def sparse_compressed_constructor(ctx):
         ctx.fixed["size"] = [n, m]
     if "layout" in names:
         ctx.fixed["layout"] = {"layout": _COMPRESSED_LAYOUTS[kind]}
+    if "dtype" in names:
+        # the values' dtype: an omitted one is the default dtype, not the values' (the ATen
+        # constructors, unlike torch.sparse_*_tensor, do not infer it: "dtype of values (Int)
+        # must match dtype of sparse tensor (Float)")
+        ctx.fixed["dtype"] = {"dtype": ctx.dtype}
 
 
 @family("spdiags")
@@ -182,6 +196,10 @@ def to_sparse_compressed(ctx):
     layout = {"to_sparse_csr": "sparse_csr", "to_sparse_csc": "sparse_csc"}.get(ctx.op.base_name.lstrip("_"))
     if out and layout:
         ctx.fixed["out"] = dataclasses.replace(ctx.fixed["self"], layout=layout)
+    elif out and block:
+        # copy_sparse_compressed_ keeps the out's block size and needs its nnz: self's blocks
+        layout = "sparse_bsr" if ctx.op.base_name.lstrip("_") == "to_sparse_bsr" else "sparse_bsc"
+        ctx.fixed["out"] = dataclasses.replace(ctx.fixed["self"], layout=layout, blocksize=(bh, bw))
 
 
 @family("coalesce")
@@ -232,3 +250,15 @@ def sparse_mask_projection(ctx):
     ctx.shape = shape
     ctx.fixed["self"] = _sparse(_tensor(ctx, shape, label="self"))
     ctx.fixed["mask"] = _sparse(_tensor(ctx, shape, label="mask"))
+
+
+@family("sparse_mask")
+def sparse_mask(ctx):
+    """self (strided, or COO as the layout rule draws it) masked by a COO mask of its shape: the
+    mask must be sparse (a strided one reaches "Could not run 'aten::_nnz' ... 'CPU' backend");
+    the out= overload copies into a COO out of the result's shape, which it cannot resize."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="length"),)
+    ctx.fixed["mask"] = _sparse(_tensor(ctx, ctx.shape, label="mask"))
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, layout="sparse_coo")

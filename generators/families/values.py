@@ -137,3 +137,85 @@ def sobol_initial_state(ctx):
     ctx.shape = (dimension, 30)
     ctx.fixed["self"] = TensorSpec(shape=(dimension, 30), dtype="int64", data=(0,) * (dimension * 30))
     ctx.fixed["dimension"] = dimension
+
+
+@family("one_hot")
+def one_hot(ctx):
+    """Class indices in [0, num_classes) (Onehot.cpp: "Class values must be non-negative" and
+    "smaller than num_classes"); num_classes -1 infers it from the largest index, which an empty
+    tensor has not. The kernel takes int64 only: the other cells stay rejected."""
+    classes = ctx.draw(memo.integers(1, 4), label="classes")
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="index", low=0, high=classes, label="self"
+    )
+    infer = _numel(ctx.shape) > 0 and ctx.draw(memo.booleans(), label="infer classes")
+    ctx.fixed["num_classes"] = -1 if infer else classes
+
+
+@family("vander")
+def vander(ctx):
+    """x is one-dimensional ("x must be a one-dimensional tensor"); N columns or none (len(x))."""
+    n = ctx.draw(memo.integers(0, 5), label="length")
+    ctx.shape = (n,)
+    ctx.fixed["x"] = _tensor(ctx, ctx.shape, label="x")
+    ctx.fixed["N"] = ctx.draw(memo.none() | memo.integers(0, 4), label="N")
+
+
+def _increasing(ctx, n: int, *, label: str) -> TensorSpec:
+    """n strictly increasing values of the cell's dtype: bin edges, or sample coordinates."""
+    start = ctx.draw(memo.integers(-2, 1), label=f"{label} start")
+    steps = ctx.draw(memo.lists(memo.integers(1, 3), min_size=n, max_size=n), label=f"{label} steps")
+    return TensorSpec(shape=(n,), dtype=ctx.dtype, data=tuple(start + sum(steps[:i]) for i in range(n)))
+
+
+@family("histogram")
+def histogram(ctx):
+    """The bins_tensor overloads: 1-d increasing bin edges of self's dtype (HistogramKernel.cpp,
+    "bins tensor should have one dimension"), two or more (one bin or more); a weight of self's
+    shape or none. The CPU kernel is floating only: the other cells are its kernel gaps."""
+    bins = next((a for a in ctx.op.arguments if a.name == "bins"), None)
+    if bins is None or not bins.type.startswith("Tensor"):
+        return
+    ctx.fixed["bins"] = _increasing(ctx, ctx.draw(memo.integers(2, 4), label="edges"), label="bins")
+    ctx.fixed["weight"] = (
+        _tensor(ctx, ctx.shape, label="weight") if ctx.draw(memo.booleans(), label="weighted") else None
+    )
+
+
+@family("gradient")
+def gradient(ctx):
+    """The overloads whose spacing is a list of coordinate tensors: one 1-d tensor per dim the
+    gradient is taken along, as long as that dim (ReduceOps.cpp, pre_check_gradient), and each
+    such dim at least edge_order + 1 long; dim a list as long as spacing (tensorarray), or one
+    dim with one tensor, or none with one tensor per dim of self (tensorarrayint)."""
+    names = {a.name: a for a in ctx.op.arguments}
+    spacing = names.get("spacing")
+    if spacing is None or not spacing.type.startswith("Tensor"):
+        return
+    edge = ctx.draw(memo.integers(1, 2), label="edge_order")
+    rank = ctx.draw(memo.integers(1, 3), label="rank")
+    ctx.shape = tuple(ctx.draw(memo.integers(edge + 1, 4), label=f"side[{i}]") for i in range(rank))
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["edge_order"] = edge
+    if names["dim"].type.startswith("int["):
+        along = ctx.draw(memo.lists(memo.integers(0, rank - 1), min_size=1, max_size=rank, unique=True), label="dim")
+        ctx.fixed["dim"] = along
+    elif ctx.draw(memo.booleans(), label="one dim"):
+        along = [ctx.draw(memo.integers(0, rank - 1), label="dim")]
+        ctx.fixed["dim"] = along[0]
+    else:
+        along = list(range(rank))
+        ctx.fixed["dim"] = None
+    ctx.fixed["spacing"] = [_increasing(ctx, ctx.shape[d], label=f"spacing[{i}]") for i, d in enumerate(along)]
+
+
+@family("binomial")
+def binomial(ctx):
+    """Counts are whole numbers of trials and prob a probability (Distributions.cpp samples
+    count Bernoulli trials, so a huge or infinite count from a stress case ran past the 60 s
+    case timeout); prob broadcasts against count. Floating cells only: the others are rejected
+    ("binomial only supports floating-point dtypes for count")."""
+    ctx.fixed["count"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="index", low=0, high=8, label="count"
+    )
+    ctx.fixed["prob"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="probability", label="prob")
