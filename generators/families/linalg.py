@@ -83,3 +83,33 @@ def foreach_mm(ctx):
     ctx.shape = (n, k)
     ctx.fixed["self"] = [_tensor(ctx, (n, k), label=f"self[{i}]") for i in range(pairs)]
     ctx.fixed["mat2"] = [_tensor(ctx, (k, m), label=f"mat2[{i}]") for i in range(pairs)]
+
+
+@family("compute_linear_combination")
+def compute_linear_combination(ctx):
+    """input (k, *rest), non-empty, and coefficients (m, k): the result's row i is the sum over j
+    of coefficients[i, j] * input[j] (LinearAlgebra.cpp; matrix_exp's one caller). The out=
+    overload adds into its out without resizing it, and its caller, the functional, hands it a
+    zero-filled one of the result's shape: so is the out drawn here."""
+    k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("k", "m"))
+    rest = tuple(ctx.draw(memo.lists(memo.integers(1, 4), min_size=0, max_size=2), label="rest"))
+    ctx.shape = (k, *rest)
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    ctx.fixed["coefficients"] = _tensor(ctx, (m, k), label="coefficients")
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=(m, *rest), dtype=ctx.dtype, values="index", low=0, high=1)
+
+
+@family("linalg_multi_dot")
+def linalg_multi_dot(ctx):
+    """Two or more tensors whose inner sizes chain: the first and the last may be vectors (1-d),
+    the others are matrices (torch.linalg.multi_dot's contract)."""
+    k = ctx.draw(memo.integers(2, 4), label="tensors")
+    sides = [ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    shapes = [(sides[i], sides[i + 1]) for i in range(k)]
+    if ctx.draw(memo.booleans(), label="first is a vector"):
+        shapes[0] = shapes[0][1:]
+    if ctx.draw(memo.booleans(), label="last is a vector"):
+        shapes[-1] = shapes[-1][:1]
+    ctx.shape = shapes[0]
+    ctx.fixed["tensors"] = [_tensor(ctx, s, label=f"tensors[{i}]") for i, s in enumerate(shapes)]
