@@ -241,6 +241,26 @@ def scaled_mm(ctx):
     ctx.fixed["out_dtype"] = {"dtype": ctx.dtype}
 
 
+@family("scaled_mm_v2")
+def scaled_mm_v2(ctx):
+    """_scaled_mm's float8 operands, with the v2 form's scales as lists and a recipe per operand
+    (torch.nn.functional.scaled_mm builds them): the CPU kernel takes tensor-wise scaling (one
+    float32 scale each) or row-wise scaling ((n, 1) and (1, m) contiguous float32 scales), and no
+    swizzle (ScaledBlas.cpp's _scaled_mm_cpu_v2_out). ScalingType and SwizzleType are
+    torch.nn.functional's enums: TensorWise 0, RowWise 1, NO_SWIZZLE 0."""
+    scaled_mm(ctx)
+    n, m = ctx.shape[0], ctx.fixed["mat2"].shape[1]
+    rowwise = ctx.draw(memo.booleans(), label="row-wise scaling")
+    shapes = ((n, 1), (1, m)) if rowwise else ((), ())
+    for name, shape in zip(("scale_a", "scale_b"), shapes):
+        ctx.fixed[name] = [
+            draw_tensor(ctx.draw, dtype="float32", shape=shape, values="positive", layout="contiguous", label=name)
+        ]
+    recipe = 1 if rowwise else 0
+    del ctx.fixed["scale_result"]
+    ctx.fixed.update(recipe_a=[recipe], recipe_b=[recipe], swizzle_a=[0], swizzle_b=[0], contraction_dim=[])
+
+
 @family("weight_int8pack_mm")
 def weight_int8pack_mm(ctx):
     """self (M, K) times int8 weights (N, K)^T, scaled per output channel by scales (N,)."""
