@@ -128,7 +128,9 @@ def input_scale(inputs) -> float:
     best = 0.0
     for t in leaves(inputs):
         if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.numel() and t.device.type != "meta":
-            a = dense(t).detach().abs()
+            a = dense(t).detach()
+            # float8 (_scaled_mm's operands) has no isfinite kernel; float32 holds its values exactly
+            a = (a.float() if a.element_size() == 1 else a).abs()
             a = a[torch.isfinite(a)]
             if a.numel():
                 best = max(best, float(a.max()))

@@ -112,6 +112,26 @@ RULES = [
     ("aten::sparse_mask", "float32"),  # a COO mask
     ("aten::sparse_mask.out", "complex64"),  # and a COO out
     ("aten::binomial.out", "float32"),  # whole counts (a huge count ran past the case timeout)
+    # what each kernel's one caller passes (issue 16, second round)
+    ("aten::_embedding_bag_backward", "float32"),  # the forward's offset2bag, bag_size, maximum_indices
+    ("aten::_embedding_bag_dense_backward.out", "float32"),
+    ("aten::_embedding_bag_per_sample_weights_backward", "float32"),  # the sum mode
+    ("aten::_embedding_bag_sparse_backward", "float32"),  # no scale_grad_by_freq with sparse
+    ("aten::_scaled_mm_v2", "float32"),  # list scales, tensor- or row-wise recipes, no swizzle
+    ("aten::_scaled_mm_v2.out", "bfloat16"),
+    ("aten::_slow_conv2d_backward.grad_input", "float32"),  # contiguous operands, the output's gradient
+    ("aten::_slow_conv2d_backward.output_mask_out", "float32"),
+    ("aten::_convolution_double_backward", "float32"),  # gradients of input, weight, bias and output
+    ("aten::_compute_linear_combination.out", "float32"),  # a zero-filled out of the result's shape
+    ("aten::_grouped_mm", "float32"),  # offs and 16-byte-aligned strides
+    ("aten::_grouped_mm", "bfloat16"),
+    ("aten::_fused_moving_avg_obs_fq_helper", "float32"),  # an observer's finite running range
+    ("aten::_fused_moving_avg_obs_fq_helper.out", "bfloat16"),  # the observer off outside float32
+    ("aten::_fake_quantize_learnable_per_tensor_affine", "float32"),  # one-element scale and zero point
+    ("aten::_fake_quantize_learnable_per_tensor_affine_backward", "float32"),
+    ("aten::linalg_multi_dot.out", "float32"),  # two or more chained tensors
+    ("aten::_make_per_channel_quantized_tensor", "int32"),  # qint32 storage, per-channel parameters
+    ("aten::_amp_foreach_non_finite_check_and_unscale_", "float16"),  # 0-d float32 flag and scale
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements
@@ -228,3 +248,43 @@ def test_a_block_sparse_spec_keeps_its_block_size_through_json():
     assert t.layout == torch.sparse_bsr and t.values().shape[1:] == (2, 3)
     with pytest.raises(ValueError, match="blocksize"):
         TensorSpec(shape=(4, 5), dtype="float32", layout="sparse_bsr", blocksize=(2, 3))
+
+
+@pytest.mark.parametrize("name", ["aten::_amp_update_scale_", "aten::_amp_update_scale.out"])
+def test_the_grad_scaler_update_gets_its_zero_d_state(name):
+    """Every tensor of the grad scaler's update is 0-d by contract (a scale, an int32 growth
+    tracker, a found_inf flag), so the larger shrunk form of the rule tests above has no meaning
+    here: every drawn case and the simplest one are valid."""
+    op = opdb.lookup(name)
+    valid, reason = probe(op, "float32", examples=8, seed=0)
+    assert valid == 8, reason
+    quick = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    simplest = find(from_schema(op, "float32"), lambda case: True, settings=quick)
+    assert _runs(op, simplest), simplest.describe()
+
+
+def test_a_per_channel_quantized_result_is_judged_not_an_internal_error():
+    """A qint32 per-channel result met golden's distance measure as a cast to float64, which
+    quantized tensors refuse: the cell stopped with "conform internal error" after one example."""
+    from conform import execute
+    from conform.backends import resolve
+
+    op = opdb.lookup("aten::_make_per_channel_quantized_tensor")
+    quick = settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    case = find(from_schema(op, "int32"), lambda c: True, settings=quick)
+    r = execute.run_case(op, case, resolve("cpu"), grad=False)
+    assert r.outcome.value == "pass", r.message
+
+
+@pytest.mark.parametrize("name", ["aten::_scaled_mm", "aten::_scaled_mm_v2"])
+def test_float8_operands_are_compared_not_an_internal_error(name):
+    """The tolerance's input scale asked isfinite of the float8 operands, which has no kernel:
+    every cell of the scaled matmuls stopped with "conform internal error" after one example."""
+    from conform import execute
+    from conform.backends import resolve
+
+    op = opdb.lookup(name)
+    quick = settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    case = find(from_schema(op, "float32"), lambda c: True, settings=quick)
+    r = execute.run_case(op, case, resolve("cpu"), grad=False)
+    assert r.outcome.value == "pass", r.message

@@ -8,6 +8,7 @@ from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
+from generators.strategies import draw_tensor
 
 # -- convolution, pooling, upsampling, padding --------------------------------------------------------
 
@@ -317,3 +318,54 @@ def interpolate(ctx):
         linear = mode in ("linear", "bilinear", "bicubic", "trilinear")
         ctx.fixed["align_corners"] = ctx.draw(memo.booleans(), label="align_corners") if linear else None
         ctx.fixed["antialias"] = False
+
+
+def _conv_output_shape(ctx, in_name: str = "self") -> tuple[int, ...]:
+    """The forward convolution's output shape for the arguments `convolution` drew (the formula
+    of ConvUtils.h's conv_output_size / conv_input_size, for plain and transposed convolutions)."""
+    f = ctx.fixed
+    x, w = f[in_name].shape, f["weight"].shape
+    d = len(x) - 2
+    per_dim = lambda name, default: list(f[name]) if isinstance(f.get(name), list) else [f.get(name, default)] * d  # noqa: E731
+    s, p, dil, op = per_dim("stride", 1), per_dim("padding", 0), per_dim("dilation", 1), per_dim("output_padding", 0)
+    if f.get("transposed", False):
+        cout = w[1] * f.get("groups", 1)
+        spatial = [(x[2 + i] - 1) * s[i] - 2 * p[i] + dil[i] * (w[2 + i] - 1) + op[i] + 1 for i in range(d)]
+    else:
+        cout = w[0]
+        spatial = [(x[2 + i] + 2 * p[i] - dil[i] * (w[2 + i] - 1) - 1) // s[i] + 1 for i in range(d)]
+    return (x[0], cout, *spatial)
+
+
+@family("slow_conv2d_backward")
+def slow_conv2d_backward(ctx):
+    """What convolution_backward passes the slow (im2col) 2-d kernel (ConvUtils / Convolution.cpp):
+    a 4-d input, weight (C_out, C_in, kh, kw), and the gradient of the forward's output shape; a
+    gradient of another shape is rejected ("Expected ND input tensor") or, with the forward's
+    guess of the main shape, never matches."""
+    convolution(ctx)
+    # contiguous, as convolution_backward passes them (Convolution.cpp, Slow2d: `grad_output.contiguous(),
+    # input.contiguous(), weight.contiguous()`): an expanded weight or a channels-last input gives
+    # a weight gradient the kernel refuses ("grad_weight must be contiguous")
+    for name in ("self", "weight"):
+        spec = ctx.fixed[name]
+        ctx.fixed[name] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=spec.shape, layout="contiguous", label=name)
+    shape = _conv_output_shape(ctx)
+    ctx.fixed["grad_output"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, layout="contiguous", label="grad_output")
+
+
+@family("convolution_double_backward")
+def convolution_double_backward(ctx):
+    """convolution_backward's own derivative (derivatives.yaml: `_convolution_double_backward(
+    grads[0], grads[1], grads[2], grad_output, weight, input, ...)`): the incoming gradients of
+    the input, the weight and the bias (each may be undefined), gO of the forward's output shape,
+    and the forward's stride, padding, dilation, transposition and groups."""
+    convolution(ctx)
+    f = ctx.fixed
+    if f["transposed"]:
+        # a transposed convolution's padding trims its output, which a small input may not have
+        f["padding"] = [0] * len(f["padding"])
+    f["gO"] = _tensor(ctx, _conv_output_shape(ctx), label="gO")
+    cout = f["gO"].shape[1]
+    for name, shape in (("ggI", f["self"].shape), ("ggW", f["weight"].shape), ("ggb", (cout,))):
+        f[name] = None if ctx.draw(memo.integers(0, 3), label=f"no {name}") == 0 else _tensor(ctx, shape, label=name)

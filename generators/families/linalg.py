@@ -83,3 +83,70 @@ def foreach_mm(ctx):
     ctx.shape = (n, k)
     ctx.fixed["self"] = [_tensor(ctx, (n, k), label=f"self[{i}]") for i in range(pairs)]
     ctx.fixed["mat2"] = [_tensor(ctx, (k, m), label=f"mat2[{i}]") for i in range(pairs)]
+
+
+@family("compute_linear_combination")
+def compute_linear_combination(ctx):
+    """input (k, *rest), non-empty, and coefficients (m, k): the result's row i is the sum over j
+    of coefficients[i, j] * input[j] (LinearAlgebra.cpp; matrix_exp's one caller). The out=
+    overload adds into its out without resizing it, and its caller, the functional, hands it a
+    zero-filled one of the result's shape: so is the out drawn here."""
+    k, m = (ctx.draw(memo.integers(1, 4), label=x) for x in ("k", "m"))
+    rest = tuple(ctx.draw(memo.lists(memo.integers(1, 4), min_size=0, max_size=2), label="rest"))
+    ctx.shape = (k, *rest)
+    ctx.fixed["input"] = _tensor(ctx, ctx.shape, label="input")
+    ctx.fixed["coefficients"] = _tensor(ctx, (m, k), label="coefficients")
+    if ctx.op.variant == "out":
+        ctx.fixed["out"] = TensorSpec(shape=(m, *rest), dtype=ctx.dtype, values="index", low=0, high=1)
+
+
+@family("linalg_multi_dot")
+def linalg_multi_dot(ctx):
+    """Two or more tensors whose inner sizes chain: the first and the last may be vectors (1-d),
+    the others are matrices (torch.linalg.multi_dot's contract)."""
+    k = ctx.draw(memo.integers(2, 4), label="tensors")
+    sides = [ctx.draw(memo.integers(1, 4), label=f"side[{i}]") for i in range(k + 1)]
+    shapes = [(sides[i], sides[i + 1]) for i in range(k)]
+    if ctx.draw(memo.booleans(), label="first is a vector"):
+        shapes[0] = shapes[0][1:]
+    if ctx.draw(memo.booleans(), label="last is a vector"):
+        shapes[-1] = shapes[-1][:1]
+    ctx.shape = shapes[0]
+    ctx.fixed["tensors"] = [_tensor(ctx, s, label=f"tensors[{i}]") for i, s in enumerate(shapes)]
+
+
+@family("grouped_mm")
+def grouped_mm(ctx):
+    """Groups of matrix products as torch.nn.functional.grouped_mm (MoE layers) calls it: a batch of
+    (M, K) @ (K, N) (3-d by 3-d, no offs), or rows of a 2-d mat_a split into groups by offs (int32
+    cumulative ends) against a 3-d mat_b, or a shared K split by offs (2-d by 2-d). Every stride
+    is a multiple of 16 bytes, as _grouped_mm_validate_inputs (GroupedMMUtils.h) checks: K and N
+    are multiples of 16 bytes' worth of elements, the operands contiguous, mat_b row- or
+    column-major."""
+    from generators.strategies import draw_tensor
+
+    size = {"float16": 2, "bfloat16": 2}.get(ctx.dtype, 4)
+    align = 16 // size
+    g, m = (ctx.draw(memo.integers(1, 3), label=x) for x in ("groups", "rows"))
+    k, n = (align * ctx.draw(memo.integers(1, 2), label=x) for x in ("K / align", "N / align"))
+    form = ctx.draw(memo.sampled_from(("3d x 3d", "2d x 3d", "2d x 2d")), label="form")
+    ends = sorted(ctx.draw(memo.integers(0, m * g), label=f"end {i}") for i in range(g - 1))
+
+    def operand(shape, label, column_major=False):
+        if column_major:  # the transpose of a contiguous (..., N, K): K has unit stride
+            return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, layout="transposed", label=label)
+        return draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, layout="contiguous", label=label)
+
+    column_major = ctx.draw(memo.booleans(), label="mat_b column-major")
+    offs = None
+    if form == "3d x 3d":
+        a, b = operand((g, m, k), "self"), operand((g, k, n), "mat2", column_major)
+    elif form == "2d x 3d":
+        a, b = operand((m * g, k), "self"), operand((g, k, n), "mat2", column_major)
+        offs = [*ends, m * g]
+    else:
+        a, b = operand((m, k * g), "self"), operand((k * g, n), "mat2", column_major)
+        offs = [k * (i + 1) for i in range(g)]
+    ctx.shape = a.shape
+    ctx.fixed.update(self=a, mat2=b, bias=None, out_dtype=None)
+    ctx.fixed["offs"] = None if offs is None else TensorSpec(shape=(len(offs),), dtype="int32", data=tuple(offs))

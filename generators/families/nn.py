@@ -23,6 +23,71 @@ def embedding_bag(ctx):
         )
 
 
+def _ints(values) -> TensorSpec:
+    return TensorSpec(shape=(len(values),), dtype="int64", data=tuple(values))
+
+
+@family(
+    "embedding_bag_backward",
+    "embedding_bag_dense_backward",
+    "embedding_bag_sparse_backward",
+    "embedding_bag_per_sample_weights_backward",
+)
+def embedding_bag_backward(ctx):
+    """What _embedding_bag's derivative passes (derivatives.yaml): the forward's indices and offsets,
+    its results offset2bag, bag_size and maximum_indices, num_weights = weight.size(0), and a
+    gradient of one row per bag. offset2bag is the full map of each index to its bag, as
+    _embedding_bag_backward rebuilds it (make_offset2bag, EmbeddingBag.cpp) before it calls the
+    dense and sparse kernels (the sum mode's forward leaves it empty); per-sample weights go with
+    the sum mode only ("per_sample_weights only supported for mode='sum'")."""
+    import torch
+
+    names = _arg_names(ctx)
+    rows, width, n, bags = (ctx.draw(memo.integers(1, 4), label=x) for x in ("num_weights", "width", "indices", "bags"))
+    cuts = sorted(ctx.draw(memo.integers(0, n), label=f"offset {i}") for i in range(bags - 1))
+    offsets = [0, *cuts]
+    indices = [ctx.draw(memo.integers(0, rows - 1), label=f"index {i}") for i in range(n)]
+    mode = 0 if "weight" in names else ctx.draw(memo.integers(0, 2), label="mode")
+    padding_idx = ctx.draw(memo.integers(-1, rows - 1), label="padding_idx")
+    psw = None
+    if "per_sample_weights" in names and mode == 0 and ctx.draw(memo.booleans(), label="per-sample weights"):
+        psw = _tensor(ctx, (n,), label="per_sample_weights")
+    # the forward in float64 for bag_size and maximum_indices (the max mode's argmax rows)
+    fwd_weight = torch.arange(rows * width, dtype=torch.float64).reshape(rows, width).remainder(3)
+    _, _, bag_size, max_indices = torch.ops.aten._embedding_bag(
+        fwd_weight,
+        torch.tensor(indices),
+        torch.tensor(offsets),
+        False,
+        mode,
+        False,
+        None if psw is None else torch.ones(n, dtype=torch.float64),
+        False,
+        padding_idx,
+    )
+    offset2bag = [sum(o <= i for o in offsets) - 1 for i in range(n)]
+    ctx.shape = (bags, width)
+    ctx.fixed["grad"] = _tensor(ctx, ctx.shape, label="grad")
+    if "weight" in names:
+        ctx.fixed["weight"] = _tensor(ctx, (rows, width), label="weight")
+    ctx.fixed.update(indices=_ints(indices), offset2bag=_ints(offset2bag), mode=mode, padding_idx=padding_idx)
+    ctx.fixed["bag_size"] = _ints(bag_size.tolist())
+    ctx.fixed["maximum_indices"] = TensorSpec(
+        shape=tuple(max_indices.shape), dtype="int64", data=tuple(max_indices.flatten().tolist())
+    )
+    if "offsets" in names:
+        ctx.fixed["offsets"] = _ints(offsets)
+    if "num_weights" in names:
+        ctx.fixed["num_weights"] = rows
+    if "per_sample_weights" in names:
+        ctx.fixed["per_sample_weights"] = psw
+    sparse = "sparse" in ctx.op.base_name or ("sparse" in names and ctx.draw(memo.booleans(), label="sparse"))
+    if "sparse" in names:
+        ctx.fixed["sparse"] = sparse
+    # "embedding_backward: scale_grad_by_freq not supported with sparse gradients"
+    ctx.fixed["scale_grad_by_freq"] = not sparse and ctx.draw(memo.booleans(), label="scale_grad_by_freq")
+
+
 # -- recurrent networks ----------------------------------------------------------------------------
 
 _GATES = {"gru": 3, "lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}

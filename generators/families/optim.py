@@ -45,3 +45,39 @@ def fused_optimizer(ctx):
         ctx.fixed["amsgrad"] = amsgrad
         if not amsgrad:
             ctx.fixed["max_exp_avg_sqs"] = []
+
+
+def _flag(ctx, name: str):
+    """A 0-d float32 found_inf: 0.0 or 1.0, as the gradient scaler keeps it."""
+    from generators.case import TensorSpec
+
+    return TensorSpec(shape=(), dtype="float32", data=(float(ctx.draw(memo.integers(0, 1), label=name)),))
+
+
+@family("amp_foreach_non_finite_check_and_unscale")
+def amp_unscale(ctx):
+    """What torch.amp.GradScaler._unscale_grads_ passes (torch/amp/grad_scaler.py): the gradients, a
+    0-d float32 found_inf flag and a 0-d float32 inverse scale (the kernel checks "must be a
+    1-element tensor" and "must be a float tensor"); the gradients are the cell's dtype."""
+    ctx.fixed["found_inf"] = _flag(ctx, "found_inf")
+    ctx.fixed["inv_scale"] = draw_tensor(
+        ctx.draw, dtype="float32", shape=(), values="positive", layout="contiguous", label="inv_scale"
+    )
+
+
+@family("amp_update_scale")
+def amp_update_scale(ctx):
+    """What GradScaler.update passes (torch/amp/grad_scaler.py): the 0-d scale (float32 by contract:
+    "current_scale must be a float tensor", so the other cells are rejected), a 0-d int32
+    growth tracker, the 0-d float32 found_inf flag, a growth factor above 1, a backoff factor
+    below 1 and a positive growth interval."""
+    ctx.fixed["self"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=(), values="positive", layout="contiguous", writable=True, label="scale"
+    )
+    ctx.fixed["growth_tracker"] = draw_tensor(
+        ctx.draw, dtype="int32", shape=(), values="index", low=0, high=4, layout="contiguous", label="growth_tracker"
+    )
+    ctx.fixed["found_inf"] = _flag(ctx, "found_inf")
+    ctx.fixed["scale_growth_factor"] = ctx.draw(memo.sampled_from((2.0, 1.5)), label="growth factor")
+    ctx.fixed["scale_backoff_factor"] = ctx.draw(memo.sampled_from((0.5, 0.25)), label="backoff factor")
+    ctx.fixed["growth_interval"] = ctx.draw(memo.integers(1, 3), label="growth_interval")

@@ -116,6 +116,70 @@ def fake_quantize_per_channel(ctx):
     )
 
 
+@family("fake_quantize_learnable_per_tensor_affine")
+def fake_quantize_learnable_per_tensor(ctx):
+    """What torch.ao's _LearnableFakeQuantize passes (torch/ao/quantization/_learnable_fake_quantize.py):
+    a one-element float32 scale (> 0) and zero point (an integer within [quant_min, quant_max],
+    as the kernel checks), and the range of a quantized dtype; the backward gets self's gradient."""
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
+    lo, hi = QUANT_RANGES[qdtype]
+    ctx.fixed.update(quant_min=lo, quant_max=hi)
+    ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
+        ctx, 1, scale_dtype="float32", point_dtype="float32", label="tensor", qdtype=qdtype
+    )
+
+
+@family("fused_moving_avg_obs_fq_helper", "fused_moving_avg_obs_fq_helper_functional")
+def fused_moving_avg_obs_fq(ctx):
+    """The state torch.ao's FusedMovingAvgObsFakeQuantize passes (torch/ao/quantization/fake_quantize.py):
+    on/off flags as one-element int64 tensors; per tensor, ch_axis -1, 0-d running min and max,
+    a one-element scale and zero point; per channel (per_row_fake_quant, which the kernel takes
+    on axis 0 only), one min, max, scale and zero point per row. The running range is finite with
+    min <= max, as observed data leaves it (FusedObsFakeQuant.cpp checks ch_axis < self.dim())."""
+    per_row = ctx.draw(memo.booleans(), label="per_row_fake_quant")
+    # non-empty (the observer's aminmax has no identity); per row, a weight of two dims or more
+    # (the kernel flattens the dims after the first)
+    ctx.shape = tuple(max(1, s) for s in ctx.shape)
+    while per_row and ctx.rank < 2:
+        ctx.shape = (*ctx.shape, ctx.draw(memo.integers(1, 4), label=f"size {ctx.rank}"))
+    n = ctx.shape[0] if per_row else 1
+    state = (n,) if per_row else ()
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    # the observing step reads self as float32 only ("expected scalar type Float but found
+    # BFloat16"): in the other cells the observer is off, and fake quantization alone runs
+    observe = ctx.draw(memo.integers(0, 1), label="observer_on") if ctx.dtype == "float32" else 0
+    ctx.fixed["observer_on"] = _ints_spec((observe,))
+    ctx.fixed["fake_quant_on"] = _ints_spec((ctx.draw(memo.integers(0, 1), label="fake_quant_on"),))
+    # finite (no stress edge but subnormals and zeros: the qparams come from the range even with the observer off)
+    low, high = (
+        draw_tensor(
+            ctx.draw, dtype="float32", shape=state, values="nonnegative", layout="contiguous", label=f"running {x}"
+        )
+        for x in ("min", "max")
+    )
+    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
+    lo, hi = QUANT_RANGES[qdtype]
+    scale, point = _qparams(ctx, n, scale_dtype="float32", point_dtype="int32", label="state", qdtype=qdtype)
+    ctx.fixed.update(
+        # -min and max: a range around zero (min <= max)
+        running_min=dataclasses.replace(low, low=-1.0, high=0.0),
+        running_max=high,
+        scale=scale,
+        zero_point=point,
+        averaging_const=ctx.draw(memo.sampled_from((0.01, 0.5, 1.0)), label="averaging_const"),
+        quant_min=lo,
+        quant_max=hi,
+        ch_axis=0 if per_row else -1,
+        per_row_fake_quant=per_row,
+        symmetric_quant=ctx.draw(memo.booleans(), label="symmetric_quant"),
+    )
+
+
+def _ints_spec(values, dtype: str = "int64") -> TensorSpec:
+    return TensorSpec(shape=(len(values),), dtype=dtype, data=tuple(values))
+
+
 @family("make_per_tensor_quantized_tensor", "make_per_channel_quantized_tensor")
 def make_quantized(ctx):
     """Integer values reinterpreted as quantized (uint8 as quint8, int8 as qint8, int32 as
@@ -175,6 +239,26 @@ def scaled_mm(ctx):
         )
     ctx.fixed.update(bias=None, scale_result=None, use_fast_accum=False)
     ctx.fixed["out_dtype"] = {"dtype": ctx.dtype}
+
+
+@family("scaled_mm_v2")
+def scaled_mm_v2(ctx):
+    """_scaled_mm's float8 operands, with the v2 form's scales as lists and a recipe per operand
+    (torch.nn.functional.scaled_mm builds them): the CPU kernel takes tensor-wise scaling (one
+    float32 scale each) or row-wise scaling ((n, 1) and (1, m) contiguous float32 scales), and no
+    swizzle (ScaledBlas.cpp's _scaled_mm_cpu_v2_out). ScalingType and SwizzleType are
+    torch.nn.functional's enums: TensorWise 0, RowWise 1, NO_SWIZZLE 0."""
+    scaled_mm(ctx)
+    n, m = ctx.shape[0], ctx.fixed["mat2"].shape[1]
+    rowwise = ctx.draw(memo.booleans(), label="row-wise scaling")
+    shapes = ((n, 1), (1, m)) if rowwise else ((), ())
+    for name, shape in zip(("scale_a", "scale_b"), shapes):
+        ctx.fixed[name] = [
+            draw_tensor(ctx.draw, dtype="float32", shape=shape, values="positive", layout="contiguous", label=name)
+        ]
+    recipe = 1 if rowwise else 0
+    del ctx.fixed["scale_result"]
+    ctx.fixed.update(recipe_a=[recipe], recipe_b=[recipe], swizzle_a=[0], swizzle_b=[0], contraction_dim=[])
 
 
 @family("weight_int8pack_mm")
