@@ -440,7 +440,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     # -- the verdict (conform.oracle): parity with the CPU first, golden to judge ---------------
     n = numel_ratio(op, case, ref_result)
     scale = input_scale(ref.inputs if ref.error is None else ())
-    base_tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale)  # noqa: E731
+    base_tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale, case=case)  # noqa: E731
     # a result is no more precise than its least precise input: ldexp(float32, float16) is
     # x * 2**other with 2**other rounded to float16 (see loosest)
     tol = loosest(base_tol, {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})

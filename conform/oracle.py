@@ -11,7 +11,8 @@ the CPU reference when it is the one held against float64):
 2. With the plain CPU under test, golden is the expectation (`against_golden`).
 3. `against_golden` holds a side against golden float64 with every second opinion the rule
    allows, in order: Python scalars rounded to the case's dtype (kernels that read a Scalar in
-   the tensor's dtype), special values where two CPU precisions disagree (inf/NaN meeting zeros,
+   the tensor's dtype), for an exactly determined result its inputs cast to the result's dtype
+   and, in half precision, the op computed in float32 (`_as_the_kernel_computes`), special values where two CPU precisions disagree (inf/NaN meeting zeros,
    see `_specials_excused`), and the case's conditioning (`_conditioning_excused`). Whatever an
    excuse turned into a pass is then checked for self-consistency (`self_consistency`): an
    error that depends on position, layout or memory is a bug whatever its size.
@@ -34,13 +35,15 @@ from typing import Any
 import torch
 
 from .compare import Record, _spacing, _sparse_valid, compare_tensors, dense, failures, leaves
-from .tolerances import is_inexact
+from .tolerances import exactly_determined, is_inexact
 
 # Finding kinds: facts stored with a cell that are not its verdict.
 REFERENCE = "reference"  # the device agrees with the CPU reference; both deviate from float64
 CPU_WRONG = "cpu_wrong"  # the device and the CPU disagree; the device matches float64
 PRECISION_EDGE = "precision_edge"  # off golden by no more than the case's conditioning
 FINDING_KINDS = (REFERENCE, CPU_WRONG, PRECISION_EDGE)
+
+HALF_PRECISION = (torch.float16, torch.bfloat16)
 
 META_KINDS = frozenset({"structure", "shape", "dtype", "strides", "error"})
 
@@ -229,6 +232,10 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
             records, golden, expected = alt_records, alt, alt_expected
         if not failures(records):
             return Judgement(records, golden)
+    if _exactly_determined(phase):
+        alt_records = _as_the_kernel_computes(phase, actual, rounded)
+        if alt_records is not None:
+            return Judgement(alt_records, golden)
     excuses = []
     for excuse in (_specials_excused, _conditioning_excused):
         if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
@@ -266,7 +273,50 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
 
 def _exactly_determined(phase: Phase) -> bool:
     """opdb's exactness rule (OpSpec.exact) holds for forward results: gradients sum."""
-    return phase.name == "forward" and bool(getattr(phase.op, "exact", False))
+    return phase.name == "forward" and exactly_determined(phase.op, phase.case)
+
+
+def _as_the_kernel_computes(phase: Phase, actual: Observed, rounded_case) -> list[Record] | None:
+    """An exactly determined result (floor division, remainder, rounding, selection) has one
+    right value per reading of its inputs, and the documented semantics allow two readings
+    golden float64 does not make: type promotion casts every input to the result's dtype
+    before the op (remainder(bfloat16 tensor, 0-dim float32 tensor) divides by the divisor
+    rounded to bfloat16), and ATen computes a half-precision kernel in float32, its Python
+    scalars too (c10/util/OpMathType.h: opmath_type of Half and BFloat16 is float), rounding the
+    result once: floor_divide(-3124., 1.136) in float16 floors the float32 quotient -2750.0,
+    where float64's -2750.0000000000005 floors to -2751. The records of `actual` against the
+    first such expectation it matches, or None. A quotient rounded to half precision before the
+    floor (187 for 560 // 3 in bfloat16, pytorch#193754) matches none."""
+    dt = _result_dtype(phase.reference)
+    if dt is None:
+        return None
+
+    def to_result_dtype(t):
+        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.device.type == "meta":
+            return t
+        return t.detach().to(dt).to(t.dtype).requires_grad_(t.requires_grad)
+
+    math_dtypes = (torch.float64, torch.float32) if dt in HALF_PRECISION else (torch.float64,)
+    for case in (phase.case, rounded_case):
+        if case is None:
+            continue
+        for math_dtype in math_dtypes:
+            raw = phase.run_cpu(TransformedCase(case, to_result_dtype), math_dtype)
+            expected = phase.expect(raw) if raw is not None else None
+            if expected is None:
+                continue
+            records = phase.compare(actual, expected)
+            if not failures(records):
+                return records
+    return None
+
+
+def _result_dtype(reference: Observed | None) -> torch.dtype | None:
+    """The one floating dtype of the reference's tensor results, or None."""
+    if reference is None:
+        return None
+    dts = {t.dtype for t in leaves(reference[0]) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point}
+    return dts.pop() if len(dts) == 1 else None
 
 
 def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):

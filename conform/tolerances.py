@@ -87,8 +87,28 @@ def override_for(op, dtype: torch.dtype | str) -> tuple[float, float] | None:
     return float(tol.rtol), float(tol.atol)
 
 
+def exactly_determined(op, case=None) -> bool:
+    """opdb's exactness rule (`OpSpec.exact`) for one case: an op whose exactness depends on an
+    argument (`hints.exact_only_with`: div's rounding_mode, true division when None) is exact only
+    in the cases that give that argument."""
+    if not getattr(op, "exact", False):
+        return False
+    arg = (getattr(getattr(op, "rules", None), "hints", None) or {}).get("exact_only_with")
+    if arg is None or case is None:
+        return True
+    from .compare import bind_arguments  # compare imports this module
+
+    return bind_arguments(op, case.args, case.kwargs).get(arg) is not None
+
+
 def tolerance_for(
-    op, dtype: torch.dtype | str, *, reduction_size: int = 1, input_scale: float = 0.0, gradient: bool = False
+    op,
+    dtype: torch.dtype | str,
+    *,
+    reduction_size: int = 1,
+    input_scale: float = 0.0,
+    gradient: bool = False,
+    case=None,
 ) -> tuple[float, float]:
     """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
 
@@ -96,7 +116,8 @@ def tolerance_for(
     either right or wrong. So are the floating results of an op whose results are exactly
     determined (`OpSpec.exact`: moved, selected or rounded values), unless a tolerance rule says
     otherwise: 255 for 256 in bfloat16 is within rtol and still wrong. Not their gradients
-    (`gradient=True`): where's gradient sums over broadcast dimensions.
+    (`gradient=True`): where's gradient sums over broadcast dimensions. `case` decides ops whose
+    exactness depends on an argument (see exactly_determined).
 
     `input_scale` is the largest finite magnitude among the case's floating inputs. A result
     computed from inputs of that size carries rounding error of about rtol * input_scale in
@@ -111,7 +132,7 @@ def tolerance_for(
     rule = override_for(op, dt) if op is not None else None
     if rule is not None:
         return rule
-    if not gradient and getattr(op, "exact", False):
+    if not gradient and exactly_determined(op, case):
         return EXACT
     rtol, atol = default_tolerance(dt)
     g = growth(reduction_size)

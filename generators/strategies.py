@@ -376,6 +376,13 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -
     if stress["variant"] == "edges":
         if real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
             edges = role
+        if real_float and values in MAGNITUDE_DOMAINS and "apart" not in stress:
+            stress["apart"] = draw(memo.booleans(), label="apart")
+        if real_float and values in MAGNITUDE_DOMAINS and stress["apart"]:
+            # half the edge cases set the tensors apart in magnitude, column by column and role by role
+            # (generators.tensor.MAGNITUDES): a tensor's own band draw rarely gives one tensor
+            # large values while the other keeps small ones at the same positions
+            magnitude = "apart_even" if role % 2 == 0 else "apart_odd"
     elif real_float and values in MAGNITUDE_DOMAINS:
         magnitude = "beyond_sqrt"
     elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:

@@ -47,8 +47,13 @@ VALUE_KINDS = (
 # the dtype's largest value ("sqrt_max"), a sum or a doubling near a fraction of it ("near_max"),
 # and integer accumulations wrap near the integer type's limits ("int_extreme"). A band keeps the
 # sign the kind drew (so positive domains stay positive and zeros stay zero).
-MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "beyond_sqrt")
+MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "beyond_sqrt", "apart_even", "apart_odd")
 MODERATE_BAND = (100.0, 4000.0)
+# "apart_even" / "apart_odd": the moderate band on the even (odd) columns of the innermost dim and
+# the kind's own range on the others, so that two tensors of a case given one each are apart in
+# magnitude at the same positions, both ways round: a large dividend over a small divisor (whose
+# quotient loses half precision's integers, pytorch#193754) in one column, a small mantissa under
+# a large exponent (ldexp's power of two overflowing, pytorch#133265) in the next.
 # "beyond_sqrt": values in [4 sqrt(max), 64 sqrt(max)], far inside the dtype's range but every
 # square (and product of two) beyond it. A kernel that squares in the dtype itself (a norm layer's
 # variance, a 2-norm) overflows there, however few the elements, while its result is finite and
@@ -457,6 +462,11 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
 
 def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     """`x` with each nonzero value moved into the band, log-uniformly, keeping its sign."""
+    if magnitude in ("apart_even", "apart_odd") and x.numel():
+        # by column, not row: a broadcast operand ((n,) against (rows, n)) keeps its alternation
+        cols = torch.arange(x.numel()).reshape(x.shape) % (x.shape[-1] if x.dim() else 1)
+        on = cols % 2 == (0 if magnitude == "apart_even" else 1)
+        return torch.where(on, _in_band(x, "moderate", dtype, g), x)
     band = magnitude_band(magnitude, dtype)
     if band is None or x.numel() == 0:
         return x

@@ -662,7 +662,9 @@ _EXACT_FAMILIES = {
     "sort": _rx(r"(nan)?quantile", r".*_backward.*"),
 }
 # names of other families whose results are selected or rounded: order statistics, extrema,
-# rounding, sign and selection, and sequences of exactly representable steps
+# rounding (floor division too), sign and selection, and sequences of exactly representable steps;
+# fmod's result is exactly representable (C's fmod is exact) and remainder's is fmod's plus the
+# divisor rounded once, so one correctly rounded value is right for each
 _EXACT_NAMES = _rx(
     r"max",
     r"min",
@@ -684,6 +686,9 @@ _EXACT_NAMES = _rx(
     r"trunc_?",
     r"fix_?",
     r"round_?",
+    r"floor_divide_?",
+    r"fmod_?",
+    r"remainder_?",
     r"neg_?",
     r"negative_?",
     r"positive",

@@ -7,8 +7,10 @@ import dataclasses
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
+from conform.backends import CPUBackend
 from conform.compare import compare
 from conform.execute import run_case
 from conform.outcomes import Outcome
@@ -37,6 +39,9 @@ from tests.faulty import BACKENDS
         "aten::cummax",
         "aten::maximum",
         "aten::neg",
+        "aten::floor_divide",
+        "aten::fmod.Tensor",
+        "aten::remainder.Scalar_Tensor",
     ],
 )
 def test_moved_selected_and_rounded_values_are_exact(name):
@@ -56,7 +61,6 @@ def test_moved_selected_and_rounded_values_are_exact(name):
         "aten::quantile",
         "aten::linspace",
         "aten::_foreach_neg",
-        "aten::floor_divide",
     ],
 )
 def test_computed_values_are_not(name):
@@ -99,3 +103,68 @@ def test_exact_rule_in_a_rules_file_is_checked(tmp_path):
     (tmp_path / "x.toml").write_text('["aten::sum"]\nexact = "yes"\nreason = "r"\n')
     with pytest.raises(opdb.RulesError, match="exact must be true or false"):
         opdb.rules.load_entries(tmp_path)
+
+
+# -- floor division and remainders: one right value per reading of the inputs ---------------
+
+
+class _HalfQuotientFloorDivide(CPUBackend):
+    """floor_divide whose half-precision path rounds the quotient to the dtype before the floor,
+    as the CPU's vectorised bfloat16/float16 kernel does (pytorch#193754): 560 // 3 is 187."""
+
+    name = "faulty-half-quotient-floor-divide"
+
+    def device_context(self):
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                if func is torch.ops.aten.floor_divide.default and out.dtype in (torch.bfloat16, torch.float16):
+                    out = torch.floor(torch.div(*args))  # the quotient rounded to the dtype first
+                return out
+
+        return Mode()
+
+
+def _floor_divide_case(dtype, a, b):
+    return Case("aten::floor_divide", (T((len(a),), dtype, data=tuple(a)), T((len(b),), dtype, data=tuple(b))))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_floor_divide_off_by_one_alarms_and_the_cpu_passes(dtype):
+    # quotients just below an integer that round up to it in the dtype: 560 / 3 = 186.67 is 187
+    # in bfloat16, 4100 / 3 = 1366.67 is 1367 in float16
+    a, b = [560.0, 4100.0, 2.0, -560.0] * 16, [3.0, 3.0, 3.0, 3.0] * 16
+    case = _floor_divide_case(dtype, a, b)
+    op = opdb.lookup("aten::floor_divide")
+    bad = run_case(op, case, _HalfQuotientFloorDivide())
+    assert bad.outcome == Outcome.MISMATCH, bad.message
+    assert run_case(op, case, BACKENDS["none"]()).outcome == Outcome.PASS
+
+
+def test_half_floor_divide_by_a_scalar_read_in_float32_passes():
+    # the CPU's float16 kernel reads 1.136 as float32: -3124 / 1.136f is -2750.0, whose floor
+    # is the float16 result; float64's quotient -2750.0000000000005 floors to -2751 (-2752 in
+    # float16). Both are right readings of the scalar (ATen's opmath is float32 for half).
+    op = opdb.lookup("aten::floor_divide.Scalar")
+    case = Case("aten::floor_divide.Scalar", (T((64,), "float16", data=(-3124.0,) * 64), 1.136))
+    r = run_case(op, case, BACKENDS["none"]())
+    assert r.outcome == Outcome.PASS, r.message
+
+
+def test_remainder_by_a_0_dim_tensor_of_a_wider_dtype_passes():
+    # type promotion casts the 0-dim float32 divisor to the bfloat16 result dtype before the op:
+    # 412 mod bfloat16(-1.39077) = -1.015625, not float64's -1.0587
+    op = opdb.lookup("aten::remainder.Tensor")
+    case = Case(
+        "aten::remainder.Tensor",
+        (T((4,), "bfloat16", data=(412.0, 286.0, 932.0, -1136.0)), T((), "float32", data=(-1.3907701969146729,))),
+    )
+    r = run_case(op, case, BACKENDS["none"]())
+    assert r.outcome == Outcome.PASS, r.message
+
+
+def test_div_is_exact_only_with_a_rounding_mode():
+    op = opdb.lookup("aten::div.Tensor_mode")
+    x = T((4,), "bfloat16")
+    assert tolerance_for(op, torch.bfloat16, case=Case(op.qualname, (x, x), {"rounding_mode": "floor"})) == (0.0, 0.0)
+    assert tolerance_for(op, torch.bfloat16, case=Case(op.qualname, (x, x), {"rounding_mode": None})) != (0.0, 0.0)

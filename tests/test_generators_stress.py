@@ -156,3 +156,30 @@ def test_a_failure_met_in_a_stress_case_shrinks_to_a_plain_one():
     first, last = failures[0].tensor_specs()[0], failures[-1].tensor_specs()[0]
     assert first.edges is not None or first.magnitude == "beyond_sqrt"
     assert last.edges is None and last.magnitude == "" and last.numel <= 7
+
+
+def test_edges_cases_set_their_tensors_apart_in_magnitude_both_ways():
+    # a large dividend over a small divisor in one column, the other way round in the next: where
+    # half precision loses a quotient's integers (pytorch#193754) and ldexp's power overflows
+    apart = [
+        c
+        for c in _cases("aten::floor_divide", "bfloat16", 40)
+        if [s.magnitude for s in c.tensor_specs()[:2]] == ["apart_even", "apart_odd"]
+    ]
+    assert apart, "no edges case apart in magnitude in 40 examples"
+    a, b = (_cpu(s).double() for s in apart[0].tensor_specs()[:2])
+    finite = a.isfinite() & b.isfinite() & (a != 0) & (b != 0)
+    a, b = torch.broadcast_tensors(a, b)
+    big = (a.abs() >= 100) & (b.abs() <= 3) & finite
+    assert big[..., 0::2].any() and not big[..., 1::2].any()
+    assert ((b.abs() >= 100) & (a.abs() <= 3) & finite)[..., 1::2].any()
+
+
+def test_a_huge_batch_norm_case_trains():
+    # evaluation mode scales by the given running stats: nothing computed from huge inputs
+    huge = [
+        c
+        for c in _cases("aten::native_batch_norm", "float32", 40)
+        if any(s.magnitude == "beyond_sqrt" for s in c.tensor_specs())
+    ]
+    assert huge and all(c.args[5] is True for c in huge)
