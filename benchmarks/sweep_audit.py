@@ -169,7 +169,7 @@ def rerun(cells: list[dict]) -> None:
 _MATCH_KEYS = {"id", "ops", "dtypes", "outcomes", "message", "description"}
 _KEYS = {
     "bug": _MATCH_KEYS | {"repro", "issue", "note"},
-    "noise": _MATCH_KEYS | {"why_not_fixed", "note"},
+    "noise": _MATCH_KEYS | {"why_not_fixed", "note", "fixed"},  # fixed: the class no longer alarms on this code
 }
 _REQUIRED = {"bug": {"id", "ops", "description", "repro"}, "noise": {"id", "ops", "description", "why_not_fixed"}}
 
@@ -242,6 +242,14 @@ def print_classes(rows: list[dict], catalog: list[dict], out: str | None, as_jso
         f"alarm cells {total}: real bugs {by_label['bug']}, noise {by_label['noise']}, unaudited {by_label['unaudited']}; "
         f"precision {by_label['bug']}/{total} = {100 * by_label['bug'] / max(1, total):.0f}%"
     )
+    fixed = {e["id"] for e in catalog if e.get("fixed")}
+    gone = sum(1 for r in rows if r["entry"] in fixed)
+    if gone:
+        left = total - gone
+        print(
+            f"noise in classes marked fixed: {gone} cells; without them {by_label['bug']}/{left} = "
+            f"{100 * by_label['bug'] / max(1, left):.0f}% (a class marked fixed may leave a few cells behind: --rerun measures)"
+        )
     if out:
         lines = ["| op | dtype | outcome | label | entry |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {r['op']} | {r['dtype']} | {r['outcome']} | {r['label']} | {r['entry']} |" for r in rows]
