@@ -56,7 +56,8 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol, o.family FROM results r JOIN ops o ON o.id = r.op_id '
+            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol, o.family '
+            "FROM results r JOIN ops o ON o.id = r.op_id "
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
