@@ -13,7 +13,7 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_audit.py"
 
-CATALOG = '''
+CATALOG = """
 [[bug]]
 id = "tail-drops-nan"
 ops = ["aten::_add_relu*"]
@@ -26,7 +26,7 @@ ops = ["lgamma"]
 message = "infinity mismatch"
 description = "golden within a factor of the maximum"
 why_not_fixed = "no principled bound"
-'''
+"""
 
 
 def _db(path: Path) -> Path:
@@ -69,7 +69,9 @@ def test_classify_labels_each_alarm_cell_and_prints_the_precision(tmp_path):
     out = _classify(db, tmp_path / "audit", "--json", str(tmp_path / "labels.json"))
     assert out.returncode == 0, out.stderr
 
-    labels = {(r["op"], r["dtype"]): (r["label"], r["entry"]) for r in json.loads((tmp_path / "labels.json").read_text())}
+    labels = {
+        (r["op"], r["dtype"]): (r["label"], r["entry"]) for r in json.loads((tmp_path / "labels.json").read_text())
+    }
     assert labels == {
         ("aten::_add_relu.Tensor", "float32"): ("bug", "tail-drops-nan"),
         ("aten::lgamma", "float16"): ("noise", "range-edge"),
