@@ -17,14 +17,19 @@ noise found by reading the cells are in benchmarks/sweep_audit.md, with the real
 first (the stored result's phase, tolerance and outcome): what a sweep made today would store.
 `--rerun` instead judges each value alarm's stored case (failures.case: the minimal case) again
 with this checkout's oracle on the plain CPU: what the verdict rule says of the same case now.
+`--classify` labels each alarm cell by the audit catalog (benchmarks/audit/*.toml: one [[bug]]
+entry per real kernel bug, one [[noise]] entry per noise class still present) as a real bug, noise
+or unaudited, and prints the precision: real-bug cells over all alarm cells.
 
     python benchmarks/sweep_audit.py /tmp/sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
     python benchmarks/sweep_audit.py /tmp/sweep/conform.db --rerun
+    python benchmarks/sweep_audit.py /tmp/sweep/conform.db --classify [--catalog benchmarks/audit]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -34,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +56,8 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol FROM results r JOIN ops o ON o.id = r.op_id '
+            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol, o.family '
+            "FROM results r JOIN ops o ON o.id = r.op_id "
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
@@ -65,8 +72,9 @@ def alarm_cells(db: str, run: int | None) -> list[dict]:
             "phase": p,
             "rtol": rt,
             "atol": at,
+            "family": fam,
         }
-        for q, d, o, m, s, c, p, rt, at in rows
+        for q, d, o, m, s, c, p, rt, at, fam in rows
     ]
 
 
@@ -156,6 +164,102 @@ def rerun(cells: list[dict]) -> None:
     print(f"{sum(n for (w, i), n in now.items() if i == 'pass')} of {sum(now.values())} value alarms pass now")
 
 
+# The audit catalog's format (benchmarks/audit/*.toml). `ops` are fnmatch globs on the qualname;
+# `dtypes`, `outcomes` and `message` (a regex searched in the cell's message, whitespace collapsed)
+# narrow an entry and may be left out.
+_MATCH_KEYS = {"id", "ops", "dtypes", "outcomes", "message", "description"}
+_KEYS = {
+    "bug": _MATCH_KEYS | {"repro", "issue", "note"},
+    "noise": _MATCH_KEYS | {"why_not_fixed", "note", "fixed"},  # fixed: the class no longer alarms on this code
+}
+_REQUIRED = {"bug": {"id", "ops", "description", "repro"}, "noise": {"id", "ops", "description", "why_not_fixed"}}
+
+
+def load_catalog(folder: Path) -> list[dict]:
+    """Every entry of folder/*.toml, [[bug]] entries before [[noise]] ones (file order within each):
+    a cell takes the first entry that matches, so a real bug wins over a noise class."""
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        sys.exit(f"sweep_audit: no audit catalog (*.toml) in {folder}")
+    entries: dict[str, list[dict]] = {"bug": [], "noise": []}
+    seen: dict[str, str] = {}
+    for path in files:
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            sys.exit(f"sweep_audit: {path}: {e}")
+        for kind in data:
+            if kind not in _KEYS:
+                sys.exit(f"sweep_audit: {path}: unknown table [[{kind}]] (use [[bug]] or [[noise]])")
+        for kind, keys in _KEYS.items():
+            for e in data.get(kind, []):
+                where = f"{path.name} [[{kind}]] {e.get('id', '?')}"
+                if set(e) - keys:
+                    sys.exit(f"sweep_audit: {where}: unknown key(s) {sorted(set(e) - keys)}")
+                if _REQUIRED[kind] - set(e):
+                    sys.exit(f"sweep_audit: {where}: missing {sorted(_REQUIRED[kind] - set(e))}")
+                if e["id"] in seen:
+                    sys.exit(f"sweep_audit: {where}: id already used in {seen[e['id']]}")
+                seen[e["id"]] = path.name
+                try:
+                    pattern = re.compile(e.get("message", ""))
+                except re.error as err:
+                    sys.exit(f"sweep_audit: {where}: bad message regex: {err}")
+                entries[kind].append(dict(e, kind=kind, file=path.name, _re=pattern))
+    return entries["bug"] + entries["noise"]
+
+
+def matches(entry: dict, cell: dict) -> bool:
+    op = cell["op"]
+    if not any(fnmatch.fnmatchcase(op, g) or fnmatch.fnmatchcase(op.removeprefix("aten::"), g) for g in entry["ops"]):
+        return False
+    if "dtypes" in entry and cell["dtype"] not in entry["dtypes"]:
+        return False
+    if "outcomes" in entry and cell["outcome"] not in entry["outcomes"]:
+        return False
+    return not entry["_re"].pattern or bool(entry["_re"].search(" ".join((cell["message"] or "").split())))
+
+
+def classify(cells: list[dict], catalog: list[dict]) -> list[dict]:
+    """Each cell with its label: ('bug' | 'noise' | 'unaudited', entry id)."""
+    out = []
+    for cell in cells:
+        entry = next((e for e in catalog if matches(e, cell)), None)
+        out.append(dict(cell, label=entry["kind"] if entry else "unaudited", entry=entry["id"] if entry else ""))
+    return out
+
+
+def print_classes(rows: list[dict], catalog: list[dict], out: str | None, as_json: str | None) -> None:
+    by_entry = Counter(r["entry"] for r in rows if r["entry"])
+    by_label = Counter(r["label"] for r in rows)
+    total = len(rows)
+    for e in catalog:
+        if by_entry[e["id"]]:
+            print(f"{e['kind']:6} {by_entry[e['id']]:4}  {e['id']}: {' '.join(e['description'].split())[:100]}")
+    for r in rows:
+        if r["label"] == "unaudited":
+            print(f"unaudited    {r['op']} {r['dtype']} {r['outcome']}")
+    print(
+        f"alarm cells {total}: real bugs {by_label['bug']}, noise {by_label['noise']}, unaudited {by_label['unaudited']}; "
+        f"precision {by_label['bug']}/{total} = {100 * by_label['bug'] / max(1, total):.0f}%"
+    )
+    fixed = {e["id"] for e in catalog if e.get("fixed")}
+    gone = sum(1 for r in rows if r["entry"] in fixed)
+    if gone:
+        left = total - gone
+        print(
+            f"noise in classes marked fixed: {gone} cells; without them {by_label['bug']}/{left} = "
+            f"{100 * by_label['bug'] / max(1, left):.0f}% (a class marked fixed may leave a few cells behind: --rerun measures)"
+        )
+    if out:
+        lines = ["| op | dtype | outcome | label | entry |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['op']} | {r['dtype']} | {r['outcome']} | {r['label']} | {r['entry']} |" for r in rows]
+        Path(out).write_text("\n".join(lines) + "\n")
+    if as_json:
+        keep = ("op", "dtype", "outcome", "label", "entry")
+        Path(as_json).write_text(json.dumps([{k: r[k] for k in keep} for r in rows], indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db")
@@ -164,6 +268,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="markdown table (default: print only the summary)")
     ap.add_argument("--json", default=None, help="the rows as JSON")
     ap.add_argument("--only", default="", help="comma-separated qualnames")
+    ap.add_argument("--family", default="", help="comma-separated op families (ops.family)")
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument(
         "--regenerate",
@@ -173,13 +278,24 @@ def main() -> None:
     ap.add_argument(
         "--rerun", action="store_true", help="judge each value alarm's stored case again with this checkout's oracle"
     )
+    ap.add_argument("--classify", action="store_true", help="label each alarm cell by the audit catalog")
+    ap.add_argument(
+        "--catalog", default=str(Path(__file__).resolve().parent / "audit"), help="folder of the audit *.toml files"
+    )
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)
     if args.only:
         keep = set(args.only.split(","))
         cells = [c for c in cells if c["op"] in keep]
+    if args.family:
+        families = set(args.family.split(","))
+        cells = [c for c in cells if c["family"] in families]
     if args.rerun:
         rerun(cells)
+        return
+    if args.classify:
+        catalog = load_catalog(Path(args.catalog))
+        print_classes(classify(cells, catalog), catalog, args.out, args.json)
         return
     started = time.monotonic()
 

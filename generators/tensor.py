@@ -396,7 +396,7 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         x = _in_band(x, magnitude, real_dtype, g)
     if kind == "special" and x.numel() > 0:
         specials = torch.tensor(
-            [float("nan"), float("inf"), -float("inf"), -0.0, torch.finfo(real_dtype).tiny / 4, 0.0], dtype=gen_dtype
+            [float("nan"), float("inf"), -float("inf"), -0.0, _subnormal(real_dtype), 0.0], dtype=gen_dtype
         )
         mask = torch.rand(shape, generator=g) < 0.25
         pick = torch.randint(0, len(specials), shape, generator=g)
@@ -413,13 +413,27 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     return x.to(dtype)
 
 
+def _subnormal(dtype: torch.dtype) -> float:
+    """The subnormal that special values and edge patterns draw: halfway (in bits) between the
+    dtype's smallest subnormal and its smallest normal (2**-138 in float32, 2**-19 in float16,
+    2**-130 in bfloat16). The largest subnormals (tiny / 4 put 1/x at 2**128, one step past
+    float32's maximum) make x / sub land within a factor of a few of the maximum, where a kernel's
+    harmless intermediate (x * (1 / sub), digamma ~ -1/x, y1 ~ -2/(pi x)) overflows while float64
+    golden still fits: range-edge alarms, not kernel bugs (seed-12 sweep: lgamma, bessel_y1,
+    addcdiv, complex division). From here such quotients leave the range in golden too. The
+    smallest subnormal would not do: one unit below it is zero, so the conditioning rule (inputs
+    moved by one unit) would read every element it touches as sitting on a domain edge."""
+    info = torch.finfo(dtype)
+    return info.tiny * 2.0 ** round(math.log2(info.eps) / 2)
+
+
 def _edge_value(token, dtype: torch.dtype):
     if isinstance(token, int):
         return token
     if token in ("min", "max"):
         return getattr(torch.iinfo(dtype), token)
     if token == "sub":
-        return torch.finfo(dtype).tiny / 4
+        return _subnormal(dtype)
     return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0": -0.0, "0": 0.0}[token]
 
 

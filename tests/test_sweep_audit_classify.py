@@ -1,0 +1,105 @@
+"""`benchmarks/sweep_audit.py DB --classify`: each alarm cell of a run labelled by the audit catalog
+(benchmarks/audit/*.toml) as a real bug, noise or unaudited, with the precision printed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_audit.py"
+
+CATALOG = """
+[[bug]]
+id = "tail-drops-nan"
+ops = ["aten::_add_relu*"]
+description = "scalar tail drops NaN"
+repro = "torch.ops.aten._add_relu.Tensor(torch.full((17,), float('nan')), torch.zeros(17))"
+
+[[noise]]
+id = "range-edge"
+ops = ["lgamma"]
+message = "infinity mismatch"
+description = "golden within a factor of the maximum"
+why_not_fixed = "no principled bound"
+"""
+
+
+def _db(path: Path) -> Path:
+    db = path / "conform.db"
+    with sqlite3.connect(db) as c:
+        c.executescript(
+            """
+            CREATE TABLE runs (id INTEGER PRIMARY KEY);
+            CREATE TABLE ops (id INTEGER PRIMARY KEY, qualname TEXT, family TEXT);
+            CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INT, op_id INT, dtype TEXT, outcome TEXT,
+                                  message TEXT, phase TEXT, rtol REAL, atol REAL);
+            CREATE TABLE failures (result_id INT, repro TEXT, "case" TEXT);
+            INSERT INTO runs VALUES (1);
+            INSERT INTO ops VALUES (1, 'aten::_add_relu.Tensor', 'activation'), (2, 'aten::lgamma', 'pointwise'),
+                                   (3, 'aten::mm', 'linalg');
+            INSERT INTO results VALUES
+                (1, 1, 1, 'float32', 'mismatch', 'NaN mismatch at index (16,)', 'forward', 0, 0),
+                (2, 1, 2, 'float16', 'grad_mismatch', 'infinity mismatch at index (0,): inf vs 64224.0', 'backward', 0, 0),
+                (3, 1, 2, 'float32', 'grad_mismatch', 'greatest absolute difference 1', 'backward', 0, 0),
+                (4, 1, 3, 'float32', 'pass', '', 'forward', 0, 0),
+                (5, 1, 3, 'float32', 'crash', 'the process died', 'forward', 0, 0);
+            """
+        )
+    return db
+
+
+def _classify(db: Path, catalog: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(db), "--classify", "--catalog", str(catalog), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_classify_labels_each_alarm_cell_and_prints_the_precision(tmp_path):
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "a.toml").write_text(CATALOG)
+    db = _db(tmp_path)
+    out = _classify(db, tmp_path / "audit", "--json", str(tmp_path / "labels.json"))
+    assert out.returncode == 0, out.stderr
+
+    labels = {
+        (r["op"], r["dtype"]): (r["label"], r["entry"]) for r in json.loads((tmp_path / "labels.json").read_text())
+    }
+    assert labels == {
+        ("aten::_add_relu.Tensor", "float32"): ("bug", "tail-drops-nan"),
+        ("aten::lgamma", "float16"): ("noise", "range-edge"),
+        ("aten::lgamma", "float32"): ("unaudited", ""),  # the message does not match the class
+        ("aten::mm", "float32"): ("unaudited", ""),
+    }
+    assert "precision 1/4 = 25%" in out.stdout
+    only = _classify(db, tmp_path / "audit", "--family", "pointwise,activation")
+    assert "alarm cells 3:" in only.stdout
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ('[[bug]]\nid = "x"\nops = ["a"]\ndescription = "d"\nrepro = "r"\nopz = 1\n', "unknown key"),
+        ('[[noise]]\nid = "x"\nops = ["a"]\ndescription = "d"\n', "missing ['why_not_fixed']"),
+        ('[[bugs]]\nid = "x"\n', "unknown table"),
+        (CATALOG + CATALOG.split("[[noise]]")[0], "id already used"),
+    ],
+)
+def test_a_bad_catalog_is_one_line_and_exit_status_nonzero(tmp_path, bad, says):
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "a.toml").write_text(bad)
+    out = _classify(_db(tmp_path), tmp_path / "audit")
+    assert out.returncode != 0 and says in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_shipped_catalog_loads(tmp_path):
+    out = _classify(_db(tmp_path), SCRIPT.parent / "audit")
+    assert out.returncode == 0, out.stderr
