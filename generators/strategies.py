@@ -59,9 +59,8 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 # - "edges": each row's innermost length is a STRESS_LENGTHS value and every tensor carries the
 #   aligned edge pattern (generators.tensor.EDGE_PERIOD) its value kind admits, with its role
 #   (order among the case's tensors) choosing its column;
-# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band for the
-#   case's first floating tensor (every square overflows the dtype while the values and most
-#   results fit; see _draw_stressed for why only one) or at the integer
+# - "huge": the same rows in a strided layout, finite values in the "beyond_sqrt" band (floating:
+#   every square overflows the dtype while the values and most results fit) or at the integer
 #   type's limits, where intermediates and accumulations in the dtype itself overflow. For float32 and bfloat16
 #   this is the only way into large magnitudes (random draws keep them for float16, see
 #   _float_magnitudes): one example in a few, on purpose, since on the plain CPU the float64
@@ -377,14 +376,8 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -
     if stress["variant"] == "edges":
         if real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
             edges = role
-    elif real_float and values in MAGNITUDE_DOMAINS and not stress.get("huge_drawn"):
-        # one tensor per case: its squares overflow (a norm, a variance) while the result fits.
-        # A product of two such tensors (x @ W, w * x, lr * g) is itself beyond the dtype's range
-        # by the op's definition: where a later step brings it back (sigmoid, relu, alpha=0, a
-        # division by the weights) float64 holds a value no evaluation in the dtype can, and the
-        # "finding" is golden's range, not the kernel's
+    elif real_float and values in MAGNITUDE_DOMAINS:
         magnitude = "beyond_sqrt"
-        stress["huge_drawn"] = True
     elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
         magnitude = "int_extreme"
     if magnitude is None:

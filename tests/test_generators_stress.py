@@ -91,19 +91,6 @@ def test_huge_variant_values_fit_but_their_squares_do_not():
         assert (x.abs() < top / 1e10).all() and (x * x > top).all()
 
 
-def test_huge_variant_makes_one_tensor_huge():
-    # squares of one input overflow (a norm's, a variance's); a product of two huge inputs
-    # (x @ W in an LSTM's gates, alpha=0 times batch1 @ batch2) is beyond float32 by the op's
-    # definition, so float64 golden would judge a value the dtype cannot hold
-    counts = [
-        sum(s.magnitude == "beyond_sqrt" for s in c.tensor_specs())
-        for op in ("aten::baddbmm", "aten::lstm_cell")
-        for c in _cases(op, "float32", 40)
-    ]
-    assert 1 in counts, "no huge stress case in 40 examples"
-    assert max(counts) == 1, counts
-
-
 def test_edges_spec_roundtrips_through_json():
     case = _first_case("aten::fmod.Tensor", "float32")
     again = Case.from_json(case.to_json())
