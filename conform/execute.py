@@ -473,7 +473,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         case,
         reference,
         forward_records,
-        run_cpu=lambda c, dt: _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dt)),
+        run_cpu=lambda c, dt, tx=None: _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dt)),
         expect=lambda raw: oracle.golden_pair(raw, reference) if dtype_checked else None,
         golden_wanted=golden is not None,
         # output strides against the reference's, unless a rule says the backend chooses them
@@ -646,8 +646,10 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
         return None  # not differentiable, or the reference cannot do it: nothing to compare
     gold_gos = [g.double() if not g.is_complex() else g.to(torch.complex128) for g in gos]
 
-    def run_cpu(c, dt):
-        found, _, err, _ = _run_backward(op, c, to_device=_cpu_copy, device=cpu, dtype=dt, grad_outputs=gold_gos)
+    def run_cpu(c, dt, tx=None):
+        # tx: the case's transform applied to the gradient's seed too (the oracle's element checks)
+        g = [tx(x) for x in gold_gos] if tx is not None else gold_gos
+        found, _, err, _ = _run_backward(op, c, to_device=_cpu_copy, device=cpu, dtype=dt, grad_outputs=g)
         return (found, {}) if err is None and found is not None and set(found) == set(ref_grads) else None
 
     def expect(raw):

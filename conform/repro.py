@@ -248,7 +248,11 @@ def verdict():
     show("cpu", cpu[0])
     show(str(DEVICE), dev[0])
     v = judge(dev, cpu, golden)
-    if v in ("meta", "fail"):
+    if v in ("meta", "fail") and PHASE == "backward":
+        # conform's verdict came from the backward: its forward passed, through the oracle's
+        # excuses (specials, conditioning) that this script does not recompute
+        print("(the forward differs here; conform passed it with excuses this script does not recompute)")
+    elif v in ("meta", "fail"):
         return {{"meta": "meta_mismatch", "fail": "mismatch"}}[v]
     if PHASE != "backward":
         return v

@@ -141,3 +141,27 @@ def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatc
     monkeypatch.setattr(gb, "on_functional", seen.append)
     gb.out_results(opdb.lookup("aten::add.out"), {"self": T((3,), "float32"), "other": T((3,), "float32"), "alpha": 1})
     assert [c.op if c is not None else None for c in seen] == ["aten::add.Tensor", None]
+
+
+def test_a_gradient_verdict_is_reproduced_where_conform_excused_the_forward(tmp_path):
+    # bilinear float32 beyond sqrt(max) (the seed-12 sweep's minimal case): the forward's products
+    # overflow where golden's fit, which conform excuses (rule (d): the exact result is beyond
+    # float32), and the gradient is NaN where golden is finite. The script cannot recompute the
+    # forward's excuses; it must still end with the backward's verdict, as conform did
+    def huge(shape, seed, layout="transposed"):
+        spec = {"shape": shape, "dtype": "float32", "layout": layout, "seed": seed, "magnitude": "beyond_sqrt"}
+        return {"__tensor__": spec}
+
+    case = Case.from_json(
+        {
+            "op": "aten::bilinear",
+            "args": [huge([2, 3], 0), huge([2, 3], 218), huge([1, 3, 3], 0), huge([1], 0, "sliced")],
+            "kwargs": {},
+            "seed": 186616,
+        }
+    )
+    op = opdb.lookup("aten::bilinear")
+    r = run_case(op, case, CPUBackend())
+    assert r.outcome.value == "grad_mismatch", r.message
+    script = repro_script(op, case, "cpu", result=r, golden_is_expectation=True)
+    assert _script_verdict(tmp_path, script) == "grad_mismatch"
