@@ -6,7 +6,7 @@ out-of-tree backend registers its kernels, so the dispatcher sees native kernels
 judged on its values. Which values depends on the backend (its `device_context` picks the
 kernel's flavour while conform runs the device side):
 
-* `EmuCPUGelu`: the CPU kernel on a CPU copy of the device's memory, bit for bit the reference.
+* `EmuCPUGelu`: the CPU kernel on a CPU alias of the device's memory, bit for bit the reference.
   The CPU's vectorised float32 gelu gives NaN for +-inf (golden: inf, 0): parity must pass it,
   with the CPU's deviation stored as a reference finding.
 * `EmuExactGelu`: computed in float64 and rounded, right where the CPU is wrong: golden must
@@ -28,10 +28,17 @@ from conform.backends.emulated import EmulatedBackend
 _flavour = {"now": "cpu"}
 
 
+def _alias(t):
+    """A CPU tensor with `t`'s storage, offset and strides (emu.cpp's native kernels compute on
+    CPU aliases of the device's memory): a contiguous copy would put the CPU kernel's vectorised
+    body and scalar tail elsewhere, and the device would no longer be the reference bit for bit."""
+    return torch.empty(0, dtype=t.dtype).set_(t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride())
+
+
 def _on_cpu(kernel, *tensors, **kwargs):
     device = tensors[0].device
     flavour = _flavour["now"]
-    cpu = [t.cpu() for t in tensors]
+    cpu = [_alias(t) for t in tensors]
     if flavour == "exact":
         out = kernel(*(t.double() for t in cpu), **kwargs).to(tensors[0].dtype)
     else:
