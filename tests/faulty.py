@@ -198,10 +198,19 @@ def _last_element_wrong(func, args, kwargs):
 
 @fault("integer_only_wrong", aten.div.Tensor_mode)
 def _integer_only_wrong(func, args, kwargs):
-    """For integer dtypes, floor division truncates toward zero (wrong for negative quotients)."""
+    """For integer dtypes, floor division truncates toward zero (wrong for negative quotients).
+
+    INT_MIN / -1 wraps to INT_MIN, as floor mode and ARM's sdiv give: the CPU's own trunc kernel
+    traps there with SIGFPE (x86's idiv; a real CPU bug, benchmarks/real_bugs.md), and a fault
+    that borrowed it would crash on conform's INT_MIN-over--1 edge cases before any rounding
+    could be seen. The fault is the rounding, not the CPU's trap."""
     a, b = args[0], args[1]
     if kwargs.get("rounding_mode") == "floor" and not a.is_floating_point():
-        return func(a, b, rounding_mode="trunc")
+        minus_one = b == -1
+        if isinstance(b, torch.Tensor) and bool(minus_one.any()):
+            quotient = func(a, torch.where(minus_one, torch.ones_like(b), b), rounding_mode="trunc")
+            return torch.where(minus_one, -a, quotient)
+        return -a if minus_one is True else func(a, b, rounding_mode="trunc")
     return func(*args, **kwargs)
 
 

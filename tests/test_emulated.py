@@ -279,3 +279,63 @@ def test_python_scalars_reach_native_kernels_as_cpu_float64_without_a_dtype_refu
     # tensors on the device are subject to the device's dtype rules
     r = run("aten::mul.Scalar", f32(3, 4), 0.5, backend=emu)
     assert r.outcome == O.PASS, r.message
+
+
+# -- the verdict rule on the emulated device (tests/emu_kernels.py gives it a native gelu) ------
+# The CPU's vectorised float32 gelu gives NaN for +-inf where float64 gives inf and 0.
+GELU_INF = Case("aten::gelu", (T((36,), "float32", data=(float("inf"), float("-inf"), 1.0) * 12),))
+
+
+def _emu_gelu(flavour):
+    import tests.emu_kernels as k
+
+    return {"cpu": k.EmuCPUGelu, "exact": k.EmuExactGelu, "off": k.EmuOffGelu}[flavour]()
+
+
+def test_device_agreeing_with_the_cpu_passes_where_golden_disagrees_with_a_reference_finding(emu, fallback_off):
+    # fallback off: the cell can only pass through the device's own gelu and gelu_backward kernels
+    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, _emu_gelu("cpu"))
+    assert r.outcome == O.PASS, r.message
+    assert r.finding and r.finding["kind"] == "reference" and r.finding["phase"] == "forward", r.finding
+    assert r.finding["ref_golden_err"] == float("inf") and "NaN" in r.finding["message"]
+
+
+def test_device_disagreeing_with_the_cpu_but_close_to_golden_passes_and_names_the_cpu(emu, fallback_off):
+    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, _emu_gelu("exact"))
+    assert r.outcome == O.PASS, r.message
+    assert r.finding and r.finding["kind"] == "cpu_wrong", r.finding
+    assert "CPU reference is wrong here" in r.message
+    assert r.finding["ref_golden_err"] == float("inf") and r.finding["device_golden_err"] < 1e-6
+
+
+def test_device_far_from_the_cpu_and_from_golden_fails(emu, fallback_off):
+    for case in (GELU_INF, Case("aten::gelu", (f32(4, 9),))):
+        r = run_case(opdb.lookup("aten::gelu"), case, _emu_gelu("off"))
+        assert r.outcome == O.MISMATCH and r.phase == "forward", r.message
+        assert "(golden float64)" in r.message and r.device_golden_err >= 0.5, r.message
+
+
+def _findings(db):
+    import json
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        rows = c.execute(
+            "SELECT o.qualname, r.dtype, r.outcome, r.findings, r.message FROM results r JOIN ops o ON o.id = r.op_id"
+        ).fetchall()
+    return [(q, dt, outcome, sorted({f["kind"] for f in json.loads(fs or "[]")}), m) for q, dt, outcome, fs, m in rows]
+
+
+@pytest.mark.parametrize(("flavour", "kind"), [("cpu", "reference"), ("exact", "cpu_wrong")])
+def test_conform_run_on_the_emulated_device_stores_the_finding_parity_first_gives(emu, tmp_path, flavour, kind):
+    # the whole path: fork server, clean device processes, hypothesis finding infinities in a
+    # vector block, the verdict, the store
+    backend = {"cpu": "EmuCPUGelu", "exact": "EmuExactGelu"}[flavour]
+    db = tmp_path / "emu.db"
+    cmd = [sys.executable, "-m", "conform.cli", "run", "--device", f"tests.emu_kernels:{backend}", "--ops", "aten::gelu",
+           "--dtypes", "float32", "--examples", "40", "--seed", "3", "-n", "1", "-q", "--no-bench", "--db", str(db)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, env=conform_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [r for r in _findings(db) if r[0] == "aten::gelu"]  # the pattern takes gelu.out too
+    assert [r[:3] for r in rows] == [("aten::gelu", "float32", "pass")], rows
+    assert kind in rows[0][3], rows
