@@ -351,7 +351,9 @@ def slow_conv2d_backward(ctx):
         spec = ctx.fixed[name]
         ctx.fixed[name] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=spec.shape, layout="contiguous", label=name)
     shape = _conv_output_shape(ctx)
-    ctx.fixed["grad_output"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=shape, layout="contiguous", label="grad_output")
+    ctx.fixed["grad_output"] = draw_tensor(
+        ctx.draw, dtype=ctx.dtype, shape=shape, layout="contiguous", label="grad_output"
+    )
 
 
 @family("convolution_double_backward")
