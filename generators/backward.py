@@ -201,7 +201,9 @@ def out_dtypes(op, drawn: dict) -> list[str] | None:
     return None if results is None else [r and r[0] for r in results]
 
 
-_SPARSE_OUT_LAYOUTS = {torch.sparse_coo: "sparse_coo"}
+# results whose out must have their layout: COO, and mkldnn (to_mkldnn.out writes only into an
+# mkldnn tensor of the result's size: "tried to directly modify sizes for customized tensor")
+_SPARSE_OUT_LAYOUTS = {torch.sparse_coo: "sparse_coo", torch._mkldnn: "mkldnn"}
 
 
 def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]] | None] | None:

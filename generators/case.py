@@ -29,6 +29,7 @@ from generators.tensor import (  # noqa: F401  (re-exported: the case's vocabula
     QUANTIZED_STORAGE,
     QUANTIZED_STORAGE_DTYPES,
     SPARSE_LAYOUTS,
+    STRIDELESS_LAYOUTS,
     STRUCTURED_KINDS,
     VALUE_KINDS,
     TensorSpec,

@@ -22,6 +22,11 @@ LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "o
 SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
 # the block-compressed layouts, whose spec names a block size (TensorSpec.blocksize)
 BLOCK_LAYOUTS = ("sparse_bsr", "sparse_bsc")
+# opaque layouts: the dense values converted into a library's own blocked format, with no strides
+# (an mkldnn tensor: what to_mkldnn.out writes into; aten/src/ATen/native/mkldnn/MKLDNNConversions.cpp)
+OPAQUE_LAYOUTS = ("mkldnn",)
+# layouts without strides: an out of one of these can be wrong only in its size
+STRIDELESS_LAYOUTS = SPARSE_LAYOUTS + OPAQUE_LAYOUTS
 
 # value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
 VALUE_KINDS = (
@@ -167,7 +172,7 @@ class TensorSpec:
             len(self.shape) < 2 or any(b < 1 or s % b for s, b in zip(self.shape[-2:], self.blocksize))
         ):
             raise ValueError(f"blocksize {self.blocksize} does not divide the matrices of shape {self.shape}")
-        if self.layout not in LAYOUTS and self.layout not in SPARSE_LAYOUTS:
+        if self.layout not in LAYOUTS and self.layout not in STRIDELESS_LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
@@ -304,6 +309,8 @@ class TensorSpec:
             t = t.to_sparse_bsr(self.blocksize)
         elif self.layout == "sparse_bsc":
             t = t.to_sparse_bsc(self.blocksize)
+        elif self.layout == "mkldnn":
+            t = t.to_mkldnn()
         return t
 
     def materialize(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from generators.case import SPARSE_LAYOUTS, Case, TensorSpec
+from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 
 OUT_VARIANTS = ("as_drawn", "preallocated", "wrong_size", "noncontiguous")
 
@@ -37,8 +37,8 @@ def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tup
 
 
 def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorSpec:
-    if spec.layout in SPARSE_LAYOUTS:
-        # a sparse out has no strides: only its size can be wrong
+    if spec.layout in STRIDELESS_LAYOUTS:
+        # a sparse or mkldnn out has no strides: only its size can be wrong
         wrong = tuple(shape[:-1]) + (shape[-1] + 1,) if shape and variant == "wrong_size" else shape
         return dataclasses.replace(spec, shape=wrong)
     if spec.axis is not None:

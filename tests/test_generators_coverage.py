@@ -132,6 +132,8 @@ RULES = [
     ("aten::linalg_multi_dot.out", "float32"),  # two or more chained tensors
     ("aten::_make_per_channel_quantized_tensor", "int32"),  # qint32 storage, per-channel parameters
     ("aten::_amp_foreach_non_finite_check_and_unscale_", "float16"),  # 0-d float32 flag and scale
+    ("aten::to_mkldnn.out", "float32"),  # an mkldnn out of the result's size (it cannot be resized)
+    ("aten::to_mkldnn.out", "bfloat16"),
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

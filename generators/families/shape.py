@@ -242,3 +242,13 @@ def add_batch_dim(ctx):
         ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed["batch_dim"] = ctx.draw(memo.integers(0, ctx.rank - 1), label="batch_dim")
     ctx.fixed["level"] = ctx.draw(memo.integers(0, 63), label="level")
+
+
+@family("to_mkldnn")
+def to_mkldnn(ctx):
+    """oneDNN has no 0-d memory: converting a 0-d tensor fails in dense_to_mkldnn
+    (aten/src/ATen/native/mkldnn/MKLDNNConversions.cpp: "could not create a primitive descriptor for
+    the reorder primitive"), so self has one dim or more. The out= form's out is an mkldnn tensor of
+    the result's size (generators.backward), since an mkldnn tensor cannot be resized."""
+    if not ctx.shape:
+        ctx.shape = (ctx.draw(memo.integers(1, 5), label="length"),)
