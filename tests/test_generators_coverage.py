@@ -103,6 +103,7 @@ RULES = [
     ("aten::_to_sparse_bsr.out", "float32"),  # a block-sparse out of self's blocks
     ("aten::_to_sparse_bsc.out", "int64"),
     ("aten::_set_item.t", "none"),  # an index within the list
+    ("aten::select.t", "none"),  # list[idx]: an index within the list
     ("aten::dequantize.any", "none"),  # a tuple of quantized tensors
     ("aten::IntImplicit", "int32"),  # a 0-d integer tensor
     ("aten::count", "none"),  # a non-empty substring (an empty one hangs)

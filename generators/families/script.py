@@ -124,11 +124,20 @@ def list_set_item(ctx):
 
     if ctx.op.overload != "t":
         return
-    element = jit_formal(ctx.op, "l").getElementType()
-    n = ctx.draw(memo.integers(1, 3), label="list len")
-    ctx.fixed["l"] = [draw_jit(element, ctx, f"l[{i}]") for i in range(n)]
-    ctx.fixed["idx"] = ctx.draw(memo.integers(-n, n - 1), label="idx")
+    list_and_index(ctx, "l")
     ctx.fixed["el"] = draw_jit(jit_formal(ctx.op, "el"), ctx, "el")
+
+
+def list_and_index(ctx, name: str) -> None:
+    """A non-empty TorchScript list argument `name` and an `idx` within it, negative ones counting
+    from the end: what list[idx] reads or writes (_set_item.t, select.t) without "list index out
+    of range"."""
+    from generators.argtypes import draw_jit, jit_formal
+
+    element = jit_formal(ctx.op, name).getElementType()
+    n = ctx.draw(memo.integers(1, 3), label="list len")
+    ctx.fixed[name] = [draw_jit(element, ctx, f"{name}[{i}]") for i in range(n)]
+    ctx.fixed["idx"] = ctx.draw(memo.integers(-n, n - 1), label="idx")
 
 
 @family("dequantize")

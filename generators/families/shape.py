@@ -92,6 +92,12 @@ def positional_dims(ctx):
     """Index, start and length arguments within the size of the chosen dim."""
     names = _arg_names(ctx)
     base = ctx.op.base_name.lstrip("_").removesuffix("_")
+    if base == "select" and ctx.op.overload == "t":
+        # TorchScript's list[idx] (select.t(t[] list, int idx)), not a tensor's select
+        from generators.families.script import list_and_index
+
+        list_and_index(ctx, "list")
+        return
     if base in ("tril_indices", "triu_indices"):
         ctx.fixed["row"] = ctx.draw(memo.integers(0, 4), label="row")
         ctx.fixed["col"] = ctx.draw(memo.integers(0, 4), label="col")
