@@ -162,3 +162,40 @@ def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
     assert set(outcome.values()) <= {"pass", "fallback"}, {op: (o, messages[op]) for op, o in outcome.items()}
     assert _remembered(tmp_path) == ""
     assert run_states(db) == {1: "finished"}
+
+
+def _div_trunc_int32(tmp_path, device: str):
+    db = tmp_path / f"{device.replace(':', '-')}.db"
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::div.Tensor_mode",
+        "--dtypes",
+        "int32",
+        "--device",
+        device,
+        "-n",
+        "1",
+        "--seed",
+        "12",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
+    with sqlite3.connect(db) as c:
+        outcome, message, findings = c.execute("SELECT outcome, message, findings FROM results").fetchone()
+    return proc, outcome, message, findings
+
+
+def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
+    # integer div trunc on INT_MIN / -1 kills the process in the CPU kernel (SIGFPE,
+    # pytorch#138425). On a device other than the CPU that is the reference's crash: the cell
+    # is no `crash` alarm, and says so in a reference finding. On the CPU it stays `crash`.
+    proc, outcome, message, findings = _div_trunc_int32(tmp_path, "isolation_backends:TruncSafeBackend")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outcome in ("pass", "skipped"), message
+    assert "the CPU reference died (signal 8)" in message and "div.Tensor_mode(" in message, message
+    assert '"kind": "reference"' in findings and "not to blame" in findings, findings
+    proc, outcome, message, _ = _div_trunc_int32(tmp_path, "cpu")
+    assert outcome == "crash", message
