@@ -199,3 +199,18 @@ def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
     assert '"kind": "reference"' in findings and "not to blame" in findings, findings
     proc, outcome, message, _ = _div_trunc_int32(tmp_path, "cpu")
     assert outcome == "crash", message
+
+
+def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
+    from conform.plugin import died_result
+
+    cell = ("aten::div.Tensor_mode", "int32")
+    record = {"op": cell[0], "dtype": cell[1], "case": None, "describe": "div(INT_MIN, -1)", "passed": 3}
+    r = died_result(cell, {**record, "side": "reference", "failed": False}, "mps", "(signal 8)")
+    assert (r.outcome, r.examples_passed, r.case) == ("pass", 3, None)
+    assert r.findings[0]["kind"] == "reference" and "died (signal 8) on div(INT_MIN, -1)" in r.findings[0]["message"]
+    r = died_result(cell, {**record, "side": "golden", "passed": 0, "timeout": True, "limit_s": 5}, "mps")
+    assert (r.outcome, r.skip_reason) == ("skipped", "reference_crash") and "float64 golden hung" in r.message
+    # the device's own death, or one after the device had failed a case, stays its crash
+    assert died_result(cell, {**record, "side": "device"}, "mps", "(signal 11)").outcome == "crash"
+    assert died_result(cell, {**record, "side": "reference", "failed": True}, "mps").outcome == "crash"
