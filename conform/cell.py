@@ -33,7 +33,10 @@ CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBA
 # implemented for 'Bool'": nothing to compare with, whatever the inputs), no generated input was
 # valid, the op is untestable by rule, or conform itself failed.
 NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
-SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR)
+# Or the CPU reference (or golden) killed the process before any case passed, on a device that
+# is not the CPU (conform.plugin.died_result): nothing was learnt, and the device is not to blame.
+REFERENCE_CRASH = "reference_crash"
+SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR, REFERENCE_CRASH)
 
 
 class _CaseFailed(Exception):
@@ -270,6 +273,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
     from . import (
         _forkserver,  # noqa: F401 - loaded and warm already, except under spawn
         backends,
+        execute,
     )
     from .execute import CaseResult
     from .isolation import Watchdog, apply_memory_limit, sticky_error
@@ -279,6 +283,10 @@ def cell_process(setup: WorkerSetup, inflight: str):
     backend = backends.resolve(setup.config.device)
     watchdog = Watchdog(Path(inflight), setup.config.case_timeout_s)
     state = {"poisoned": False}
+    if not execute.is_plain_cpu(backend):
+        # which side a death happens on, where the CPU reference is not the device under test
+        # (on the plain CPU it is: its death there stays the device's crash)
+        execute.on_side = watchdog.side
 
     def poisoned_by(r):
         """Stop the cell at a sticky error (what follows it would fail for that reason alone and
@@ -302,10 +310,20 @@ def cell_process(setup: WorkerSetup, inflight: str):
 
     def run(cell) -> tuple[CellResult, bool]:
         op, dtype = opdb.lookup(cell[0]), cell[1]
-        current = {"op": op.qualname, "dtype": dtype}
+        # the cases' tally so far travels in the in-flight record: a death on the reference side
+        # keeps what the completed cases said
+        current = {"op": op.qualname, "dtype": dtype, "passed": 0, "failed": False}
 
         def on_case(case):
             watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
+
+        def tally(r):
+            if not r.invalid:
+                if r.outcome == Outcome.PASS:
+                    current["passed"] += 1
+                else:
+                    current["failed"] = True
+            return poisoned_by(r)
 
         def drawing():
             # generation runs kernels too (an out= op's functional, to size its outs; a forward
@@ -333,7 +351,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
         generators_backward.on_functional = functional
         try:
             result = run_cell(
-                op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=poisoned_by
+                op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=tally
             )
         finally:
             generators_backward.on_functional = None

@@ -32,6 +32,7 @@ import contextlib
 import math
 import re
 import traceback as _traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,10 +178,24 @@ def _to_cpu(x, to_cpu):
     return pytree.tree_map(lambda v: to_cpu(v.detach()) if isinstance(v, torch.Tensor) else v, x)
 
 
+# Told which side is about to run ("device", "reference" or "golden"), by the device process
+# (conform.cell), for its in-flight record: a process the CPU reference kills (integer div
+# trunc on INT_MIN / -1 raises SIGFPE, pytorch#138425) is not the device's crash. None elsewhere.
+on_side: Callable[[str, str], None] | None = None
+
+
+def _announce(to_device, dtype=None, phase="forward") -> None:
+    # every CPU-reference call (reference, golden, their reruns) copies its inputs with _cpu_copy;
+    # no backend does, so anything else is the device under test
+    if on_side is not None:
+        on_side("device" if to_device is not _cpu_copy else "golden" if dtype == torch.float64 else "reference", phase)
+
+
 def _run_side(
     op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None
 ):
     """`trace`: a conform.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
+    _announce(to_device, dtype)
     side = _Side()
     try:
         with contextlib.ExitStack() as stack:
@@ -303,6 +318,7 @@ def _run_backward(
 ):
     """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them.
     `trace` (conform.dispatch.FallbackTrace) is active while the op and its backward run."""
+    _announce(to_device, dtype, "backward")
     try:
         with contextlib.ExitStack() as stack:
             if ctx is not None:
@@ -805,6 +821,7 @@ def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, Ca
 def _out_shapes(op, case) -> dict:
     """The shape the CPU reference gives each out argument of `case`."""
     names = [a.name for a in op.out_args]
+    _announce(_cpu_copy)
     try:
         args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
         with torch.no_grad():

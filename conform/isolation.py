@@ -291,6 +291,15 @@ class Watchdog:
             self._deadline = time.monotonic() + self.limit_s
         self._wake.set()
 
+    def side(self, name: str, phase: str) -> None:
+        """Which side of the armed case is about to run (conform.execute.on_side), so that a
+        death there is told apart; rewritten only when it changes."""
+        with self._lock:
+            if self._deadline is None or (self._record.get("side"), self._record.get("phase")) == (name, phase):
+                return
+            self._record = record = {**self._record, "side": name, "phase": phase}
+        _rewrite(self._fd, record)
+
     def disarm(self) -> None:
         with self._lock:
             self._deadline = None

@@ -441,12 +441,38 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
             r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
+        if inflight.get("side") in ("reference", "golden") and not inflight.get("failed"):
+            return _reference_died(r, inflight, detail)
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
             # the case's own op: the functional an out= cell's generator was running, if that died
             r.repro = _repro_from_json(r.case.get("op") or cell[0], r.case, device or "auto")
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
+    return r
+
+
+def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
+    """The CPU reference or float64 golden, not the device, killed (or hung) the process: the
+    record names a side only where the device under test is not the CPU (conform.cell). The
+    device is not blamed: the cell is what its completed cases said, with a reference finding
+    naming the case; skipped (REFERENCE_CRASH) if none had passed. A cell that had already
+    failed stays `crash`: its failure died with the process."""
+    from .cell import REFERENCE_CRASH
+    from .oracle import REFERENCE, Finding
+
+    side = "float64 golden" if inflight["side"] == "golden" else "reference"
+    what = "hung" if r.outcome == Outcome.TIMEOUT.value else f"died {detail}".strip()
+    message = f"the CPU {side} {what} on {inflight.get('describe', '')}; the device is not to blame"
+    passed = int(inflight.get("passed") or 0)
+    r.findings = [Finding(REFERENCE, inflight.get("phase") or "forward", message).to_dict()]
+    r.case = None  # (a stored case makes a failure row: this is no failure of the device)
+    if passed:
+        r.outcome, r.examples_run, r.examples_passed = Outcome.PASS.value, passed, passed
+        r.message = f"{passed} examples passed; then {message}"
+    else:
+        r.outcome, r.skip_reason = Outcome.SKIPPED.value, REFERENCE_CRASH
+        r.message = message
     return r
 
 

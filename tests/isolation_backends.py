@@ -9,6 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from conform.backends import CPUBackend
 from durability_backends import _Trap
 
@@ -118,3 +121,36 @@ class EmuWithFaults(_emulated().EmulatedBackend):
 
     def device_context(self):
         return _Trap({"aten::abs": _emulated().trigger_device_assert, "aten::_cummax_helper": os.abort})
+
+
+# -- a device whose integer division is right where the CPU's traps ---------------------------------
+
+
+class _TruncWithoutTrap(TorchDispatchMode):
+    """aten::div.Tensor_mode with rounding_mode="trunc" on integers: INT_MIN / -1 wraps to
+    INT_MIN, as an accelerator's integer divide does, where the CPU kernel's x86 idiv raises
+    SIGFPE (pytorch#138425)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        a, b = (args + (None, None))[:2]
+        if (
+            func is torch.ops.aten.div.Tensor_mode
+            and kwargs.get("rounding_mode") == "trunc"
+            and isinstance(b, torch.Tensor)
+            and not a.is_floating_point()
+            and bool((b == -1).any())
+        ):
+            minus_one = b == -1
+            return torch.where(minus_one, -a, func(a, torch.where(minus_one, torch.ones_like(b), b), **kwargs))
+        return func(*args, **kwargs)
+
+
+class TruncSafeBackend(CPUBackend):
+    """The CPU, but its integer trunc division never traps: a device that equals the CPU except
+    where the CPU reference itself kills the process."""
+
+    name = "trunc-safe"
+
+    def device_context(self):
+        return _TruncWithoutTrap()

@@ -162,3 +162,55 @@ def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
     assert set(outcome.values()) <= {"pass", "fallback"}, {op: (o, messages[op]) for op, o in outcome.items()}
     assert _remembered(tmp_path) == ""
     assert run_states(db) == {1: "finished"}
+
+
+def _div_trunc_int32(tmp_path, device: str):
+    db = tmp_path / f"{device.replace(':', '-')}.db"
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::div.Tensor_mode",
+        "--dtypes",
+        "int32",
+        "--device",
+        device,
+        "-n",
+        "1",
+        "--seed",
+        "12",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
+    with sqlite3.connect(db) as c:
+        outcome, message, findings = c.execute("SELECT outcome, message, findings FROM results").fetchone()
+    return proc, outcome, message, findings
+
+
+def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
+    # integer div trunc on INT_MIN / -1 kills the process in the CPU kernel (SIGFPE,
+    # pytorch#138425). On a device other than the CPU that is the reference's crash: the cell
+    # is no `crash` alarm, and says so in a reference finding. On the CPU it stays `crash`.
+    proc, outcome, message, findings = _div_trunc_int32(tmp_path, "isolation_backends:TruncSafeBackend")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outcome in ("pass", "skipped"), message
+    assert "the CPU reference died (signal 8)" in message and "div.Tensor_mode(" in message, message
+    assert '"kind": "reference"' in findings and "not to blame" in findings, findings
+    proc, outcome, message, _ = _div_trunc_int32(tmp_path, "cpu")
+    assert outcome == "crash", message
+
+
+def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
+    from conform.plugin import died_result
+
+    cell = ("aten::div.Tensor_mode", "int32")
+    record = {"op": cell[0], "dtype": cell[1], "case": None, "describe": "div(INT_MIN, -1)", "passed": 3}
+    r = died_result(cell, {**record, "side": "reference", "failed": False}, "mps", "(signal 8)")
+    assert (r.outcome, r.examples_passed, r.case) == ("pass", 3, None)
+    assert r.findings[0]["kind"] == "reference" and "died (signal 8) on div(INT_MIN, -1)" in r.findings[0]["message"]
+    r = died_result(cell, {**record, "side": "golden", "passed": 0, "timeout": True, "limit_s": 5}, "mps")
+    assert (r.outcome, r.skip_reason) == ("skipped", "reference_crash") and "float64 golden hung" in r.message
+    # the device's own death, or one after the device had failed a case, stays its crash
+    assert died_result(cell, {**record, "side": "device"}, "mps", "(signal 11)").outcome == "crash"
+    assert died_result(cell, {**record, "side": "reference", "failed": True}, "mps").outcome == "crash"
