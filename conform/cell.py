@@ -350,9 +350,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
         drawing()
         generators_backward.on_functional = functional
         try:
-            result = run_cell(
-                op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=tally
-            )
+            result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=tally)
         finally:
             generators_backward.on_functional = None
             watchdog.disarm()
