@@ -133,6 +133,8 @@ RULES = [
     ("aten::linalg_multi_dot.out", "float32"),  # two or more chained tensors
     ("aten::_make_per_channel_quantized_tensor", "int32"),  # qint32 storage, per-channel parameters
     ("aten::_amp_foreach_non_finite_check_and_unscale_", "float16"),  # 0-d float32 flag and scale
+    ("aten::_ncf_unsqueeze", "float32"),  # a 1-d self and an ndim of 2 or more
+    ("aten::_rowwise_prune", "float32"),  # a 2-d weight and a bool mask per row
     ("aten::to_mkldnn.out", "float32"),  # an mkldnn out of the result's size (it cannot be resized)
     ("aten::to_mkldnn.out", "bfloat16"),
 ]

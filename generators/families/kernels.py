@@ -238,3 +238,18 @@ def mkldnn_rnn_layer(ctx):
         bidirectional=False,
         batch_first=batch_first,
     )
+
+
+@family("rowwise_prune")
+def rowwise_prune(ctx):
+    """What torch.ao's embedding pruning passes (aten/src/ATen/native/RowwisePrune.cpp): a 2-d
+    weight, a 1-d bool mask of one entry per row, and int32 or int64 for the compressed indices
+    ("compressed_indices_dtype should be either int(int32) or long(int64)")."""
+    rows = ctx.draw(memo.integers(0, 5), label="rows")
+    cols = ctx.draw(memo.integers(1, 4), label="cols")
+    ctx.shape = (rows, cols)
+    ctx.fixed["weight"] = _tensor(ctx, ctx.shape, label="weight")
+    ctx.fixed["mask"] = draw_tensor(ctx.draw, dtype="bool", shape=(rows,), label="mask")
+    ctx.fixed["compressed_indices_dtype"] = {
+        "dtype": ctx.draw(memo.sampled_from(["int32", "int64"]), label="index dtype")
+    }

@@ -152,3 +152,14 @@ def ncf_view(ctx):
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed["input_shape"] = input_shape
     ctx.fixed["normalized_ndim"] = normalized
+
+
+@family("ncf_unsqueeze")
+def ncf_unsqueeze(ctx):
+    """Per-channel statistics viewed against an (N, C, *spatial) input, as batch norm's
+    decomposition calls it (torch/_decomp/decompositions.py): a 1-d self of C values and the
+    input's ndim of 2 or more (the view is (1, C, 1, ...); an ndim below 2 cannot hold C)."""
+    c = ctx.draw(memo.integers(1, 5), label="channels")
+    ctx.shape = (c,)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["ndim"] = ctx.draw(memo.integers(2, 5), label="ndim")
