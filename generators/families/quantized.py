@@ -149,6 +149,10 @@ def fused_moving_avg_obs_fq(ctx):
     # the observing step reads self as float32 only ("expected scalar type Float but found
     # BFloat16"): in the other cells the observer is off, and fake quantization alone runs
     observe = ctx.draw(memo.integers(0, 1), label="observer_on") if ctx.dtype == "float32" else 0
+    if observe:
+        # the observer turns self's range into qparams: NaN or inf there gives a zero point
+        # outside [quant_min, quant_max], which the kernel rejects, so an observed self is finite
+        ctx.fixed["self"] = dataclasses.replace(ctx.fixed["self"], edges=None)
     ctx.fixed["observer_on"] = _ints_spec((observe,))
     ctx.fixed["fake_quant_on"] = _ints_spec((ctx.draw(memo.integers(0, 1), label="fake_quant_on"),))
     # finite (no stress edge but subnormals and zeros: the qparams come from the range even with the observer off)
@@ -163,8 +167,9 @@ def fused_moving_avg_obs_fq(ctx):
     scale, point = _qparams(ctx, n, scale_dtype="float32", point_dtype="int32", label="state", qdtype=qdtype)
     ctx.fixed.update(
         # -min and max: a range around zero (min <= max)
-        running_min=dataclasses.replace(low, low=-1.0, high=0.0),
-        running_max=high,
+        # in their own band: a stress case's magnitudes (apart columns) would put min above max
+        running_min=dataclasses.replace(low, low=-1.0, high=0.0, magnitude="", edges=None),
+        running_max=dataclasses.replace(high, magnitude="", edges=None),
         scale=scale,
         zero_point=point,
         averaging_const=ctx.draw(memo.sampled_from((0.01, 0.5, 1.0)), label="averaging_const"),
