@@ -75,7 +75,13 @@ def test_a_kernel_that_reads_uninitialised_memory_is_not_self_consistent():
         return (torch.full((4,), float(next(calls))), {})
 
     phase = oracle.Phase(
-        "forward", None, None, None, lambda a, e: compare(a[0], e[0]), run_cpu=lambda c, d: None, expect=lambda raw: raw
+        "forward",
+        None,
+        None,
+        None,
+        lambda a, e: compare(a[0], e[0]),
+        run_cpu=lambda c, d, tx=None: None,
+        expect=lambda raw: raw,
     )
     actual = (torch.zeros(4), {})
     why = oracle.self_consistency(phase, actual, rerun, [Record("output", "values", index=(0,))])
@@ -328,7 +334,7 @@ def test_conditioning_moves_inputs_apart_so_cancellation_counts():
     # the inputs off is within the case's conditioning; ten units off is not.
     from conform.compare import failures
 
-    def run(case, dt):
+    def run(case, dt, tx=None):
         args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)
         return torch.ops.aten.sub.Tensor(*args, **kwargs), {}
 
