@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from .tolerances import default_tolerance, is_inexact
+from .tolerances import LeafTolerance, default_tolerance, is_inexact, leaf_scale
 
 KINDS = ("ok", "structure", "shape", "dtype", "strides", "values", "nan", "inf", "sign", "error")
 
@@ -133,7 +133,7 @@ def _pair(a, e, path, out, tol_fn, sign, meta_only):
     if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
         out.append(
             compare_tensors(
-                a, e, path=path, tolerance=tol_fn(e.dtype), check_sign_of_zero=sign, metadata_only=meta_only
+                a, e, path=path, tolerance=_leaf_tolerance(tol_fn, e), check_sign_of_zero=sign, metadata_only=meta_only
             )
         )
         return
@@ -194,8 +194,17 @@ def _compare_scalars(a, e, path, tol_fn, meta_only) -> Record:
     te = torch.tensor(complex(e) if dt.is_complex else float(e), dtype=dt)
     # Python floats are computed by the kernel in the op's dtype; the table's float32 entry is
     # the honest default when nothing says more.
-    rtol, atol = tol_fn(torch.float32)
+    rtol, atol = _leaf_tolerance(tol_fn, te, torch.float32)
     return compare_tensors(ta, te, path=path, tolerance=(rtol, atol), metadata_only=meta_only)
+
+
+def _leaf_tolerance(tol_fn, e: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[float, float]:
+    """The tolerance for the expected leaf `e` (of `dtype`, e's own by default): a LeafTolerance
+    reads the leaf's scale (see tolerances)."""
+    dtype = e.dtype if dtype is None else dtype
+    if isinstance(tol_fn, LeafTolerance):
+        return tol_fn.at(dtype, leaf_scale(e))
+    return tol_fn(dtype)
 
 
 # -- tensors -------------------------------------------------------------------------------

@@ -60,7 +60,15 @@ from .dispatch import fallback_message, tracer_for
 from .errors import first_line
 from .oracle import cast_like, max_abs_vs
 from .outcomes import Outcome
-from .tolerances import gradient_tolerance, input_scale, is_inexact, loosest, numel_ratio, tolerance_for
+from .tolerances import (
+    LeafTolerance,
+    gradient_tolerance,
+    input_scale,
+    is_inexact,
+    loosest,
+    numel_ratio,
+    tolerance_for,
+)
 
 
 @dataclass
@@ -456,7 +464,10 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     # -- the verdict (conform.oracle): parity with the CPU first, golden to judge ---------------
     n = numel_ratio(op, case, ref_result)
     scale = input_scale(ref.inputs if ref.error is None else ())
-    base_tol = lambda dt: tolerance_for(op, dt, reduction_size=n, input_scale=scale, case=case)  # noqa: E731
+    # each output leaf bounds the input-scale floor by its own scale (see tolerances' docstring)
+    base_tol = LeafTolerance(
+        lambda dt, out: tolerance_for(op, dt, reduction_size=n, input_scale=scale, output_scale=out, case=case)
+    )
     # a result is no more precise than its least precise input: ldexp(float32, float16) is
     # x * 2**other with 2**other rounded to float16 (see loosest)
     tol = loosest(base_tol, {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)})
@@ -725,7 +736,11 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     # a gradient is grad_output times local derivatives of the inputs: its rounding error scales
     # with both magnitudes (see tolerances.tolerance_for's input_scale)
     go_scale = max([1.0] + [float(g.detach().abs().max()) for g in gos if g.numel() and torch.isfinite(g).all()])
-    base = lambda dt: tolerance_for(op, dt, reduction_size=out_n, input_scale=scale * go_scale, gradient=True)  # noqa: E731
+    base = LeafTolerance(
+        lambda dt, out: tolerance_for(
+            op, dt, reduction_size=out_n, input_scale=scale * go_scale, output_scale=out, gradient=True
+        )
+    )
     # backward computes in the outputs' dtype: the gradient of a float32 0-d tensor multiplied
     # into a float16 tensor is a float16 sum cast to float32, as precise as float16, not float32;
     # and, as forward, no gradient is more precise than the least precise input

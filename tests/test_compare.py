@@ -10,7 +10,7 @@ import torch
 
 import opdb
 from conform.compare import compare, compare_tensors, failures, summary
-from conform.tolerances import DEFAULT_TOLERANCES, default_tolerance, growth, tolerance_for
+from conform.tolerances import DEFAULT_TOLERANCES, LeafTolerance, default_tolerance, growth, tolerance_for
 from opdb.spec import Tolerance
 
 NAN, INF = float("nan"), float("inf")
@@ -163,6 +163,28 @@ def test_reductions_grow_tolerance_by_sqrt_of_terms():
     assert growth(1) == 1.0 and growth(100) == 10.0
     rtol, atol = tolerance_for(opdb.lookup("aten::sum"), torch.float32, reduction_size=400)
     assert rtol == pytest.approx(1.3e-6 * 20) and atol == pytest.approx(1e-5 * 20)
+
+
+def test_the_input_scale_floor_is_bounded_by_each_outputs_own_scale():
+    # a float32 batch norm of inputs near 1e21 (64 elements): the saved mean is of the inputs'
+    # size and carries their rounding error; the normalised output is about +-1 whatever the
+    # inputs, so zeros for it (pytorch#162489: the variance overflows float32) are off by its
+    # own scale, not within rtol * sqrt(64) * 1e21
+    op = opdb.lookup("aten::native_batch_norm")
+    tol = LeafTolerance(lambda dt, out: tolerance_for(op, dt, reduction_size=64, input_scale=1e21, output_scale=out))
+    y = torch.tensor([-1.2, 0.3, 1.0, -0.01])
+    mean = torch.tensor([2.01218e18, -7.3e17])
+    got = (torch.zeros(4), torch.tensor([2.01216e18, -7.3e17]))
+    y_rec, mean_rec = compare(got, (y, mean), tolerance=tol)
+    assert y_rec.kind == "values" and y_rec.mismatched == 4, y_rec
+    assert mean_rec.ok, mean_rec.message
+    # the floor still covers the cancelling elements of an output of the inputs' size: 1.5 -
+    # 1.4921875 in bfloat16 off by one input ulp (100%), next to 1.5 - -1.5
+    add = opdb.lookup("aten::add.Tensor")
+    tol = LeafTolerance(lambda dt, out: tolerance_for(add, dt, input_scale=1.5, output_scale=out))
+    diff = torch.tensor([1.5 - 1.4921875, 3.0], dtype=torch.bfloat16)
+    [r] = compare(diff + torch.tensor([0.0078125, 0.0], dtype=torch.bfloat16), diff, tolerance=tol)
+    assert r.ok, r.message
 
 
 def test_comparison_of_unreadable_input_is_a_record_not_an_exception():

@@ -183,3 +183,21 @@ def test_a_huge_batch_norm_case_trains():
         if any(s.magnitude == "beyond_sqrt" for s in c.tensor_specs())
     ]
     assert huge and all(c.args[5] is True for c in huge)
+
+
+def test_a_huge_case_draws_one_huge_tensor_and_which_one_varies():
+    # a product of two huge tensors (x @ W in a cell's gates, mat1 @ mat2) leaves the dtype by the
+    # op's own definition, where golden float64 does not: one huge tensor per case, the others
+    # in their own range, and which one is drawn
+    roles: dict[str, set[int]] = {}
+    for op, dtype in [
+        ("aten::lstm_cell", "float32"),
+        ("aten::addmm", "bfloat16"),
+        ("aten::native_layer_norm", "float32"),
+    ]:
+        for case in _cases(op, dtype, 60):
+            huge = [i for i, s in enumerate(case.tensor_specs()) if s.magnitude == "beyond_sqrt"]
+            assert len(huge) <= 1, (op, case)
+            roles.setdefault(op, set()).update(huge)
+    assert all(roles.values()), roles  # every op met a huge case
+    assert len(roles["aten::lstm_cell"]) >= 2, roles

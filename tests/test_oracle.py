@@ -304,6 +304,19 @@ def test_a_result_beyond_the_dtypes_range_may_come_back_as_any_non_finite_value(
     assert run_case(opdb.lookup("aten::addmv"), small, inf_for_big).outcome == O.MISMATCH
 
 
+def test_a_normalised_output_of_huge_inputs_is_judged_by_its_own_scale():
+    # pytorch#162489: float32 batch norm squares inputs near 1e21 in float32, the variance
+    # overflows and the output is 0 where +-1 is expected; the saved mean (about 1e20, float32
+    # rounding error of ~1e13) is right
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0)) * 1e21
+    case = Case(
+        "aten::native_batch_norm",
+        (T((4, 16), "float32", data=tuple(x.reshape(-1).tolist())),) + (None,) * 4 + (True, 0.1, 1e-5),
+    )
+    r = run_case(opdb.lookup("aten::native_batch_norm"), case, CPUBackend())
+    assert r.outcome == O.MISMATCH and "[output[0]]" in r.message and "[output[1]]" not in r.message, r.message
+
+
 def test_half_precision_products_beyond_the_range_are_a_precision_edge_on_the_cpu_only():
     # 300 * 250 leaves float16's range inside the CPU's cross product; the result (15000) fits:
     # on the plain CPU the case sits on the dtype's range edge and is a precision edge
