@@ -63,7 +63,7 @@ from .outcomes import Outcome
 from .tolerances import (
     LeafTolerance,
     gradient_tolerance,
-    input_scale,
+    input_scales,
     is_inexact,
     loosest,
     numel_ratio,
@@ -463,10 +463,12 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     # -- the verdict (conform.oracle): parity with the CPU first, golden to judge ---------------
     n = numel_ratio(op, case, ref_result)
-    scale = input_scale(ref.inputs if ref.error is None else ())
-    # each output leaf bounds the input-scale floor by its own scale (see tolerances' docstring)
+    scale, second = input_scales(ref.inputs if ref.error is None else ())
+    # each output leaf bounds the input-scale floor by what can cancel in it (see tolerances' docstring)
     base_tol = LeafTolerance(
-        lambda dt, out: tolerance_for(op, dt, reduction_size=n, input_scale=scale, output_scale=out, case=case)
+        lambda dt, out: tolerance_for(
+            op, dt, reduction_size=n, input_scale=scale, output_scale=out, second_scale=second, case=case
+        )
     )
     # a result is no more precise than its least precise input: ldexp(float32, float16) is
     # x * 2**other with 2**other rounded to float16 (see loosest)
@@ -551,7 +553,9 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         and ref.error is None
         and op.base_name not in AMBIGUOUS_OUTPUTS
     ):
-        back = _backward(op, case, backend, meta_only=meta_only, n=n, sign=sign, scale=scale, want_golden=want_golden)
+        back = _backward(
+            op, case, backend, meta_only=meta_only, n=n, sign=sign, scales=(scale, second), want_golden=want_golden
+        )
         if back is not None and back.outcome is not Outcome.PASS:
             return back
         if back is not None and back.finding and not result.finding:
@@ -665,7 +669,7 @@ def _error_result(side: _Side, backend, phase: str) -> CaseResult:
     return CaseResult(outcome, phase, first_line(side.error), traceback=side.traceback)
 
 
-def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=True) -> CaseResult | None:
+def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_golden=True) -> CaseResult | None:
     """None when backward cannot be checked; else its CaseResult (pass with a finding, or a failure)."""
     cpu = torch.device("cpu")
     ref_grads, gos, ref_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu)
@@ -738,7 +742,13 @@ def _backward(op, case, backend, *, meta_only, n, sign, scale=0.0, want_golden=T
     go_scale = max([1.0] + [float(g.detach().abs().max()) for g in gos if g.numel() and torch.isfinite(g).all()])
     base = LeafTolerance(
         lambda dt, out: tolerance_for(
-            op, dt, reduction_size=out_n, input_scale=scale * go_scale, output_scale=out, gradient=True
+            op,
+            dt,
+            reduction_size=out_n,
+            input_scale=scales[0] * go_scale,
+            second_scale=scales[1] * go_scale,
+            output_scale=out,
+            gradient=True,
         )
     )
     # backward computes in the outputs' dtype: the gradient of a float32 0-d tensor multiplied

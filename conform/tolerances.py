@@ -17,20 +17,26 @@ of magnitude. The table's tolerances are multiplied by ``sqrt(reduction_size)``;
 
 The absolute floor, per output. A result computed from inputs of size S carries rounding error
 of about rtol * S in absolute terms however small it is (cancellation: 1.5 - 1.4921875 in
-bfloat16 is off by one input ulp, 100% of the result), so atol is at least rtol * sqrt(n) * S,
-S the largest finite input. But only an output that is of the inputs' size somewhere carries
-that error: an output that a later step scales back (layer_norm's y, a softmax, a sigmoid of
-x @ W, a cosine) is as precise as its own size, whatever its inputs were. So each output leaf
-(each tensor compare() judges: a result, a written argument, a gradient) bounds the floor by
-its own scale, the largest finite magnitude of its expectation:
+bfloat16 is off by one input ulp, 100% of the result), so atol is at least rtol * sqrt(n) * S.
+But an output that a later step scales back (layer_norm's y, a softmax, a sigmoid of x @ W, a
+cosine) carries the rounding error of its own scale, whatever its inputs were: with S the
+largest input, 1e21, the floor would pass any value of it. So each output leaf (each tensor
+compare() judges: a result, a written argument, a gradient) bounds S by what can cancel in it:
 
-    atol = max(atol_table * sqrt(n), rtol * sqrt(n) * min(S, largest |expected| of the leaf))
+    atol = max(atol_table * sqrt(n), rtol * sqrt(n) * min(S, max(O, S2)))
 
-(`LeafTolerance`). A saved mean of 2e18 computed from inputs of 1e21 keeps a floor of its own
-scale; layer_norm's y of +-1 gets rtol * sqrt(n), so 0 for +-1 (pytorch#162489) is a mismatch. A
-leaf whose every element cancels far below its inputs (var of near-equal values) is no longer
-covered by the floor: the oracle's conditioning look (oracle._conditioning_excused, golden
-again with the inputs moved by one unit) is what excuses true cancellation, element by element.
+with O the leaf's own scale (the largest finite magnitude of its expectation) and S2 the
+second largest input tensor's (`LeafTolerance`, `input_scales`). Cancellation a - b leaves an
+error of rtol * |a| only where |a| and |b| are close, so two tensors cancel no more than the
+smaller one's scale, S2; one tensor's elements cancelling among themselves (a sum, a mean)
+leave the leaf of their size somewhere, O. Cases whose tensors share one scale (most) keep the
+floor of S. The bound bites where one input is far beyond the rest and the output is far below
+it (the "huge" stress case): a saved mean of 2e18 from inputs of 1e21 keeps a floor of its own
+scale; layer_norm's y of +-1 gets rtol * sqrt(n) times the scale of its weight, so 0 for +-1
+(pytorch#162489) is a mismatch. What cancels below that (every element of a leaf far below
+its one huge input) is left to the oracle's conditioning look (oracle._conditioning_excused:
+golden again with the inputs moved by one unit), which excuses true cancellation element by
+element.
 """
 
 from __future__ import annotations
@@ -126,6 +132,7 @@ def tolerance_for(
     reduction_size: int = 1,
     input_scale: float = 0.0,
     output_scale: float = math.inf,
+    second_scale: float = 0.0,
     gradient: bool = False,
     case=None,
 ) -> tuple[float, float]:
@@ -142,9 +149,10 @@ def tolerance_for(
     computed from inputs of that size carries rounding error of about rtol * input_scale in
     absolute terms, however small the result: 1.5 - 1.4921875 in bfloat16 is off by one input
     ulp, which is 100% of the result. So atol is at least rtol * input_scale, bounded by
-    `output_scale`, the largest finite magnitude of the output judged (see the module
-    docstring: an output scaled back to 1 from inputs of 1e21 is not off by 1e21's ulps). A real
-    kernel bug is off by the values' own scale, far beyond it.
+    `output_scale` (the largest finite magnitude of the output judged) or `second_scale` (the
+    second largest input tensor's), whichever is larger: see the module docstring, an output
+    scaled back to 1 from one input of 1e21 is not off by 1e21's ulps. A real kernel bug is off
+    by the values' own scale, far beyond it.
     """
     dt = as_dtype(dtype)
     if not is_inexact(dt):
@@ -156,7 +164,7 @@ def tolerance_for(
         return EXACT
     rtol, atol = default_tolerance(dt)
     g = growth(reduction_size)
-    return rtol * g, max(atol * g, rtol * g * min(input_scale, output_scale))
+    return rtol * g, max(atol * g, rtol * g * min(input_scale, max(output_scale, second_scale)))
 
 
 class LeafTolerance:
@@ -204,12 +212,14 @@ def leaf_scale(t: torch.Tensor) -> float:
 # -- tolerance policy of a case: error growth, input scale, mixed dtypes -----------------
 
 
-def input_scale(inputs) -> float:
-    """The largest finite magnitude among floating input tensors (see tolerances.tolerance_for)."""
+def input_scales(inputs) -> tuple[float, float]:
+    """The largest finite magnitude among floating input tensors, and the second largest
+    tensor's (0.0 for none; see tolerances.tolerance_for)."""
     from .compare import leaves  # compare imports this module
 
     scales = (leaf_scale(t) for t in leaves(inputs) if isinstance(t, torch.Tensor))
-    return max((s for s in scales if s != math.inf), default=0.0)
+    top = sorted((s for s in scales if s != math.inf), reverse=True)[:2]
+    return (top + [0.0, 0.0])[0], (top + [0.0, 0.0])[1]
 
 
 # Families whose every output element sums many inputs (opdb.families names): their tolerance
