@@ -29,7 +29,9 @@ with O the leaf's own scale (the largest finite magnitude of its expectation) an
 second largest input tensor's (`LeafTolerance`, `input_scales`). Cancellation a - b leaves an
 error of rtol * |a| only where |a| and |b| are close, so two tensors cancel no more than the
 smaller one's scale, S2; one tensor's elements cancelling among themselves (a sum, a mean)
-leave the leaf of their size somewhere, O. Cases whose tensors share one scale (most) keep the
+leave the leaf of their size somewhere, O. A gradient's S2 counts the forward's outputs among
+its inputs, since its formula reads them (tanh' = 1 - y*y cancels against y of about 1,
+logcumsumexp's exp(x - y) x against y). Cases whose tensors share one scale (most) keep the
 floor of S. The bound bites where one input is far beyond the rest and the output is far below
 it (the "huge" stress case): a saved mean of 2e18 from inputs of 1e21 keeps a floor of its own
 scale; layer_norm's y of +-1 gets rtol * sqrt(n) times the scale of its weight, so 0 for +-1
