@@ -26,7 +26,8 @@ compare() judges: a result, a written argument, a gradient) bounds S by what can
     atol = max(atol_table * sqrt(n), rtol * sqrt(n) * min(S, max(O, S2)))
 
 with O the leaf's own scale (the largest finite magnitude of its expectation) and S2 the
-second largest input tensor's (`LeafTolerance`, `input_scales`). Cancellation a - b leaves an
+second largest input tensor's (`LeafTolerance`, `input_scales`; inputs as the op receives
+them, before an out= or in-place write). Cancellation a - b leaves an
 error of rtol * |a| only where |a| and |b| are close, so two tensors cancel no more than the
 smaller one's scale, S2; one tensor's elements cancelling among themselves (a sum, a mean)
 leave the leaf of their size somewhere, O. A gradient's S2 counts the forward's outputs among
