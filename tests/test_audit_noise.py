@@ -73,15 +73,18 @@ def test_rrelu_with_noise_draws_a_writable_noise_of_selfs_shape():
             assert noise.numel() < 2 or 0 not in noise.stride()
 
 
-def test_pdist_backward_gets_the_forwards_distances():
+def test_pdist_and_cdist_backward_get_the_forwards_distances():
     # a drawn pdist unrelated to self (subnormal distances between rows hundreds apart) made
-    # float32 and float64 disagree by 1e11 (sweep seed 13); the backward takes the forward's result
-    drawn = list(_drawn_args("aten::_pdist_backward", "float32", n=40))
-    same = sum(
-        bool(torch.allclose(torch.ops.aten._pdist_forward(b["self"].contiguous(), b["p"]), b["pdist"], equal_nan=True))
-        for b in drawn
-    )
-    assert same >= 0.8 * len(drawn), (same, len(drawn))
+    # float32 and float64 disagree by 1e11 (sweep seed 13), a drawn cdist gave NaN vs 0 (seed 15);
+    # the backward takes the forward's result
+    forwards = {
+        "aten::_pdist_backward": lambda b: torch.ops.aten._pdist_forward(b["self"].contiguous(), b["p"]),
+        "aten::_cdist_backward": lambda b: torch.ops.aten._cdist_forward(b["x1"], b["x2"], b["p"], None),
+    }
+    for name, forward in forwards.items():
+        drawn = list(_drawn_args(name, "float32", n=40))
+        same = sum(bool(torch.allclose(forward(b), b[name.split("_")[-2]], equal_nan=True)) for b in drawn)
+        assert same >= 0.8 * len(drawn), (name, same, len(drawn))
 
 
 def test_a_layout_whose_result_the_rule_also_allows_is_not_an_inconsistency():
