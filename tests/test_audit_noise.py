@@ -26,12 +26,16 @@ def test_the_scalar_rounded_reading_is_chosen_by_elements_off_not_by_an_infinite
     # error inf against both readings, so the rounding reading was never chosen and 26 rounding
     # differences hid the real error (the seed-14 sweep's cell). The alarm now names the NaN.
     x = T((3, 41), "bfloat16", values="nonzero", magnitude="apart_even", edges=0)
-    r = run_case(opdb.lookup("aten::remainder.Scalar_Tensor"), Case("aten::remainder.Scalar_Tensor", (2.727, x)), CPUBackend())
+    r = run_case(
+        opdb.lookup("aten::remainder.Scalar_Tensor"), Case("aten::remainder.Scalar_Tensor", (2.727, x)), CPUBackend()
+    )
     assert r.outcome == O.MISMATCH
     assert r.message.startswith("Mismatched elements: 9 / 123") and "NaN mismatch" in r.message, r.message
     # without the subnormal the scalar's rounding is the whole difference: a pass
     ok = T((70,), "bfloat16", data=(2.53125, -0.89453125) * 35)
-    r = run_case(opdb.lookup("aten::remainder.Scalar_Tensor"), Case("aten::remainder.Scalar_Tensor", (2.727, ok)), CPUBackend())
+    r = run_case(
+        opdb.lookup("aten::remainder.Scalar_Tensor"), Case("aten::remainder.Scalar_Tensor", (2.727, ok)), CPUBackend()
+    )
     assert r.outcome == O.PASS, r.message
 
 
@@ -39,7 +43,9 @@ def test_a_zero_dim_tensor_wider_than_the_result_is_rounded_to_it_as_type_promot
     # xlog1py(float16 x, float32 tensor(1e20)) is float16: the 0-dim tensor does not raise the
     # result dtype and reaches the kernel as float16's inf, so x * log1p(inf) = inf; golden
     # float64 kept 1e20 (x * 46 = 46000, inside float16's range)
-    case = Case("aten::special_xlog1py", (T((4,), "float16", data=(1000.0, 2.0, 3.0, 4.0)), T((), "float32", data=(1e20,))))
+    case = Case(
+        "aten::special_xlog1py", (T((4,), "float16", data=(1000.0, 2.0, 3.0, 4.0)), T((), "float32", data=(1e20,)))
+    )
     r = run_case(opdb.lookup("aten::special_xlog1py"), case, CPUBackend())
     assert r.outcome == O.PASS, r.message
     # a dimensioned float32 tensor raises the result dtype: no rounding, no second reading
@@ -96,7 +102,13 @@ def test_a_layout_whose_result_the_rule_also_allows_is_not_an_inconsistency():
         (
             T((2, 2, 1, 2, 1), "float32", layout="channels_last"),
             T((4, 1, 1, 2, 1), "float32", values="special"),
-            None, [1, 1, 1], [0, 0, 1], [1, 1, 1], False, [0, 0, 0], 2,
+            None,
+            [1, 1, 1],
+            [0, 0, 1],
+            [1, 1, 1],
+            False,
+            [0, 0, 0],
+            2,
         ),
     )
     r = run_case(opdb.lookup("aten::convolution"), case, CPUBackend())
