@@ -121,3 +121,16 @@ def test_the_private_eigvals_kernel_has_no_eigenvalue_order_either():
     case = Case("aten::_linalg_eigvals", (T((3, 3), "complex64", values="invertible", seed=1067),))
     r = run_case(opdb.lookup("aten::_linalg_eigvals"), case, CPUBackend())
     assert r.outcome == O.PASS, r.message
+
+
+def test_the_forward_a_backward_generator_runs_is_announced_with_its_case(monkeypatch):
+    # seed 15's rrelu_with_noise_backward cell died while the generator ran the forward to size
+    # grad_output, and had no script: that call is now announced like an out= op's functional
+    from generators import backward
+
+    seen = []
+    monkeypatch.setattr(backward, "on_functional", seen.append)
+    drawn = {"self": T((4,), "float32"), "noise": T((4,), "float32"), "lower": 0.1, "upper": 0.3, "training": False}
+    assert backward.forward_output_shape(opdb.lookup("aten::rrelu_with_noise_backward"), drawn) == (4,)
+    assert [c.op if c is not None else None for c in seen] == ["aten::rrelu_with_noise", None]
+    assert seen[0].kwargs["noise"] == drawn["noise"]
