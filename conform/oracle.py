@@ -215,9 +215,8 @@ def _note(j: Judgement) -> str:
     return f" ({j.excuse})" if j.excuse and not j.ok else ""
 
 
-def against_golden(phase: Phase, actual: Observed, rerun: Rerun, *, consistency: bool = True) -> Judgement:
-    """`actual` held against golden float64 with every second opinion the rule allows; with
-    `consistency`, what an excuse passed is then checked for self-consistency."""
+def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
+    """`actual` held against golden float64 with every second opinion the rule allows."""
     golden = phase.golden
     expected = phase.expect(golden) if golden is not None else None
     if expected is None:
@@ -265,8 +264,6 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun, *, consistency:
         return Judgement(records, golden)
     if failures(records):
         return Judgement(records, golden, "; ".join(excuses) + ", elsewhere still off")
-    if not consistency:
-        return Judgement(records, golden, "precision edge: " + "; ".join(excuses))
     inconsistent = self_consistency(phase, actual, rerun, failures(phase.compare(actual, phase.expect(golden))))
     if inconsistent:
         # the excuse does not hold: the kernel disagrees with itself
@@ -631,15 +628,7 @@ def self_consistency(phase: Phase, actual: Observed, rerun: Rerun, bad: list[Rec
         return "the same call gives another result after freed memory was overwritten: it reads uninitialised memory"
     if _has_strided_inputs(phase.case):
         contig = rerun(TransformedCase(phase.case, lambda t: t.contiguous() if t.layout == torch.strided else t))
-        # another layout may take another algorithm (a blocked sum, a path that skips padding's
-        # zeros): the two disagree only where the rule allows either value, NaN or the term
-        # skipped, one rounding of a cancelling sum or another, when the other layout's result
-        # passes the same rule on its own; a value the rule rejects is the layout's bug
-        if (
-            contig is not None
-            and failures(phase.compare(contig, free(contig)))
-            and not against_golden(phase, contig, rerun, consistency=False).ok
-        ):
+        if contig is not None and failures(phase.compare(contig, free(contig))):
             return "the result depends on the inputs' layout: contiguous inputs give another"
     for rec in bad:
         where = _element_check(phase, actual, rerun, rec)

@@ -93,28 +93,6 @@ def test_pdist_and_cdist_backward_get_the_forwards_distances():
         assert same >= 0.8 * len(drawn), (name, same, len(drawn))
 
 
-def test_a_layout_whose_result_the_rule_also_allows_is_not_an_inconsistency():
-    # an inf in the weight meets the padding's implicit zeros: golden and the contiguous path give
-    # NaN (inf * 0), the channels_last path skips the padding and gives 0.0; rule (c) of the
-    # specials excuse allows either, so the two layouts disagreeing is no layout bug (seed 15)
-    case = Case(
-        "aten::convolution",
-        (
-            T((2, 2, 1, 2, 1), "float32", layout="channels_last"),
-            T((4, 1, 1, 2, 1), "float32", values="special"),
-            None,
-            [1, 1, 1],
-            [0, 0, 1],
-            [1, 1, 1],
-            False,
-            [0, 0, 0],
-            2,
-        ),
-    )
-    r = run_case(opdb.lookup("aten::convolution"), case, CPUBackend())
-    assert r.outcome == O.PASS, r.message
-
-
 def test_the_private_eigvals_kernel_has_no_eigenvalue_order_either():
     # complex64 LAPACK returned the eigenvalues of a well-conditioned matrix in another order than
     # complex128 (3.53 and 4.66 swapped): linalg_eigvals promises no order, nor does its kernel
