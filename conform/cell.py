@@ -333,8 +333,8 @@ def cell_process(setup: WorkerSetup, inflight: str):
             )
 
         def functional(case):
-            # the generator runs an out= op's functional to size its outs: a crash or hang there
-            # is that call's, with its own case and script
+            # the generator runs an out= op's functional to size its outs, or a backward's forward
+            # to size its gradient: a crash or hang there is that call's, with its own case and script
             if case is None:
                 drawing()
             else:
@@ -342,7 +342,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
                     {
                         **current,
                         "case": case.to_json(),
-                        "describe": f"{case.describe()}, the functional the generator runs to size the outs",
+                        "describe": f"{case.describe()}, a call the generator runs to size the outs or the gradient",
                     }
                 )
 

@@ -204,6 +204,13 @@ def _mismatched(records: list[Record]) -> int:
     return sum(max(1, r.mismatched) for r in failures(records))
 
 
+def _off(phase: Phase, side: Observed, expected: Observed, raw: Observed) -> tuple[int, float]:
+    """How far `side` is from one expectation: the elements out of tolerance first, then the
+    greatest error. The greatest error alone cannot choose between two readings once a NaN or
+    infinity is off in both (it is inf for either), whatever the other elements say."""
+    return _mismatched(phase.compare(side, expected)), _err(side, raw) or 0.0
+
+
 def _note(j: Judgement) -> str:
     return f" ({j.excuse})" if j.excuse and not j.ok else ""
 
@@ -227,8 +234,8 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
     alt_expected = phase.expect(alt) if alt is not None else None
     if alt_expected is not None:
         alt_records = phase.compare(actual, alt_expected)
-        closer = phase.reference is not None and (_err(phase.reference, alt) or 0.0) < (
-            _err(phase.reference, golden) or 0.0
+        closer = phase.reference is not None and _off(phase, phase.reference, alt_expected, alt) < _off(
+            phase, phase.reference, expected, golden
         )
         if not failures(alt_records) or closer:
             records, golden, expected = alt_records, alt, alt_expected
@@ -896,6 +903,38 @@ def _round_scalar(v, dt: torch.dtype):
 
 
 def scalar_rounded_case(op, case):
+    """`case` with its Scalar arguments rounded to the case's dtype, and its 0-dim tensors rounded
+    to the dtype of its dimensioned ones, or None if that changes none (see _zero_dim_rounded)."""
+    rounded = _scalars_rounded(op, case)
+    return _zero_dim_rounded(rounded if rounded is not None else case) or rounded
+
+
+def _zero_dim_rounded(case):
+    """Type promotion treats a 0-dim tensor like a Python scalar: a float32 0-dim tensor does not
+    raise the result dtype of a float16 tensor, and TensorIterator casts it to that dtype before
+    the op (c10/core/ScalarType.h's promotion doc: dimensioned tensors take priority over
+    zero-dim ones of the same category). hypot(float16 x, float32 tensor(1e20)) computes with
+    inf; golden float64 keeps 1e20. `case` with every floating 0-dim tensor rounded to the
+    dimensioned tensors' promoted floating dtype, or None where no 0-dim tensor is wider."""
+    specs = [sp for sp in case.tensor_specs() if sp.torch_dtype.is_floating_point and not sp.quantized]
+    dims = [sp.torch_dtype for sp in specs if len(sp.shape)]
+    if not dims:
+        return None
+    dt = dims[0]
+    for d in dims[1:]:
+        dt = torch.promote_types(dt, d)
+    if not any(not len(sp.shape) and torch.promote_types(sp.torch_dtype, dt) != dt for sp in specs):
+        return None
+
+    def tx(t):
+        if not isinstance(t, torch.Tensor) or t.dim() or not t.dtype.is_floating_point or t.device.type == "meta":
+            return t
+        return t.detach().to(dt).to(t.dtype).requires_grad_(t.requires_grad)
+
+    return TransformedCase(case, tx)
+
+
+def _scalars_rounded(op, case):
     """`case` with its Scalar arguments rounded to the case's dtype, or None if that changes none."""
     dt = rounding_dtype(case)
     if dt is None or dt == torch.float64:

@@ -33,9 +33,10 @@ def forward_name(op) -> str:
 
 # arguments of a backward op that hold one of its forward's results, by name: the index in the
 # forward's outputs (max pooling's argmax indices, CTC loss's loss and alphas)
-FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1, "mean": 1, "rstd": 2}
-# forwards whose public op hides a result that the backward takes
-_FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward"}
+FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1, "mean": 1, "rstd": 2, "pdist": 0, "cdist": 0}
+# forwards whose public op hides a result that the backward takes (_pdist_backward's pdist, _cdist_backward's cdist: a
+# drawn one, unrelated to self, put subnormal distances under |x_i - x_j| of hundreds: sweep seed 13)
+_FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward", "_pdist": "_pdist_forward", "_cdist": "_cdist_forward"}
 
 
 def deferred_args(op) -> tuple[str, ...]:
@@ -148,12 +149,18 @@ def forward_outputs(op, drawn: dict) -> list | None:
                 break
         if not ok:
             continue
+        case = _call_case(fwd, kwargs)
         try:
-            _, real = Case(op="forward", kwargs=kwargs).materialize(_identity, _CPU)
+            _, real = case.materialize(_identity, _CPU)
+            if on_functional is not None:
+                on_functional(case)
             with torch.no_grad():
                 out = fwd(**real)
         except Exception:  # this overload does not take these arguments: try the next
             continue
+        finally:
+            if on_functional is not None:
+                on_functional(None)
         return list(out) if isinstance(out, (tuple, list)) else [out]
     return None
 
@@ -161,9 +168,17 @@ def forward_outputs(op, drawn: dict) -> list | None:
 # -- out= dtypes -----------------------------------------------------------------------------------
 
 _FUNCTIONAL_CACHE: dict[str, object] = {}
-# Called with the functional's Case just before it runs (and None after): a process that dies or
-# hangs in there is recorded with that case and gets a script (conform.cell arms its watchdog).
+# Called with the Case of a call the generator makes itself just before it runs (and None after):
+# an out= op's functional sizing its outs, a backward's forward sizing its gradient or giving a
+# forward result. A process that dies or hangs in there is recorded with that case and gets a
+# script (conform.cell arms its watchdog); seed 15's rrelu_with_noise_backward crash had none.
 on_functional = None
+
+
+def _call_case(fn, kwargs: dict) -> Case:
+    """The Case of the generator's own call of aten overload `fn` with `kwargs`."""
+    name = fn._schema.name.split("::")[-1]
+    return Case(op=f"aten::{name}" + (f".{fn._overloadname}" if fn._overloadname != "default" else ""), kwargs=kwargs)
 
 
 def functional_of(op):
@@ -213,11 +228,7 @@ def out_results(op, drawn: dict) -> list[tuple[str, str | None, tuple[int, ...]]
     if fn is None:
         return None
     kwargs = {a.name: drawn[a.name] for a in op.arguments if not a.is_out and a.name in drawn}
-    case = Case(
-        op=f"aten::{fn._schema.name.split('::')[-1]}"
-        + (f".{fn._overloadname}" if fn._overloadname != "default" else ""),
-        kwargs=kwargs,
-    )
+    case = _call_case(fn, kwargs)
     try:
         _, real = case.materialize(_identity, _CPU)
         if on_functional is not None:

@@ -147,13 +147,19 @@ def segment_reduce(ctx):
             ctx.fixed[name] = _tensor(ctx, (n, *shape[1:]), label=name)
 
 
-@family("embedding_dense_backward")
+@family("embedding_dense_backward", "embedding_backward")
 def embedding_dense_backward(ctx):
     """indices below num_weights (or equal to padding_idx): embedding's backward
     (Embedding.cpp) gets the weight's row count; a larger index writes past the gradient
-    (audit: `embedding_dense_backward.out(randn(4,2), tensor([0,5,1,2]), 3, ...)` segfaults)."""
+    (audit: `embedding_dense_backward.out(randn(4,2), tensor([0,5,1,2]), 3, ...)` segfaults, and
+    so does embedding_backward, which dispatches to it: sweep seeds 13 and 14 died drawing it)."""
     rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("num_weights", "width", "indices"))
-    symbolic(ctx, {"grad_output": f"{n} {width}"})
+    symbolic(ctx, {"grad_output": f"{n} {width}", "grad": f"{n} {width}"})
+    if "sparse" in _arg_names(ctx):
+        # "embedding_backward: scale_grad_by_freq not supported with sparse gradients"
+        sparse = ctx.draw(memo.booleans(), label="sparse")
+        ctx.fixed["sparse"] = sparse
+        ctx.fixed["scale_grad_by_freq"] = not sparse and ctx.draw(memo.booleans(), label="scale_grad_by_freq")
     ctx.fixed["indices"] = draw_tensor(
         ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="indices"
     )
@@ -253,3 +259,13 @@ def rowwise_prune(ctx):
     ctx.fixed["compressed_indices_dtype"] = {
         "dtype": ctx.draw(memo.sampled_from(["int32", "int64"]), label="index dtype")
     }
+
+
+@family("rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_functional", "rrelu_with_noise_backward")
+def rrelu_with_noise(ctx):
+    """noise of self's shape: in training the kernel writes one noise value per element of self
+    into noise without checking its size (Activation.cpp, _rrelu_with_noise_train), so a smaller
+    noise is a heap overflow (sweep seed 13 died drawing rrelu_with_noise_backward: the generator
+    runs the forward to size grad_output). noise is written (Tensor(b!)): no expanded layout, whose
+    elements share memory (expanded noise and self corrupt the heap)."""
+    ctx.fixed["noise"] = _tensor(ctx, ctx.shape, label="noise", writable=True)
