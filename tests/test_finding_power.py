@@ -139,3 +139,18 @@ def test_bug_is_found_at_execute_level(bug, factory, op_name, expected):
     # the same case on a healthy CPU is clean: the outcome is the bug's, not the case's
     healthy = run_case(op, case, BACKENDS["none"]())
     assert healthy.outcome == O.PASS, f"{bug} on the healthy backend: {healthy.outcome} {healthy.message}"
+
+
+@pytest.mark.parametrize(
+    "args,kwargs",
+    [((), {"dtype": "float16"}), ((3,), {}), ((2, [0]), {"keepdim": True})],
+    ids=["explicit_half_dtype", "order_3", "dim"],
+)
+def test_half_norm_fault_takes_every_half_p_norm_path(args, kwargs):
+    # a kernel that keeps |x|**p in half does so whatever the order and however dtype=float16 is
+    # spelt: the fault once skipped both, which hid it from 2 cases in 3 of a default cell
+    kwargs = {k: {"dtype": v} if k == "dtype" else v for k, v in kwargs.items()}
+    case = Case("aten::linalg_vector_norm", (T((4, 8), "float16", low=-300, high=300, seed=1), *args), kwargs)
+    op = opdb.lookup("aten::linalg_vector_norm")
+    assert run_case(op, case, BACKENDS["fp16_overflow"]()).outcome == O.MISMATCH
+    assert run_case(op, case, BACKENDS["none"]()).outcome == O.PASS

@@ -192,3 +192,15 @@ def test_structured_matrices_are_scaled_into_the_band_and_stay_invertible():
     huge = [sp.make_cpu_base().double() for sp in drawn if sp.magnitude == "beyond_sqrt"]
     top = torch.finfo(torch.float16).max
     assert huge and all(float(m.abs().max()) ** 2 > top and float(m.abs().max()) < top / 4 for m in huge)
+
+
+def test_structured_matrices_drawn_apart_are_apart_role_by_role():
+    # an edge case's "apart" bands are column patterns on plain tensors; a structured matrix is
+    # scaled whole instead (its conditioning kept): role 0 in the moderate band, role 1 as drawn.
+    # It was left as drawn both ways, so half-precision 2-norms of such cases never left +-5.
+    for kind in ("invertible", "spd"):
+        even = TensorSpec((2, 3, 3), "float16", values=kind, seed=4, magnitude="apart_even").make_cpu_base()
+        odd = TensorSpec((2, 3, 3), "float16", values=kind, seed=4, magnitude="apart_odd").make_cpu_base()
+        lo, hi = MODERATE_BAND
+        assert lo * 0.99 <= float(even.abs().max()) <= hi * 1.01 and float(odd.abs().max()) < 10
+        assert bool((torch.linalg.matrix_rank(even.double()) == 3).all())
