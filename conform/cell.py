@@ -7,6 +7,7 @@ the controller and the store (conform.results).
 
 from __future__ import annotations
 
+import json
 import time
 import traceback as tb
 from collections.abc import Callable
@@ -313,8 +314,13 @@ def cell_process(setup: WorkerSetup, inflight: str):
         # the cases' tally so far travels in the in-flight record: a death on the reference side
         # keeps what the completed cases said
         current = {"op": op.qualname, "dtype": dtype, "passed": 0, "failed": False}
+        # cases the CPU reference killed an earlier process on (conform.plugin.WorkerContext):
+        # rejected, so the cell draws others
+        excluded = {_case_key(c) for c in (cell[2] if len(cell) > 2 else ())}
 
         def on_case(case):
+            if excluded and _case_key(case.to_json()) in excluded:
+                hypothesis.reject()
             watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
 
         def tally(r):
@@ -357,6 +363,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
         return result, state["poisoned"]
 
     return run
+
+
+def _case_key(case_json: dict) -> str:
+    # a case as the in-flight record's JSON round trip has it (tuples read back as lists)
+    return json.dumps(case_json, sort_keys=True, default=str)
 
 
 def _worst(current: float | None, new: float | None) -> float | None:

@@ -196,6 +196,9 @@ def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert outcome in ("pass", "skipped"), message
     assert "the CPU reference died (signal 8)" in message and "div.Tensor_mode(" in message, message
+    # ... and the cell is drawn again without that case, so its other examples still run (the
+    # fault of tests.faulty:IntegerOnlyWrong, in floor mode, hid behind the trunc case's death)
+    assert message.startswith("5 examples passed (drawn again without the case the CPU reference died on"), message
     assert '"kind": "reference"' in findings and "not to blame" in findings, findings
     proc, outcome, message, _ = _div_trunc_int32(tmp_path, "cpu")
     assert outcome == "crash", message
