@@ -204,3 +204,16 @@ def test_structured_matrices_drawn_apart_are_apart_role_by_role():
         lo, hi = MODERATE_BAND
         assert lo * 0.99 <= float(even.abs().max()) <= hi * 1.01 and float(odd.abs().max()) < 10
         assert bool((torch.linalg.matrix_rank(even.double()) == 3).all())
+
+
+def test_stress_cases_reach_empty_tensors():
+    # most examples after a cell's first are stress cases; they draw an empty outer dim now and
+    # then, as plain shapes do, or an empty reduction's bug (a NaN sum of nothing) is out of reach
+    from generators.strategies import STRESS_LENGTHS
+
+    op = opdb.lookup("aten::sum")
+    drawn = [c.tensor_specs()[0].shape for c in _drawn(from_schema(op, "float32"), examples=200)]
+    stress = [s for s in drawn if s and s[-1] in STRESS_LENGTHS]
+    empty = [s for s in stress if 0 in s]
+    assert len(empty) >= len(stress) / 12, (len(empty), len(stress))
+    assert all(s[0] == 0 and s[-1] in STRESS_LENGTHS for s in empty)
