@@ -83,7 +83,7 @@ _FLOAT_EDGES = (  # (role 0, role 1 and later) per slot
     (None, "nan"),
     ("-0", "-inf"),
     (None, "0"),
-    (None, None),
+    ("0", None),  # +0 as well as -0 in the first tensor: neg(+0) must be -0 (sign-of-zero bugs)
 )
 _INT_EDGES = (
     ("min", -1),

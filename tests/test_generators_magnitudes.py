@@ -217,3 +217,11 @@ def test_stress_cases_reach_empty_tensors():
     empty = [s for s in stress if 0 in s]
     assert len(empty) >= len(stress) / 12, (len(empty), len(stress))
     assert all(s[0] == 0 and s[-1] in STRESS_LENGTHS for s in empty)
+
+
+def test_the_first_tensors_edge_pattern_holds_both_signed_zeros():
+    # neg(+0.0) must be -0.0: a kernel computing 0 - x gets it wrong only for +0.0, which the
+    # first tensor's pattern lacked (it had -0.0 alone)
+    x = TensorSpec((3, 57), "float32", seed=1, edges=0).make_cpu_base()
+    zeros = x[x == 0]
+    assert bool(torch.signbit(zeros).any()) and bool((~torch.signbit(zeros)).any())
