@@ -601,7 +601,9 @@ class WorkerContext:
                 # its later cells run isolated
                 self._remember_crash(cell[0])
             result = died_result(cell, inflight, self.device_name, f"({e})")
-            if not reference_death(inflight):
+            # also after a case had failed: its failure died with the process (a shrink step the
+            # reference crashed on), and drawn again without that case it is found and shrunk
+            if not (inflight and inflight.get("side") in ("reference", "golden")):
                 return result, None
             return result, {} if inflight.get("timeout") else inflight.get("case") or {}
         if poisoned:
