@@ -7,6 +7,7 @@ the controller and the store (conform.results).
 
 from __future__ import annotations
 
+import json
 import time
 import traceback as tb
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 
 from .config import CellSettings, WorkerSetup
 from .outcomes import Outcome
@@ -178,6 +179,7 @@ def run_cell(
             if Outcome(r.outcome) in CELL_LEVEL:
                 raise _StopCell(r, case)
             state["failing"] = True
+            state["first_failure"] = (r, case)
         # One raise statement for the first failure and every shrink step: hypothesis tells bugs
         # apart by where they are raised, and two sites made it call the shrunk case a different
         # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
@@ -212,6 +214,7 @@ def run_cell(
 
     final = None
     final_case = None
+    flaky = False
     try:
         test()
     except _CaseFailed as e:
@@ -222,20 +225,24 @@ def run_cell(
         pass
     except Unsatisfiable:
         pass
+    except Flaky as e:
+        # a case failed, then did not fail the same way when hypothesis replayed it: the kernel's
+        # result is not a function of its inputs (a read of uninitialised memory: median along
+        # an expanded dim, chebyshev_polynomial_w of NaN). The first failure is the verdict.
+        if "first_failure" not in state:
+            return _internal_error(result, e, started)
+        (final, final_case), flaky = state["first_failure"], True
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
-        result.outcome = Outcome.SKIPPED.value
-        result.skip_reason = INTERNAL_ERROR
-        result.message = (
-            f"conform internal error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-        )
-        result.traceback = tb.format_exc()
-        result.duration_s = time.monotonic() - started
-        return result
+        return _internal_error(result, e, started)
 
     if final is not None:
         result.outcome = Outcome(final.outcome).value
         result.phase = final.phase
-        result.message = final.message
+        result.message = final.message + (
+            "; the case did not fail the same way when replayed (a result that is not a function of the inputs)"
+            if flaky
+            else ""
+        )
         result.traceback = final.traceback
         merge_errors(final)
         keep_finding(final)
@@ -313,8 +320,13 @@ def cell_process(setup: WorkerSetup, inflight: str):
         # the cases' tally so far travels in the in-flight record: a death on the reference side
         # keeps what the completed cases said
         current = {"op": op.qualname, "dtype": dtype, "passed": 0, "failed": False}
+        # cases the CPU reference killed an earlier process on (conform.plugin.WorkerContext):
+        # rejected, so the cell draws others
+        excluded = {_case_key(c) for c in (cell[2] if len(cell) > 2 else ())}
 
         def on_case(case):
+            if excluded and _case_key(case.to_json()) in excluded:
+                hypothesis.reject()
             watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
 
         def tally(r):
@@ -357,6 +369,22 @@ def cell_process(setup: WorkerSetup, inflight: str):
         return result, state["poisoned"]
 
     return run
+
+
+def _case_key(case_json: dict) -> str:
+    # a case as the in-flight record's JSON round trip has it (tuples read back as lists)
+    return json.dumps(case_json, sort_keys=True, default=str)
+
+
+def _internal_error(result: CellResult, e: Exception, started: float) -> CellResult:
+    """A harness or generator bug: visible, never counted as pass."""
+    result.outcome = Outcome.SKIPPED.value
+    result.skip_reason = INTERNAL_ERROR
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    result.message = f"conform internal error: {type(e).__name__}: {first}"
+    result.traceback = tb.format_exc()
+    result.duration_s = time.monotonic() - started
+    return result
 
 
 def _worst(current: float | None, new: float | None) -> float | None:

@@ -441,7 +441,7 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
             r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
-        if inflight.get("side") in ("reference", "golden") and not inflight.get("failed"):
+        if reference_death(inflight):
             return _reference_died(r, inflight, detail)
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
@@ -450,6 +450,13 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
     return r
+
+
+def reference_death(inflight: dict | None) -> bool:
+    """The record says the CPU reference or float64 golden, not the device, was running when the
+    process died, and no case had failed yet (the record names a side only where the device under
+    test is not the CPU, conform.cell)."""
+    return bool(inflight) and inflight.get("side") in ("reference", "golden") and not inflight.get("failed")
 
 
 def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
@@ -550,14 +557,39 @@ class WorkerContext:
                 once.close()
         return self._run_in(self.device, cell)
 
+    # How often a cell whose CPU reference killed the process is drawn again without the case
+    # that killed it: the device is not to blame, and the cell's remaining examples should still
+    # reach it (integer div's floor mode after a trunc INT_MIN / -1, pytorch#138425).
+    REFERENCE_RETRIES = 2
+
     def _run_in(self, child, cell) -> CellResult:
+        result, death = self._run_once(child, cell, [])
+        excluded, before = [], result
+        while death and len(excluded) < self.REFERENCE_RETRIES:
+            # the cell's seed is the same, so the examples before that case run again, it is
+            # rejected, and later ones are drawn anew, in a fresh process
+            excluded.append(death)
+            once = self._child(f"{self.name}-isolated")
+            try:
+                result, death = self._run_once(once, cell, excluded)
+            finally:
+                once.close()
+        if excluded:
+            result.findings = before.findings + [f for f in result.findings if f not in before.findings]
+            if death is None:
+                result.message += f" (drawn again without the case the CPU reference died on: {before.message})"
+        return result
+
+    def _run_once(self, child, cell, excluded: list) -> tuple[CellResult, dict | None]:
+        """The cell's result, and, where the CPU reference killed the process, the case it died on
+        ({} if it hung: a hang is not drawn again, since it costs its time limit each time)."""
         from .isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
 
         try:
-            result, poisoned = child.call(tuple(cell))
+            result, poisoned = child.call((*cell, excluded) if excluded else tuple(cell))
         except IsolationError as e:
             # isolation failed, not the op: recorded as conform's own error, never remembered
-            return CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error: {e}")
+            return CellResult(op=cell[0], dtype=cell[1], message=f"conform internal error: {e}"), None
         except ChildDied as e:
             inflight = read_record(self.inflight)
             mark_idle(self.inflight)
@@ -568,10 +600,15 @@ class WorkerContext:
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
                 self._remember_crash(cell[0])
-            return died_result(cell, inflight, self.device_name, f"({e})")
+            result = died_result(cell, inflight, self.device_name, f"({e})")
+            # also after a case had failed: its failure died with the process (a shrink step the
+            # reference crashed on), and drawn again without that case it is found and shrunk
+            if not (inflight and inflight.get("side") in ("reference", "golden")):
+                return result, None
+            return result, {} if inflight.get("timeout") else inflight.get("case") or {}
         if poisoned:
             child.kill()  # a fresh device process serves the next cell
-        return result
+        return result, None
 
     def _remember_crash(self, qualname: str) -> None:
         """Later cells of the op run isolated (this run's list) and so do the next runs' (the

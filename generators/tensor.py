@@ -83,7 +83,7 @@ _FLOAT_EDGES = (  # (role 0, role 1 and later) per slot
     (None, "nan"),
     ("-0", "-inf"),
     (None, "0"),
-    (None, None),
+    ("0", None),  # +0 as well as -0 in the first tensor: neg(+0) must be -0 (sign-of-zero bugs)
 )
 _INT_EDGES = (
     ("min", -1),
@@ -380,7 +380,9 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
     if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
         m = _make_matrices(shape, torch.float64 if not dtype.is_complex else torch.complex128, kind, g)
-        band = magnitude_band(magnitude, real_dtype)
+        # apart_even: the whole matrix in the moderate band, apart_odd: its own range, so two
+        # matrices of a case are apart role by role (columns scaled apart would wreck conditioning)
+        band = magnitude_band("moderate" if magnitude == "apart_even" else magnitude, real_dtype)
         if band is not None and m.numel():
             # the whole matrix scaled, so it stays invertible (SPD): its largest entry in the band
             top = math.exp(

@@ -19,6 +19,7 @@ works too once the runner exists (each class is also a module attribute).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -130,17 +131,22 @@ def _alpha_ignored(func, args, kwargs):
 
 @fault("fp16_overflow", aten.linalg_vector_norm.default)
 def _fp16_overflow(func, args, kwargs):
-    """The squares of a half-precision 2-norm are kept in half and overflow (above 255).
+    """A half-precision p-norm keeps the powers |x|**p and their sum in half: for the 2-norm the
+    squares overflow above 255 where the norm fits (the reference accumulates in float32).
 
-    Everything else about the call is honoured (dim, keepdim), so the fault shows as wrong
-    values, not as a wrong shape."""
+    Any finite order but 0 takes that path (a generic p-norm kernel); 0, inf and -inf count and
+    compare instead. Everything else about the call is honoured (dim, keepdim), so the fault
+    shows as wrong values, not as a wrong shape. An explicit ``dtype=torch.float16`` is the same
+    computation in half (only a wider dtype= moves the powers out of half)."""
     x = args[0]
     ord_, dim, keepdim = (list(args[1:]) + [None] * 3)[:3]
-    ord_ = kwargs.get("ord", 2 if ord_ is None else ord_)
+    ord_ = float(kwargs.get("ord", 2 if ord_ is None else ord_))
     dim = kwargs.get("dim", dim)
     keepdim = bool(kwargs.get("keepdim", keepdim))
-    if x.dtype == torch.float16 and ord_ == 2 and kwargs.get("dtype") is None:
-        return (x * x).sum(dim=dim or None, keepdim=keepdim).sqrt()  # the reference squares in float32
+    if x.dtype == torch.float16 and math.isfinite(ord_) and ord_ != 0 and kwargs.get("dtype") in (None, torch.float16):
+        if ord_ == 2:
+            return (x * x).sum(dim=dim or None, keepdim=keepdim).sqrt()
+        return (x.abs() ** ord_).sum(dim=dim or None, keepdim=keepdim) ** (1 / ord_)
     return func(*args, **kwargs)
 
 

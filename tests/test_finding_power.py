@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 import opdb
 from conform.execute import run_case
@@ -139,3 +140,40 @@ def test_bug_is_found_at_execute_level(bug, factory, op_name, expected):
     # the same case on a healthy CPU is clean: the outcome is the bug's, not the case's
     healthy = run_case(op, case, BACKENDS["none"]())
     assert healthy.outcome == O.PASS, f"{bug} on the healthy backend: {healthy.outcome} {healthy.message}"
+
+
+@pytest.mark.parametrize(
+    "args,kwargs",
+    [((), {"dtype": "float16"}), ((3,), {}), ((2, [0]), {"keepdim": True})],
+    ids=["explicit_half_dtype", "order_3", "dim"],
+)
+def test_half_norm_fault_takes_every_half_p_norm_path(args, kwargs):
+    # a kernel that keeps |x|**p in half does so whatever the order and however dtype=float16 is
+    # spelt: the fault once skipped both, which hid it from 2 cases in 3 of a default cell
+    kwargs = {k: {"dtype": v} if k == "dtype" else v for k, v in kwargs.items()}
+    case = Case("aten::linalg_vector_norm", (T((4, 8), "float16", low=-300, high=300, seed=1), *args), kwargs)
+    op = opdb.lookup("aten::linalg_vector_norm")
+    assert run_case(op, case, BACKENDS["fp16_overflow"]()).outcome == O.MISMATCH
+    assert run_case(op, case, BACKENDS["none"]()).outcome == O.PASS
+
+
+def test_a_fault_that_shows_once_is_still_found():
+    # a kernel whose result is not a function of its inputs (a read of uninitialised memory:
+    # median along an expanded dim) fails a case, then passes it when hypothesis replays it to
+    # shrink: the cell is that failure, not "conform internal error: FlakyFailure"
+    from conform.cell import run_cell
+    from conform.config import CellSettings
+    from tests.faulty import FaultyBackend
+
+    calls = []
+
+    def first_call_wrong(func, args, kwargs):
+        calls.append(func)
+        out = func(*args, **kwargs)
+        return out + 1 if len(calls) == 1 else out
+
+    body = {"name": "faulty-once", "targets": frozenset({torch.ops.aten.exp.default}), "bug": staticmethod(first_call_wrong)}
+    backend = type("OnceWrong", (FaultyBackend,), body)()
+    r = run_cell(opdb.lookup("aten::exp"), "float32", backend, CellSettings(seed=1, hypothesis_db=None))
+    assert r.outcome == O.MISMATCH.value, r.message
+    assert "did not fail the same way when replayed" in r.message and r.case is not None

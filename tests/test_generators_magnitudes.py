@@ -192,3 +192,36 @@ def test_structured_matrices_are_scaled_into_the_band_and_stay_invertible():
     huge = [sp.make_cpu_base().double() for sp in drawn if sp.magnitude == "beyond_sqrt"]
     top = torch.finfo(torch.float16).max
     assert huge and all(float(m.abs().max()) ** 2 > top and float(m.abs().max()) < top / 4 for m in huge)
+
+
+def test_structured_matrices_drawn_apart_are_apart_role_by_role():
+    # an edge case's "apart" bands are column patterns on plain tensors; a structured matrix is
+    # scaled whole instead (its conditioning kept): role 0 in the moderate band, role 1 as drawn.
+    # It was left as drawn both ways, so half-precision 2-norms of such cases never left +-5.
+    for kind in ("invertible", "spd"):
+        even = TensorSpec((2, 3, 3), "float16", values=kind, seed=4, magnitude="apart_even").make_cpu_base()
+        odd = TensorSpec((2, 3, 3), "float16", values=kind, seed=4, magnitude="apart_odd").make_cpu_base()
+        lo, hi = MODERATE_BAND
+        assert lo * 0.99 <= float(even.abs().max()) <= hi * 1.01 and float(odd.abs().max()) < 10
+        assert bool((torch.linalg.matrix_rank(even.double()) == 3).all())
+
+
+def test_stress_cases_reach_empty_tensors():
+    # most examples after a cell's first are stress cases; they draw an empty outer dim now and
+    # then, as plain shapes do, or an empty reduction's bug (a NaN sum of nothing) is out of reach
+    from generators.strategies import STRESS_LENGTHS
+
+    op = opdb.lookup("aten::sum")
+    drawn = [c.tensor_specs()[0].shape for c in _drawn(from_schema(op, "float32"), examples=200)]
+    stress = [s for s in drawn if s and s[-1] in STRESS_LENGTHS]
+    empty = [s for s in stress if 0 in s]
+    assert len(empty) >= len(stress) / 12, (len(empty), len(stress))
+    assert all(s[0] == 0 and s[-1] in STRESS_LENGTHS for s in empty)
+
+
+def test_the_first_tensors_edge_pattern_holds_both_signed_zeros():
+    # neg(+0.0) must be -0.0: a kernel computing 0 - x gets it wrong only for +0.0, which the
+    # first tensor's pattern lacked (it had -0.0 alone)
+    x = TensorSpec((3, 57), "float32", seed=1, edges=0).make_cpu_base()
+    zeros = x[x == 0]
+    assert bool(torch.signbit(zeros).any()) and bool((~torch.signbit(zeros)).any())

@@ -177,7 +177,7 @@ def _div_trunc_int32(tmp_path, device: str):
         "-n",
         "1",
         "--seed",
-        "12",
+        "5",
         "--db",
         db,
         "-q",
@@ -196,6 +196,9 @@ def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert outcome in ("pass", "skipped"), message
     assert "the CPU reference died (signal 8)" in message and "div.Tensor_mode(" in message, message
+    # ... and the cell is drawn again without that case, so its other examples still run (the
+    # fault of tests.faulty:IntegerOnlyWrong, in floor mode, hid behind the trunc case's death)
+    assert message.startswith("5 examples passed (drawn again without the case the CPU reference died on"), message
     assert '"kind": "reference"' in findings and "not to blame" in findings, findings
     proc, outcome, message, _ = _div_trunc_int32(tmp_path, "cpu")
     assert outcome == "crash", message
@@ -214,3 +217,18 @@ def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
     # the device's own death, or one after the device had failed a case, stays its crash
     assert died_result(cell, {**record, "side": "device"}, "mps", "(signal 11)").outcome == "crash"
     assert died_result(cell, {**record, "side": "reference", "failed": True}, "mps").outcome == "crash"
+
+
+def test_a_failure_whose_shrinking_the_cpu_reference_kills_is_still_reported(tmp_path):
+    # the fault (floor division truncating) is found, then a shrink step is a trunc INT_MIN / -1
+    # case that kills the CPU reference: the failure died with the process and the cell was
+    # `crash`; drawn again without that case it is the fault's mismatch
+    db = tmp_path / "c.db"
+    proc = conform(
+        "run", "--ops", "aten::div.Tensor_mode", "--dtypes", "int64", "--device", "faulty:IntegerOnlyWrong",
+        "-n", "1", "--seed", "0", "--db", db, "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with sqlite3.connect(db) as c:
+        outcome, message = c.execute("SELECT outcome, message FROM results").fetchone()
+    assert outcome == "mismatch" and "drawn again without the case the CPU reference died on" in message, message
