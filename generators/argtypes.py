@@ -182,6 +182,13 @@ def _draw_tensor(arg, ctx, label):
         return None
     if _is_index_name(name):
         return draw_index(ctx, label=label)
+    if name in ctx.hints.get("zero_dim", ()):
+        # one number as a tensor (opdb/rules/shapes.toml); the first tensor's is ctx.shape, ()
+        low, high = ctx.hints.get("bounds", {}).get(name, (None, None))
+        values = "index" if low is not None else _domain(ctx)
+        return draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=(), values=values, low=low, high=high, writable=arg.is_write, label=label
+        )
     if name in ("mask", "condition"):
         shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{label} shape")
         return draw_tensor(ctx.draw, dtype="bool", shape=shape, label=label)

@@ -137,10 +137,27 @@ RULES = [
     ("aten::_rowwise_prune", "float32"),  # a 2-d weight and a bool mask per row
     ("aten::to_mkldnn.out", "float32"),  # an mkldnn out of the result's size (it cannot be resized)
     ("aten::to_mkldnn.out", "bfloat16"),
+    # a tensor taken as one number: 0-d (opdb/rules/shapes.toml); valid only as the simplest case
+    ("aten::Bool.Tensor", "int64"),
+    ("aten::Complex.int_Tensor", "float32"),
+    ("aten::item", "complex64"),
+    ("aten::_assert_async.msg", "bool"),  # and nonzero
+    ("aten::_foreach_add.Tensor", "float32"),
+    ("aten::_foreach_div_.Tensor", "bfloat16"),
+    ("aten::linspace.Tensor_Tensor_out", "float32"),
+    ("aten::logspace.Scalar_Tensor", "int32"),
+    ("aten::randint_like.Tensor", "bool"),  # and a whole high of 1 or more
+    ("aten::eq.Tensor_list", "float32"),
+    ("aten::remove.Tensor", "float32"),  # and the element one of the list's
+    ("aten::index.list_Tensor", "complex64"),
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements
-_ZERO_DIM_ONLY = {"aten::IntImplicit"}
+_ZERO_DIM_ONLY = {
+    "aten::IntImplicit", "aten::Bool.Tensor", "aten::Complex.int_Tensor", "aten::item", "aten::_assert_async.msg",
+    "aten::linspace.Tensor_Tensor_out", "aten::logspace.Scalar_Tensor", "aten::eq.Tensor_list", "aten::remove.Tensor",
+    "aten::index.list_Tensor",
+}  # fmt: skip
 
 
 def _runs(op, case) -> bool:

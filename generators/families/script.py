@@ -23,8 +23,19 @@ _LIST_ELEMENTS = {
 def list_member(ctx):
     """list.index(x) and list.remove(x) on a non-empty list that holds x (else ValueError)."""
     arg = next((a for a in ctx.op.arguments if a.name == "self"), None)
-    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", "")) if arg is not None else None
-    if elements is None or getattr(ctx.op, "family", "") != "torchscript":
+    if getattr(ctx.op, "family", "") != "torchscript" or arg is None:
+        return
+    if arg.type.replace("(a!)", "") == "Tensor[]":
+        # 0-d tensors (opdb/rules/shapes.toml), x the list's own element: the builtin compares
+        # with bool(x == el) (listIndex, listRemove in torch/csrc/jit/runtime/register_prim_ops.cpp),
+        # so values without NaN, which equals nothing, not even itself
+        n = ctx.draw(memo.integers(1, 3), label="list")
+        items = [draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(), values="unit", label=f"self[{i}]") for i in range(n)]
+        ctx.fixed["self"] = items
+        ctx.fixed["el"] = items[ctx.draw(memo.integers(0, n - 1), label="member")]
+        return
+    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", ""))
+    if elements is None:
         return
     items = ctx.draw(memo.lists(elements, min_size=1, max_size=4), label="list")
     ctx.fixed["self"] = items
