@@ -323,3 +323,56 @@ def embedding_renorm(ctx):
     )
     ctx.fixed["max_norm"] = ctx.draw(memo.sampled_from((0.5, 1.0, 2.0)), label="max_norm")
     ctx.fixed["norm_type"] = ctx.draw(memo.sampled_from((1.0, 2.0, 3.0)), label="norm_type")
+
+
+@family("glu")
+def glu(ctx):
+    """glu halves its input along dim, which must be even ("Halving dimension must be even",
+    GatedLinearUnit.cpp); glu_backward's gradient and glu_backward_jvp's grad_glu and dgrad_glu
+    are glu's result, half as long there (Activation.cpp's glu_backward_jvp narrows the others)."""
+    symbolic(
+        ctx,
+        {
+            "self": "n 2k",
+            "grad_output": "n k",
+            "grad_x": "n 2k",
+            "grad_glu": "n k",
+            "x": "n 2k",
+            "dgrad_glu": "n k",
+            "dx": "n 2k",
+        },
+    )
+    ctx.fixed["dim"] = ctx.draw(memo.sampled_from((1, -1)), label="dim")
+
+
+@family("multi_margin_loss")
+def multi_margin_loss(ctx):
+    """Scores (n, c), a class per row, a weight per class, and a p of 1 or 2 ("only p == 1 and
+    p == 2 supported", LossMultiMargin.cpp's multi_margin_loss_shape_check): any other p was
+    rejected, so the backward's cells were valid by luck."""
+    symbolic(ctx, {"self": "n c", "target": "n:indexc", "weight": "?c"})
+    if "p" in _arg_names(ctx):
+        ctx.fixed["p"] = ctx.draw(memo.sampled_from((1, 2)), label="p")
+    if "backward" in ctx.op.base_name:
+        # in range, always: the forward's cells keep draw_index's deliberate out-of-range target
+        n, c = ctx.fixed["self"].shape
+        ctx.fixed["target"] = draw_tensor(
+            ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=c, layout="contiguous", label="target"
+        )
+
+
+@family("embedding_sparse_backward")
+def embedding_sparse_backward(ctx):
+    """A gradient of the embedding's result, shaped indices.shape + (d,), indices below
+    num_weights, a padding_idx among them or -1, and no scale_grad_by_freq ("embedding_backward:
+    scale_grad_by_freq not supported with sparse gradients", Embedding.cpp's
+    embedding_sparse_backward)."""
+    rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
+    ctx.fixed["indices"] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="indices"
+    )
+    ctx.shape = (n, width)
+    ctx.fixed["grad"] = _tensor(ctx, ctx.shape, label="grad")
+    ctx.fixed["num_weights"] = rows
+    ctx.fixed["padding_idx"] = ctx.draw(memo.integers(-1, rows - 1), label="padding_idx")
+    ctx.fixed["scale_grad_by_freq"] = False

@@ -258,3 +258,17 @@ def to_mkldnn(ctx):
     the result's size (generators.backward), since an mkldnn tensor cannot be resized."""
     if not ctx.shape:
         ctx.shape = (ctx.draw(memo.integers(1, 5), label="length"),)
+
+
+@family("unflatten_dense_tensors")
+def unflatten_dense_tensors(ctx):
+    """The flat buffer of the tensors: 1-d, as long as their elements together
+    (torch/csrc/utils/tensor_flatten.h's unflatten_dense_tensors narrows it tensor by tensor:
+    "start (N) + length (N) exceeds dimension size (N)" for a shorter one)."""
+    n = ctx.draw(memo.integers(1, 3), label="tensors")
+    shapes = [ctx.draw(memo.lists(memo.integers(0, 3), max_size=2), label=f"tensors[{i}] shape") for i in range(n)]
+    tensors = [_tensor(ctx, tuple(s), label=f"tensors[{i}]") for i, s in enumerate(shapes)]
+    total = sum(t.numel for t in tensors)
+    ctx.shape = (total,)
+    ctx.fixed["flat"] = _tensor(ctx, ctx.shape, label="flat")
+    ctx.fixed["tensors"] = tensors
