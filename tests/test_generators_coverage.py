@@ -163,6 +163,14 @@ RULES = [
     ("aten::unflatten_dense_tensors", "int64"),  # a flat buffer of the tensors' length
     ("aten::normal.float_Tensor", "float32"),  # std >= 0
     ("aten::poisson", "float32"),  # a rate >= 0
+    ("aten::einsum", "float32"),  # an equation of the tensors' subscripts
+    ("aten::unfold_backward", "int64"),  # the gradient of unfold's windows, a positive step
+    ("aten::unfold_backward.out", "float32"),
+    ("aten::scaled_dot_product_attention", "float32"),  # (B, H, L, E) query, (B, H, S, E) key and value
+    ("aten::sparse_resize", "float32"),  # a COO self grown, its own sparse and dense dims
+    ("aten::sparse_resize.out", "complex64"),
+    ("aten::sparse_resize_and_clear", "bool"),
+    ("aten::resize_as_sparse_", "float16"),  # a larger COO template
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

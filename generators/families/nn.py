@@ -264,9 +264,11 @@ def packed_sequence(ctx):
         ctx.fixed["input_size"] = [n, t, *features] if batch_first else [t, n, *features]
 
 
-@family("scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
+@family("scaled_dot_product_attention", "scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
 def attention(ctx):
-    """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask."""
+    """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask. The public
+    op drawn apart had tensors under 2 dims or of unequal embeddings ("Expected query, key, and
+    value to all be at least 2 dimensional", attention.cpp's validate_sdpa_input)."""
     b, h = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="heads")
     length, source, e = (
         ctx.draw(memo.integers(1, 4), label=x) for x in ("target length", "source length", "embedding")

@@ -272,3 +272,24 @@ def unflatten_dense_tensors(ctx):
     ctx.shape = (total,)
     ctx.fixed["flat"] = _tensor(ctx, ctx.shape, label="flat")
     ctx.fixed["tensors"] = tensors
+
+
+@family("unfold_backward")
+def unfold_backward(ctx):
+    """The gradient of self.unfold(dim, size, step) for a self of input_sizes: input_sizes with
+    dim replaced by the window count (sizes[dim] - size) // step + 1 and the window size last, a
+    positive step and a size within the dim (UnfoldBackward.cpp; any other grad_in was rejected:
+    "step is 0 but must be > 0", "The size of tensor a must match", valid by luck)."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    sizes = list(ctx.shape)
+    dim = ctx.draw(memo.integers(0, len(sizes) - 1), label="dim")
+    size = ctx.draw(memo.integers(0, sizes[dim]), label="size")
+    step = ctx.draw(memo.integers(1, 3), label="step")
+    windows = (sizes[dim] - size) // step + 1
+    grad = (*sizes[:dim], windows, *sizes[dim + 1 :], size)
+    ctx.fixed["grad_in"] = _tensor(ctx, grad, label="grad_in")
+    ctx.fixed["input_sizes"] = sizes
+    ctx.fixed["dim"] = dim - len(sizes) if ctx.draw(memo.booleans(), label="negative dim") else dim
+    ctx.fixed["size"] = size
+    ctx.fixed["step"] = step

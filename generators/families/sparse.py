@@ -262,3 +262,24 @@ def sparse_mask(ctx):
     ctx.fixed["mask"] = _sparse(_tensor(ctx, ctx.shape, label="mask"))
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, layout="sparse_coo")
+
+
+@family("sparse_resize", "sparse_resize_and_clear", "resize_as_sparse")
+def sparse_resize(ctx):
+    """A COO self (every dim sparse, as to_sparse makes it) resized to a size at least as large
+    in every dim, with its own sparse and dense dim counts: a non-empty sparse tensor refuses to
+    change those or shrink ("'len(size) == sparse_dim + dense_dim' is not satisfied", "changing
+    the number of sparse dimensions ... on a non-empty sparse tensor is not supported":
+    SparseTensor.cpp's sparse_resize_ and resize_as_sparse_; sparse_resize_and_clear needs the
+    lengths to agree too). resize_as_sparse takes the size from a COO template."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    ctx.fixed["self"] = _sparse(_tensor(ctx, ctx.shape, label="self"))
+    size = [s + ctx.draw(memo.integers(0, 2), label=f"grow[{i}]") for i, s in enumerate(ctx.shape)]
+    names = _arg_names(ctx)
+    if "the_template" in names:
+        ctx.fixed["the_template"] = _sparse(_tensor(ctx, tuple(size), label="the_template"))
+    else:
+        ctx.fixed.update(size=size, sparse_dim=len(size), dense_dim=0)
+    if "out" in names:
+        ctx.fixed["out"] = _sparse(_tensor(ctx, tuple(size), label="out", writable=True))
