@@ -171,6 +171,10 @@ RULES = [
     ("aten::sparse_resize.out", "complex64"),
     ("aten::sparse_resize_and_clear", "bool"),
     ("aten::resize_as_sparse_", "float16"),  # a larger COO template
+    ("aten::embedding_renorm", "float32"),  # indices below the rows
+    ("aten::embedding_renorm.out", "complex64"),
+    ("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", "float32"),  # one-element qparams
+    ("aten::fused_moving_avg_obs_fake_quant", "float32"),  # the observer's state, as its helper gets it
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

@@ -313,15 +313,18 @@ def glu_jvp(ctx):
     ctx.fixed["dim"] = 1
 
 
-@family("no_grad_embedding_renorm")
+@family("no_grad_embedding_renorm", "embedding_renorm")
 def embedding_renorm(ctx):
     """Rows of an embedding, indices into them, a positive max norm and a p-norm order, as
-    F.embedding passes them (torch/nn/functional.py)."""
+    F.embedding passes them (torch/nn/functional.py); embedding_renorm names them self and
+    indices (Embedding.cpp's embedding_renorm_: an index past the rows is "select(): index out
+    of range", which made its cells valid by luck)."""
     rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
-    symbolic(ctx, {"weight": f"{rows} {width}"})
+    symbolic(ctx, {"weight": f"{rows} {width}", "self": f"{rows} {width}"})
+    index = "indices" if "indices" in _arg_names(ctx) else "input"
     # in range, always (draw_index sometimes steps outside on purpose: an error case, not a renorm)
-    ctx.fixed["input"] = draw_tensor(
-        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="input"
+    ctx.fixed[index] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label=index
     )
     ctx.fixed["max_norm"] = ctx.draw(memo.sampled_from((0.5, 1.0, 2.0)), label="max_norm")
     ctx.fixed["norm_type"] = ctx.draw(memo.sampled_from((1.0, 2.0, 3.0)), label="norm_type")
