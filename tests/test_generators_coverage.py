@@ -175,6 +175,10 @@ RULES = [
     ("aten::embedding_renorm.out", "complex64"),
     ("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", "float32"),  # one-element qparams
     ("aten::fused_moving_avg_obs_fake_quant", "float32"),  # the observer's state, as its helper gets it
+    ("aten::slice_scatter", "bfloat16"),  # src of the slice's shape
+    ("aten::slice_scatter.out", "int64"),
+    ("aten::gradient.scalarrayint", "float32"),  # one number per dim taken along
+    ("aten::gradient.scalarint", "complex64"),  # dims at least edge_order + 1 long
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

@@ -68,6 +68,7 @@ def set_storage_view(ctx):
     "narrow_copy",
     "select_copy",
     "select_scatter",
+    "slice_scatter",
     "slice",
     "slice_copy",
     "unbind",
@@ -119,6 +120,15 @@ def positional_dims(ctx):
         idx = ctx.draw(memo.integers(0, size - 1) if size else memo.just(0), label="index")
         ctx.fixed["index"] = idx
         src_shape = tuple(s for i, s in enumerate(ctx.shape) if i != dim % r)
+        ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
+    elif base == "slice_scatter":
+        # src of the slice's shape ("expected src to have a size equal to the slice of self",
+        # TensorShape.cpp's slice_scatter): drawn apart, it was valid by luck
+        start = ctx.draw(memo.integers(0, size), label="start")
+        end = ctx.draw(memo.integers(start, size), label="end")
+        step = ctx.draw(memo.integers(1, 2), label="step")
+        ctx.fixed.update(start=start, end=end, step=step)
+        src_shape = tuple(len(range(start, end, step)) if i == dim % r else s for i, s in enumerate(ctx.shape))
         ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
     elif base in ("narrow", "narrow_copy"):
         start = ctx.draw(memo.integers(0, size), label="start")

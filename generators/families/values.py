@@ -187,11 +187,12 @@ def gradient(ctx):
     """The overloads whose spacing is a list of coordinate tensors: one 1-d tensor per dim the
     gradient is taken along, as long as that dim (ReduceOps.cpp, pre_check_gradient), and each
     such dim at least edge_order + 1 long; dim a list as long as spacing (tensorarray), or one
-    dim with one tensor, or none with one tensor per dim of self (tensorarrayint)."""
+    dim with one tensor, or none with one tensor per dim of self (tensorarrayint). A list of
+    numbers follows the same rule ("torch.gradient expected spacing to be unspecified, a scalar,
+    or a list of length equal to 'self.dim()'": scalarrayint was valid by luck); one number fits
+    any dims. Every overload gets an edge_order of 1 or 2 and dims at least that long."""
     names = {a.name: a for a in ctx.op.arguments}
     spacing = names.get("spacing")
-    if spacing is None or not spacing.type.startswith("Tensor"):
-        return
     edge = ctx.draw(memo.integers(1, 2), label="edge_order")
     rank = ctx.draw(memo.integers(1, 3), label="rank")
     ctx.shape = tuple(ctx.draw(memo.integers(edge + 1, 4), label=f"side[{i}]") for i in range(rank))
@@ -206,6 +207,15 @@ def gradient(ctx):
     else:
         along = list(range(rank))
         ctx.fixed["dim"] = None
+    if spacing is None:
+        return
+    steps = memo.sampled_from((1, 2, 0.5, -1.5))
+    if spacing.type.startswith("Scalar[]"):
+        ctx.fixed["spacing"] = [ctx.draw(steps, label=f"spacing[{i}]") for i in range(len(along))]
+        return
+    if spacing.type.startswith("Scalar"):
+        ctx.fixed["spacing"] = ctx.draw(steps, label="spacing")
+        return
     ctx.fixed["spacing"] = [_increasing(ctx, ctx.shape[d], label=f"spacing[{i}]") for i, d in enumerate(along)]
 
 
