@@ -179,6 +179,9 @@ RULES = [
     ("aten::slice_scatter.out", "int64"),
     ("aten::gradient.scalarrayint", "float32"),  # one number per dim taken along
     ("aten::gradient.scalarint", "complex64"),  # dims at least edge_order + 1 long
+    ("aten::_sparse_log_softmax", "float32"),  # a COO self, no half_to_float
+    ("aten::_sparse_softmax.out", "float32"),
+    ("aten::tensor_split.tensor_indices_or_sections", "bool"),  # an int64 count or indices, 0-d or 1-d
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

@@ -303,3 +303,26 @@ def unfold_backward(ctx):
     ctx.fixed["dim"] = dim - len(sizes) if ctx.draw(memo.booleans(), label="negative dim") else dim
     ctx.fixed["size"] = size
     ctx.fixed["step"] = step
+
+
+@family("tensor_split")
+def tensor_split(ctx):
+    """tensor_indices_or_sections is an int64 tensor: 0-d, a number of sections (>= 1), or 1-d,
+    the indices to split at; self has a dim (TensorShape.cpp's tensor_split: "expected
+    tensor_indices_or_sections to have dtype of long", "to be a zero-dimensional or
+    one-dimensional tensor", "expected at least a 1-dimensional tensor"). Drawn as a tensor of
+    the cell's dtype and shape, it was valid by luck."""
+    if ctx.op.overload != "tensor_indices_or_sections":
+        return
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 5), label="side"),)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    dim = ctx.draw(dims(ctx), label="dim")
+    ctx.fixed["dim"] = dim
+    size = ctx.size(dim)
+    if ctx.draw(memo.booleans(), label="sections"):
+        count = ctx.draw(memo.integers(1, max(size, 1) + 1), label="count")
+        ctx.fixed["tensor_indices_or_sections"] = TensorSpec(shape=(), dtype="int64", data=(count,))
+    else:
+        at = ctx.draw(memo.lists(memo.integers(0, size + 1), max_size=3), label="indices")
+        ctx.fixed["tensor_indices_or_sections"] = TensorSpec(shape=(len(at),), dtype="int64", data=tuple(at))
