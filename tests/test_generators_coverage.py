@@ -182,6 +182,9 @@ RULES = [
     ("aten::_sparse_log_softmax", "float32"),  # a COO self, no half_to_float
     ("aten::_sparse_softmax.out", "float32"),
     ("aten::tensor_split.tensor_indices_or_sections", "bool"),  # an int64 count or indices, 0-d or 1-d
+    ("aten::_transformer_encoder_layer_fwd", "float32"),  # one embedding size throughout
+    ("aten::_masked_softmax_backward", "bfloat16"),  # a bool mask of the gradient's shape
+    ("aten::fake_quantize_per_channel_affine_cachemask_backward", "int64"),  # and the same for the cached mask
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

@@ -381,3 +381,49 @@ def embedding_sparse_backward(ctx):
     ctx.fixed["num_weights"] = rows
     ctx.fixed["padding_idx"] = ctx.draw(memo.integers(-1, rows - 1), label="padding_idx")
     ctx.fixed["scale_grad_by_freq"] = False
+
+
+@family("transformer_encoder_layer_fwd")
+def transformer_encoder_layer(ctx):
+    """What nn.TransformerEncoderLayer's fast path passes (aten/src/ATen/native/transformers/
+    transformer.cpp): src (B, L, E) with E divisible by the head count, the packed in-projection
+    (3E, E) and (3E,), the out-projection (E, E) and (E,), layer-norm weights and biases (E,), a
+    feed-forward (F, E), (F,), (E, F), (E,); no mask. Drawn apart, the norm weights missed E
+    ("Expected weight to be of same shape as normalized_shape"): valid by luck."""
+    b, length = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 3), label="length")
+    heads = ctx.draw(memo.integers(1, 2), label="num_heads")
+    e = heads * ctx.draw(memo.integers(1, 2), label="head dim")
+    f = ctx.draw(memo.integers(1, 4), label="feed-forward dim")
+    ctx.shape = (b, length, e)
+    ctx.fixed["src"] = _tensor(ctx, ctx.shape, label="src")
+    shapes = {
+        "qkv_weight": (3 * e, e),
+        "qkv_bias": (3 * e,),
+        "proj_weight": (e, e),
+        "proj_bias": (e,),
+        "norm_weight_1": (e,),
+        "norm_bias_1": (e,),
+        "norm_weight_2": (e,),
+        "norm_bias_2": (e,),
+        "ffn_weight_1": (f, e),
+        "ffn_bias_1": (f,),
+        "ffn_weight_2": (e, f),
+        "ffn_bias_2": (e,),
+    }
+    for name, shape in shapes.items():
+        ctx.fixed[name] = _tensor(ctx, shape, label=name)
+    ctx.fixed.update(embed_dim=e, num_heads=heads, mask=None, mask_type=None)
+    ctx.fixed["eps"] = 1e-5
+
+
+@family("masked_softmax_backward")
+def masked_softmax_backward(ctx):
+    """The gradient, the forward's output and a bool mask, all of one shape ("Mask shape should
+    match grad shape", aten/src/ATen/native/SoftMax.cpp's masked_softmax_backward_cpu), and a dim
+    within it: a mask drawn at a broadcast shape made one case in three valid."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    for name in ("grad_output", "output"):
+        ctx.fixed[name] = _tensor(ctx, ctx.shape, label=name)
+    ctx.fixed["mask"] = draw_tensor(ctx.draw, dtype="bool", shape=ctx.shape, label="mask")
+    ctx.fixed["dim"] = ctx.draw(memo.integers(-ctx.rank, ctx.rank - 1), label="dim")

@@ -401,3 +401,12 @@ def weight_int4pack_mm(ctx):
         layout="contiguous",
         label="qScaleAndZeros",
     )
+
+
+@family("fake_quantize_per_channel_affine_cachemask_backward", "fake_quantize_per_tensor_affine_cachemask_backward")
+def fake_quantize_cachemask_backward(ctx):
+    """The gradient and the forward's cached bool mask, of one shape ("`mask` and `dY` are not the
+    same size", FakeQuantPerChannelAffine.cpp / FakeQuantPerTensorAffine.cpp): the per-channel
+    backward went through its forward's builder, which draws neither."""
+    ctx.fixed["grad"] = _tensor(ctx, ctx.shape, label="grad")
+    ctx.fixed["mask"] = draw_tensor(ctx.draw, dtype="bool", shape=ctx.shape, label="mask")
