@@ -185,6 +185,10 @@ RULES = [
     ("aten::_transformer_encoder_layer_fwd", "float32"),  # one embedding size throughout
     ("aten::_masked_softmax_backward", "bfloat16"),  # a bool mask of the gradient's shape
     ("aten::fake_quantize_per_channel_affine_cachemask_backward", "int64"),  # and the same for the cached mask
+    ("aten::_trilinear", "float32"),  # bilinear's expansions of input1, weight, input2
+    ("aten::_weight_norm_differentiable_backward", "float16"),  # dim 0 or last, a contiguous grad_w
+    ("aten::as_strided_scatter", "int64"),  # a non-overlapping view inside self, src of its size
+    ("aten::as_strided_scatter.out", "float16"),
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

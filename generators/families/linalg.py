@@ -180,3 +180,18 @@ def tensordot(ctx):
     ctx.fixed["other"] = _tensor(ctx, (*shared, *free_b), label="other")
     ctx.fixed["dims_self"] = [len(free_a) + i for i in range(k)]
     ctx.fixed["dims_other"] = list(range(k))
+
+
+@family("trilinear")
+def trilinear(ctx):
+    """What bilinear passes it (aten/src/ATen/native/Linear.cpp): input1 (B, I), weight (O, I, J),
+    input2 (B, J), expanded to four dims by expand1 [1, 3], expand2 [0], expand3 [1, 2] and
+    summed over sumdim [2, 3]; drawn apart, the expansions left unequal dims ("dim N appears
+    multiple times", "Dimension out of range"): one case in four was valid."""
+    b, i, j, o = (ctx.draw(memo.integers(1, 3), label=x) for x in ("batch", "in1", "in2", "out"))
+    ctx.shape = (b, i)
+    ctx.fixed["i1"] = _tensor(ctx, (b, i), label="i1")
+    ctx.fixed["i2"] = _tensor(ctx, (o, i, j), label="i2")
+    ctx.fixed["i3"] = _tensor(ctx, (b, j), label="i3")
+    ctx.fixed.update(expand1=[1, 3], expand2=[0], expand3=[1, 2], sumdim=[2, 3])
+    ctx.fixed["unroll_dim"] = ctx.draw(memo.integers(0, 3), label="unroll_dim")

@@ -326,3 +326,26 @@ def tensor_split(ctx):
     else:
         at = ctx.draw(memo.lists(memo.integers(0, size + 1), max_size=3), label="indices")
         ctx.fixed["tensor_indices_or_sections"] = TensorSpec(shape=(len(at),), dtype="int64", data=tuple(at))
+
+
+@family("as_strided_scatter")
+def as_strided_scatter(ctx):
+    """A view (size, stride, storage_offset) inside self's storage and a src of the view's size
+    (TensorShape.cpp's as_strided_scatter: "expected src to have a size equal to the slice of
+    self", "setStorage: ... out of bounds for storage", "Storage size calculation overflowed"):
+    drawn apart, one case in three was valid. self is (rows, cols), as large as the view needs."""
+    k = ctx.draw(memo.integers(1, 2), label="view dims")
+    size = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(k)]
+    # no two elements of the view at one place ("more than one element of the written-to tensor
+    # refers to a single memory location"): each dim steps past the whole of the next
+    stride = [ctx.draw(memo.integers(1, 2), label="inner stride")]
+    if k == 2:
+        stride.insert(0, size[1] * stride[0] + ctx.draw(memo.integers(0, 1), label="outer gap"))
+    offset = ctx.draw(memo.integers(0, 2), label="storage_offset")
+    needed = offset + 1 + sum((s - 1) * t for s, t in zip(size, stride))
+    cols = ctx.draw(memo.integers(1, 4), label="cols")
+    rows = -(-needed // cols) + ctx.draw(memo.integers(0, 1), label="extra rows")
+    ctx.shape = (rows, cols)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["src"] = _tensor(ctx, tuple(size), label="src")
+    ctx.fixed.update(size=size, stride=stride, storage_offset=offset)
