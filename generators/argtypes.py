@@ -367,6 +367,9 @@ def out_values(arg, ctx):
         # a sparse result goes into a sparse out, which is not resized: the result's shape
         # (_to_sparse.out, _coalesce.out; a strided out raises "copy_() between dense and sparse")
         return TensorSpec(shape=result[2], dtype=dtype, layout=result[1])
+    if result is not None and ctx.hints.get("out_sized"):
+        # an out the kernel cannot resize from empty (opdb/rules/shapes.toml): the result's shape
+        return TensorSpec(shape=result[2], dtype=dtype, scale=scale)
     return TensorSpec(shape=(0,), dtype=dtype, scale=scale)
 
 

@@ -189,6 +189,7 @@ RULES = [
     ("aten::_weight_norm_differentiable_backward", "float16"),  # dim 0 or last, a contiguous grad_w
     ("aten::as_strided_scatter", "int64"),  # a non-overlapping view inside self, src of its size
     ("aten::as_strided_scatter.out", "float16"),
+    ("aten::normal.Tensor_float_out", "float32"),  # an out of the result's shape: an empty one is not resized
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements
