@@ -190,6 +190,9 @@ RULES = [
     ("aten::as_strided_scatter", "int64"),  # a non-overlapping view inside self, src of its size
     ("aten::as_strided_scatter.out", "float16"),
     ("aten::normal.Tensor_float_out", "float32"),  # an out of the result's shape: an empty one is not resized
+    ("aten::clamp", "bfloat16"),  # at least one bound
+    ("aten::clamp.Tensor_out", "float16"),
+    ("aten::clip_.Tensor", "float16"),
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements

@@ -229,3 +229,24 @@ def binomial(ctx):
         ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="index", low=0, high=8, label="count"
     )
     ctx.fixed["prob"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="probability", label="prob")
+
+
+@family("clamp", "clip")
+def clamp_bounds(ctx):
+    """At least one bound: "torch.clamp: At least one of 'min' or 'max' must not be None"
+    (TensorCompare.cpp's clamp checks); each optional bound drawn on its own was None in one
+    case in four, both in one in sixteen or so, and a cell that drew that first saw no valid case
+    (seed 14: clamp.Tensor_out float16). One bound is always given, the other drawn as before; a
+    tensor bound broadcasts to self (the in-place and out= forms keep self's shape)."""
+    from generators.argtypes import _draw_scalar, broadcast_shapes
+
+    names = {a.name: a for a in ctx.op.arguments}
+    if "min" not in names or "max" not in names:
+        return
+    given = ctx.draw(memo.sampled_from(("min", "max")), label="bound given")
+    arg = names[given]
+    if arg.type.startswith("Tensor"):
+        shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{given} shape")
+        ctx.fixed[given] = _tensor(ctx, shape, label=given)
+    else:
+        ctx.fixed[given] = _draw_scalar(arg, ctx, f"arg {given}")
