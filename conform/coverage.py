@@ -51,11 +51,11 @@ def _rule_reason(qualname: str) -> str:
         return ""
 
 
-def _cell_reason(cells: list[tuple[str, str, str]]) -> str:
-    """Why cells (dtype, outcome, message) ran no example: the most telling message among them."""
+def _cell_reason(cells: list[tuple[str, ...]]) -> str:
+    """Why cells (dtype, outcome, message, skip reason) ran no example: the most telling message among them."""
     from opdb.rules import NO_CPU_KERNEL_REASON
 
-    messages = [(o, m) for _, o, m in cells]
+    messages = [(c[1], c[2]) for c in cells]
     for _, m in messages:
         if m.startswith("untestable: "):
             return m[len("untestable: ") :]
@@ -71,11 +71,11 @@ def coverage(store: Store, run_id: int) -> dict:
     """{"run": id, "ops": [{"op", "family", "variant", "exercised", "valid_cases", "reason"}], "totals": {...}}."""
     ops = queries.catalog_of(store, run_id)
     results = queries.run_cells(store, run_id)
-    cells: dict[str, list[tuple[str, str, str]]] = {}
+    cells: dict[str, list[tuple[str, ...]]] = {}
     valid: Counter = Counter()
     skips: dict[str, dict[str, list[str]]] = {}  # op -> skip reason kind -> dtypes
     for qualname, dtype, outcome, examples_run, message, skip_reason in results:
-        cells.setdefault(qualname, []).append((dtype, outcome, message or ""))
+        cells.setdefault(qualname, []).append((dtype, outcome, message or "", skip_reason or ""))
         valid[qualname] += examples_run or 0
         if outcome == "skipped" and skip_reason:
             skips.setdefault(qualname, {}).setdefault(skip_reason, []).append(dtype)
@@ -107,13 +107,19 @@ def coverage(store: Store, run_id: int) -> dict:
 
 EXERCISED, NO_VALID_CASE, NO_KERNEL, UNTESTABLE = "exercised", "no valid case", "no kernel here", "untestable"
 NOT_RUN, OTHER = "not selected", "other outcome"
+# on an accelerator, the CPU reference (or float64 golden) died or hung before any case of the op
+# passed (conform.plugin._reference_died): neither the device's failure nor a generator defect
+REFERENCE_CRASH = "reference crash"
 _NOT_RUNNABLE = (NO_KERNEL,)
 
 
-def status(valid_cases: int, reason: str, cells: list[tuple[str, str, str]] | None) -> str:
+def status(valid_cases: int, reason: str, cells: list[tuple[str, ...]] | None) -> str:
     """What an op's row says: exercised, no valid case (a generator defect), no kernel here,
-    untestable (with the op's reason), not selected, or another outcome (crash, timeout, ...)."""
+    untestable (with the op's reason), not selected, reference crash (the CPU reference died on
+    every cell that ran), or another outcome (crash, timeout, ...)."""
     from opdb.rules import NO_CPU_KERNEL_REASON
+
+    from .cell import REFERENCE_CRASH as CRASH_SKIP
 
     if valid_cases > 0:
         return EXERCISED
@@ -123,8 +129,10 @@ def status(valid_cases: int, reason: str, cells: list[tuple[str, str, str]] | No
         return NOT_RUN
     if reason.startswith("no valid case"):
         return NO_VALID_CASE
-    if cells is None or any(m.startswith("untestable: ") for _, _, m in cells):
+    if cells is None or any(c[2].startswith("untestable: ") for c in cells):
         return UNTESTABLE  # an opdb rule, or the generator's reason (an argument type it cannot draw)
+    if any(len(c) > 3 and c[3] == CRASH_SKIP for c in cells):
+        return REFERENCE_CRASH
     return OTHER
 
 
@@ -153,6 +161,7 @@ def totals(rows: list[dict]) -> dict:
         "untestable": statuses.get(UNTESTABLE, 0),
         "no_kernel_here": statuses.get(NO_KERNEL, 0),
         "not_selected": statuses.get(NOT_RUN, 0),
+        "reference_crash": statuses.get(REFERENCE_CRASH, 0),
         "other_outcome": statuses.get(OTHER, 0),
         "valid_cases": sum(r["valid_cases"] for r in rows),
         "reasons": dict(reasons.most_common()),
@@ -207,6 +216,7 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
         f"no valid case (a generator defect: listed first above):    {t['no_valid_case']}",
         f"untestable by nature (the op's reason):                    {t['untestable']}",
         f"no kernel here (not counted among the runnable ops):       {t['no_kernel_here']}",
+        f"the CPU reference crashed (on an accelerator; not the device's failure): {t.get('reference_crash', 0)}",
         f"not in this run's selection: {t['not_selected']}; another outcome (crash, timeout, ...): {t['other_outcome']}",
         "not exercised, by reason:",
     ]
@@ -226,6 +236,7 @@ _SKIP_WORDS = {
     "no_valid_case": "no_valid_case: no generated input was valid",
     "untestable": "untestable: by rule or generator",
     "internal_error": "internal_error: conform failed",
+    "reference_crash": "reference_crash: the CPU reference died or hung (on an accelerator)",
 }
 
 

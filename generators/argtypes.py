@@ -182,6 +182,13 @@ def _draw_tensor(arg, ctx, label):
         return None
     if _is_index_name(name):
         return draw_index(ctx, label=label)
+    if name in ctx.hints.get("zero_dim", ()):
+        # one number as a tensor (opdb/rules/shapes.toml); the first tensor's is ctx.shape, ()
+        low, high = ctx.hints.get("bounds", {}).get(name, (None, None))
+        values = "index" if low is not None else _domain(ctx)
+        return draw_tensor(
+            ctx.draw, dtype=ctx.dtype, shape=(), values=values, low=low, high=high, writable=arg.is_write, label=label
+        )
     if name in ("mask", "condition"):
         shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{label} shape")
         return draw_tensor(ctx.draw, dtype="bool", shape=shape, label=label)
@@ -360,6 +367,9 @@ def out_values(arg, ctx):
         # a sparse result goes into a sparse out, which is not resized: the result's shape
         # (_to_sparse.out, _coalesce.out; a strided out raises "copy_() between dense and sparse")
         return TensorSpec(shape=result[2], dtype=dtype, layout=result[1])
+    if result is not None and ctx.hints.get("out_sized"):
+        # an out the kernel cannot resize from empty (opdb/rules/shapes.toml): the result's shape
+        return TensorSpec(shape=result[2], dtype=dtype, scale=scale)
     return TensorSpec(shape=(0,), dtype=dtype, scale=scale)
 
 

@@ -106,6 +106,9 @@ def _cases(draw, op, cell, max_numel, builder):
             shapes(min_dims=1, max_dims=4, max_side=5, max_numel=ctx.per_tensor), label="shape with channels"
         )
     n_list = draw(memo.integers(1, 3), label="list_len")
+    first = next((a for a in op.arguments if a.is_tensor_like and not a.is_out), None)
+    if first is not None and first.name in ctx.hints.get("zero_dim", ()):
+        ctx.shape = ()  # the op takes its first tensor as one number (opdb/rules/shapes.toml)
     ctx.list_shapes = [ctx.shape] * n_list
     if builder is not None:
         builder(ctx)

@@ -358,6 +358,8 @@ def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
 def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, magnitude: str = "") -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
+        if kind in ("positive", "nonzero", "above_one") or (kind == "index" and low is not None and low >= 1):
+            return torch.ones(shape, dtype=torch.bool)  # the domain holds one bool: True
         return torch.rand(shape, generator=g) < 0.5
     if kind == "index":
         hi = int(high if high is not None else 1)

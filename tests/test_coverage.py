@@ -218,3 +218,46 @@ def test_no_valid_case_is_a_defect_listed_first(run_db):
     assert ops["aten::synthetic_untestable"]["status"] == "untestable"
     table = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout.splitlines()
     assert table[2].startswith("aten::synthetic_no_case")
+
+
+def test_a_reference_crash_has_its_own_status_and_skip_row(tmp_path):
+    """On an accelerator a cell whose CPU reference died before any case passed is skipped as
+    reference_crash (conform.plugin): coverage names it, not 'another outcome' nor a defect."""
+    from conform.store import Store
+    from opdb.spec import OpSpec
+
+    op = OpSpec(
+        name="aten::ref_dies",
+        overload="",
+        schema="",
+        arguments=(),
+        returns=(),
+        variant="functional",
+        tags=(),
+        family="other",
+        kernels=(),
+    )
+    store = Store(tmp_path / "c.db")
+    run = store.start_run(
+        {"fingerprint": "f" * 32, "torch_version": "2.13.0", "backend": "cuda"},
+        options={},
+        seed=1,
+        ops_total=1,
+        cells_planned=1,
+    )
+    store.record_catalog(run, [op])
+    message = "the CPU reference died by signal 11 on float32[3]; the device is not to blame"
+    store.record_result(
+        run,
+        CellResult(op="aten::ref_dies", dtype="float32", outcome="skipped", message=message, skip_reason="reference_crash"),
+    )
+    store.set_run_state(run, "finished")
+    store.close()
+    report = json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)
+    assert report["ops"][0]["status"] == "reference crash"
+    t = report["totals"]
+    assert t["reference_crash"] == 1 and t["other_outcome"] == 0 and t["no_valid_case"] == 0
+    assert t["skipped_cells"] == {"reference_crash": 1}
+    table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
+    assert "the CPU reference crashed (on an accelerator; not the device's failure): 1" in table
+    assert "reference_crash: the CPU reference died or hung" in table

@@ -73,12 +73,20 @@ def convolution(ctx):
     dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
     padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
     spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
-    if base == "conv_tbc":
-        # time, batch, channels; weight (kernel, C_in, C_out)
-        ctx.fixed["self"] = _tensor(ctx, (spatial[0], n, cin), label="self")
+    if base in ("conv_tbc", "conv_tbc_backward"):
+        # time, batch, channels; weight (kernel, C_in, C_out). The backward takes the input as
+        # input and, as self, the gradient of the output: T + 2 * pad - kernel + 1 steps
+        # (ConvolutionTBC.cpp's olen; drawn as the forward's input, one case in ten was valid)
+        x = _tensor(ctx, (spatial[0], n, cin), label="self")
         ctx.fixed["weight"] = _tensor(ctx, (k[0], cin, cout), label="weight")
         ctx.fixed["bias"] = _tensor(ctx, (cout,), label="bias")
         ctx.fixed["pad"] = padding[0]
+        if base == "conv_tbc":
+            ctx.fixed["self"] = x
+        else:
+            ctx.fixed["input"] = x
+            steps = spatial[0] + 2 * padding[0] - k[0] + 1
+            ctx.fixed["self"] = _tensor(ctx, (steps, n, cout), label="grad")
         return
     in_name = "input" if "input" in names else "self"
     ctx.shape = (n, cin, *spatial)

@@ -93,7 +93,7 @@ def transform_bias_rescale_qkv(ctx):
     ctx.fixed["num_heads"] = heads
 
 
-@family("weight_norm", "weight_norm_interface", "weight_norm_interface_backward")
+@family("weight_norm", "weight_norm_interface", "weight_norm_interface_backward", "weight_norm_differentiable_backward")
 def weight_norm(ctx):
     """g (and the saved norms) of norm_except_dim's shape: v's size at dim, 1 elsewhere, for dim
     0 or the last, the only dims the fused kernel takes (WeightNorm.cpp); a g of another size is
@@ -111,7 +111,10 @@ def weight_norm(ctx):
         if name in names:
             ctx.fixed[name] = draw(ctx, shape, label=name)
     if "grad_w" in names:
-        ctx.fixed["grad_w"] = _tensor(ctx, shape, label="grad_w")
+        # the differentiable backward checks "grad_w must be contiguous" (its dim 0 or last too:
+        # drawn by the generic path it was valid by luck)
+        draw_grad = _contiguous if "differentiable" in ctx.op.base_name else _tensor
+        ctx.fixed["grad_w"] = draw_grad(ctx, shape, label="grad_w")
     for name in ("g", "saved_g"):
         if name in names:
             ctx.fixed[name] = draw(ctx, g_shape, label=name)

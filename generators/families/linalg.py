@@ -150,3 +150,48 @@ def grouped_mm(ctx):
     ctx.shape = a.shape
     ctx.fixed.update(self=a, mat2=b, bias=None, out_dtype=None)
     ctx.fixed["offs"] = None if offs is None else TensorSpec(shape=(len(offs),), dtype="int32", data=tuple(offs))
+
+
+@family("linalg_matrix_norm")
+def linalg_matrix_norm(ctx):
+    """An order the matrix norm has: a number among +-1, +-2, +-inf, or "fro"/"nuc" for the str
+    overload ("linalg.matrix_norm: Order N not supported", LinearAlgebra.cpp's _linalg_matrix_norm_checks),
+    over the last two dims (any other order was rejected: valid by luck)."""
+    _linalg_default(ctx)
+    ord_arg = next((a for a in ctx.op.arguments if a.name == "ord"), None)
+    if ord_arg is not None:
+        orders = ("fro", "nuc") if ord_arg.type.startswith("str") else (1, -1, 2, -2, float("inf"), float("-inf"))
+        ctx.fixed["ord"] = ctx.draw(memo.sampled_from(orders), label="ord")
+    ctx.fixed["dim"] = ctx.draw(memo.sampled_from(([-2, -1], [-1, -2])), label="dim")
+
+
+@family("tensordot")
+def tensordot(ctx):
+    """Two tensors that share the sizes of the dims they contract, one list of dims each, of one
+    length ("both dimension lists should have same length", "contracted dimensions need to match,
+    but first has size N in dim N and second has size N in dim N": Linear.cpp's tensordot)."""
+    k = ctx.draw(memo.integers(0, 2), label="contracted")
+    shared = [ctx.draw(memo.integers(1, 3), label=f"shared[{i}]") for i in range(k)]
+    free_a = [ctx.draw(memo.integers(1, 3), label=f"a[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="a dims"))]
+    free_b = [ctx.draw(memo.integers(1, 3), label=f"b[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="b dims"))]
+    # the contracted dims go after self's free dims and before other's, in matching order
+    ctx.shape = (*free_a, *shared)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["other"] = _tensor(ctx, (*shared, *free_b), label="other")
+    ctx.fixed["dims_self"] = [len(free_a) + i for i in range(k)]
+    ctx.fixed["dims_other"] = list(range(k))
+
+
+@family("trilinear")
+def trilinear(ctx):
+    """What bilinear passes it (aten/src/ATen/native/Linear.cpp): input1 (B, I), weight (O, I, J),
+    input2 (B, J), expanded to four dims by expand1 [1, 3], expand2 [0], expand3 [1, 2] and
+    summed over sumdim [2, 3]; drawn apart, the expansions left unequal dims ("dim N appears
+    multiple times", "Dimension out of range"): one case in four was valid."""
+    b, i, j, o = (ctx.draw(memo.integers(1, 3), label=x) for x in ("batch", "in1", "in2", "out"))
+    ctx.shape = (b, i)
+    ctx.fixed["i1"] = _tensor(ctx, (b, i), label="i1")
+    ctx.fixed["i2"] = _tensor(ctx, (o, i, j), label="i2")
+    ctx.fixed["i3"] = _tensor(ctx, (b, j), label="i3")
+    ctx.fixed.update(expand1=[1, 3], expand2=[0], expand3=[1, 2], sumdim=[2, 3])
+    ctx.fixed["unroll_dim"] = ctx.draw(memo.integers(0, 3), label="unroll_dim")

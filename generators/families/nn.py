@@ -264,9 +264,11 @@ def packed_sequence(ctx):
         ctx.fixed["input_size"] = [n, t, *features] if batch_first else [t, n, *features]
 
 
-@family("scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
+@family("scaled_dot_product_attention", "scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
 def attention(ctx):
-    """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask."""
+    """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask. The public
+    op drawn apart had tensors under 2 dims or of unequal embeddings ("Expected query, key, and
+    value to all be at least 2 dimensional", attention.cpp's validate_sdpa_input)."""
     b, h = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 2), label="heads")
     length, source, e = (
         ctx.draw(memo.integers(1, 4), label=x) for x in ("target length", "source length", "embedding")
@@ -311,15 +313,117 @@ def glu_jvp(ctx):
     ctx.fixed["dim"] = 1
 
 
-@family("no_grad_embedding_renorm")
+@family("no_grad_embedding_renorm", "embedding_renorm")
 def embedding_renorm(ctx):
     """Rows of an embedding, indices into them, a positive max norm and a p-norm order, as
-    F.embedding passes them (torch/nn/functional.py)."""
+    F.embedding passes them (torch/nn/functional.py); embedding_renorm names them self and
+    indices (Embedding.cpp's embedding_renorm_: an index past the rows is "select(): index out
+    of range", which made its cells valid by luck)."""
     rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
-    symbolic(ctx, {"weight": f"{rows} {width}"})
+    symbolic(ctx, {"weight": f"{rows} {width}", "self": f"{rows} {width}"})
+    index = "indices" if "indices" in _arg_names(ctx) else "input"
     # in range, always (draw_index sometimes steps outside on purpose: an error case, not a renorm)
-    ctx.fixed["input"] = draw_tensor(
-        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="input"
+    ctx.fixed[index] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label=index
     )
     ctx.fixed["max_norm"] = ctx.draw(memo.sampled_from((0.5, 1.0, 2.0)), label="max_norm")
     ctx.fixed["norm_type"] = ctx.draw(memo.sampled_from((1.0, 2.0, 3.0)), label="norm_type")
+
+
+@family("glu")
+def glu(ctx):
+    """glu halves its input along dim, which must be even ("Halving dimension must be even",
+    GatedLinearUnit.cpp); glu_backward's gradient and glu_backward_jvp's grad_glu and dgrad_glu
+    are glu's result, half as long there (Activation.cpp's glu_backward_jvp narrows the others)."""
+    symbolic(
+        ctx,
+        {
+            "self": "n 2k",
+            "grad_output": "n k",
+            "grad_x": "n 2k",
+            "grad_glu": "n k",
+            "x": "n 2k",
+            "dgrad_glu": "n k",
+            "dx": "n 2k",
+        },
+    )
+    ctx.fixed["dim"] = ctx.draw(memo.sampled_from((1, -1)), label="dim")
+
+
+@family("multi_margin_loss")
+def multi_margin_loss(ctx):
+    """Scores (n, c), a class per row, a weight per class, and a p of 1 or 2 ("only p == 1 and
+    p == 2 supported", LossMultiMargin.cpp's multi_margin_loss_shape_check): any other p was
+    rejected, so the backward's cells were valid by luck."""
+    symbolic(ctx, {"self": "n c", "target": "n:indexc", "weight": "?c"})
+    if "p" in _arg_names(ctx):
+        ctx.fixed["p"] = ctx.draw(memo.sampled_from((1, 2)), label="p")
+    if "backward" in ctx.op.base_name:
+        # in range, always: the forward's cells keep draw_index's deliberate out-of-range target
+        n, c = ctx.fixed["self"].shape
+        ctx.fixed["target"] = draw_tensor(
+            ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=c, layout="contiguous", label="target"
+        )
+
+
+@family("embedding_sparse_backward")
+def embedding_sparse_backward(ctx):
+    """A gradient of the embedding's result, shaped indices.shape + (d,), indices below
+    num_weights, a padding_idx among them or -1, and no scale_grad_by_freq ("embedding_backward:
+    scale_grad_by_freq not supported with sparse gradients", Embedding.cpp's
+    embedding_sparse_backward)."""
+    rows, width, n = (ctx.draw(memo.integers(1, 4), label=x) for x in ("rows", "width", "indices"))
+    ctx.fixed["indices"] = draw_tensor(
+        ctx.draw, dtype="int64", shape=(n,), values="index", low=0, high=rows, layout="contiguous", label="indices"
+    )
+    ctx.shape = (n, width)
+    ctx.fixed["grad"] = _tensor(ctx, ctx.shape, label="grad")
+    ctx.fixed["num_weights"] = rows
+    ctx.fixed["padding_idx"] = ctx.draw(memo.integers(-1, rows - 1), label="padding_idx")
+    ctx.fixed["scale_grad_by_freq"] = False
+
+
+@family("transformer_encoder_layer_fwd")
+def transformer_encoder_layer(ctx):
+    """What nn.TransformerEncoderLayer's fast path passes (aten/src/ATen/native/transformers/
+    transformer.cpp): src (B, L, E) with E divisible by the head count, the packed in-projection
+    (3E, E) and (3E,), the out-projection (E, E) and (E,), layer-norm weights and biases (E,), a
+    feed-forward (F, E), (F,), (E, F), (E,); no mask. Drawn apart, the norm weights missed E
+    ("Expected weight to be of same shape as normalized_shape"): valid by luck."""
+    b, length = ctx.draw(memo.integers(1, 2), label="batch"), ctx.draw(memo.integers(1, 3), label="length")
+    heads = ctx.draw(memo.integers(1, 2), label="num_heads")
+    e = heads * ctx.draw(memo.integers(1, 2), label="head dim")
+    f = ctx.draw(memo.integers(1, 4), label="feed-forward dim")
+    ctx.shape = (b, length, e)
+    ctx.fixed["src"] = _tensor(ctx, ctx.shape, label="src")
+    shapes = {
+        "qkv_weight": (3 * e, e),
+        "qkv_bias": (3 * e,),
+        "proj_weight": (e, e),
+        "proj_bias": (e,),
+        "norm_weight_1": (e,),
+        "norm_bias_1": (e,),
+        "norm_weight_2": (e,),
+        "norm_bias_2": (e,),
+        "ffn_weight_1": (f, e),
+        "ffn_bias_1": (f,),
+        "ffn_weight_2": (e, f),
+        "ffn_bias_2": (e,),
+    }
+    for name, shape in shapes.items():
+        ctx.fixed[name] = _tensor(ctx, shape, label=name)
+    ctx.fixed.update(embed_dim=e, num_heads=heads, mask=None, mask_type=None)
+    ctx.fixed["eps"] = 1e-5
+
+
+@family("masked_softmax_backward")
+def masked_softmax_backward(ctx):
+    """The gradient, the forward's output and a bool mask, all of one shape ("Mask shape should
+    match grad shape", aten/src/ATen/native/SoftMax.cpp's masked_softmax_backward_cpu), and a dim
+    within it: a mask drawn at a broadcast shape made one case in three valid."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    for name in ("grad_output", "output"):
+        ctx.fixed[name] = _tensor(ctx, ctx.shape, label=name)
+    ctx.fixed["mask"] = draw_tensor(ctx.draw, dtype="bool", shape=ctx.shape, label="mask")
+    ctx.fixed["dim"] = ctx.draw(memo.integers(-ctx.rank, ctx.rank - 1), label="dim")

@@ -130,7 +130,24 @@ def fake_quantize_learnable_per_tensor(ctx):
     )
 
 
-@family("fused_moving_avg_obs_fq_helper", "fused_moving_avg_obs_fq_helper_functional")
+@family("fake_quantize_per_tensor_affine_cachemask_tensor_qparams")
+def fake_quantize_cachemask_tensor_qparams(ctx):
+    """What fake_quantize_per_tensor_affine.tensor_qparams passes its kernel
+    (FakeQuantPerTensorAffine.cpp): one-element float32 scale (> 0) and int32 zero point within
+    [quant_min, quant_max], a one-element int64 fake_quant_enabled flag, a quantized dtype's
+    range; drawn apart, the one-element tensors had more elements ("a Tensor with N elements
+    cannot be converted to Scalar"), valid only as the simplest case."""
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
+    lo, hi = QUANT_RANGES[qdtype]
+    ctx.fixed.update(quant_min=lo, quant_max=hi)
+    ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
+        ctx, 1, scale_dtype="float32", point_dtype="int32", label="tensor", qdtype=qdtype
+    )
+    ctx.fixed["fake_quant_enabled"] = _ints_spec((ctx.draw(memo.integers(0, 1), label="fake_quant_enabled"),))
+
+
+@family("fused_moving_avg_obs_fq_helper", "fused_moving_avg_obs_fq_helper_functional", "fused_moving_avg_obs_fake_quant")
 def fused_moving_avg_obs_fq(ctx):
     """The state torch.ao's FusedMovingAvgObsFakeQuantize passes (torch/ao/quantization/fake_quantize.py):
     on/off flags as one-element int64 tensors; per tensor, ch_axis -1, 0-d running min and max,
@@ -384,3 +401,12 @@ def weight_int4pack_mm(ctx):
         layout="contiguous",
         label="qScaleAndZeros",
     )
+
+
+@family("fake_quantize_per_channel_affine_cachemask_backward", "fake_quantize_per_tensor_affine_cachemask_backward")
+def fake_quantize_cachemask_backward(ctx):
+    """The gradient and the forward's cached bool mask, of one shape ("`mask` and `dY` are not the
+    same size", FakeQuantPerChannelAffine.cpp / FakeQuantPerTensorAffine.cpp): the per-channel
+    backward went through its forward's builder, which draws neither."""
+    ctx.fixed["grad"] = _tensor(ctx, ctx.shape, label="grad")
+    ctx.fixed["mask"] = draw_tensor(ctx.draw, dtype="bool", shape=ctx.shape, label="mask")

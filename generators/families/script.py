@@ -23,8 +23,19 @@ _LIST_ELEMENTS = {
 def list_member(ctx):
     """list.index(x) and list.remove(x) on a non-empty list that holds x (else ValueError)."""
     arg = next((a for a in ctx.op.arguments if a.name == "self"), None)
-    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", "")) if arg is not None else None
-    if elements is None or getattr(ctx.op, "family", "") != "torchscript":
+    if getattr(ctx.op, "family", "") != "torchscript" or arg is None:
+        return
+    if arg.type.replace("(a!)", "") == "Tensor[]":
+        # 0-d tensors (opdb/rules/shapes.toml), x the list's own element: the builtin compares
+        # with bool(x == el) (listIndex, listRemove in torch/csrc/jit/runtime/register_prim_ops.cpp),
+        # so values without NaN, which equals nothing, not even itself
+        n = ctx.draw(memo.integers(1, 3), label="list")
+        items = [draw_tensor(ctx.draw, dtype=ctx.dtype, shape=(), values="unit", label=f"self[{i}]") for i in range(n)]
+        ctx.fixed["self"] = items
+        ctx.fixed["el"] = items[ctx.draw(memo.integers(0, n - 1), label="member")]
+        return
+    elements = _LIST_ELEMENTS.get(arg.type.replace("(a!)", ""))
+    if elements is None:
         return
     items = ctx.draw(memo.lists(elements, min_size=1, max_size=4), label="list")
     ctx.fixed["self"] = items
@@ -68,8 +79,11 @@ def dict_key(ctx):
 def einsum_sublist(ctx):
     """einsum(a, [subscripts of a], b, [subscripts of b], ..., [output subscripts]): the sublist
     form takes its operands and subscript lists as varargs after a. Shared subscripts have one
-    size; the output subscripts, when given, are distinct subscripts of the operands."""
-    if ctx.op.overload != "sublist":
+    size; the output subscripts, when given, are distinct subscripts of the operands. The
+    equation form spells the same subscripts as letters ("ab,bc->ac"): an equation drawn apart
+    from the tensors was rejected ("more operands were provided than specified in the
+    equation", Linear.cpp's einsum), so its cells were valid by luck."""
+    if ctx.op.overload not in ("sublist", ""):
         return
     sizes = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(4)]
     operands = ctx.draw(memo.integers(1, 2), label="operands")
@@ -79,6 +93,14 @@ def einsum_sublist(ctx):
     ]
     tensors = [_tensor(ctx, tuple(sizes[j] for j in sub), label=f"operand[{i}]") for i, sub in enumerate(subs)]
     ctx.shape = tensors[0].shape
+    if ctx.op.overload == "":
+        equation = ",".join("".join("abcd"[j] for j in sub) for sub in subs)
+        if ctx.draw(memo.booleans(), label="output subscripts"):
+            present = sorted({j for sub in subs for j in sub})
+            out = ctx.draw(memo.lists(memo.sampled_from(present), max_size=len(present), unique=True), label="output")
+            equation += "->" + "".join("abcd"[j] for j in out)
+        ctx.fixed.update(equation=equation, tensors=tensors, path=None)
+        return
     ctx.fixed["a"] = tensors[0]
     rest = [subs[0]]
     for t, sub in zip(tensors[1:], subs[1:]):

@@ -68,6 +68,7 @@ def set_storage_view(ctx):
     "narrow_copy",
     "select_copy",
     "select_scatter",
+    "slice_scatter",
     "slice",
     "slice_copy",
     "unbind",
@@ -119,6 +120,15 @@ def positional_dims(ctx):
         idx = ctx.draw(memo.integers(0, size - 1) if size else memo.just(0), label="index")
         ctx.fixed["index"] = idx
         src_shape = tuple(s for i, s in enumerate(ctx.shape) if i != dim % r)
+        ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
+    elif base == "slice_scatter":
+        # src of the slice's shape ("expected src to have a size equal to the slice of self",
+        # TensorShape.cpp's slice_scatter): drawn apart, it was valid by luck
+        start = ctx.draw(memo.integers(0, size), label="start")
+        end = ctx.draw(memo.integers(start, size), label="end")
+        step = ctx.draw(memo.integers(1, 2), label="step")
+        ctx.fixed.update(start=start, end=end, step=step)
+        src_shape = tuple(len(range(start, end, step)) if i == dim % r else s for i, s in enumerate(ctx.shape))
         ctx.fixed["src"] = _tensor(ctx, src_shape, label="src")
     elif base in ("narrow", "narrow_copy"):
         start = ctx.draw(memo.integers(0, size), label="start")
@@ -258,3 +268,84 @@ def to_mkldnn(ctx):
     the result's size (generators.backward), since an mkldnn tensor cannot be resized."""
     if not ctx.shape:
         ctx.shape = (ctx.draw(memo.integers(1, 5), label="length"),)
+
+
+@family("unflatten_dense_tensors")
+def unflatten_dense_tensors(ctx):
+    """The flat buffer of the tensors: 1-d, as long as their elements together
+    (torch/csrc/utils/tensor_flatten.h's unflatten_dense_tensors narrows it tensor by tensor:
+    "start (N) + length (N) exceeds dimension size (N)" for a shorter one)."""
+    n = ctx.draw(memo.integers(1, 3), label="tensors")
+    shapes = [ctx.draw(memo.lists(memo.integers(0, 3), max_size=2), label=f"tensors[{i}] shape") for i in range(n)]
+    tensors = [_tensor(ctx, tuple(s), label=f"tensors[{i}]") for i, s in enumerate(shapes)]
+    total = sum(t.numel for t in tensors)
+    ctx.shape = (total,)
+    ctx.fixed["flat"] = _tensor(ctx, ctx.shape, label="flat")
+    ctx.fixed["tensors"] = tensors
+
+
+@family("unfold_backward")
+def unfold_backward(ctx):
+    """The gradient of self.unfold(dim, size, step) for a self of input_sizes: input_sizes with
+    dim replaced by the window count (sizes[dim] - size) // step + 1 and the window size last, a
+    positive step and a size within the dim (UnfoldBackward.cpp; any other grad_in was rejected:
+    "step is 0 but must be > 0", "The size of tensor a must match", valid by luck)."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    sizes = list(ctx.shape)
+    dim = ctx.draw(memo.integers(0, len(sizes) - 1), label="dim")
+    size = ctx.draw(memo.integers(0, sizes[dim]), label="size")
+    step = ctx.draw(memo.integers(1, 3), label="step")
+    windows = (sizes[dim] - size) // step + 1
+    grad = (*sizes[:dim], windows, *sizes[dim + 1 :], size)
+    ctx.fixed["grad_in"] = _tensor(ctx, grad, label="grad_in")
+    ctx.fixed["input_sizes"] = sizes
+    ctx.fixed["dim"] = dim - len(sizes) if ctx.draw(memo.booleans(), label="negative dim") else dim
+    ctx.fixed["size"] = size
+    ctx.fixed["step"] = step
+
+
+@family("tensor_split")
+def tensor_split(ctx):
+    """tensor_indices_or_sections is an int64 tensor: 0-d, a number of sections (>= 1), or 1-d,
+    the indices to split at; self has a dim (TensorShape.cpp's tensor_split: "expected
+    tensor_indices_or_sections to have dtype of long", "to be a zero-dimensional or
+    one-dimensional tensor", "expected at least a 1-dimensional tensor"). Drawn as a tensor of
+    the cell's dtype and shape, it was valid by luck."""
+    if ctx.op.overload != "tensor_indices_or_sections":
+        return
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 5), label="side"),)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    dim = ctx.draw(dims(ctx), label="dim")
+    ctx.fixed["dim"] = dim
+    size = ctx.size(dim)
+    if ctx.draw(memo.booleans(), label="sections"):
+        count = ctx.draw(memo.integers(1, max(size, 1) + 1), label="count")
+        ctx.fixed["tensor_indices_or_sections"] = TensorSpec(shape=(), dtype="int64", data=(count,))
+    else:
+        at = ctx.draw(memo.lists(memo.integers(0, size + 1), max_size=3), label="indices")
+        ctx.fixed["tensor_indices_or_sections"] = TensorSpec(shape=(len(at),), dtype="int64", data=tuple(at))
+
+
+@family("as_strided_scatter")
+def as_strided_scatter(ctx):
+    """A view (size, stride, storage_offset) inside self's storage and a src of the view's size
+    (TensorShape.cpp's as_strided_scatter: "expected src to have a size equal to the slice of
+    self", "setStorage: ... out of bounds for storage", "Storage size calculation overflowed"):
+    drawn apart, one case in three was valid. self is (rows, cols), as large as the view needs."""
+    k = ctx.draw(memo.integers(1, 2), label="view dims")
+    size = [ctx.draw(memo.integers(1, 3), label=f"size[{i}]") for i in range(k)]
+    # no two elements of the view at one place ("more than one element of the written-to tensor
+    # refers to a single memory location"): each dim steps past the whole of the next
+    stride = [ctx.draw(memo.integers(1, 2), label="inner stride")]
+    if k == 2:
+        stride.insert(0, size[1] * stride[0] + ctx.draw(memo.integers(0, 1), label="outer gap"))
+    offset = ctx.draw(memo.integers(0, 2), label="storage_offset")
+    needed = offset + 1 + sum((s - 1) * t for s, t in zip(size, stride))
+    cols = ctx.draw(memo.integers(1, 4), label="cols")
+    rows = -(-needed // cols) + ctx.draw(memo.integers(0, 1), label="extra rows")
+    ctx.shape = (rows, cols)
+    ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
+    ctx.fixed["src"] = _tensor(ctx, tuple(size), label="src")
+    ctx.fixed.update(size=size, stride=stride, storage_offset=offset)

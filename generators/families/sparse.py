@@ -262,3 +262,40 @@ def sparse_mask(ctx):
     ctx.fixed["mask"] = _sparse(_tensor(ctx, ctx.shape, label="mask"))
     if ctx.op.variant == "out":
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape, dtype=ctx.dtype, layout="sparse_coo")
+
+
+@family("sparse_resize", "sparse_resize_and_clear", "resize_as_sparse")
+def sparse_resize(ctx):
+    """A COO self (every dim sparse, as to_sparse makes it) resized to a size at least as large
+    in every dim, with its own sparse and dense dim counts: a non-empty sparse tensor refuses to
+    change those or shrink ("'len(size) == sparse_dim + dense_dim' is not satisfied", "changing
+    the number of sparse dimensions ... on a non-empty sparse tensor is not supported":
+    SparseTensor.cpp's sparse_resize_ and resize_as_sparse_; sparse_resize_and_clear needs the
+    lengths to agree too). resize_as_sparse takes the size from a COO template."""
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    ctx.fixed["self"] = _sparse(_tensor(ctx, ctx.shape, label="self"))
+    size = [s + ctx.draw(memo.integers(0, 2), label=f"grow[{i}]") for i, s in enumerate(ctx.shape)]
+    names = _arg_names(ctx)
+    if "the_template" in names:
+        ctx.fixed["the_template"] = _sparse(_tensor(ctx, tuple(size), label="the_template"))
+    else:
+        ctx.fixed.update(size=size, sparse_dim=len(size), dense_dim=0)
+    if "out" in names:
+        ctx.fixed["out"] = _sparse(_tensor(ctx, tuple(size), label="out", writable=True))
+
+
+@family("sparse_softmax", "sparse_log_softmax")
+def sparse_softmax(ctx):
+    """A COO self (a dense one has no CPU kernel: "Could not run 'aten::_sparse_softmax' with
+    arguments from the 'CPU' backend"), a dim within it, and no half_to_float ("softmax: with half
+    to float conversion is not supported on CPU", aten/src/ATen/native/sparse/SoftMax.cpp): drawn
+    apart, one case in four was valid, the simplest."""
+    if "backward" in ctx.op.base_name:
+        return
+    if ctx.rank == 0:
+        ctx.shape = (ctx.draw(memo.integers(1, 4), label="side"),)
+    ctx.fixed["self"] = _sparse(_tensor(ctx, ctx.shape, label="self"))
+    ctx.fixed["dim"] = ctx.draw(memo.integers(-ctx.rank, ctx.rank - 1), label="dim")
+    if "half_to_float" in _arg_names(ctx):
+        ctx.fixed["half_to_float"] = False

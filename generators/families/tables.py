@@ -155,7 +155,6 @@ table(
             {"self": "n c", "target": "n:indexc", "weight": "?c"},
             {"self": "n c", "target": "n c:probability"},
         ],
-        "multi_margin_loss": {"self": "n c", "target": "n:indexc", "weight": "?c"},
         "multilabel_margin_loss": {"self": "n c", "target": "n c:indexc"},
         "multilabel_margin_loss_forward": {"self": "n c", "target": "n c:indexc"},
         "binary_cross_entropy": {"self": "n c:probability", "target": "n c:probability", "weight": "?n c"},

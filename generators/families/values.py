@@ -187,11 +187,12 @@ def gradient(ctx):
     """The overloads whose spacing is a list of coordinate tensors: one 1-d tensor per dim the
     gradient is taken along, as long as that dim (ReduceOps.cpp, pre_check_gradient), and each
     such dim at least edge_order + 1 long; dim a list as long as spacing (tensorarray), or one
-    dim with one tensor, or none with one tensor per dim of self (tensorarrayint)."""
+    dim with one tensor, or none with one tensor per dim of self (tensorarrayint). A list of
+    numbers follows the same rule ("torch.gradient expected spacing to be unspecified, a scalar,
+    or a list of length equal to 'self.dim()'": scalarrayint was valid by luck); one number fits
+    any dims. Every overload gets an edge_order of 1 or 2 and dims at least that long."""
     names = {a.name: a for a in ctx.op.arguments}
     spacing = names.get("spacing")
-    if spacing is None or not spacing.type.startswith("Tensor"):
-        return
     edge = ctx.draw(memo.integers(1, 2), label="edge_order")
     rank = ctx.draw(memo.integers(1, 3), label="rank")
     ctx.shape = tuple(ctx.draw(memo.integers(edge + 1, 4), label=f"side[{i}]") for i in range(rank))
@@ -206,6 +207,15 @@ def gradient(ctx):
     else:
         along = list(range(rank))
         ctx.fixed["dim"] = None
+    if spacing is None:
+        return
+    steps = memo.sampled_from((1, 2, 0.5, -1.5))
+    if spacing.type.startswith("Scalar[]"):
+        ctx.fixed["spacing"] = [ctx.draw(steps, label=f"spacing[{i}]") for i in range(len(along))]
+        return
+    if spacing.type.startswith("Scalar"):
+        ctx.fixed["spacing"] = ctx.draw(steps, label="spacing")
+        return
     ctx.fixed["spacing"] = [_increasing(ctx, ctx.shape[d], label=f"spacing[{i}]") for i, d in enumerate(along)]
 
 
@@ -219,3 +229,24 @@ def binomial(ctx):
         ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="index", low=0, high=8, label="count"
     )
     ctx.fixed["prob"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="probability", label="prob")
+
+
+@family("clamp", "clip")
+def clamp_bounds(ctx):
+    """At least one bound: "torch.clamp: At least one of 'min' or 'max' must not be None"
+    (TensorCompare.cpp's clamp checks); each optional bound drawn on its own was None in one
+    case in four, both in one in sixteen or so, and a cell that drew that first saw no valid case
+    (seed 14: clamp.Tensor_out float16). One bound is always given, the other drawn as before; a
+    tensor bound broadcasts to self (the in-place and out= forms keep self's shape)."""
+    from generators.argtypes import _draw_scalar, broadcast_shapes
+
+    names = {a.name: a for a in ctx.op.arguments}
+    if "min" not in names or "max" not in names:
+        return
+    given = ctx.draw(memo.sampled_from(("min", "max")), label="bound given")
+    arg = names[given]
+    if arg.type.startswith("Tensor"):
+        shape = ctx.draw(broadcast_shapes(ctx.shape), label=f"{given} shape")
+        ctx.fixed[given] = _tensor(ctx, shape, label=given)
+    else:
+        ctx.fixed[given] = _draw_scalar(arg, ctx, f"arg {given}")

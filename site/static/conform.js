@@ -645,7 +645,7 @@
       h.appendChild(document.createTextNode(" " + c[1] + " on "));
       h.appendChild(envNode(envs[c[0]]));
       if (c[3]) h.appendChild(el("span", { class: "sub" }, " (" + c[3] + ")"));
-      if (c[18]) h.appendChild(el("span", { class: "sub skip-reason" }, " · skipped: " + ({ no_kernel: "no CPU kernel for this dtype", no_valid_case: "no valid case found", untestable: "untestable", internal_error: "conform internal error" }[c[18]] || c[18])));
+      if (c[18]) h.appendChild(el("span", { class: "sub skip-reason" }, " · skipped: " + ({ no_kernel: "no CPU kernel for this dtype", no_valid_case: "no valid case found", untestable: "untestable", internal_error: "conform internal error", reference_crash: "the CPU reference died or hung (not the device)" }[c[18]] || c[18])));
       h.appendChild(el("span", { class: "sub" }, " · run " + runOf(envs[c[0]], c[16])));
       if (c[13] !== null) cutText(sec, op.texts, c[13], "message");
       var f = c[15];
