@@ -346,6 +346,7 @@ def main() -> None:
                     "-n",
                     args.workers,
                     "-q",
+                    "--no-bench",  # timing is not what this measures
                     "--seed",
                     str(seed),
                 ],
