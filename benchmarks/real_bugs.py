@@ -8,7 +8,9 @@ the bug is present in the installed torch. The benchmark
 2. runs `conform run --ops <the ops> --device cpu` once, default settings, into a fresh
    database under /tmp (one run: the cells of an op are independent of the other ops);
 3. reads the op's cells: the bug is found when a cell of the bug's dtype has the expected
-   failing outcome; the cell's message is printed so a reader can check it is this bug.
+   failing outcome and, where a bug says what its input looks like (`evidence`), the cell's
+   minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
+   is not its variance overflow); the cell's message is printed so a reader can check it.
 
     python benchmarks/real_bugs.py [--only NAME,...] [--seed N] [--workers N]
 
@@ -18,6 +20,7 @@ benchmarks/real_bugs.md lists the bugs with their repros and the last measured t
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
@@ -47,6 +50,42 @@ class Bug:
     source: str
     repro: Callable[[], bool]  # True while the bug reproduces
     cls: str  # the class of input that reaches it
+    # (message, minimal case as stored JSON) -> is the cell's failure this bug? None: any failure of the cell
+    evidence: Callable[[str, dict], bool] | None = None
+
+
+def _specs(case: dict) -> list[dict]:
+    """The tensor specs of a stored case, in argument order."""
+    out = []
+    for v in list(case.get("args", [])) + list(case.get("kwargs", {}).values()):
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, dict) and "__tensor__" in x:
+                out.append(x["__tensor__"])
+    return out
+
+
+def _large(message: str, case: dict) -> bool:
+    """The cell's minimal case keeps values whose squares overflow (the large-magnitude bands)."""
+    return any(s.get("magnitude") in ("beyond_sqrt", "sqrt_max", "near_max") for s in _specs(case))
+
+
+def _arg(case: dict, name: str, position: int):
+    args = case.get("args", [])
+    return case.get("kwargs", {}).get(name, args[position] if len(args) > position else None)
+
+
+def _order_two(message: str, case: dict) -> bool:
+    return _large(message, case) and _arg(case, "ord", 1) in (None, 2, 2.0)
+
+
+def _large_order(message: str, case: dict) -> bool:
+    p = _arg(case, "p", 2)
+    return isinstance(p, (int, float)) and p > 10 and ("infinity mismatch" in message or "NaN mismatch" in message)
+
+
+def _expanded(message: str, case: dict) -> bool:
+    specs = _specs(case)
+    return bool(specs) and specs[0].get("layout") == "expanded"
 
 
 def _nan_grad_differs(fn, dtype=torch.float64, n=17) -> bool:
@@ -105,6 +144,14 @@ def _vector_norm_overflow() -> bool:
     """The 2-norm squares and sums in the dtype: inf for a norm of 1e20, far inside float32's range."""
     x = torch.tensor([1e20, 1.0, 1.0])
     return bool(torch.linalg.vector_norm(x).isinf()) and math.isfinite(float(torch.linalg.vector_norm(x.double())))
+
+
+def _pnorm_overflow() -> bool:
+    """A p-norm evaluated as (sum |d|**p)**(1/p): |3|**100 overflows float32, the norm is 3.09."""
+    x = torch.full((1, 17), 3.0)
+    return bool(F.pairwise_distance(x, torch.zeros(1, 17), p=100.0).isinf().all()) and math.isfinite(
+        float(F.pairwise_distance(x.double(), torch.zeros(1, 17, dtype=torch.float64), p=100.0))
+    )
 
 
 def _floor_divide_half() -> bool:
@@ -221,6 +268,7 @@ BUGS = [
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
         lambda: _norm_overflow(lambda x: F.layer_norm(x, (16,))),
         "float32 values near 1e30 (large magnitudes)",
+        _large,
     ),
     Bug(
         "group_norm_variance_overflow",
@@ -230,6 +278,7 @@ BUGS = [
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
         lambda: _norm_overflow(lambda x: F.group_norm(x.reshape(4, 4, 4), 2)),
         "float32 values near 1e30 (large magnitudes)",
+        _large,
     ),
     Bug(
         "batch_norm_variance_overflow",
@@ -239,6 +288,7 @@ BUGS = [
         "https://github.com/pytorch/pytorch/issues/162489 (fix proposed in PR #178123)",
         lambda: _norm_overflow(lambda x: F.batch_norm(x, None, None, training=True)),
         "float32 values near 1e30 (large magnitudes)",
+        _large,
     ),
     Bug(
         "fused_sgd_half_skips_blocks",
@@ -266,6 +316,17 @@ BUGS = [
         "https://github.com/pytorch/pytorch/issues/193006",
         _vector_norm_overflow,
         "values whose squares overflow while the norm fits",
+        _order_two,
+    ),
+    Bug(
+        "pnorm_large_order_overflow",
+        "aten::pairwise_distance",
+        ("float32", "bfloat16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/184036",
+        _pnorm_overflow,
+        "a p-norm order past the dtype's exponent range (|x|**p overflows, the norm fits)",
+        _large_order,
     ),
     Bug(
         "floor_divide_half_vectorised",
@@ -284,6 +345,7 @@ BUGS = [
         "issue 15 of this project (conform's own audit); no upstream report found",
         _median_expanded,
         "an expanded (stride-0) input",
+        _expanded,
     ),
     # the backward of matrix_exp exponentiates a 2n x 2n block matrix: a 1 x 1 half matrix's
     # gradient is already -inf (1.6487 expected), the same kernel's bug seen through its gradient
@@ -360,20 +422,25 @@ def main() -> None:
                 print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
         with sqlite3.connect(db) as c:
             rows = c.execute(
-                "SELECT o.qualname, r.dtype, r.outcome, r.message FROM results r JOIN ops o ON o.id = r.op_id"
+                'SELECT o.qualname, r.dtype, r.outcome, r.message, f."case" FROM results r JOIN ops o ON o.id = r.op_id'
+                " LEFT JOIN failures f ON f.result_id = r.id"
             ).fetchall()
-    cells: dict[str, list[tuple[str, str, str]]] = {}
-    for op, dtype, outcome, message in rows:
-        cells.setdefault(op, []).append((dtype, outcome, message))
+    cells: dict[str, list[tuple[str, str, str, dict]]] = {}
+    for op, dtype, outcome, message, case in rows:
+        cells.setdefault(op, []).append((dtype, outcome, message or "", json.loads(case) if case else {}))
     table = []
     found = 0
     for b in live:
-        hits = [(d, o, m) for d, o, m in cells.get(b.op, []) if d in b.dtypes and o in b.outcome.split("|")]
+        hits = [
+            (d, o, m)
+            for d, o, m, case in cells.get(b.op, [])
+            if d in b.dtypes and o in b.outcome.split("|") and (b.evidence is None or b.evidence(m, case))
+        ]
         found += bool(hits)
         note = (
             f"{hits[0][0]}: {hits[0][2][:110]}"
             if hits
-            else ", ".join(sorted({f"{d} {o}" for d, o, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
+            else ", ".join(sorted({f"{d} {o}" for d, o, _, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
         )
         table.append((b.name, b.op, "yes" if hits else "NO", b.cls, note))
     header = ("bug", "op", "found", "inputs that reach it", "cell / what the op's cells said")

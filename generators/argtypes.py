@@ -147,9 +147,11 @@ def draw_arg(arg, ctx):
     if not _generatable(b):
         return OMIT if _omittable(arg) else None
     label = f"arg {arg.name}"
-    if _omittable(arg) and not ctx.draw(memo.booleans(), label=f"{label} given"):
+    # an exponent in its band is always given (generators.argtypes, "argument roles")
+    role = arg.name in exponent_args(ctx) and exponent_case(ctx)
+    if _omittable(arg) and not role and not ctx.draw(memo.booleans(), label=f"{label} given"):
         return OMIT
-    if optional and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
+    if optional and not role and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
         return None
     drawer = _DRAWERS.get(b)
     if drawer is None:
@@ -401,13 +403,14 @@ def out_dtype(arg, ctx) -> str:
 # -- argument roles ----------------------------------------------------------------------------
 # An argument that acts as an exponent or a shift count: named "exponent" (pow, float_power,
 # _foreach_pow), or listed in the op's hints `exponent_args` (opdb/rules/roles.toml: ldexp's and
-# the shifts' `other`, which their names do not tell). In a share of the cases (two in three,
+# the shifts' `other`, a p-norm's order, which their names do not tell). In a share of the cases (two in three,
 # drawn once per case; never in a "huge" stress case, whose beyond-sqrt values are a class of
 # their own) the exponent gets the "exponent" band (integers just past its dtype's exponent
 # range, or shift counts at the integer widths) and every floating partner the "mantissa" band
 # (generators.tensor.MAGNITUDES), at every position, so they meet whatever the broadcasting:
 # 2**e overflows where m * 2**e fits (ldexp, pytorch#133265), pow(m, e) spans underflow to
-# overflow, and a shift meets counts at and past the width.
+# overflow, |x|**p overflows where a p-norm fits (pytorch#184036), and a shift meets counts at
+# and past the width.
 _exponent_cases = memo.sampled_from((False, True, True))
 
 
@@ -665,6 +668,8 @@ _ROUNDED_FLOATS = memo.floats(-2, 2, allow_nan=False, width=32).map(lambda x: ro
 
 
 def _draw_float(arg, ctx, label):
+    if arg.name in exponent_args(ctx) and exponent_case(ctx) and ctx.dtype in FLOAT_DTYPES + INT_DTYPES:
+        return float(ctx.draw(_exponent_scalars(ctx.dtype), label=label))
     s = _FLOAT_NAMED.get(arg.name)
     if s is None:
         lit = _literal(arg)
