@@ -77,9 +77,9 @@ MODERATE_BAND = (100.0, 4000.0)
 # "exponent" / "mantissa": a pair for ops whose argument acts as an exponent or a shift count
 # (opdb hints `exponent_args`, generators.argtypes): the exponent tensor holds integers just past its
 # dtype's exponent range (EXPONENT_BAND: 2**e overflows, as ldexp's power of two does,
-# pytorch#133265), or shift counts at the integer widths (SHIFT_COUNTS); its partners hold
-# mantissas log-uniform in [smallest normal, 2], so that m * 2**e is finite for many positions
-# while 2**e alone is not, and pow(m, e) spans underflow to overflow.
+# pytorch#133265), or shift counts at the integer widths (SHIFT_COUNTS); its partners hold, at
+# three elements in four, mantissas log-uniform in [smallest normal, 2], so that m * 2**e is finite
+# there while 2**e alone is not, and their own range at the others (|x|**e overflows there).
 
 
 # An aligned edge pattern (TensorSpec.edges): special values at fixed positions of the logical
@@ -506,7 +506,7 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
     """(low, high) of the absolute values a floating band draws, or None for the kind's own range."""
     if magnitude == "moderate":
         return MODERATE_BAND
-    if magnitude == "mantissa":
+    if magnitude == "small_mantissa":
         return torch.finfo(dtype).smallest_normal, 2.0
     top = torch.finfo(dtype).max
     if magnitude == "beyond_sqrt":
@@ -528,6 +528,11 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
     if magnitude == "exponent" and x.numel():
         lo, hi = exponent_band(dtype)
         return torch.randint(lo, hi + 1, x.shape, generator=g).to(x.dtype)
+    if magnitude == "mantissa" and x.numel():
+        # a quarter of the elements keep the kind's own range (|x| ** e overflows there, as a
+        # p-norm's largest terms do; one such element is enough)
+        small = torch.rand(x.shape, generator=g) < 0.75
+        return torch.where(small, _in_band(x, "small_mantissa", dtype, g), x)
     band = magnitude_band(magnitude, dtype)
     if band is None or x.numel() == 0:
         return x
