@@ -440,7 +440,8 @@ def main() -> None:
         note = (
             f"{hits[0][0]}: {hits[0][2][:110]}"
             if hits
-            else ", ".join(sorted({f"{d} {o}" for d, o, _, _ in cells.get(b.op, []) if o in FAILING})) or "all cells pass"
+            else ", ".join(sorted({f"{d} {o}" for d, o, _, _ in cells.get(b.op, []) if o in FAILING}))
+            or "all cells pass"
         )
         table.append((b.name, b.op, "yes" if hits else "NO", b.cls, note))
     header = ("bug", "op", "found", "inputs that reach it", "cell / what the op's cells said")

@@ -424,9 +424,7 @@ def exponent_case(ctx) -> bool:
     if key not in ctx.hints:
         names = exponent_args(ctx)
         has_role = any(a.name in names for a in ctx.op.arguments if not a.is_out)
-        ctx.hints[key] = (
-            has_role and stress_variant() != "huge" and ctx.draw(_exponent_cases, label="exponent band")
-        )
+        ctx.hints[key] = has_role and stress_variant() != "huge" and ctx.draw(_exponent_cases, label="exponent band")
     return ctx.hints[key]
 
 

@@ -384,7 +384,9 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
         # an exponent in its band keeps it everywhere: the pattern's specials at 7 slots in 11
         # would leave it one slot where both it and its mantissa are finite
         edge_kinds = given != "exponent"
-        if edge_kinds and (real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS):
+        if edge_kinds and (
+            real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS
+        ):
             edges = role
         if real_float and values in MAGNITUDE_DOMAINS and "apart" not in stress:
             stress["apart"] = draw(memo.booleans(), label="apart")

@@ -41,7 +41,11 @@ def _arg(case: Case, op: str, name: str):
 
 
 def test_the_exponent_band_lies_just_past_each_dtypes_exponent_range():
-    for dtype, lo_at_most, hi_at_least in ((torch.float16, 12, 30), (torch.float32, 100, 200), (torch.bfloat16, 100, 200)):
+    for dtype, lo_at_most, hi_at_least in (
+        (torch.float16, 12, 30),
+        (torch.float32, 100, 200),
+        (torch.bfloat16, 100, 200),
+    ):
         lo, hi = exponent_band(dtype)
         top = torch.finfo(dtype).max
         assert lo <= lo_at_most and hi >= hi_at_least
@@ -79,7 +83,9 @@ def test_ldexp_draws_exponents_past_the_range_over_small_mantissas():
 def test_an_ldexp_overflow_shrinks_to_a_valid_case_that_keeps_it():
     op = opdb.lookup("aten::ldexp.Tensor")
     case = find(
-        generators.from_schema(op, "float16"), _reaches_ldexp_overflow, settings=settings(max_examples=200, derandomize=True, **QUIET)
+        generators.from_schema(op, "float16"),
+        _reaches_ldexp_overflow,
+        settings=settings(max_examples=200, derandomize=True, **QUIET),
     )
     assert _reaches_ldexp_overflow(case)
     assert case.tensor_specs()[1].magnitude == "exponent" and case.tensor_specs()[1].edges is None
