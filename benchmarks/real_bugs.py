@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -180,7 +181,7 @@ BUGS = [
     Bug(
         "fmod_vectorised_nan",
         "aten::fmod.Tensor",
-        ("float32",),
+        ("float32", "bfloat16"),  # bfloat16 runs the float32 vectorised loop: NaN there too
         "mismatch",
         "https://github.com/pytorch/pytorch/issues/193753",
         _fmod_nan,
@@ -189,7 +190,7 @@ BUGS = [
     Bug(
         "remainder_vectorised_nan",
         "aten::remainder.Tensor",
-        ("float32",),
+        ("float32", "bfloat16"),  # bfloat16 runs the float32 vectorised loop: NaN there too
         "mismatch",
         "https://github.com/pytorch/pytorch/issues/193753",
         _remainder_nan,
@@ -321,8 +322,10 @@ BUGS = [
     Bug(
         "pnorm_large_order_overflow",
         "aten::pairwise_distance",
-        ("float32", "bfloat16"),
-        "mismatch",
+        ("float32", "bfloat16", "float16"),
+        # the gradient's |d|**(p-1) / norm**(p-1) is the same evaluation: NaN in half precision
+        # (five 3s at p=38: NaN for 0.2087), whose forward accumulates in float32
+        "mismatch|grad_mismatch",
         "https://github.com/pytorch/pytorch/issues/184036",
         _pnorm_overflow,
         "a p-norm order past the dtype's exponent range (|x|**p overflows, the norm fits)",
@@ -376,6 +379,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
     ap.add_argument("--workers", default="1")
     ap.add_argument("--db", default=None, help="reuse an existing run's database instead of running")
+    ap.add_argument("--keep", default=None, help="copy the run's database here (to audit the cells afterwards)")
     args = ap.parse_args()
     bugs = [b for b in BUGS if not args.only or b.name in args.only.split(",")]
     live = []
@@ -420,6 +424,8 @@ def main() -> None:
             secs = time.monotonic() - t
             if proc.returncode != 0:
                 print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+            if args.keep:
+                shutil.copyfile(db, args.keep)
         with sqlite3.connect(db) as c:
             rows = c.execute(
                 'SELECT o.qualname, r.dtype, r.outcome, r.message, f."case" FROM results r JOIN ops o ON o.id = r.op_id'
@@ -437,9 +443,14 @@ def main() -> None:
             if d in b.dtypes and o in b.outcome.split("|") and (b.evidence is None or b.evidence(m, case))
         ]
         found += bool(hits)
+        other = [
+            (d, o, m) for d, o, m, _ in cells.get(b.op, []) if d in b.dtypes and o in b.outcome.split("|") and not hits
+        ]
         note = (
             f"{hits[0][0]}: {hits[0][2][:110]}"
             if hits
+            else f"{other[0][0]} failed on another input class: {other[0][2][:80]}"
+            if other
             else ", ".join(sorted({f"{d} {o}" for d, o, _, _ in cells.get(b.op, []) if o in FAILING}))
             or "all cells pass"
         )
