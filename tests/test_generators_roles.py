@@ -133,8 +133,11 @@ def test_a_dim_goes_along_the_expanded_dim_in_most_expanded_cases():
         and c.tensor_specs()[0].shape[0] > 1
     ]
     assert len(expanded) >= 20, len(expanded)
-    # an ordinary dim draw is dim 0 in about half of them (18 of 36 before the rule; 31 of 42 with it)
+    # an ordinary dim draw is dim 0 in about half of them (18 of 36 before the rule)
     assert sum(map(_median_along_expanded, expanded)) >= 0.65 * len(expanded)
+    # and an op with a dim argument draws its first tensor expanded more often than one layout
+    # in five (31 of 400 cases went along an expanded dim 0 before, 85 with both rules)
+    assert sum(map(_median_along_expanded, cases)) >= 0.15 * len(cases)
     # the shrunk form stays valid and still shows median's uninitialised read of an expanded input
     case = find(
         generators.from_schema(opdb.lookup("aten::median.dim"), "float32"),
