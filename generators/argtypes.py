@@ -12,16 +12,22 @@ import functools
 import math
 import re
 
+import torch
+
 from generators import memo
 from generators.case import TensorSpec
 from generators.context import OMIT
 from generators.strategies import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
     QSCHEMES,
     draw_tensor,
     from_dtype,
     is_complex,
     is_quantized,
+    stress_variant,
 )
+from generators.tensor import SHIFT_COUNTS, dtype_from_name, exponent_band
 
 # types that cannot be generated, with the reason shown to users
 UNSUPPORTED = {
@@ -141,9 +147,11 @@ def draw_arg(arg, ctx):
     if not _generatable(b):
         return OMIT if _omittable(arg) else None
     label = f"arg {arg.name}"
-    if _omittable(arg) and not ctx.draw(memo.booleans(), label=f"{label} given"):
+    # an exponent in its band is always given (generators.argtypes, "argument roles")
+    role = arg.name in exponent_args(ctx) and exponent_case(ctx)
+    if _omittable(arg) and not role and not ctx.draw(memo.booleans(), label=f"{label} given"):
         return OMIT
-    if optional and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
+    if optional and not role and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
         return None
     drawer = _DRAWERS.get(b)
     if drawer is None:
@@ -228,6 +236,7 @@ def _draw_tensor(arg, ctx, label):
             return draw_tensor(
                 ctx.draw, dtype=ctx.dtype, shape=shape, values=_domain(ctx), qscheme=qscheme(ctx), label=label
             )
+        layout = "expanded" if _expanded_for_its_dim(arg, ctx, label) else None
     else:
         shape = ctx.draw(memo.one_of(memo.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     dtype = ctx.dtype
@@ -236,7 +245,16 @@ def _draw_tensor(arg, ctx, label):
         dtype = ctx.draw(
             memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype"
         )
-    return draw_tensor(ctx.draw, dtype=dtype, shape=shape, values=_domain(ctx), writable=arg.is_write, label=label)
+    return draw_tensor(
+        ctx.draw,
+        dtype=dtype,
+        shape=shape,
+        values=_domain(ctx),
+        layout=layout if first else None,
+        writable=arg.is_write,
+        label=label,
+        magnitude=role_magnitude(arg.name, ctx, dtype),
+    )
 
 
 # Families whose ops take several tensors of (normally) one dtype and promote mixed ones.
@@ -334,6 +352,7 @@ def _draw_tensor_list(arg, ctx, label):
                 writable=arg.is_write,
                 qscheme=qscheme(ctx),
                 label=f"{label}[{i}]",
+                magnitude=role_magnitude(arg.name, ctx, ctx.dtype),
             )
         )
     return out
@@ -393,6 +412,66 @@ def out_dtype(arg, ctx) -> str:
     return ctx.dtype
 
 
+# -- argument roles ----------------------------------------------------------------------------
+# An argument that acts as an exponent or a shift count: named "exponent" (pow, float_power,
+# _foreach_pow), or listed in the op's hints `exponent_args` (opdb/rules/roles.toml: ldexp's and
+# the shifts' `other`, a p-norm's order, which their names do not tell). In a share of the cases (two in three,
+# drawn once per case; never in a "huge" stress case, whose beyond-sqrt values are a class of
+# their own) the exponent gets the "exponent" band (integers just past its dtype's exponent
+# range, or shift counts at the integer widths) and every floating partner the "mantissa" band
+# (generators.tensor.MAGNITUDES), at every position, so they meet whatever the broadcasting:
+# 2**e overflows where m * 2**e fits (ldexp, pytorch#133265), pow(m, e) spans underflow to
+# overflow, |x|**p overflows where a p-norm fits (pytorch#184036), and a shift meets counts at
+# and past the width.
+_exponent_cases = memo.sampled_from((False, True, True))
+
+
+def exponent_args(ctx) -> set[str]:
+    return {"exponent", *ctx.hints.get("exponent_args", ())}
+
+
+def exponent_case(ctx) -> bool:
+    """Whether this case draws its exponents and mantissas in their bands (drawn once per case)."""
+    key = "exponent case"
+    if key not in ctx.hints:
+        names = exponent_args(ctx)
+        has_role = any(a.name in names for a in ctx.op.arguments if not a.is_out)
+        ctx.hints[key] = has_role and stress_variant() != "huge" and ctx.draw(_exponent_cases, label="exponent band")
+    return ctx.hints[key]
+
+
+def role_magnitude(name: str, ctx, dtype: str) -> str | None:
+    """The band an argument's role sets for its tensor in this case, or None (drawn as usual)."""
+    if not exponent_case(ctx):
+        return None
+    if name in exponent_args(ctx):
+        return "exponent" if dtype in FLOAT_DTYPES or dtype in INT_DTYPES else None
+    return "mantissa" if dtype in FLOAT_DTYPES else None
+
+
+def _role_scalars(name: str, ctx):
+    """The scalars an argument's role draws in this case (an exponent, or a partner's mantissa), or None."""
+    if ctx.dtype not in FLOAT_DTYPES + INT_DTYPES or not exponent_case(ctx):
+        return None
+    if name in exponent_args(ctx):
+        return _exponent_scalars(ctx.dtype)
+    return _mantissa_scalars(ctx.dtype) if ctx.dtype in FLOAT_DTYPES else None
+
+
+@functools.cache
+def _exponent_scalars(dtype: str):
+    if dtype in INT_DTYPES:
+        return memo.sampled_from([c for c in SHIFT_COUNTS if c <= torch.iinfo(dtype_from_name(dtype)).max])
+    return memo.integers(*exponent_band(dtype_from_name(dtype)))
+
+
+@functools.cache
+def _mantissa_scalars(dtype: str):
+    """Powers of two from 2 down to the dtype's smallest normal."""
+    lowest = -round(math.log2(torch.finfo(dtype_from_name(dtype)).smallest_normal))
+    return memo.integers(-1, lowest).map(lambda k: 2.0**-k)
+
+
 # -- scalars -----------------------------------------------------------------------------------
 
 
@@ -411,6 +490,34 @@ def _literal(arg):
             return float(d)
         except ValueError:
             return None
+
+
+# "no" first, so that a failure shrinks to the ordinary dim draw where that still fails
+_along_expanded_draws = memo.sampled_from((False, True, True, True))
+_expanded_first = memo.sampled_from((False, False, False, True))
+
+
+def _expanded_for_its_dim(arg, ctx, label: str) -> bool:
+    """Whether an op's first tensor takes the expanded layout for the dim argument that follows
+    (drawn for one case in four, outside "edges" cases, whose pattern needs memory order): one
+    strided layout of four or five, and hypothesis's lean to the first (contiguous) choice, made
+    an expanded input about one example in ten, too few for a five-example cell to meet
+    _along_expanded's class."""
+    dims_follow = any(a.name in _DIM_NAMES or a.name in ("dims", "dim_list", "opt_dim") for a in ctx.op.arguments)
+    if not dims_follow or arg.is_write or stress_variant() == "edges" or ctx.rank < 2 or ctx.shape[0] < 2:
+        return False
+    return ctx.draw(_expanded_first, label=f"{label} expanded for its dim")
+
+
+def _along_expanded(ctx, label: str) -> bool:
+    """Whether a dim argument goes along the case's expanded (stride-0) dim 0, drawn for most
+    cases whose first tensor has the expanded layout: kernels that assume a positive stride along
+    the dim they reduce or scan read one element for all (median.dim along an expanded dim
+    returns uninitialised memory). An ordinary draw hits dim 0 in one expanded case of r."""
+    main = next((v for v in ctx.drawn.values() if isinstance(v, TensorSpec)), None)
+    if main is None or main.layout != "expanded" or len(main.shape) < 2 or main.shape[0] < 2:
+        return False
+    return ctx.draw(_along_expanded_draws, label=f"{label} along expanded")
 
 
 def dims(ctx, *, allow_negative: bool = True) -> memo.SearchStrategy[int]:
@@ -435,6 +542,8 @@ def _draw_int(arg, ctx, label):
         return ctx.draw(memo.integers(1, 3), label=label)
     if name in _DIM_NAMES:
         value = ctx.draw(dims(ctx), label=label)
+        if _along_expanded(ctx, label):
+            value = 0
         if name in ("dim2", "dim1") and ctx.rank >= 2:
             other = ctx.drawn.get("dim1" if name == "dim2" else "dim0")
             if isinstance(other, int) and other % ctx.rank == value % ctx.rank and name == "dim2":
@@ -492,7 +601,10 @@ def _draw_int_list(arg, ctx, label):
             if size is not None
             else ctx.draw(memo.integers(0 if arg.default is not None else 1, min(r, 3)), label=f"{label} len")
         )
-        return ctx.draw(memo.lists(memo.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
+        value = ctx.draw(memo.lists(memo.integers(0, r - 1), min_size=n, max_size=n, unique=True), label=label)
+        if value and 0 not in value and _along_expanded(ctx, label):
+            value[0] = 0
+        return value
     if name in ("size", "shape", "sizes") and ctx.op.has_tensor_inputs:
         numel = math.prod(ctx.shape)
         options = [list(ctx.shape), [numel], [-1], [1] + list(ctx.shape)]
@@ -579,6 +691,8 @@ _ROUNDED_FLOATS = memo.floats(-2, 2, allow_nan=False, width=32).map(lambda x: ro
 
 
 def _draw_float(arg, ctx, label):
+    if arg.name in exponent_args(ctx) and exponent_case(ctx) and ctx.dtype in FLOAT_DTYPES + INT_DTYPES:
+        return float(ctx.draw(_exponent_scalars(ctx.dtype), label=label))
     s = _FLOAT_NAMED.get(arg.name)
     if s is None:
         lit = _literal(arg)
@@ -596,6 +710,9 @@ def _draw_float_list(arg, ctx, label):
 
 
 def _draw_scalar(arg, ctx, label):
+    role = _role_scalars(arg.name, ctx)
+    if role is not None:
+        return ctx.draw(role, label=label)
     if arg.name in ctx.hints.get("nonzero", ()):
         return ctx.draw(memo.integers(1, 3), label=label)
     if arg.name in ("min", "max") and base(arg.type) == "Scalar":
@@ -607,7 +724,8 @@ def _draw_scalar(arg, ctx, label):
 
 def _draw_scalar_list(arg, ctx, label):
     n = len(ctx.list_shapes)
-    return [ctx.draw(from_dtype(ctx.dtype), label=f"{label}[{i}]") for i in range(n)]
+    scalars = _role_scalars(arg.name, ctx) or from_dtype(ctx.dtype)
+    return [ctx.draw(scalars, label=f"{label}[{i}]") for i in range(n)]
 
 
 def _draw_bool(arg, ctx, label):

@@ -348,13 +348,16 @@ def draw_tensor(
     high: float | None = None,
     qscheme: str = "per_tensor",
     label: str = "tensor",
+    magnitude: str | None = None,
 ) -> TensorSpec:
     """Draw one TensorSpec of a known shape with `draw` (a composite's or `memo.data()`'s).
 
     This is `tensors()` without building a strategy per call: generators draw hundreds of
     tensors per op, and strategy construction dominated their cost. A quantized `dtype` (quint8,
     qint8, qint32) also draws the scale and zero point; `qscheme` ("per_tensor", "per_channel"
-    or "any") says whether they are per tensor or per channel along a drawn axis.
+    or "any") says whether they are per tensor or per channel along a drawn axis. `magnitude`
+    (one of generators.tensor.MAGNITUDES) sets the band instead of drawing one: an argument's
+    role (an exponent and its mantissas, generators.argtypes) decides it for the whole case.
     """
     shape = tuple(shape)
     if dtype in QUANTIZED_DTYPES:
@@ -377,43 +380,52 @@ def draw_tensor(
     if layout is None:
         layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
     if stress is not None and low is None and high is None and layout in LAYOUTS:
-        return _draw_stressed(draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label)
+        return _draw_stressed(
+            draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label, magnitude=magnitude
+        )
     # "small" (exp-like ops) keeps finite inputs small but still meets NaN and +-inf
     kind = (
         draw(_real_value_kinds, label=f"{label} values")
         if values in ("real", "small") and is_floating(dtype)
         else values
     )
-    bands = _magnitudes(dtype, values) if low is None and high is None else None
-    magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
+    bands = _magnitudes(dtype, values) if low is None and high is None and magnitude is None else None
+    magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else magnitude or ""
     seed = draw(_seeds, label=f"{label} seed")
     return TensorSpec(
         shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude
     )
 
 
-def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label) -> TensorSpec:
-    """A tensor of a stress case (see STRESS_VARIANTS): its role is its order in the case."""
+def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, magnitude=None) -> TensorSpec:
+    """A tensor of a stress case (see STRESS_VARIANTS): its role is its order in the case. A
+    given `magnitude` (an argument's role band) replaces the variant's own."""
     role = stress["role"]
     stress["role"] += 1
     real_float = dtype in FLOAT_DTYPES  # not complex, not float8 (no masked_fill, a max of 448)
-    edges = magnitude = None
+    edges = None
+    given = magnitude
     if stress["variant"] == "edges":
-        if real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+        # an exponent in its band keeps it everywhere: the pattern's specials at 7 slots in 11
+        # would leave it one slot where both it and its mantissa are finite
+        edge_kinds = given != "exponent"
+        if edge_kinds and (
+            real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS
+        ):
             edges = role
         if real_float and values in MAGNITUDE_DOMAINS and "apart" not in stress:
             stress["apart"] = draw(memo.booleans(), label="apart")
-        if real_float and values in MAGNITUDE_DOMAINS and stress["apart"]:
+        if real_float and values in MAGNITUDE_DOMAINS and stress["apart"] and given is None:
             # half the edge cases set the tensors apart in magnitude, column by column and role by role
             # (generators.tensor.MAGNITUDES): a tensor's own band draw rarely gives one tensor
             # large values while the other keeps small ones at the same positions
             magnitude = "apart_even" if role % 2 == 0 else "apart_odd"
-    elif real_float and values in MAGNITUDE_DOMAINS:
+    elif real_float and values in MAGNITUDE_DOMAINS and given is None:
         # the tensor of the drawn role, or the first one that can be huge after it
         huge = role >= stress["huge_role"] and not stress.get("huge_drawn")
         stress["huge_drawn"] = stress.get("huge_drawn") or huge
         magnitude = "beyond_sqrt" if huge else ""
-    elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
+    elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS and given is None:
         magnitude = "int_extreme"
     if magnitude is None:
         # the finite values between the edge pattern's specials (or of a tensor with nothing of

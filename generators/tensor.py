@@ -52,7 +52,18 @@ VALUE_KINDS = (
 # the dtype's largest value ("sqrt_max"), a sum or a doubling near a fraction of it ("near_max"),
 # and integer accumulations wrap near the integer type's limits ("int_extreme"). A band keeps the
 # sign the kind drew (so positive domains stay positive and zeros stay zero).
-MAGNITUDES = ("", "moderate", "sqrt_max", "near_max", "int_extreme", "beyond_sqrt", "apart_even", "apart_odd")
+MAGNITUDES = (
+    "",
+    "moderate",
+    "sqrt_max",
+    "near_max",
+    "int_extreme",
+    "beyond_sqrt",
+    "apart_even",
+    "apart_odd",
+    "exponent",
+    "mantissa",
+)
 MODERATE_BAND = (100.0, 4000.0)
 # "apart_even" / "apart_odd": the moderate band on the even (odd) columns of the innermost dim and
 # the kind's own range on the others, so that two tensors of a case given one each are apart in
@@ -63,6 +74,12 @@ MODERATE_BAND = (100.0, 4000.0)
 # square (and product of two) beyond it. A kernel that squares in the dtype itself (a norm layer's
 # variance, a 2-norm) overflows there, however few the elements, while its result is finite and
 # representable; an elementwise product overflows in the float64 expectation too, so it agrees.
+# "exponent" / "mantissa": a pair for ops whose argument acts as an exponent or a shift count
+# (opdb hints `exponent_args`, generators.argtypes): the exponent tensor holds integers just past its
+# dtype's exponent range (EXPONENT_BAND: 2**e overflows, as ldexp's power of two does,
+# pytorch#133265), or shift counts at the integer widths (SHIFT_COUNTS); its partners hold, at
+# three elements in four, mantissas log-uniform in [smallest normal, 2], so that m * 2**e is finite
+# there while 2**e alone is not, and their own range at the others (|x|**e overflows there).
 
 
 # An aligned edge pattern (TensorSpec.edges): special values at fixed positions of the logical
@@ -376,6 +393,9 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
         if magnitude == "int_extreme":
             x = _int_extremes(x, info, g)
+        if magnitude == "exponent":
+            counts = torch.tensor([c for c in SHIFT_COUNTS if c <= info.max])
+            x = counts[torch.randint(0, len(counts), shape, generator=g)]
         if kind == "nonzero":  # both signs: integer division's rounding differs for negatives
             x = torch.where(x == 0, torch.ones_like(x), x)
         return x.to(dtype)
@@ -471,10 +491,27 @@ def _with_edges(x: torch.Tensor, kind: str, role: int) -> torch.Tensor:
     return flat.reshape(x.shape)
 
 
+# shift counts at the edges of every integer width (a 64-bit kernel may work in 32-bit lanes)
+SHIFT_COUNTS = (7, 8, 15, 16, 31, 32, 63, 64)
+
+
+def exponent_band(dtype: torch.dtype) -> tuple[int, int]:
+    """(low, high) of the integer exponents the "exponent" band draws for a floating dtype: from
+    0.6 of the largest binary exponent to that plus the smallest subnormal's: float16 10..40,
+    bfloat16 77..261, float32 77..277, float64 614..2098. Above the largest exponent 2**e
+    overflows the dtype, while m * 2**e still fits for a small enough mantissa m."""
+    info = torch.finfo(dtype)
+    emax = math.ceil(math.log2(info.max))
+    esub = round(-math.log2(info.smallest_normal * info.eps))
+    return round(0.6 * emax), emax + esub
+
+
 def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | None:
     """(low, high) of the absolute values a floating band draws, or None for the kind's own range."""
     if magnitude == "moderate":
         return MODERATE_BAND
+    if magnitude == "small_mantissa":
+        return torch.finfo(dtype).smallest_normal, 2.0
     top = torch.finfo(dtype).max
     if magnitude == "beyond_sqrt":
         return math.sqrt(top) * 4, math.sqrt(top) * 64
@@ -492,6 +529,14 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
         cols = torch.arange(x.numel()).reshape(x.shape) % (x.shape[-1] if x.dim() else 1)
         on = cols % 2 == (0 if magnitude == "apart_even" else 1)
         return torch.where(on, _in_band(x, "moderate", dtype, g), x)
+    if magnitude == "exponent" and x.numel():
+        lo, hi = exponent_band(dtype)
+        return torch.randint(lo, hi + 1, x.shape, generator=g).to(x.dtype)
+    if magnitude == "mantissa" and x.numel():
+        # a quarter of the elements keep the kind's own range (|x| ** e overflows there, as a
+        # p-norm's largest terms do; one such element is enough)
+        small = torch.rand(x.shape, generator=g) < 0.75
+        return torch.where(small, _in_band(x, "small_mantissa", dtype, g), x)
     band = magnitude_band(magnitude, dtype)
     if band is None or x.numel() == 0:
         return x
