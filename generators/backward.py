@@ -33,10 +33,23 @@ def forward_name(op) -> str:
 
 # arguments of a backward op that hold one of its forward's results, by name: the index in the
 # forward's outputs (max pooling's argmax indices, CTC loss's loss and alphas)
-FORWARD_RESULT_NAMES = {"indices": 1, "neg_log_likelihood": 0, "log_alpha": 1, "is_target": 1, "mean": 1, "rstd": 2, "pdist": 0, "cdist": 0}
+FORWARD_RESULT_NAMES = {
+    "indices": 1,
+    "neg_log_likelihood": 0,
+    "log_alpha": 1,
+    "is_target": 1,
+    "mean": 1,
+    "rstd": 2,
+    "pdist": 0,
+    "cdist": 0,
+}
 # forwards whose public op hides a result that the backward takes (_pdist_backward's pdist, _cdist_backward's cdist: a
 # drawn one, unrelated to self, put subnormal distances under |x_i - x_j| of hundreds: sweep seed 13)
-_FORWARDS = {"multilabel_margin_loss": "multilabel_margin_loss_forward", "_pdist": "_pdist_forward", "_cdist": "_cdist_forward"}
+_FORWARDS = {
+    "multilabel_margin_loss": "multilabel_margin_loss_forward",
+    "_pdist": "_pdist_forward",
+    "_cdist": "_cdist_forward",
+}
 
 
 def deferred_args(op) -> tuple[str, ...]:

@@ -249,7 +249,9 @@ def test_a_reference_crash_has_its_own_status_and_skip_row(tmp_path):
     message = "the CPU reference died by signal 11 on float32[3]; the device is not to blame"
     store.record_result(
         run,
-        CellResult(op="aten::ref_dies", dtype="float32", outcome="skipped", message=message, skip_reason="reference_crash"),
+        CellResult(
+            op="aten::ref_dies", dtype="float32", outcome="skipped", message=message, skip_reason="reference_crash"
+        ),
     )
     store.set_run_state(run, "finished")
     store.close()

@@ -172,7 +172,11 @@ def test_a_fault_that_shows_once_is_still_found():
         out = func(*args, **kwargs)
         return out + 1 if len(calls) == 1 else out
 
-    body = {"name": "faulty-once", "targets": frozenset({torch.ops.aten.exp.default}), "bug": staticmethod(first_call_wrong)}
+    body = {
+        "name": "faulty-once",
+        "targets": frozenset({torch.ops.aten.exp.default}),
+        "bug": staticmethod(first_call_wrong),
+    }
     backend = type("OnceWrong", (FaultyBackend,), body)()
     r = run_cell(opdb.lookup("aten::exp"), "float32", backend, CellSettings(seed=1, hypothesis_db=None))
     assert r.outcome == O.MISMATCH.value, r.message

@@ -172,8 +172,12 @@ def tensordot(ctx):
     but first has size N in dim N and second has size N in dim N": Linear.cpp's tensordot)."""
     k = ctx.draw(memo.integers(0, 2), label="contracted")
     shared = [ctx.draw(memo.integers(1, 3), label=f"shared[{i}]") for i in range(k)]
-    free_a = [ctx.draw(memo.integers(1, 3), label=f"a[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="a dims"))]
-    free_b = [ctx.draw(memo.integers(1, 3), label=f"b[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="b dims"))]
+    free_a = [
+        ctx.draw(memo.integers(1, 3), label=f"a[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="a dims"))
+    ]
+    free_b = [
+        ctx.draw(memo.integers(1, 3), label=f"b[{i}]") for i in range(ctx.draw(memo.integers(0, 2), label="b dims"))
+    ]
     # the contracted dims go after self's free dims and before other's, in matching order
     ctx.shape = (*free_a, *shared)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")

@@ -264,7 +264,9 @@ def packed_sequence(ctx):
         ctx.fixed["input_size"] = [n, t, *features] if batch_first else [t, n, *features]
 
 
-@family("scaled_dot_product_attention", "scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu")
+@family(
+    "scaled_dot_product_attention", "scaled_dot_product_attention_math", "scaled_dot_product_flash_attention_for_cpu"
+)
 def attention(ctx):
     """query (B, H, L, E), key (B, H, S, E), value (B, H, S, E); no dropout, no mask. The public
     op drawn apart had tensors under 2 dims or of unequal embeddings ("Expected query, key, and

@@ -147,7 +147,9 @@ def fake_quantize_cachemask_tensor_qparams(ctx):
     ctx.fixed["fake_quant_enabled"] = _ints_spec((ctx.draw(memo.integers(0, 1), label="fake_quant_enabled"),))
 
 
-@family("fused_moving_avg_obs_fq_helper", "fused_moving_avg_obs_fq_helper_functional", "fused_moving_avg_obs_fake_quant")
+@family(
+    "fused_moving_avg_obs_fq_helper", "fused_moving_avg_obs_fq_helper_functional", "fused_moving_avg_obs_fake_quant"
+)
 def fused_moving_avg_obs_fq(ctx):
     """The state torch.ao's FusedMovingAvgObsFakeQuantize passes (torch/ao/quantization/fake_quantize.py):
     on/off flags as one-element int64 tensors; per tensor, ch_axis -1, 0-d running min and max,
