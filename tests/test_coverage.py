@@ -147,13 +147,13 @@ def test_unknown_run_is_one_line_error(run_db):
     assert proc.returncode == 2 and proc.stderr.strip() == f"conform: error: no run 99 in {run_db / 'c.db'}"
 
 
-def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_path):
+def _one_op_db(tmp_path, name: str, backend: str, result: CellResult) -> None:
+    """c.db in tmp_path: a finished run of one catalog op with one recorded cell."""
     from conform.store import Store
     from opdb.spec import OpSpec
 
-    reason = "takes a handle to a live resource that no generator can build: " + "detail " * 30 + "THE END"
     op = OpSpec(
-        name="aten::long_reason",
+        name=name,
         overload="",
         schema="",
         arguments=(),
@@ -165,18 +165,26 @@ def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_p
     )
     store = Store(tmp_path / "c.db")
     run = store.start_run(
-        {"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": "cpu"},
+        {"fingerprint": "e" * 32, "torch_version": "2.13.0", "backend": backend},
         options={},
         seed=1,
         ops_total=1,
         cells_planned=1,
     )
     store.record_catalog(run, [op])
-    store.record_result(
-        run, CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}")
-    )
+    store.record_result(run, result)
     store.set_run_state(run, "finished")
     store.close()
+
+
+def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_path):
+    reason = "takes a handle to a live resource that no generator can build: " + "detail " * 30 + "THE END"
+    _one_op_db(
+        tmp_path,
+        "aten::long_reason",
+        "cpu",
+        CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}"),
+    )
     table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
     assert "THE END" not in table.split("\n\n")[0] and "…" in table and "--full" in table
     assert reason in conform("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
@@ -223,38 +231,15 @@ def test_no_valid_case_is_a_defect_listed_first(run_db):
 def test_a_reference_crash_has_its_own_status_and_skip_row(tmp_path):
     """On an accelerator a cell whose CPU reference died before any case passed is skipped as
     reference_crash (conform.plugin): coverage names it, not 'another outcome' nor a defect."""
-    from conform.store import Store
-    from opdb.spec import OpSpec
-
-    op = OpSpec(
-        name="aten::ref_dies",
-        overload="",
-        schema="",
-        arguments=(),
-        returns=(),
-        variant="functional",
-        tags=(),
-        family="other",
-        kernels=(),
-    )
-    store = Store(tmp_path / "c.db")
-    run = store.start_run(
-        {"fingerprint": "f" * 32, "torch_version": "2.13.0", "backend": "cuda"},
-        options={},
-        seed=1,
-        ops_total=1,
-        cells_planned=1,
-    )
-    store.record_catalog(run, [op])
     message = "the CPU reference died by signal 11 on float32[3]; the device is not to blame"
-    store.record_result(
-        run,
+    _one_op_db(
+        tmp_path,
+        "aten::ref_dies",
+        "cuda",
         CellResult(
             op="aten::ref_dies", dtype="float32", outcome="skipped", message=message, skip_reason="reference_crash"
         ),
     )
-    store.set_run_state(run, "finished")
-    store.close()
     report = json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)
     assert report["ops"][0]["status"] == "reference crash"
     t = report["totals"]

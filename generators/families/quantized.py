@@ -90,6 +90,12 @@ def quantize(ctx):
         ctx.fixed["out"] = TensorSpec(shape=ctx.shape if axis is not None else (0,), dtype=qdtype, scale=1.0, axis=axis)
 
 
+def _quantized_range(ctx) -> tuple[str, tuple[int, int]]:
+    """A quantized dtype and its [quant_min, quant_max] (the fake-quantize kernels take either)."""
+    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
+    return qdtype, QUANT_RANGES[qdtype]
+
+
 @family(
     "fake_quantize_per_channel_affine",
     "fake_quantize_per_channel_affine_cachemask",
@@ -103,8 +109,7 @@ def fake_quantize_per_channel(ctx):
         ctx.shape = (ctx.draw(memo.integers(1, 4), label="size"),)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     axis = ctx.draw(memo.integers(0, ctx.rank - 1), label="axis")
-    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
-    lo, hi = QUANT_RANGES[qdtype]
+    qdtype, (lo, hi) = _quantized_range(ctx)
     ctx.fixed.update(axis=axis, quant_min=lo, quant_max=hi)
     ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
         ctx,
@@ -122,8 +127,7 @@ def fake_quantize_learnable_per_tensor(ctx):
     a one-element float32 scale (> 0) and zero point (an integer within [quant_min, quant_max],
     as the kernel checks), and the range of a quantized dtype; the backward gets self's gradient."""
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
-    lo, hi = QUANT_RANGES[qdtype]
+    qdtype, (lo, hi) = _quantized_range(ctx)
     ctx.fixed.update(quant_min=lo, quant_max=hi)
     ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
         ctx, 1, scale_dtype="float32", point_dtype="float32", label="tensor", qdtype=qdtype
@@ -138,8 +142,7 @@ def fake_quantize_cachemask_tensor_qparams(ctx):
     range; drawn apart, the one-element tensors had more elements ("a Tensor with N elements
     cannot be converted to Scalar"), valid only as the simplest case."""
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
-    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
-    lo, hi = QUANT_RANGES[qdtype]
+    qdtype, (lo, hi) = _quantized_range(ctx)
     ctx.fixed.update(quant_min=lo, quant_max=hi)
     ctx.fixed["scale"], ctx.fixed["zero_point"] = _qparams(
         ctx, 1, scale_dtype="float32", point_dtype="int32", label="tensor", qdtype=qdtype
@@ -181,8 +184,7 @@ def fused_moving_avg_obs_fq(ctx):
         )
         for x in ("min", "max")
     )
-    qdtype = ctx.draw(memo.sampled_from(("quint8", "qint8")), label="quantized range")
-    lo, hi = QUANT_RANGES[qdtype]
+    qdtype, (lo, hi) = _quantized_range(ctx)
     scale, point = _qparams(ctx, n, scale_dtype="float32", point_dtype="int32", label="state", qdtype=qdtype)
     ctx.fixed.update(
         # -min and max: a range around zero (min <= max)
