@@ -401,7 +401,9 @@ def _md(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
-MAX_REPROS_CHARS = 40_000  # reproduction scripts, all together
+# reproduction scripts, all together: room for one (about 40,000 characters, most of it the
+# tensor builder verbatim) with the tables around it inside MAX_SUMMARY
+MAX_REPROS_CHARS = 48_000
 MAX_SUMMARY = 60_000  # GitHub refuses comments over 65,536 characters
 
 

@@ -341,6 +341,24 @@ def test_half_precision_products_beyond_the_range_are_a_precision_edge_on_the_cp
     assert run_case(opdb.lookup("aten::ldexp.Tensor"), ldexp, CPUBackend()).outcome == O.MISMATCH
 
 
+def test_a_float32_result_at_the_top_of_the_range_is_a_precision_edge_but_one_well_inside_stays_an_alarm():
+    # pow(x, 3)'s gradient 3 x**2 * grad at x near 1e20: x**2 overflows float32, and the gradient
+    # is representable (2e38) only where grad is a few hundredths: the range's top
+    edge = Case(
+        "aten::pow.Tensor_Scalar",
+        (T((3, 57), "float32", layout="transposed", magnitude="beyond_sqrt"), 3),
+        seed=167,
+    )
+    r = run_case(opdb.lookup("aten::pow.Tensor_Scalar"), edge, CPUBackend())
+    assert r.outcome == O.PASS and r.finding["kind"] == oracle.PRECISION_EDGE, r.message
+    assert r.finding["phase"] == "backward"
+    # a 2-norm of 3e20s is 8.5e20, far inside float32's range: the CPU's squares overflowing is
+    # the kernel's, and stays an alarm
+    norm = Case("aten::linalg_vector_norm", (T((8,), "float32", data=(3e20,) * 8),))
+    r = run_case(opdb.lookup("aten::linalg_vector_norm"), norm, CPUBackend())
+    assert r.outcome == O.MISMATCH and "inf vs 8.48" in r.message, r.message
+
+
 def test_conditioning_moves_inputs_apart_so_cancellation_counts():
     # a - b of float32 inputs near 1000: moving both the same way leaves the difference as it
     # is, moving them apart changes it by two units of 1000 (1.2e-4). A result a few units of
