@@ -71,9 +71,11 @@ def _reaches_ldexp_overflow(case: Case) -> bool:
 
 
 def test_ldexp_draws_exponents_past_the_range_over_small_mantissas():
-    cases = _cases("aten::ldexp.Tensor", "float16", 30)
+    # three cells: one cell's count swings from 5 to 24 of 30 with the seed (about 2/3 of the
+    # cases outside "huge" ones on average), and any change to the draw order moves it
+    cases = [c for s in range(3) for c in _cases("aten::ldexp.Tensor", "float16", 30, cell_seed=s)]
     banded = [c for c in cases if [s.magnitude for s in c.tensor_specs()[:2]] == ["mantissa", "exponent"]]
-    assert len(banded) >= 8, len(banded)  # the role: other is the exponent, self its mantissa
+    assert len(banded) >= 24, len(banded)  # the role: other is the exponent, self its mantissa
     assert not any(c.tensor_specs()[0].magnitude == "exponent" for c in cases)
     assert sum(map(_reaches_ldexp_overflow, banded)) >= len(banded) // 3
     for c in banded:
