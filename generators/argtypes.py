@@ -240,7 +240,10 @@ def _draw_tensor(arg, ctx, label):
     else:
         shape = ctx.draw(memo.one_of(memo.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
     dtype = ctx.dtype
-    if not first and not arg.is_write and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES:
+    # an exponent in its band keeps the cell's dtype, whose band it is ("argument roles"): a
+    # promoted float shift count only makes the shift raise, with float exponents for counts
+    exponent = arg.name in exponent_args(ctx) and exponent_case(ctx)
+    if not first and not arg.is_write and not exponent and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES:
         # now and then a second operand of another dtype: type promotion is a backend's job too
         dtype = ctx.draw(
             memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype"

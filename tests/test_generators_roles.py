@@ -71,9 +71,11 @@ def _reaches_ldexp_overflow(case: Case) -> bool:
 
 
 def test_ldexp_draws_exponents_past_the_range_over_small_mantissas():
-    cases = _cases("aten::ldexp.Tensor", "float16", 30)
+    # three cells: one cell's count swings from 5 to 24 of 30 with the seed (about 2/3 of the
+    # cases outside "huge" ones on average), and any change to the draw order moves it
+    cases = [c for s in range(3) for c in _cases("aten::ldexp.Tensor", "float16", 30, cell_seed=s)]
     banded = [c for c in cases if [s.magnitude for s in c.tensor_specs()[:2]] == ["mantissa", "exponent"]]
-    assert len(banded) >= 8, len(banded)  # the role: other is the exponent, self its mantissa
+    assert len(banded) >= 24, len(banded)  # the role: other is the exponent, self its mantissa
     assert not any(c.tensor_specs()[0].magnitude == "exponent" for c in cases)
     assert sum(map(_reaches_ldexp_overflow, banded)) >= len(banded) // 3
     for c in banded:
@@ -136,8 +138,12 @@ def test_a_dim_goes_along_the_expanded_dim_in_most_expanded_cases():
     # an ordinary dim draw is dim 0 in about half of them (18 of 36 before the rule)
     assert sum(map(_median_along_expanded, expanded)) >= 0.65 * len(expanded)
     # and an op with a dim argument draws its first tensor expanded more often than one layout
-    # in five (31 of 400 cases went along an expanded dim 0 before, 85 with both rules)
-    assert sum(map(_median_along_expanded, cases)) >= 0.15 * len(cases)
+    # in five (31 of 400 cases went along an expanded dim 0 before, 85 with both rules). Since
+    # stress shapes have an empty outer dim one time in six (generators.strategies._stress_empty)
+    # fewer cases can go along dim 0 at all (324 of 400 here, 363 before), and 85 was a lucky
+    # draw (seeds 10-39: 121 of 1200 with both rules even then): now 52, 37 without the
+    # expanded-first rule, 11 without either rule
+    assert sum(map(_median_along_expanded, cases)) >= 0.1 * len(cases)
     # the shrunk form stays valid and still shows median's uninitialised read of an expanded input
     case = find(
         generators.from_schema(opdb.lookup("aten::median.dim"), "float32"),
