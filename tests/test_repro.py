@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import opdb
 from conform.backends import CPUBackend
 from conform.cell import CellSettings, run_cell
 from conform.execute import run_case, run_out_variants
+from conform.outcomes import Outcome
 from conform.repro import repro_script
 from generators.case import Case
 from generators.case import TensorSpec as T
@@ -143,11 +145,47 @@ def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatc
     assert [c.op if c is not None else None for c in seen] == ["aten::add.Tensor", None]
 
 
-def test_a_gradient_verdict_is_reproduced_where_conform_excused_the_forward(tmp_path):
-    # bilinear float32 beyond sqrt(max) (the seed-12 sweep's minimal case): the forward's products
-    # overflow where golden's fit, which conform excuses (rule (d): the exact result is beyond
-    # float32), and the gradient is NaN where golden is finite. The script cannot recompute the
-    # forward's excuses; it must still end with the backward's verdict, as conform did
+def test_a_gradient_verdict_is_reproduced(tmp_path):
+    # bfloat16 convolution (the seed-13 sweep's minimal case): the forward agrees with golden, the
+    # input gradient is NaN for an element no window reads (0 in float32/64, and 0 again from
+    # contiguous inputs); the script runs the backward and ends with its verdict
+    def tensor(shape, layout, values):
+        return {"__tensor__": {"shape": shape, "dtype": "bfloat16", "layout": layout, "values": values, "seed": 0}}
+
+    case = Case.from_json(
+        {
+            "op": "aten::_convolution",
+            "args": [
+                tensor([1, 2, 1, 1, 2], "contiguous", "real"),
+                tensor([2, 2, 1, 1, 2], "channels_last", "special"),
+                None,
+                [1, 1, 1],
+                [0, 0, 1],
+                [1, 1, 1],
+                True,
+                [0, 0, 0],
+                2,
+                False,
+                False,
+                False,
+                False,
+            ],
+            "kwargs": {},
+            "seed": 0,
+        }
+    )
+    op = opdb.lookup("aten::_convolution")
+    r = run_case(op, case, CPUBackend())
+    assert r.outcome.value == "grad_mismatch", r.message
+    script = repro_script(op, case, "cpu", result=r, golden_is_expectation=True)
+    assert _script_verdict(tmp_path, script) == "grad_mismatch"
+
+
+def test_a_gradient_verdict_stays_the_scripts_where_the_forward_differs(tmp_path):
+    # bilinear float32 beyond sqrt(max): the forward's products overflow where golden's are
+    # beyond float32 (an excuse the script does not recompute). conform now passes the case (the
+    # NaN gradients sit at the range's top, 2e38); a script whose verdict came from the backward
+    # still says the forward differs and ends with the backward's own verdict
     def huge(shape, seed, layout="transposed"):
         spec = {"shape": shape, "dtype": "float32", "layout": layout, "seed": seed, "magnitude": "beyond_sqrt"}
         return {"__tensor__": spec}
@@ -162,6 +200,11 @@ def test_a_gradient_verdict_is_reproduced_where_conform_excused_the_forward(tmp_
     )
     op = opdb.lookup("aten::bilinear")
     r = run_case(op, case, CPUBackend())
-    assert r.outcome.value == "grad_mismatch", r.message
-    script = repro_script(op, case, "cpu", result=r, golden_is_expectation=True)
-    assert _script_verdict(tmp_path, script) == "grad_mismatch"
+    assert r.outcome.value == "pass" and r.finding["kind"] == "precision_edge", r.message
+    from_backward = dataclasses.replace(r, outcome=Outcome.GRAD_MISMATCH, phase="backward")
+    script = repro_script(op, case, "cpu", result=from_backward, golden_is_expectation=True)
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "the forward differs here" in done.stdout, done.stdout[-2000:]
+    assert re.findall(r"^verdict: (\S+)", done.stdout, re.M)[-1] == "grad_mismatch"
