@@ -117,13 +117,13 @@ def status(valid_cases: int, reason: str, cells: list[tuple[str, ...]] | None) -
     """What an op's row says: exercised, no valid case (a generator defect), no kernel here,
     untestable (with the op's reason), not selected, reference crash (the CPU reference died on
     every cell that ran), or another outcome (crash, timeout, ...)."""
-    from opdb.rules import NO_KERNEL_SUFFIX
+    from opdb.rules import NO_CPU_KERNEL_REASON
 
     from .cell import REFERENCE_CRASH as CRASH_SKIP
 
     if valid_cases > 0:
         return EXERCISED
-    if reason.endswith(NO_KERNEL_SUFFIX):
+    if reason == NO_CPU_KERNEL_REASON:
         return NO_KERNEL
     if reason == NOT_SELECTED:
         return NOT_RUN

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from opdb.families import FAMILY_NAMES, family_of
-from opdb.rules import NNPACK_DOWN_REASON, NO_CPU_KERNEL_REASON, matching_entries, merge_rules
+from opdb.rules import matching_entries, merge_rules
 from opdb.spec import VARIANTS, ArgSpec, OpSpec
 
 KERNEL_KEYS = (
@@ -207,25 +207,6 @@ def _without_cpu_kernel(names: list[tuple[str, str, bool]]) -> set[str]:
     return none
 
 
-def _nnpack_runs() -> bool:
-    """NNPACK's convolution on the smallest input. On a machine where NNPACK cannot run (its
-    initialisation or its kernels fail: aten/src/ATen/native/NNPACK.cpp raises "NNPACK
-    SpatialConvolution_updateOutput failed" for every input) torch._nnpack_available() may still
-    say True, so it is tried."""
-    try:
-        torch.ops.aten._nnpack_spatial_convolution(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 1, 1), None, [0, 0])
-    except (RuntimeError, AttributeError):
-        return False
-    return True
-
-
-def _library_down(qualnames: list[str]) -> dict[str, str]:
-    """Ops whose only CPU kernel calls a library that fails on this machine whatever the input,
-    with the reason: for the CPU reference they have no kernel here."""
-    nnpack = [q for q in qualnames if q.startswith("aten::_nnpack_spatial_convolution")]
-    return dict.fromkeys(nnpack, NNPACK_DOWN_REASON) if nnpack and not _nnpack_runs() else {}
-
-
 def _tags(base_name: str, overload: str) -> tuple[str, ...]:
     try:
         op = getattr(getattr(torch.ops.aten, base_name), overload or "default")
@@ -234,10 +215,9 @@ def _tags(base_name: str, overload: str) -> tuple[str, ...]:
         return ()
 
 
-def _build(schema, rule_hits, no_cpu: set[str] = frozenset(), down: dict[str, str] | None = None) -> OpSpec:
+def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
     from torchgen.model import FunctionSchema, SchemaKind
 
-    down = down or {}
     name, overload = schema.name, schema.overload_name
     base = name[len("aten::") :]
     qualname = f"{name}.{overload}" if overload else name
@@ -273,13 +253,7 @@ def _build(schema, rule_hits, no_cpu: set[str] = frozenset(), down: dict[str, st
         family=family_of(name, tags, text, dispatcher=dispatcher),
         kernels=_kernels(qualname) if dispatcher else (),
         parsed=fs is not None,
-        rules=merge_rules(
-            rule_hits.get(qualname, []),
-            tags,
-            dispatcher=dispatcher,
-            cpu_kernel=qualname not in no_cpu and qualname not in down,
-            no_kernel_reason=down.get(qualname, NO_CPU_KERNEL_REASON),
-        ),
+        rules=merge_rules(rule_hits.get(qualname, []), tags, dispatcher=dispatcher, cpu_kernel=qualname not in no_cpu),
     )
 
 
@@ -295,8 +269,7 @@ def _catalog() -> tuple[OpSpec, ...]:
             if _in_dispatcher(s.name, s.overload_name)
         ]
     )
-    down = _library_down(qualnames)
-    specs = [_build(s, rule_hits, no_cpu, down) for s in schemas]
+    specs = [_build(s, rule_hits, no_cpu) for s in schemas]
     specs.sort(key=lambda s: s.qualname)
     return tuple(specs)
 

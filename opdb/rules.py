@@ -56,12 +56,7 @@ NONDETERMINISM = ("", "seeded", "uninitialized", "ties")
 _FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "exact", "reason")
 
 TORCHSCRIPT_REASON = "TorchScript builtin on Python values, not a dispatcher operator: no backend kernel to test"
-NO_KERNEL_SUFFIX = "the CPU reference cannot run it"  # every reason an op has no kernel here ends so
-NO_CPU_KERNEL_REASON = f"no CPU kernel in this build: {NO_KERNEL_SUFFIX}"
-NNPACK_DOWN_REASON = (
-    "its CPU kernel is NNPACK's, which fails on this machine for any input ('NNPACK "
-    f"SpatialConvolution_updateOutput failed', probed when the catalog is built): {NO_KERNEL_SUFFIX}"
-)
+NO_CPU_KERNEL_REASON = "no CPU kernel in this build: the CPU reference cannot run it"
 
 
 class RulesError(ValueError):
@@ -222,12 +217,7 @@ def rules_for(
 
 
 def merge_rules(
-    hits: list[RuleEntry],
-    tags: tuple[str, ...] = (),
-    *,
-    dispatcher: bool = True,
-    cpu_kernel: bool = True,
-    no_kernel_reason: str = NO_CPU_KERNEL_REASON,
+    hits: list[RuleEntry], tags: tuple[str, ...] = (), *, dispatcher: bool = True, cpu_kernel: bool = True
 ) -> OpRules:
     """Automatic rules from the tags and kernels, overridden field by field by `hits` (least specific
     first). `dispatcher` is kept for callers; builtins outside the dispatcher are testable."""
@@ -235,7 +225,7 @@ def merge_rules(
     if "nondeterministic_seeded" in tags:
         merged["nondeterminism"] = "seeded"
     if not cpu_kernel:
-        merged["untestable"] = no_kernel_reason
+        merged["untestable"] = NO_CPU_KERNEL_REASON
     hints: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     for e in hits:
