@@ -82,6 +82,10 @@ def convolution(ctx):
     stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
     dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
     padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
+    if base.startswith("nnpack"):
+        # NNPACK takes padding smaller than the kernel only (nnp_status_unsupported_padding:
+        # "NNPACK SpatialConvolution_updateOutput failed")
+        padding = [min(p, k[i] - 1) for i, p in enumerate(padding)]
     spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
     if base in ("conv_tbc", "conv_tbc_backward"):
         # time, batch, channels; weight (kernel, C_in, C_out). The backward takes the input as
