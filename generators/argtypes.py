@@ -704,7 +704,10 @@ def _draw_float(arg, ctx, label):
             if isinstance(lit, (int, float)) and not isinstance(lit, bool)
             else _ROUNDED_FLOATS
         )
-    return ctx.draw(s, label=label)
+    value = ctx.draw(s, label=label)
+    if value == 0 and arg.name in ctx.hints.get("nonzero", ()):
+        return 1.0  # a divisor the op's rules need non-zero (divmod's y)
+    return value
 
 
 def _draw_float_list(arg, ctx, label):

@@ -95,6 +95,20 @@ class OpRules:
         return d
 
 
+def _init_nnpack() -> None:
+    """NNPACK's convolution kernel assumes NNPACK was initialised: its only caller,
+    Convolution.cpp's use_nnpack, asks at::_nnpack_available() first, which runs init_nnpack()
+    (aten/src/ATen/native/NNPACK.cpp). Called first in a process, the op fails for every input
+    ("NNPACK SpatialConvolution_updateOutput failed")."""
+    import torch
+
+    torch._nnpack_available()
+
+
+# ops whose kernel assumes process state that its caller in PyTorch sets up first: that setup
+_NEEDS_INIT = {"_nnpack_spatial_convolution": _init_nnpack}
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """One ATen operator overload of the installed torch."""
@@ -165,6 +179,8 @@ class OpSpec:
             return script_call(self.name, self.overload)
 
         packet = getattr(torch.ops.aten, self.base_name)
+        if self.base_name in _NEEDS_INIT:
+            _NEEDS_INIT[self.base_name]()
         return getattr(packet, self.overload or "default")
 
     def to_dict(self) -> dict[str, Any]:

@@ -193,6 +193,9 @@ RULES = [
     ("aten::clamp", "bfloat16"),  # at least one bound
     ("aten::clamp.Tensor_out", "float16"),
     ("aten::clip_.Tensor", "float16"),
+    ("aten::divmod.int_float", "none"),  # a non-zero divisor (ZeroDivisionError otherwise)
+    ("aten::divmod.float", "none"),
+    ("aten::_nnpack_spatial_convolution.out", "float32"),  # 4-d input: its SymInt[2] per-dim lists
 ]
 
 # ops whose only tensor is 0-d by definition: no case has a tensor of two elements
@@ -365,3 +368,19 @@ def test_conv_tbc_backward_gets_the_gradient_of_its_output():
     assert valid >= 12, reason
     quick = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     assert _runs(op, find(from_schema(op, "float32"), lambda case: True, settings=quick))
+
+
+def test_a_per_dim_list_of_fixed_length_sets_the_spatial_rank():
+    """_nnpack_spatial_convolution's SymInt[2] padding: a 4-d input (N, C, H, W), as its kernel
+    requires ("NNPack convolutionOutput expects 4D input Tensor"), not one to three drawn dims."""
+    from types import SimpleNamespace
+
+    from generators.families.conv import _spatial_rank
+
+    def never(*a, **k):
+        raise AssertionError("the rank is the schema's, not drawn")
+
+    for name in ("aten::_nnpack_spatial_convolution", "aten::_nnpack_spatial_convolution.out", "aten::im2col"):
+        assert _spatial_rank(SimpleNamespace(op=opdb.lookup(name), draw=never)) == 2
+    drawn = SimpleNamespace(op=opdb.lookup("aten::convolution"), draw=lambda s, label: 3)
+    assert _spatial_rank(drawn) == 3  # SymInt[] lists: any rank

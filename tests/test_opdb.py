@@ -238,3 +238,21 @@ def test_every_rule_key_matches_some_op_and_fast_matching_agrees_with_fnmatch():
         assert slow == {n for n, hits in fast.items() if e in hits}, e.pattern
         by_key[(e.source, e.key)] = by_key.get((e.source, e.key), False) or bool(slow)
     assert [k for k, hit in by_key.items() if not hit] == []  # a typo in a rules file selects nothing
+
+
+def test_an_op_whose_kernel_assumes_its_callers_setup_gets_it_from_resolve():
+    """_nnpack_spatial_convolution fails for every input when called first in a process
+    ("NNPACK SpatialConvolution_updateOutput failed"): NNPACK is initialised by
+    _nnpack_available(), which its caller in PyTorch asks first. The resolved op runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, opdb\n"
+        "x, w = torch.ones(1, 1, 3, 3), torch.ones(1, 1, 1, 1)\n"
+        "print(opdb.lookup('aten::_nnpack_spatial_convolution').resolve()(x, w, None, [0, 0]).sum().item())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if "not compiled with NNPACK" in done.stderr:
+        pytest.skip("this torch has no NNPACK")
+    assert done.returncode == 0 and done.stdout.strip() == "9.0", done.stderr[-1000:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from generators import memo
+from generators.argtypes import list_size
 from generators.case import TensorSpec
 from generators.families.common import _arg_names, _tensor
 from generators.families.registry import family
@@ -14,10 +15,19 @@ from generators.strategies import draw_tensor
 
 
 def _spatial_rank(ctx, default=None) -> int:
+    """The number of spatial dims: the op's name says it (conv2d), or its schema does, with one
+    fixed length for its per-dim lists (_nnpack_spatial_convolution's SymInt[2] padding: a 4-d
+    input only, "NNPack convolutionOutput expects 4D input Tensor"), or it is drawn."""
     m = re.search(r"([123])d", ctx.op.base_name)
     if m:
         return int(m.group(1))
+    fixed = {list_size(a.type) for a in ctx.op.arguments if a.name in _PER_DIM_LISTS} - {None}
+    if len(fixed) == 1:
+        return fixed.pop()
     return default or ctx.draw(memo.integers(1, 3), label="spatial dims")
+
+
+_PER_DIM_LISTS = ("padding", "stride", "dilation", "kernel_size", "output_padding")
 
 
 def _list_arg(ctx, name, values):
@@ -72,6 +82,10 @@ def convolution(ctx):
     stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
     dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") for i in range(d)]
     padding = [ctx.draw(memo.integers(0, 1), label=f"padding[{i}]") for i in range(d)]
+    if base.startswith("nnpack"):
+        # NNPACK takes padding smaller than the kernel only (nnp_status_unsupported_padding:
+        # "NNPACK SpatialConvolution_updateOutput failed")
+        padding = [min(p, k[i] - 1) for i, p in enumerate(padding)]
     spatial = [dilation[i] * (k[i] - 1) + 1 + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
     if base in ("conv_tbc", "conv_tbc_backward"):
         # time, batch, channels; weight (kernel, C_in, C_out). The backward takes the input as
