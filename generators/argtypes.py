@@ -615,8 +615,10 @@ def _draw_int_list(arg, ctx, label):
     if name in ("size", "shape", "sizes", "output_size") and size is None:
         return list(ctx.draw(shapes_small(), label=label))
     if name == "stride" and size is None:
-        target = ctx.drawn.get("size", list(ctx.shape))
-        return _contiguous_strides(target)
+        # the strides of the drawn size, or of the main shape where that size is absent or None
+        # (_assert_tensor_metadata takes `SymInt[]? size=None`)
+        target = ctx.drawn.get("size")
+        return _contiguous_strides(list(ctx.shape) if target is None else target)
     if name in ("input_sizes", "input_size", "self_sizes", "self_size"):
         # a view backward's input sizes: the main shape, which the forward view then slices
         return list(ctx.shape)

@@ -38,8 +38,10 @@ def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tup
 
 def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorSpec:
     if spec.layout in STRIDELESS_LAYOUTS:
-        # a sparse or mkldnn out has no strides: only its size can be wrong
-        wrong = tuple(shape[:-1]) + (shape[-1] + 1,) if shape and variant == "wrong_size" else shape
+        # a sparse or mkldnn out has no strides: only its size can be wrong (by a whole block
+        # for a blocked layout, whose blocks must tile the matrix)
+        grow = spec.blocksize[-1] if spec.blocksize else 1
+        wrong = tuple(shape[:-1]) + (shape[-1] + grow,) if shape and variant == "wrong_size" else shape
         return dataclasses.replace(spec, shape=wrong)
     if spec.axis is not None:
         # a per-channel quantized out: its channels are those of its base, so it stays

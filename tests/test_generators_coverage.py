@@ -384,3 +384,20 @@ def test_a_per_dim_list_of_fixed_length_sets_the_spatial_rank():
         assert _spatial_rank(SimpleNamespace(op=opdb.lookup(name), draw=never)) == 2
     drawn = SimpleNamespace(op=opdb.lookup("aten::convolution"), draw=lambda s, label: 3)
     assert _spatial_rank(drawn) == 3  # SymInt[] lists: any rank
+
+
+def test_strides_follow_an_optional_size_drawn_as_none():
+    # _assert_tensor_metadata(a, SymInt[]? size=None, SymInt[]? stride=None, ...): its stride
+    # once followed a None size into a TypeError, lost as a conform internal error in sweeps
+    op = opdb.lookup("aten::_assert_tensor_metadata")
+    quick = settings(max_examples=1000, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+
+    def size_and_stride(case):
+        return (list(case.args[1:3]) + [None, None])[:2]
+
+    case = find(
+        from_schema(op, "float32"),
+        lambda c: size_and_stride(c)[0] is None and size_and_stride(c)[1] is not None,
+        settings=quick,
+    )
+    assert size_and_stride(case)[1] == list(torch.empty(case.args[0].shape).stride())

@@ -125,6 +125,11 @@ def test_sparse_outs_stay_sparse_in_every_out_variant():
     out = TensorSpec((2, 3), "float32", layout="sparse_coo")
     for variant in out_variants(Case(op="aten::hspmm.out", kwargs={"out": out}), {"out": (2, 3)}).values():
         assert variant.kwargs["out"].materialize(lambda x: x).layout == torch.sparse_coo
+    # a blocked out stays a whole number of blocks, even wrongly sized (a sweep once lost
+    # _to_sparse_bsc.out cells to a (2, 7) out with (1, 2) blocks)
+    out = TensorSpec((2, 6), "float32", layout="sparse_bsc", blocksize=(1, 2))
+    for variant in out_variants(Case(op="aten::_to_sparse_bsc.out", kwargs={"out": out}), {"out": (2, 6)}).values():
+        assert variant.kwargs["out"].materialize(lambda x: x).layout == torch.sparse_bsc
     for name in (
         "aten::hspmm.out",
         "aten::sspaddmm",
