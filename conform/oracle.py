@@ -482,8 +482,11 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     dt = rounding_dtype(phase.case)
     if dt is None:
         return None, ""
+    # an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
+    # at least the dtype's unit at that magnitude (opdb hint unit_floor)
+    floor = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("unit_floor")
     moved = [
-        phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, bit)), torch.float64)
+        phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, bit, floor)), torch.float64)
         for bit in (None, 0, 1)
         for s in (1.0, -1.0)
     ]
@@ -514,11 +517,12 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     )
 
 
-def _nudge(dt: torch.dtype, direction: float, bit: int | None = None):
+def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: float | None = None):
     """Every floating input moved by one unit of `dt` in `direction`. With `bit`, element i of
     the case's n-th floating input moves the other way when bit `bit` of i plus n is odd: two
     inputs move apart (a - b), and so do neighbours within one input (bit 0: x[i+1] - x[i];
-    bit 1: x[i+1] - x[i-1], a central difference), where a uniform move cancels."""
+    bit 1: x[i+1] - x[i-1], a central difference), where a uniform move cancels. With `floor`,
+    a unit is at least `dt`'s unit at the magnitude `floor`."""
     state = {"n": 0}
 
     def move(t):
@@ -529,7 +533,10 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None):
             or t.device.type == "meta"
         ):
             return t
-        step = direction * _spacing(t.detach().to(torch.float64), dt)
+        unit = _spacing(t.detach().to(torch.float64), dt)
+        if floor:
+            unit = unit.clamp_min(float(_spacing(torch.tensor(float(floor), dtype=torch.float64), dt)))
+        step = direction * unit
         if bit is not None:
             index = torch.arange(t.numel()).reshape(t.shape)
             flip = ((index >> bit) + state["n"]) % 2

@@ -454,3 +454,23 @@ def test_nan_from_a_zero_scalar_factor_meeting_inf_is_the_algorithms():
     )
     r = run_case(opdb.lookup("aten::slow_conv3d_forward"), conv, CPUBackend())
     assert r.outcome == O.GRAD_MISMATCH and "NaN mismatch" in r.message, r.message
+
+
+def test_grid_sampler_half_coordinates_are_its_precision_but_a_half_pixel_shift_is_not():
+    # grid_sampler unnormalises the grid in float16 ((x + 1) / 2 * (size - 1)): x + 1 rounds a
+    # small coordinate to float16's unit at 1, whatever its own unit (a sweep's alarm, seed 17)
+    case = Case(
+        "aten::grid_sampler_2d",
+        (T((1, 1, 3, 4), "float16", seed=1), T((1, 3, 4, 2), "float16", values="unit"), 0, 0, False),
+    )
+    op = opdb.lookup("aten::grid_sampler_2d")
+    r = run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome == O.PASS and r.finding["kind"] == oracle.PRECISION_EDGE, r.message
+    # a kernel half a pixel off (align_corners taken the other way) is far beyond that unit
+    shifted = _backend(
+        "grid-shift",
+        {aten.grid_sampler_2d.default},
+        lambda f, a, k: f(a[0], a[1] + torch.tensor([1 / 4, 1 / 3], dtype=a[1].dtype), *a[2:], **k),
+    )
+    r = run_case(op, case, shifted, grad=False)
+    assert r.outcome == O.MISMATCH, r.message
