@@ -74,6 +74,22 @@ def test_wider_floats_reach_hundreds_to_thousands_but_not_their_own_overflow():
         assert 1000 < hi <= MODERATE_BAND[1] * 1.01
 
 
+def test_half_types_moderate_band_reaches_the_octaves_where_their_unit_is_one():
+    # bfloat16 holds only integers in [128, 256) (x + 0.5 unrepresentable: a rounding, a floor
+    # division going one off shows on its odd ones), float16 in [1024, 2048); half a moderate
+    # tensor's elements lie in those octaves and the one above, not the band's 1 in 5
+    for dtype, (lo, hi) in (("bfloat16", (128, 512)), ("float16", (1024, 4000))):
+        moderate = [_finite_abs(s) for s in _specs(dtype) if s.magnitude == "moderate"]
+        values = torch.cat(moderate)
+        inside = ((values >= lo) & (values < hi)).double().mean()
+        assert 0.55 < float(inside) < 0.85, (dtype, float(inside))
+        odd = values[(values >= lo) & (values < 2 * lo)].remainder(2) == 1
+        assert 0.3 < float(odd.double().mean()) < 0.7
+    # float32's octave (2**23) is far beyond hundreds to thousands: its band is unchanged
+    moderate = torch.cat([_finite_abs(s) for s in _specs("float32") if s.magnitude == "moderate"])
+    assert float(((moderate >= 128) & (moderate < 512)).double().mean()) < 0.45
+
+
 def test_integer_extremes_wrap_when_summed():
     specs = _specs("int64")
     extreme = [s for s in specs if s.magnitude == "int_extreme"]
