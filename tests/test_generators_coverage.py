@@ -419,3 +419,15 @@ def test_weight_norm_backwards_get_the_norms_their_forward_saved(name):
         assert norms.dtype == torch.float32 and torch.equal(norms.nan_to_num(1, 2, 3), expected.nan_to_num(1, 2, 3))
 
     check()
+
+
+def test_weight_norm_backward_without_a_forward_kernel_for_the_dtype_says_no_kernel():
+    # the forward that gives the norms has no int64 kernel: the cell says so, as the backward
+    # would, instead of a generator error stored as a conform internal error (sweeps G2/H2)
+    from conform.backends import CPUBackend
+    from conform.cell import run_cell
+    from conform.config import CellSettings
+
+    op = opdb.lookup("aten::_weight_norm_interface_backward")
+    r = run_cell(op, "int64", CPUBackend(), CellSettings(seed=3, hypothesis_db=None))
+    assert r.skip_reason == "no_kernel", r.message
