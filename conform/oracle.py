@@ -524,6 +524,7 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: flo
     bit 1: x[i+1] - x[i-1], a central difference), where a uniform move cancels. With `floor`,
     a unit is at least `dt`'s unit at the magnitude `floor`."""
     state = {"n": 0}
+    least = float(_spacing(torch.tensor(float(floor), dtype=torch.float64), dt)) if floor else None
 
     def move(t):
         if (
@@ -534,8 +535,8 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: flo
         ):
             return t
         unit = _spacing(t.detach().to(torch.float64), dt)
-        if floor:
-            unit = unit.clamp_min(float(_spacing(torch.tensor(float(floor), dtype=torch.float64), dt)))
+        if least is not None:
+            unit = unit.clamp_min(least)
         step = direction * unit
         if bit is not None:
             index = torch.arange(t.numel()).reshape(t.shape)

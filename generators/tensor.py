@@ -540,8 +540,7 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
     band = magnitude_band(magnitude, dtype)
     if band is None or x.numel() == 0:
         return x
-    lo, hi = math.log(band[0]), math.log(band[1])
-    mag = torch.exp(torch.rand(x.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo)
+    mag = _log_uniform(x.shape, band, g)
     octaves = _integer_octaves(dtype) if magnitude == "moderate" else None
     if octaves is not None:
         # half the elements in the two octaves where the dtype's unit reaches 1 and 2: only
@@ -549,10 +548,15 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
         # a floor division or an integer conversion of a half type goes one off (else the
         # band's log-uniform draw leaves them 1 element in 5, and an edge pattern's 3 finite
         # slots in 11 rarely hold one)
-        lo2, hi2 = (math.log(b) for b in octaves)
-        mag2 = torch.exp(torch.rand(x.shape, generator=g, dtype=torch.float64) * (hi2 - lo2) + lo2)
-        mag = torch.where(torch.rand(x.shape, generator=g) < 0.5, mag2, mag)
+        in_octaves = _log_uniform(x.shape, octaves, g)
+        mag = torch.where(torch.rand(x.shape, generator=g) < 0.5, in_octaves, mag)
     return torch.sign(x) * mag
+
+
+def _log_uniform(shape, band: tuple[float, float], g: torch.Generator) -> torch.Tensor:
+    """float64 values log-uniform in [band[0], band[1])."""
+    lo, hi = math.log(band[0]), math.log(band[1])
+    return torch.exp(torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo)
 
 
 def _integer_octaves(dtype: torch.dtype) -> tuple[float, float] | None:
