@@ -482,6 +482,13 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     dt = rounding_dtype(phase.case)
     if dt is None:
         return None, ""
+    # a result narrower than its inputs' promotion (weight norm's backward computes in saved_g's
+    # bfloat16 with float32 norms, by definition) is computed in its own dtype: its unit is the
+    # case's unit; a wider one (bfloat16 + float32 in float32) computes on exact inputs
+    res = _result_dtype(phase.reference)
+    res = res.to_real() if res is not None and res.is_complex else res
+    if res is not None and res.is_floating_point and torch.finfo(res).eps > torch.finfo(dt).eps:
+        dt = res
     # an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
     # at least the dtype's unit at that magnitude (opdb hint unit_floor)
     floor = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("unit_floor")
@@ -494,7 +501,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         return None, ""
 
     def excuse(a, e, g, *ms):
-        if any(m is None or m.shape != g.shape for m in ms) or g.is_complex():
+        if any(m is None or m.shape != g.shape for m in ms):
             return None
         g, a = dense(g).detach().to(torch.float64), dense(a).detach()
         ms = [dense(m).detach().to(torch.float64) for m in ms]
@@ -510,7 +517,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         a = a.to(torch.float64)
         return edge | ((a >= lo) & (a <= hi))
 
-    patched = _patch(actual, expected, golden, tuple(moved), excuse)
+    patched = _patch(actual, expected, golden, tuple(moved), excuse, complex_parts=True)
     return (
         patched,
         f"within the case's conditioning (golden moves that far when the inputs move by one {str(dt).removeprefix('torch.')} unit)",
@@ -529,11 +536,14 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: flo
     def move(t):
         if (
             not isinstance(t, torch.Tensor)
-            or not t.dtype.is_floating_point
+            or not is_inexact(t.dtype)
             or t.layout != torch.strided
             or t.device.type == "meta"
         ):
             return t
+        if t.is_complex():  # real and imaginary parts each move by one unit of the real dtype
+            parts = move(torch.view_as_real(t.detach().resolve_conj()))
+            return torch.view_as_complex(parts.contiguous()).requires_grad_(t.requires_grad)
         unit = _spacing(t.detach().to(torch.float64), dt)
         if least is not None:
             unit = unit.clamp_min(least)
@@ -549,10 +559,11 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: flo
     return move
 
 
-def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse):
+def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse, *, complex_parts=False):
     """`others`: more observed values (or None) passed on to `excuse`, leaf by leaf. `expected` with the
     side's own values wherever `excuse(actual, expected, golden, *others)` says the element is excused
-    (leaf by leaf; leaves it cannot line up are left alone)."""
+    (leaf by leaf; leaves it cannot line up are left alone). With `complex_parts`, a complex leaf is
+    judged as its real and imaginary parts (torch.view_as_real), each excused on its own."""
     a_l, e_l, g_l = (list(leaves(_flat(x))) for x in (actual, expected, golden))
     o_l = [list(leaves(_flat(o))) if o is not None else [None] * len(e_l) for o in others]
     if not (len(a_l) == len(e_l) == len(g_l)) or any(len(x) != len(e_l) for x in o_l):
@@ -563,9 +574,20 @@ def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple
             a.shape == e.shape == g.shape
             and a.dtype == e.dtype
             and e.layout == a.layout == g.layout == torch.strided
-            and not e.is_complex()
+            and (complex_parts or not e.is_complex())
             and e.device.type != "meta"
         )
+        if ok and e.is_complex():
+            os_ = [o[i] for o in o_l]
+            if not all(x.is_complex() for x in (a, g, *(x for x in os_ if x is not None))):
+                out.append(e)
+                continue
+            a, e, g = (torch.view_as_real(x.detach().resolve_conj()) for x in (a, e, g))
+            os_ = [torch.view_as_real(x.detach().resolve_conj()) if x is not None else None for x in os_]
+            mask = excuse(a, e, g, *os_)
+            patched = torch.where(mask, a, e) if mask is not None and bool(mask.any()) else e
+            out.append(torch.view_as_complex(patched.contiguous()))
+            continue
         mask = excuse(a, e, g, *(o[i] for o in o_l)) if ok else None
         out.append(torch.where(mask, a.detach(), e) if mask is not None and bool(mask.any()) else e)
     it = iter(out)

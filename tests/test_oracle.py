@@ -396,6 +396,43 @@ def test_conditioning_moves_inputs_apart_so_cancellation_counts():
     assert not within_conditioning(10.0)
 
 
+def test_conditioning_holds_complex_results_part_by_part():
+    # the same cancellation in complex64: real and imaginary parts near 1000 each move by one
+    # float32 unit; a result a few units off in either part is the case's precision, ten is not
+    from conform.compare import failures
+
+    def run(case, dt, tx=None):
+        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)
+        return torch.ops.aten.sub.Tensor(*args, **kwargs), {}
+
+    a = T((8,), "complex64", data=tuple(complex(1000.0 + i / 8, -1000.0 + i / 4) for i in range(8)))
+    b = T((8,), "complex64", data=tuple(complex(1000.0 - i / 16, -1000.0 - i / 8) for i in range(8)))
+    case = Case("aten::sub.Tensor", (a, b))
+    reference = run(case, None)
+    unit = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit at 1000
+
+    def within_conditioning(off):
+        def strict(x, y):
+            return compare(x[0], y[0], tolerance=(1.3e-6, 1e-5))
+
+        phase = oracle.Phase(
+            "forward",
+            opdb.lookup("aten::sub.Tensor"),
+            case,
+            reference,
+            strict,
+            run_cpu=run,
+            expect=lambda raw: (raw[0].to(torch.complex64), {}),
+        )
+        actual = (reference[0] + off * unit, {})
+        assert failures(strict(actual, phase.expect(phase.golden)))  # off golden before any excuse
+        patched, _ = oracle._conditioning_excused(phase, actual, phase.expect(phase.golden), phase.golden)
+        return patched is not None and not failures(strict(actual, patched))
+
+    assert within_conditioning(2.0) and within_conditioning(2.0j)
+    assert not within_conditioning(10.0) and not within_conditioning(10.0j)
+
+
 def test_which_infinity_an_overflowing_sum_ends_in_may_follow_the_layout():
     # bfloat16 products of values beyond sqrt(max): the exact result is beyond the dtype's
     # range, and the sign of the infinity the CPU's blocked sum ends in follows the path a
