@@ -57,7 +57,8 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         if problem:
             raise Untestable(problem)
     # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
-    return stressed(_cases(op, dtype, max_numel, builder), tensors=len(op.tensor_args))
+    huge_values = not (rules is not None and rules.hints.get("input_products"))
+    return stressed(_cases(op, dtype, max_numel, builder), tensors=len(op.tensor_args), huge_values=huge_values)
 
 
 def quantized_cell(op, cell: str) -> str | None:
