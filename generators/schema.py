@@ -12,7 +12,7 @@ from __future__ import annotations
 from generators import argtypes, backward, families, memo
 from generators.case import QUANTIZED_STORAGE, Case
 from generators.context import OMIT, VARARGS, Context, Untestable
-from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, shapes, stressed
+from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, huge_band_for, shapes, stressed
 
 
 def cell_dtypes(op, requested: list[str]) -> list[str]:
@@ -57,8 +57,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         if problem:
             raise Untestable(problem)
     # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
-    huge_values = not (rules is not None and rules.hints.get("input_products"))
-    return stressed(_cases(op, dtype, max_numel, builder), tensors=len(op.tensor_args), huge_values=huge_values)
+    return stressed(_cases(op, dtype, max_numel, builder), tensors=len(op.tensor_args), huge_band=huge_band_for(op))
 
 
 def quantized_cell(op, cell: str) -> str | None:

@@ -101,13 +101,11 @@ def huge_role(tensors: int) -> memo.SearchStrategy[int]:
     return memo.sampled_from((0,) * (3 * (tensors - 1)) + tuple(range(1, tensors)))
 
 
-def stressed(cases: memo.SearchStrategy, *, tensors: int = 1, huge_values: bool = True) -> memo.SearchStrategy:
+def stressed(cases: memo.SearchStrategy, *, tensors: int = 1, huge_band: str = "beyond_sqrt") -> memo.SearchStrategy:
     """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
     of the case is drawn: shapes() and draw_tensor() read it. `tensors`: how many tensor
-    arguments the op takes (see huge_role). `huge_values` False (opdb hint `input_products`: the
-    op's definition multiplies input values with each other) keeps a "huge" case's strided
-    layouts but draws no tensor beyond the square root of the dtype's maximum: every such product
-    is beyond the range by definition, where no evaluation in the dtype has golden's value."""
+    arguments the op takes (see huge_role). `huge_band`: the band of a "huge" case's one large
+    tensor (see huge_band_for)."""
 
     @memo.composite
     def build(draw):
@@ -117,7 +115,8 @@ def stressed(cases: memo.SearchStrategy, *, tensors: int = 1, huge_values: bool 
         state = {"variant": variant, "role": 0} if variant else None
         if variant == "huge":
             state["huge_role"] = draw(huge_role(tensors), label="huge tensor")
-            state["huge_drawn"] = not huge_values
+            state["huge_band"] = huge_band
+            state["huge_drawn"] = not huge_band
         token = _stress.set(state)
         try:
             return draw(cases)
@@ -125,6 +124,23 @@ def stressed(cases: memo.SearchStrategy, *, tensors: int = 1, huge_values: bool 
             _stress.reset(token)
 
     return build()
+
+
+def huge_band_for(op) -> str:
+    """The band of a "huge" stress case's large tensor for `op`: beyond the square root of the
+    dtype's maximum ("beyond_sqrt": squares and products overflow there while the result fits:
+    norm layers' variances, 2-norms), except
+    - none for an op whose definition multiplies input values with each other (opdb hint
+      `input_products`): every such product is beyond the range by definition, where no
+      evaluation in the dtype has golden's value; the case keeps its strided layouts;
+    - "moderate" for an op whose results are exactly determined (opdb's exactness rule:
+      rounding, floor division, selection): where half precision's integer resolution ends
+      (bfloat16 256, float16 2048) a rounding or a floor division goes one off, while huge
+      values are all integers already and round to themselves."""
+    hints = getattr(getattr(op, "rules", None), "hints", None) or {}
+    if hints.get("input_products"):
+        return ""
+    return "moderate" if getattr(op, "exact", False) else "beyond_sqrt"
 
 
 def stress_variant() -> str:
@@ -428,7 +444,7 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
         # the tensor of the drawn role, or the first one that can be huge after it
         huge = role >= stress["huge_role"] and not stress.get("huge_drawn")
         stress["huge_drawn"] = stress.get("huge_drawn") or huge
-        magnitude = "beyond_sqrt" if huge else ""
+        magnitude = stress.get("huge_band", "beyond_sqrt") if huge else ""
     elif dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS and given is None:
         magnitude = "int_extreme"
     if magnitude is None:

@@ -203,6 +203,15 @@ def test_a_huge_case_draws_one_huge_tensor_and_which_one_varies():
     assert len(roles["aten::lstm_cell"]) >= 2, roles
 
 
+def test_an_exactly_determined_op_draws_its_large_tensor_where_half_precision_integers_end():
+    # round in bfloat16: huge values are integers that round to themselves; between 128 and 512 a
+    # floor(x + 0.5) fast path goes one off. A huge case of an exact op draws the moderate band
+    cases = _cases("aten::round", "bfloat16", 60)
+    bands = {s.magnitude for c in cases for s in c.tensor_specs()}
+    assert "beyond_sqrt" not in bands and "moderate" in bands
+    assert "beyond_sqrt" in {s.magnitude for c in _cases("aten::sin", "bfloat16", 60) for s in c.tensor_specs()}
+
+
 def test_an_op_defined_by_products_of_its_inputs_gets_no_huge_tensor_but_keeps_strided_layouts():
     # Adam's second moment is grad * grad by definition (opdb hint input_products): a gradient
     # beyond sqrt(max) leaves the range in every float32 kernel, so golden cannot judge it; the
