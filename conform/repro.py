@@ -269,8 +269,18 @@ def verdict():
     return "grad_mismatch" if gv in ("meta", "fail") else gv
 
 
+TRIES = 8  # a kernel that reads memory it never wrote (or races) fails on some runs only
+
+
 try:
     VERDICT = verdict()
+    for k in range(2, TRIES + 1):
+        if not VERDICT.startswith("pass") or CONFORM_VERDICT in ("pass", "crash", "timeout"):
+            break
+        print(f"-- attempt {{k}} of {{TRIES}}: conform said {{CONFORM_VERDICT}}; the same calls again --")
+        VERDICT = verdict()
+        if not VERDICT.startswith("pass"):
+            VERDICT += f" (on attempt {{k}} of {{TRIES}}: the result varies from run to run)"
 except Exception as e:  # a bug of this script, not a verdict
     VERDICT = f"error ({{type(e).__name__}}: {{e}})"
 print(f"verdict: {{VERDICT.split(' ')[0]}}  ({{VERDICT}}; conform said {{CONFORM_VERDICT}})")
