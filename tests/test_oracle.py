@@ -359,78 +359,56 @@ def test_a_float32_result_at_the_top_of_the_range_is_a_precision_edge_but_one_we
     assert r.outcome == O.MISMATCH and "inf vs 8.48" in r.message, r.message
 
 
-def test_conditioning_moves_inputs_apart_so_cancellation_counts():
-    # a - b of float32 inputs near 1000: moving both the same way leaves the difference as it
-    # is, moving them apart changes it by two units of 1000 (1.2e-4). A result a few units of
-    # the inputs off is within the case's conditioning; ten units off is not.
+_UNIT_AT_1000 = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit at 1000
+
+
+def _sub_within_conditioning(a, b, off) -> bool:
+    """Is sub(a, b) + off float32 units at 1000 within the case's conditioning, where a strict
+    tolerance alone fails it?"""
     from conform.compare import failures
 
     def run(case, dt, tx=None):
         args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)
         return torch.ops.aten.sub.Tensor(*args, **kwargs), {}
 
-    a = T((8,), "float32", data=tuple(1000.0 + i / 8 for i in range(8)))
-    b = T((8,), "float32", data=tuple(1000.0 - i / 16 for i in range(8)))
+    def strict(x, y):
+        return compare(x[0], y[0], tolerance=(1.3e-6, 1e-5))
+
     case = Case("aten::sub.Tensor", (a, b))
     reference = run(case, None)
-    unit = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit at 1000
+    dtype = reference[0].dtype
+    phase = oracle.Phase(
+        "forward",
+        opdb.lookup("aten::sub.Tensor"),
+        case,
+        reference,
+        strict,
+        run_cpu=run,
+        expect=lambda raw: (raw[0].to(dtype), {}),
+    )
+    actual = (reference[0] + off * _UNIT_AT_1000, {})
+    assert failures(strict(actual, phase.expect(phase.golden)))  # off golden before any excuse
+    patched, _ = oracle._conditioning_excused(phase, actual, phase.expect(phase.golden), phase.golden)
+    return patched is not None and not failures(strict(actual, patched))
 
-    def within_conditioning(units):
-        def strict(x, y):
-            return compare(x[0], y[0], tolerance=(1.3e-6, 1e-5))
 
-        phase = oracle.Phase(
-            "forward",
-            opdb.lookup("aten::sub.Tensor"),
-            case,
-            reference,
-            strict,
-            run_cpu=run,
-            expect=lambda raw: (raw[0].float(), {}),
-        )
-        actual = (reference[0] + units * unit, {})
-        patched, _ = oracle._conditioning_excused(phase, actual, phase.expect(phase.golden), phase.golden)
-        return patched is not None and not failures(strict(actual, patched))
-
-    assert within_conditioning(1.0) and within_conditioning(2.0)
-    assert not within_conditioning(10.0)
+def test_conditioning_moves_inputs_apart_so_cancellation_counts():
+    # a - b of float32 inputs near 1000: moving both the same way leaves the difference as it
+    # is, moving them apart changes it by two units of 1000 (1.2e-4). A result a few units of
+    # the inputs off is within the case's conditioning; ten units off is not.
+    a = T((8,), "float32", data=tuple(1000.0 + i / 8 for i in range(8)))
+    b = T((8,), "float32", data=tuple(1000.0 - i / 16 for i in range(8)))
+    assert _sub_within_conditioning(a, b, 1.0) and _sub_within_conditioning(a, b, 2.0)
+    assert not _sub_within_conditioning(a, b, 10.0)
 
 
 def test_conditioning_holds_complex_results_part_by_part():
     # the same cancellation in complex64: real and imaginary parts near 1000 each move by one
     # float32 unit; a result a few units off in either part is the case's precision, ten is not
-    from conform.compare import failures
-
-    def run(case, dt, tx=None):
-        args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)
-        return torch.ops.aten.sub.Tensor(*args, **kwargs), {}
-
     a = T((8,), "complex64", data=tuple(complex(1000.0 + i / 8, -1000.0 + i / 4) for i in range(8)))
     b = T((8,), "complex64", data=tuple(complex(1000.0 - i / 16, -1000.0 - i / 8) for i in range(8)))
-    case = Case("aten::sub.Tensor", (a, b))
-    reference = run(case, None)
-    unit = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit at 1000
-
-    def within_conditioning(off):
-        def strict(x, y):
-            return compare(x[0], y[0], tolerance=(1.3e-6, 1e-5))
-
-        phase = oracle.Phase(
-            "forward",
-            opdb.lookup("aten::sub.Tensor"),
-            case,
-            reference,
-            strict,
-            run_cpu=run,
-            expect=lambda raw: (raw[0].to(torch.complex64), {}),
-        )
-        actual = (reference[0] + off * unit, {})
-        assert failures(strict(actual, phase.expect(phase.golden)))  # off golden before any excuse
-        patched, _ = oracle._conditioning_excused(phase, actual, phase.expect(phase.golden), phase.golden)
-        return patched is not None and not failures(strict(actual, patched))
-
-    assert within_conditioning(2.0) and within_conditioning(2.0j)
-    assert not within_conditioning(10.0) and not within_conditioning(10.0j)
+    assert _sub_within_conditioning(a, b, 2.0) and _sub_within_conditioning(a, b, 2.0j)
+    assert not _sub_within_conditioning(a, b, 10.0) and not _sub_within_conditioning(a, b, 10.0j)
 
 
 def test_which_infinity_an_overflowing_sum_ends_in_may_follow_the_layout():
