@@ -180,8 +180,12 @@ def test_shrunk_cases_keep_the_band_only_when_the_failure_needs_it():
         settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)),
     )
     assert all(sp.magnitude == "" for sp in plain.tensor_specs())
+    # derandomized: a plain shape's own innermost side of 65 is a local minimum for the shrinker
+    # (no smaller integer it tries is 17 or 33), and a random find lands there about 1 run in 6
     vec = find(
-        shapes(), lambda s: bool(s) and s[-1] in (17, 33, 65), settings=settings(database=None, max_examples=5000)
+        shapes(),
+        lambda s: bool(s) and s[-1] in (17, 33, 65),
+        settings=settings(database=None, max_examples=5000, derandomize=True),
     )
     assert vec[-1] == 17 and math.prod(vec[:-1]) <= 1
 
