@@ -486,8 +486,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     # bfloat16 with float32 norms, by definition) is computed in its own dtype: its unit is the
     # case's unit; a wider one (bfloat16 + float32 in float32) computes on exact inputs
     res = _result_dtype(phase.reference)
-    res = res.to_real() if res is not None and res.is_complex else res
-    if res is not None and res.is_floating_point and torch.finfo(res).eps > torch.finfo(dt).eps:
+    if res is not None and torch.finfo(res).eps > torch.finfo(dt).eps:
         dt = res
     # an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
     # at least the dtype's unit at that magnitude (opdb hint unit_floor)
