@@ -67,6 +67,17 @@ def test_edges_case_aligns_int_min_over_minus_one():
     assert (b != 0).all()  # the divisor's domain is nonzero: the pattern keeps it
 
 
+def test_edges_cases_keep_their_operands_aligned_in_shape_and_dtype():
+    # a broadcast partner ([3, 1], 0-d) carries its pattern elsewhere and a promoted one leaves the
+    # vectorised loop: remainder's NaN for a subnormal divisor (pytorch#193753) needs neither
+    for op, dtype in (("aten::remainder.Tensor", "float32"), ("aten::div.Tensor_mode", "int64")):
+        edges = [c for c in _cases(op, dtype, 60) if c.tensor_specs()[0].edges is not None]
+        assert len(edges) >= 10
+        for case in edges:
+            a, b = case.tensor_specs()[:2]
+            assert (b.shape, b.dtype, b.edges) == (a.shape, a.dtype, 1), case.describe()
+
+
 def test_edges_keep_restricted_domains():
     spec = TensorSpec((3, 57), "float32", values="positive", seed=3, edges=1)
     x = _cpu(spec)
