@@ -196,6 +196,19 @@ def test_a_huge_batch_norm_case_trains():
     assert huge and all(c.args[5] is True for c in huge)
 
 
+def test_a_huge_tensor_is_contiguous_in_some_cases_and_strided_in_others():
+    # a contiguous fast path holds what a strided input's generic path does not (batch norm's
+    # float32 variance overflows for contiguous input only, pytorch#162489), and the other way
+    # round for kernels that ignore strides
+    layouts = {
+        s.layout
+        for c in _cases("aten::native_batch_norm", "float32", 60)
+        for s in c.tensor_specs()
+        if s.magnitude == "beyond_sqrt"
+    }
+    assert "contiguous" in layouts and layouts - {"contiguous"}, layouts
+
+
 def test_a_huge_case_draws_one_huge_tensor_and_which_one_varies():
     # a product of two huge tensors (x @ W in a cell's gates, mat1 @ mat2) leaves the dtype by the
     # op's own definition, where golden float64 does not: one huge tensor per case, the others
