@@ -153,8 +153,8 @@ def run_cell(
             if after_case:
                 after_case()
         if state["failing"]:
-            # shrinking: only whether the case still fails matters
-            if r.outcome == Outcome.PASS or r.invalid:
+            # shrinking: only whether the case still fails, and the same way (see failure_class)
+            if r.outcome == Outcome.PASS or r.invalid or failure_class(r) != state["class"]:
                 hypothesis.reject()
         else:
             if r.invalid:
@@ -179,6 +179,7 @@ def run_cell(
             if Outcome(r.outcome) in CELL_LEVEL:
                 raise _StopCell(r, case)
             state["failing"] = True
+            state["class"] = failure_class(r)
             state["first_failure"] = (r, case)
         # One raise statement for the first failure and every shrink step: hypothesis tells bugs
         # apart by where they are raised, and two sites made it call the shrunk case a different
@@ -369,6 +370,35 @@ def cell_process(setup: WorkerSetup, inflight: str):
         return result, state["poisoned"]
 
     return run
+
+
+# Failing leaves' kinds (conform.compare.KINDS), most telling first: a shrink step keeps the kind
+# its first failure led with. NaN and inf are one class (an overflow's inf turns into NaN further
+# on: inf - inf, 0 * inf), a sign of zero is the mildest.
+_KIND_CLASSES = (
+    ("error", "error"),
+    ("structure", "structure"),
+    ("shape", "structure"),
+    ("dtype", "structure"),
+    ("strides", "strides"),
+    ("nan", "nonfinite"),
+    ("inf", "nonfinite"),
+    ("values", "values"),
+    ("sign", "sign"),
+)
+
+
+def failure_class(r) -> tuple[str, str, str]:
+    """What a failing case's verdict is, for the shrinker: its outcome, phase and the most telling
+    kind among its failing leaves. Hypothesis shrinks toward any case that raises the same
+    exception from the same place, so without this a failure "slips" to whatever simpler case
+    fails at all: native_group_norm's NaN for a float32 variance that overflows (pytorch#162489)
+    shrank to a one-element group's rounding (7.9e-5 where golden is exactly beta), and the cell
+    reported that instead of the bug it had met. A step that fails some other way is no failure
+    to the shrinker, so the minimal case shows the failure that was found."""
+    kinds = getattr(r, "kinds", frozenset())
+    lead = next((cls for kind, cls in _KIND_CLASSES if kind in kinds), "")
+    return (Outcome(r.outcome).value, r.phase or "", lead)
 
 
 def _case_key(case_json: dict) -> str:

@@ -9,6 +9,7 @@ tests.faulty:<Class> --ops <op>`), where hypothesis has to *find* a case like th
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -181,3 +182,28 @@ def test_a_fault_that_shows_once_is_still_found():
     r = run_cell(opdb.lookup("aten::exp"), "float32", backend, CellSettings(seed=1, hypothesis_db=None))
     assert r.outcome == O.MISMATCH.value, r.message
     assert "did not fail the same way when replayed" in r.message and r.case is not None
+
+
+def test_a_failure_shrinks_to_a_case_that_fails_the_same_way():
+    # two faults in one kernel: NaN for large values (what the cell meets first) and a small
+    # relative error on 1-d one-element tensors (simpler to the shrinker). Shrinking must not
+    # slip from the first to the second: the minimal case shows the failure that was found
+    # (native_group_norm's overflowing float32 variance once shrank to a one-element group's
+    # rounding and the cell reported that instead)
+    from conform.cell import run_cell
+    from conform.config import CellSettings
+    from tests.faulty import FaultyBackend
+
+    def two_faults(func, args, kwargs):
+        x, out = args[0], func(*args, **kwargs)
+        if x.dim() == 1 and x.numel() == 1:
+            return out * 1.01
+        return torch.where(x.abs() > 100, torch.full_like(out, math.nan), out)
+
+    body = {"name": "faulty-two", "targets": frozenset({torch.ops.aten.neg.default}), "bug": staticmethod(two_faults)}
+    backend = type("TwoFaults", (FaultyBackend,), body)()
+    for seed in (1, 2, 3):  # each slipped to the one-element error before
+        r = run_cell(
+            opdb.lookup("aten::neg"), "float32", backend, CellSettings(seed=seed, examples=10, hypothesis_db=None)
+        )
+        assert r.outcome == O.MISMATCH.value and "NaN mismatch" in r.message, (seed, r.message)
