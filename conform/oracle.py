@@ -309,15 +309,41 @@ def _as_the_kernel_computes(phase: Phase, actual: Observed, rounded_case) -> lis
     for case in (phase.case, rounded_case):
         if case is None:
             continue
+        exact_reading = None
         for math_dtype in math_dtypes:
             raw = phase.run_cpu(TransformedCase(case, to_result_dtype), math_dtype)
             expected = phase.expect(raw) if raw is not None else None
             if expected is None:
                 continue
+            if math_dtype == torch.float64:
+                exact_reading = expected
+            elif not _same_specials(expected, exact_reading):
+                # float32 math rounds differently, it does not make a NaN or an inf of a finite
+                # result: that is the CPU's float32 kernel, which a half-precision cell's loop
+                # shares (fmod's vectorised NaN for a subnormal divisor, pytorch#193753), not a
+                # reading of the semantics
+                continue
             records = phase.compare(actual, expected)
             if not failures(records):
                 return records
     return None
+
+
+def _same_specials(a: Observed, b: Observed | None) -> bool:
+    """Whether two observed values have NaN and infinities at the same places."""
+    if b is None:
+        return False
+    la, lb = list(leaves(_flat(a))), list(leaves(_flat(b)))
+    return len(la) == len(lb) and all(
+        not isinstance(x, torch.Tensor)
+        or not isinstance(y, torch.Tensor)
+        or x.shape != y.shape
+        or x.layout != torch.strided
+        or y.layout != torch.strided
+        or not (x.is_floating_point() or x.is_complex())
+        or bool((_special_class(x) == _special_class(y)).all())
+        for x, y in zip(la, lb)
+    )
 
 
 def _result_dtype(reference: Observed | None) -> torch.dtype | None:

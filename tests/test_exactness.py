@@ -168,3 +168,14 @@ def test_div_is_exact_only_with_a_rounding_mode():
     x = T((4,), "bfloat16")
     assert tolerance_for(op, torch.bfloat16, case=Case(op.qualname, (x, x), {"rounding_mode": "floor"})) == (0.0, 0.0)
     assert tolerance_for(op, torch.bfloat16, case=Case(op.qualname, (x, x), {"rounding_mode": None})) != (0.0, 0.0)
+
+
+@pytest.mark.parametrize("name", ["aten::fmod.Tensor", "aten::remainder.Tensor"])
+def test_a_half_precision_nan_from_the_float32_kernel_is_not_a_reading_of_the_semantics(name):
+    # bfloat16's loop is float32's: 300 / 7.3e-40 overflows in the vectorised path and fmod is
+    # NaN where it is exactly -0.0 or 0.0 (pytorch#193753). The float32 reading of a half-precision
+    # exact op rounds differently; it must not turn the CPU's float32 NaN into the expectation.
+    sub = 7.3e-40
+    case = Case(name, (T((64,), "bfloat16", data=(300.0,) * 64), T((64,), "bfloat16", data=(sub,) * 64)))
+    r = run_case(opdb.lookup(name), case, CPUBackend())  # the CPU under test: golden judges it
+    assert r.outcome == Outcome.MISMATCH and "NaN mismatch" in r.message, r.message
