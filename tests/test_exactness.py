@@ -4,6 +4,7 @@ right answer, and an integer-valued bfloat16 result one off is wrong though with
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -179,3 +180,38 @@ def test_a_half_precision_nan_from_the_float32_kernel_is_not_a_reading_of_the_se
     case = Case(name, (T((64,), "bfloat16", data=(300.0,) * 64), T((64,), "bfloat16", data=(sub,) * 64)))
     r = run_case(opdb.lookup(name), case, CPUBackend())  # the CPU under test: golden judges it
     assert r.outcome == Outcome.MISMATCH and "NaN mismatch" in r.message, r.message
+
+
+def test_an_integer_the_dtype_cannot_hold_may_round_to_either_neighbour():
+    # int32 extremes over float32 divisors: promotion makes 2147483632 2147483648.0, and
+    # floor(2147483648 / 118.368) = 18142371 lies between float32's 18142370 and 18142372: the
+    # CPU's neighbour is as right as golden's (seed 20's floor_divide.out int32 cell)
+    op = opdb.lookup("aten::floor_divide")
+    a = (-2147483632, 2147483631, -2147483634, 2147483637) * 16
+    b = (-118.368408203125, 376.9642028808594, 759.275390625, 111.6659164428711) * 16
+    case = Case(op.qualname, (T((64,), "int32", data=a), T((64,), "float32", data=b)))
+    r = run_case(op, case, CPUBackend())
+    assert r.outcome == Outcome.PASS, r.message
+
+
+class _RoundOneUlpUp(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.round.default:
+            out = torch.nextafter(out, torch.full_like(out, math.inf))
+        return out
+
+
+class _RoundOneUlpUpBackend(CPUBackend):
+    name = "round-one-ulp-up"
+
+    def device_context(self):
+        return _RoundOneUlpUp()
+
+
+def test_a_representable_integer_stays_exact_beyond_the_integer_resolution():
+    # round(x) of a float32 beyond 2**24 is x itself, representable: a neighbour is wrong
+    op = opdb.lookup("aten::round")
+    case = Case(op.qualname, (T((8,), "float32", data=(3.0e7, -5.5e7, 1.7e8, 2.0e9) * 2),))
+    assert run_case(op, case, _RoundOneUlpUpBackend()).outcome == Outcome.MISMATCH
+    assert run_case(op, case, CPUBackend()).outcome == Outcome.PASS
