@@ -374,7 +374,10 @@ def cell_process(setup: WorkerSetup, inflight: str):
 
 # Failing leaves' kinds (conform.compare.KINDS), most telling first: a shrink step keeps the kind
 # its first failure led with. NaN and inf are one class (an overflow's inf turns into NaN further
-# on: inf - inf, 0 * inf), a sign of zero is the mildest.
+# on: inf - inf, 0 * inf), a sign of zero is the mildest. Wrong values are gross at GROSS times
+# the allowed difference or more (a kernel reading the wrong memory: 850 where golden is 0) and
+# marginal below it (a rounding at the edge of the tolerance, 3.2e-5 for 1e-5).
+GROSS = 100.0
 _KIND_CLASSES = (
     ("error", "error"),
     ("structure", "structure"),
@@ -394,10 +397,14 @@ def failure_class(r) -> tuple[str, str, str]:
     exception from the same place, so without this a failure "slips" to whatever simpler case
     fails at all: native_group_norm's NaN for a float32 variance that overflows (pytorch#162489)
     shrank to a one-element group's rounding (7.9e-5 where golden is exactly beta), and the cell
-    reported that instead of the bug it had met. A step that fails some other way is no failure
-    to the shrinker, so the minimal case shows the failure that was found."""
+    reported that instead of the bug it had met; and its expanded weight's wrong values (850
+    where golden is 0, a kernel that ignores strides) shrank to the same rounding. A step that
+    fails some other way is no failure to the shrinker, so the minimal case shows the failure
+    that was found."""
     kinds = getattr(r, "kinds", frozenset())
     lead = next((cls for kind, cls in _KIND_CLASSES if kind in kinds), "")
+    if lead == "values":
+        lead = "values, gross" if getattr(r, "excess", 0.0) >= GROSS else "values, marginal"
     return (Outcome(r.outcome).value, r.phase or "", lead)
 
 

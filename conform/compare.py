@@ -454,6 +454,7 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
         rec.kind = "values"
         ratio = torch.where(val_bad, absdiff / allowed.clamp_min(1e-300), torch.zeros_like(a))
         worst = int(ratio.reshape(-1).argmax())
+        rec.extra["excess"] = float(ratio.reshape(-1)[worst])  # how many times the allowed difference
         wi = _unravel(worst, tuple(a.shape))
         rel_msg = ""
         if max_rel:

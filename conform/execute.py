@@ -88,6 +88,7 @@ class CaseResult:
     finding: dict | None = None  # conform.oracle.Finding.to_dict(): a fact about the case that is not its verdict
     variant_case: Any = None  # run_out_variants: the out= variant of the case that failed (a generators Case)
     kinds: frozenset = frozenset()  # the compare.Record kinds of the failing leaves ("nan", "values", ...)
+    excess: float = 0.0  # the worst "values" difference, in multiples of the allowed one
 
 
 # -- error classification ------------------------------------------------------------------
@@ -652,6 +653,7 @@ def _joined(bad: list[Record]) -> str:
 
 def _fill_errors(result: CaseResult, records: list[Record]) -> None:
     result.kinds = frozenset(r.kind for r in failures(records))
+    result.excess = max((r.extra.get("excess", 0.0) for r in failures(records)), default=0.0)
     s = summary(records)
     result.max_abs_err, result.max_rel_err, result.max_ulp_err = s["max_abs_err"], s["max_rel_err"], s["max_ulp_err"]
     result.rtol, result.atol = s["rtol"], s["atol"]

@@ -207,3 +207,27 @@ def test_a_failure_shrinks_to_a_case_that_fails_the_same_way():
             opdb.lookup("aten::neg"), "float32", backend, CellSettings(seed=seed, examples=10, hypothesis_db=None)
         )
         assert r.outcome == O.MISMATCH.value and "NaN mismatch" in r.message, (seed, r.message)
+
+
+def test_grossly_wrong_values_do_not_shrink_to_a_rounding_at_the_tolerance():
+    # wrong values 10 off for large inputs (a kernel reading the wrong memory) and, simpler to
+    # the shrinker, a 1-d one-element tensor 5e-5 off (5x the atol): both are "values", but the
+    # minimal case must stay grossly wrong (seed 3 slipped to the rounding before)
+    from conform.cell import run_cell
+    from conform.config import CellSettings
+    from tests.faulty import FaultyBackend
+
+    def two_faults(func, args, kwargs):
+        x, out = args[0], func(*args, **kwargs)
+        if x.dim() == 1 and x.numel() == 1:
+            return out + 5e-5
+        return torch.where(x.abs() > 100, out + 10, out)
+
+    body = {
+        "name": "faulty-two-values",
+        "targets": frozenset({torch.ops.aten.sin.default}),
+        "bug": staticmethod(two_faults),
+    }
+    backend = type("TwoValueFaults", (FaultyBackend,), body)()
+    r = run_cell(opdb.lookup("aten::sin"), "float32", backend, CellSettings(seed=3, examples=10, hypothesis_db=None))
+    assert r.outcome == O.MISMATCH.value and "greatest absolute difference 10 " in r.message, r.message
