@@ -209,6 +209,15 @@ def test_a_huge_tensor_is_contiguous_in_some_cases_and_strided_in_others():
     assert "contiguous" in layouts and layouts - {"contiguous"}, layouts
 
 
+def test_some_huge_cases_hold_more_than_a_thousand_elements():
+    # kernels change algorithm above a size (a second reduction pass, another block); plain
+    # cases drew a tensor that large in 1 case of 200; edges cases keep 3 rows
+    cases = _cases("aten::sum", "float32", 80)
+    huge = [c for c in cases if c.tensor_specs()[0].magnitude == "beyond_sqrt"]
+    assert any(c.tensor_specs()[0].numel > 1024 for c in huge)
+    assert all(c.tensor_specs()[0].shape[0] <= gs.STRESS_ROWS for c in cases if c.tensor_specs()[0].edges is not None)
+
+
 def test_a_huge_case_draws_one_huge_tensor_and_which_one_varies():
     # a product of two huge tensors (x @ W in a cell's gates, mat1 @ mat2) leaves the dtype by the
     # op's own definition, where golden float64 does not: one huge tensor per case, the others
