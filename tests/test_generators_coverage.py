@@ -217,10 +217,20 @@ def _runs(op, case) -> bool:
     return True
 
 
+# ops whose CPU kernel kills the process on an empty input (benchmarks/audit/other.toml,
+# masked-softmax-empty-segfault): this test runs cases in its own process, a sweep isolates them
+_DIES_ON_EMPTY = {"aten::_masked_softmax_backward"}
+
+
+def _has_empty_tensor(case) -> bool:
+    return any(s.numel == 0 for s in case.tensor_specs())
+
+
 @pytest.mark.parametrize("name,cell", RULES, ids=[f"{n}[{c}]" for n, c in RULES])
 def test_every_drawn_case_is_valid_on_cpu(name, cell):
     op = opdb.lookup(name)
-    valid, reason = probe(op, cell, examples=8, seed=0)
+    skip = _has_empty_tensor if name in _DIES_ON_EMPTY else None
+    valid, reason = probe(op, cell, examples=8, seed=0, skip=skip)
     assert valid == 8, reason
 
 
