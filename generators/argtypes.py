@@ -521,10 +521,9 @@ _expanded_first_huge = memo.sampled_from((False, True))
 def _expanded_for_its_dim(arg, ctx, label: str) -> bool:
     """Whether an op's first tensor takes the expanded layout for the dim argument that follows
     (drawn for one case in four, one "huge" case in two, never in "edges" cases, whose pattern
-    needs memory order): one
-    strided layout of four or five, and hypothesis's lean to the first (contiguous) choice, made
-    an expanded input about one example in ten, too few for a five-example cell to meet
-    _along_expanded's class."""
+    needs memory order): one strided layout of four or five, and hypothesis's lean to the first
+    (contiguous) choice, made an expanded input about one example in ten, too few for a
+    five-example cell to meet _along_expanded's class."""
     dims_follow = any(a.name in _DIM_NAMES or a.name in ("dims", "dim_list", "opt_dim") for a in ctx.op.arguments)
     if not dims_follow or arg.is_write or stress_variant() == "edges" or ctx.rank < 2 or ctx.shape[0] < 2:
         return False
