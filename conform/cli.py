@@ -129,14 +129,57 @@ def run(workers, junitxml, bench, quiet, **options):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
     import pytest
 
+    from . import interrupts
     from .plugin import Controller
 
     n = None if workers == "auto" else _positive_int(workers, "-n")
     # every setting checked once, as the RunConfig is built; then what needs torch (the backend,
-    # the ops, the dtypes, the store), as the controller starts the run: all before any worker
-    c = Controller(RunConfig.from_options(**options, progress=not quiet))
-    if options["resume"] is None and options["device"] is None and c.backend.name == "cpu":
-        click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
+    # the ops, the dtypes, the store), as the controller starts the run: all before any worker.
+    # From the moment the run exists (new, or marked `running` again by --resume) a Ctrl-C must
+    # end in c.finish(), which stores `interrupted`: held until the controller is in hand (one
+    # landing as the constructor returns would otherwise leave the run `running`), then raised
+    # inside the try below. One before the run is started still stops the constructor itself
+    # (conform.plugin.Controller checks for it first, held or not).
+    c = None
+    try:
+        with interrupts.held(deliver=False):
+            c = Controller(RunConfig.from_options(**options, progress=not quiet))
+            session = _Session(c)
+            started = time.monotonic()
+        interrupts.check()
+        if options["resume"] is None and options["device"] is None and c.backend.name == "cpu":
+            click.echo("conform: no accelerator found; testing the CPU against a float64 golden reference", err=True)
+        with _quiet_stdout():
+            code = pytest.main(_pytest_args(c, n, junitxml), plugins=[session])
+    except KeyboardInterrupt:  # before pytest started, or a second Ctrl-C during its own shutdown
+        if c is None:  # no run was started: main() says so
+            raise
+        code = pytest.ExitCode.INTERRUPTED
+    c.finish(pytest.ExitCode.INTERRUPTED)  # already done unless pytest never ran or its shutdown was cut short
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        raise ConformError(f"run {c.run_id} {c.state}: {session.error or f'pytest exit status {int(code)}'}")
+    db = options["db"]
+    db_arg = f" --db {db}" if db else ""
+    if c.fatal:
+        raise ConformError(
+            f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)"
+        )
+    elapsed = time.monotonic() - started
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
+    click.echo(
+        f"run {c.run_id} {c.state}: {c.stored} of {c.planned} cells recorded, {c.recorded} in {elapsed:.0f} s ({counts}) -> {c.store.where}"
+    )
+    if c.state == "interrupted":
+        click.echo(f"interrupted: continue with `conform run --resume {c.run_id}{db_arg}`", err=True)
+        sys.exit(130)
+    if bench:
+        _timing_pass(c, db_arg, quiet)
+    c.store.close()  # the last connection: SQLite folds its -wal file back into conform.db
+    click.echo(f"next: conform report --run {c.run_id}{db_arg}; conform site{db_arg} --out conform-site")
+
+
+def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
+    """The pytest session `conform run` starts: conform's suite of cells over xdist workers."""
     # -p conform.plugin: conform's hooks join this session only (there is no pytest11 entry point);
     # -p no:conform: an older conform installed one under that name, which would register it twice
     args = [
@@ -166,34 +209,7 @@ def run(workers, junitxml, bench, quiet, **options):
     args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
     if junitxml is not None:
         args += ["--junitxml", junitxml]
-    session = _Session(c)
-    started = time.monotonic()
-    try:
-        with _quiet_stdout():
-            code = pytest.main(args, plugins=[session])
-    except KeyboardInterrupt:  # a second Ctrl-C during pytest's own shutdown
-        code = pytest.ExitCode.INTERRUPTED
-    c.finish(pytest.ExitCode.INTERRUPTED)  # already done unless pytest's shutdown was cut short
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
-        raise ConformError(f"run {c.run_id} {c.state}: {session.error or f'pytest exit status {int(code)}'}")
-    db = options["db"]
-    db_arg = f" --db {db}" if db else ""
-    if c.fatal:
-        raise ConformError(
-            f"{c.fatal}; run {c.run_id} stopped (continue with `conform run --resume {c.run_id}{db_arg}`)"
-        )
-    elapsed = time.monotonic() - started
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(c.counts.items(), key=lambda kv: -kv[1]))
-    click.echo(
-        f"run {c.run_id} {c.state}: {c.stored} of {c.planned} cells recorded, {c.recorded} in {elapsed:.0f} s ({counts}) -> {c.store.where}"
-    )
-    if c.state == "interrupted":
-        click.echo(f"interrupted: continue with `conform run --resume {c.run_id}{db_arg}`", err=True)
-        sys.exit(130)
-    if bench:
-        _timing_pass(c, db_arg, quiet)
-    c.store.close()  # the last connection: SQLite folds its -wal file back into conform.db
-    click.echo(f"next: conform report --run {c.run_id}{db_arg}; conform site{db_arg} --out conform-site")
+    return args
 
 
 # The timing pass `conform run` does after its sweep: float32 cells of the ops tagged core, at two

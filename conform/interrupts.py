@@ -99,9 +99,10 @@ def seen() -> bool:
     return _state["seen"]
 
 
-def check() -> None:
-    """A checkpoint: raise the KeyboardInterrupt of a SIGINT that was held or swallowed."""
-    if _state["seen"] and not _state["held"]:
+def check(*, held_too: bool = False) -> None:
+    """A checkpoint: raise the KeyboardInterrupt of a SIGINT that was held or swallowed (inside
+    a held block too with `held_too`: where the holder catches it, before anything is written)."""
+    if _state["seen"] and (held_too or not _state["held"]):
         _state["raised"] = True  # (a SIGINT still to be delivered again would be a second one)
         raise KeyboardInterrupt
 

@@ -174,7 +174,7 @@ class Controller:
         # `interrupted` whatever moment the interrupt lands (conform.interrupts)
         interrupts.install()
         self.finished = False
-        interrupts.check()  # an interrupt swallowed before: no run is started
+        interrupts.check(held_too=True)  # an interrupt noted before (conform.cli holds them): no run is started
         # the run, its catalog and plan are written whole, and the workers start, before an
         # interrupt takes effect: in pytest_runtestloop, before the first cell
         interrupts.block()  # (per thread: a thread that does not block it may still take it)
