@@ -742,11 +742,21 @@ def _draw_scalar(arg, ctx, label):
         return ctx.draw(role, label=label)
     if arg.name in ctx.hints.get("nonzero", ()):
         return ctx.draw(memo.integers(1, 3), label=label)
+    lower, upper = ctx.hints.get("ordered_scalars", (None, None))
+    if arg.name == upper and _is_number(ctx.drawn.get(lower)):
+        # opdb's ordered pair (hardtanh's min_val <= max_val): at or above the lower one
+        return ctx.drawn[lower] + abs(ctx.draw(from_dtype(ctx.dtype), label=label))
+    if arg.name in ctx.hints.get("nonnegative_scalars", ()):
+        return abs(ctx.draw(from_dtype(ctx.dtype), label=label))
     if arg.name in ("min", "max") and base(arg.type) == "Scalar":
         return ctx.draw(from_dtype(ctx.dtype, min_value=0 if ctx.dtype == "uint8" else -2, max_value=2), label=label)
     if is_complex(ctx.dtype) and ctx.draw(memo.booleans(), label=f"{label} complex"):
         return complex(ctx.draw(memo.integers(-2, 2), label=label), 1.0)
     return ctx.draw(from_dtype(ctx.dtype), label=label)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _draw_scalar_list(arg, ctx, label):
