@@ -30,13 +30,6 @@ def _warm_up() -> None:
     x = TensorSpec(shape=(2, 3), dtype="float32")
     execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend(), grad=False)
     cell.run_cell(op, "float32", CPUBackend(), cell.CellSettings(examples=1, grad=False, hypothesis_db=None))
-    try:  # hypothesis scans the source of every loaded local module for constants, once, at some
-        # draw: 0.3 s that each child would pay again (hypothesis/internal/conjecture/providers.py)
-        from hypothesis.internal.conjecture import providers
-
-        providers._get_local_constants()
-    except (ImportError, AttributeError):
-        pass
 
 
 def _preload_backend() -> None:

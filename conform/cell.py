@@ -90,6 +90,7 @@ def run_cell(
     no shrinking (the device process uses it when an error poisoned the device context)."""
     import generators
     from generators import Untestable
+    from generators.seeding import seed_only
 
     from . import execute
 
@@ -203,8 +204,8 @@ def run_cell(
         phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     )(given(strategy)(one_case))
     # The cell's examples follow from the run seed and the cell alone (derandomized: from the cell
-    # alone), so the same code draws the same cases. Not hypothesis.seed() nor
-    # settings(derandomize=True): both switch the example database off, and a gating run must
+    # alone), so the same code draws the same cases, wherever it is installed (seed_only). Not
+    # hypothesis.seed() nor settings(derandomize=True): both switch the example database off, and a gating run must
     # replay the stored failing examples first (a failure once found is found again).
     seed = _cell_seed(0 if settings.derandomize else settings.seed, op.qualname, dtype)
     test._hypothesis_internal_use_seed = seed
@@ -217,7 +218,8 @@ def run_cell(
     final_case = None
     flaky = False
     try:
-        test()
+        with seed_only():
+            test()
     except _CaseFailed as e:
         final, final_case = e.result, e.case
     except _StopCell as e:
