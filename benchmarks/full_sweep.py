@@ -72,7 +72,7 @@ def main() -> None:
 
     print()
     print(f"torch {env['torch_version']}, backend {env['backend']} ({env['device_name']})")
-    print(f"wall time          {wall / 60:.0f} min {wall % 60:.0f} s   ({cells} cells, {cells / wall:.1f} cells/s)")
+    print(f"wall time          {int(wall // 60)} min {int(wall % 60)} s   ({cells} cells, {cells / wall:.1f} cells/s)")
     print(f"15-minute budget   {'met' if wall <= 900 else 'NOT met'}")
     print("outcomes           " + ", ".join(f"{k} {v}" for k, v in sorted(env["cells"].items(), key=lambda kv: -kv[1])))
     print(
