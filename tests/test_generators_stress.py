@@ -252,3 +252,6 @@ def test_an_op_defined_by_products_of_its_inputs_gets_no_huge_tensor_but_keeps_s
     cases = _cases("aten::_fused_adam", "float32", 60)
     assert not [c for c in cases for s in c.tensor_specs() if s.magnitude == "beyond_sqrt"]
     assert any(s.layout != "contiguous" for c in cases for s in c.tensor_specs() if s.dtype == "float32")
+    # a determinant multiplies n entries (a 2x2 of 1e20s: 1e40), and its gradient goes through it
+    dets = _cases("aten::_linalg_det", "float32", 60)
+    assert dets and not [c for c in dets for s in c.tensor_specs() if s.magnitude == "beyond_sqrt"]
