@@ -293,10 +293,12 @@ def cell_process(setup: WorkerSetup, inflight: str):
     backend = backends.resolve(setup.config.device)
     watchdog = Watchdog(Path(inflight), setup.config.case_timeout_s)
     state = {"poisoned": False}
+    generator_side = {}
     if not execute.is_plain_cpu(backend):
         # which side a death happens on, where the CPU reference is not the device under test
         # (on the plain CPU it is: its death there stays the device's crash)
         execute.on_side = watchdog.side
+        generator_side = {"side": "reference", "phase": "forward"}
 
     def poisoned_by(r):
         """Stop the cell at a sticky error (what follows it would fail for that reason alone and
@@ -342,9 +344,16 @@ def cell_process(setup: WorkerSetup, inflight: str):
 
         def drawing():
             # generation runs kernels too (an out= op's functional, to size its outs; a forward
-            # result an argument needs): a hang there is the cell's timeout, not a stuck worker
+            # result an argument needs): a hang there is the cell's timeout, not a stuck worker.
+            # Those calls run on the CPU: where the CPU is not the device under test, a death or
+            # hang there is the reference side's, never the device's (binomial.out's NaN count
+            # hangs the CPU while its out is sized, and a device cell was blamed for it)
             watchdog.arm(
-                {**current, "describe": "drawing the next case (the generator runs the op's functional on the CPU)"}
+                {
+                    **current,
+                    **generator_side,
+                    "describe": "drawing the next case (the generator runs the op's functional on the CPU)",
+                }
             )
 
         def functional(case):
@@ -356,6 +365,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
                 watchdog.arm(
                     {
                         **current,
+                        **generator_side,
                         "case": case.to_json(),
                         "describe": f"{case.describe()}, a call the generator runs to size the outs or the gradient",
                     }

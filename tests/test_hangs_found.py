@@ -50,6 +50,27 @@ def test_a_sweep_records_the_count_and_binomial_hangs_as_timeouts(tmp_path):
     assert repro and "binomial" in repro
 
 
+def test_on_an_accelerator_a_hang_of_the_generators_cpu_call_is_not_the_devices(tmp_path):
+    # binomial.out's generator runs the functional on the CPU to size the out, and a NaN count
+    # hangs it there: on a device whose kernels are the CPU's (any device other than the plain CPU)
+    # that is the CPU reference's hang, not the device's timeout (benchmarks/false_alarms.py
+    # blamed the device for it)
+    db = tmp_path / "c.db"
+    proc = conform(
+        "run", "--ops", "aten::binomial.out", "--dtypes", "float32", "--device", "cpu_kernels:CPUKernels",
+        "--case-timeout", "4", "--seed", "3", "-n", "1", "--db", db, "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(db) as c:
+        ((outcome, skip_reason, message, findings),) = c.execute(
+            "SELECT r.outcome, r.skip_reason, r.message, r.findings FROM results r JOIN ops o ON o.id = r.op_id "
+            "WHERE o.qualname = 'aten::binomial.out' AND r.dtype = 'float32'"
+        ).fetchall()
+    assert outcome in ("pass", "skipped"), (outcome, message)
+    assert outcome == "pass" or skip_reason == "reference_crash", (outcome, skip_reason, message)
+    assert "CPU reference hung" in findings and "not to blame" in findings, findings
+
+
 def _scalars(name: str, n: int = 40) -> list[list]:
     seen = []
 
