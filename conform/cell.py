@@ -205,8 +205,9 @@ def run_cell(
     )(given(strategy)(one_case))
     # The cell's examples follow from the run seed and the cell alone (derandomized: from the cell
     # alone), so the same code draws the same cases, wherever it is installed (seed_only). Not
-    # hypothesis.seed() nor settings(derandomize=True): both switch the example database off, and a gating run must
-    # replay the stored failing examples first (a failure once found is found again).
+    # hypothesis.seed() nor settings(derandomize=True): both switch the example database off, and
+    # a gating run must replay the stored failing examples first (a failure once found is found
+    # again).
     seed = _cell_seed(0 if settings.derandomize else settings.seed, op.qualname, dtype)
     test._hypothesis_internal_use_seed = seed
     # The example database's key for this cell. Hypothesis would hash the test function's source

@@ -7,8 +7,9 @@ site-packages, not test files). So the cases a seed draws depend on where confor
 (editable, its source is local and its constants join the pool: 4096, 2736, 1e-5...; from a wheel,
 it is in site-packages and they do not), on which of a user's own modules happen to be loaded
 (conform joining another project's pytest session), and on import order. A seed that draws other
-cases elsewhere reproduces nothing, and the pool's values were never chosen as inputs: measured in
-a test, 9 empty stress shapes of 186 drew 31 of 177 once every test module was imported.
+cases elsewhere reproduces nothing, and the pool's values were never chosen as inputs: with 60
+examples of seed 7, 51 of clamp int32's cases and 15 of linspace's changed once conform's own
+source left the pool (an editable install against an empty pool).
 
 `seed_only()` empties the local pool while a cell draws (hypothesis's own global constants, the
 same in every install, stay). It reaches into hypothesis's internals, checked against 6.155; with
