@@ -1,4 +1,6 @@
 # Shared fixtures. PostgreSQL (a throwaway server, or $CONFORM_TEST_POSTGRES_URL): see tests/pg.py.
+import pytest
+
 from pg import postgres_server, postgres_url  # noqa: F401
 
 
@@ -17,3 +19,19 @@ def pytest_collection_finish(session):
         emulated.load()
     except emulated.EmulatorUnavailable:
         pass  # the fixture skips (no compiler) or fails, with the reason, where a test asks for it
+
+
+@pytest.fixture(autouse=True)
+def _draws_follow_the_seed_alone(request):
+    """Every test draws as a run's cell does (generators.seeding.seed_only): hypothesis's pool of
+    constants from loaded local modules left out, so that a derandomized draw in a test does not
+    depend on which modules the tests before it imported (tests/test_generators_stress.py drew
+    other cases alone than after other test files). tests/test_seeding.py checks that pool's
+    effect itself, so it runs without."""
+    if request.module.__name__.endswith("test_seeding"):
+        yield
+        return
+    from generators.seeding import seed_only
+
+    with seed_only():
+        yield
