@@ -179,6 +179,48 @@ def _broadcast_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, 
     )
 
 
+def partner_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
+    """The shape of an operand beside a first tensor of `shape`: the same (a third of the draws,
+    the simplest), another shape of more than one element that broadcasts to it (half), or one
+    of one element (a sixth). Broadcasting is the operand's own dimension: a kernel that reads a
+    broadcast operand as if it were full, or only its first element, fails only there. Drawn as
+    a trailing-dims-and-ones choice on top of "same or not", a broadcast of several elements was
+    one operand in six, and aten::mul.Tensor's cells found such a kernel in 1 to 3 seeds of 10
+    (benchmarks/finding_reach.py)."""
+    return _partner_shapes(tuple(shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _partner_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
+    rank = len(shape)
+    others = {
+        tuple(1 if (mask >> i) & 1 else s for i, s in enumerate(shape))[drop:]
+        for drop in range(rank + 1)
+        for mask in range(2**rank)
+    } - {shape}
+    several = sorted((s for s in others if math.prod(s) > 1), key=lambda s: (-len(s), s))
+    one = sorted((s for s in others if math.prod(s) <= 1), key=lambda s: (-len(s), s))
+    # weighted by repetition: one_of would weigh each distinct branch alike
+    same = memo.just(shape)
+    branches = [same, same]
+    if several:
+        branches += [memo.sampled_from(several)] * 3
+    if one:
+        branches.append(memo.sampled_from(one))
+    return memo.sampled_from(tuple(branches)).flatmap(lambda branch: branch)
+
+
+@functools.lru_cache(maxsize=1024)
+def row_partner_shapes(shape: tuple[int, ...]) -> memo.SearchStrategy[tuple[int, ...]]:
+    """An aligned operand's shape beside a first tensor of `shape` in an "edges" case: the same
+    two times in three, else one row repeated over the outer dims (its own rank, or its last dim
+    alone), so that every row stays contiguous and aligned with the first row's pattern."""
+    if len(shape) < 2 or math.prod(shape[:-1]) <= 1 or shape[-1] <= 1:
+        return memo.just(tuple(shape))
+    rows = ((1,) * (len(shape) - 1) + shape[-1:], shape[-1:])
+    return memo.sampled_from((tuple(shape),) * 4 + rows)
+
+
 def _is_index_name(name: str) -> bool:
     return name in ("index", "indices", "idx", "offsets") or name.endswith("_indices")
 
@@ -188,10 +230,14 @@ def _draw_tensor(arg, ctx, label):
     first = not any(isinstance(v, TensorSpec) for v in ctx.drawn.values())
     # An "edges" stress case's aligned edge pattern puts a[i] and b[i] at extremes together
     # (generators.tensor.EDGE_PERIOD), in the loop a vectorised kernel runs: that needs the
-    # operands elementwise aligned in one dtype. A broadcast partner (a [3, 1] or 0-d divisor)
-    # carries its pattern at other positions, and a promoted one (float16 beside float32) leaves
-    # the fast path and turns a float32 subnormal into its own; broadcasting and promotion are
-    # the plain cases' (remainder's vectorised NaN, pytorch#193753, needs both operands aligned).
+    # operands elementwise aligned along their rows, in one dtype. A partner broadcast along a
+    # row ([3, 1], 0-d) carries its pattern at other positions and takes the kernel's scalar or
+    # broadcast-scalar path, and a promoted one (float16 beside float32) leaves the fast path and
+    # turns a float32 subnormal into its own (remainder's vectorised NaN, pytorch#193753, needs
+    # both operands aligned: 4 seeds of 10 missed it with those). A partner repeated over the rows
+    # ([57] against [3, 57]) keeps each row contiguous and meets the first row aligned: drawn in
+    # a third of edges cases (row_partner_shapes); the rest of broadcasting, and promotion, are
+    # the plain and huge cases'.
     aligned = stress_variant() == "edges"
     if normalize(arg.type).endswith("?") and not first and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
         return None
@@ -245,9 +291,9 @@ def _draw_tensor(arg, ctx, label):
             )
         layout = "expanded" if _expanded_for_its_dim(arg, ctx, label) else None
     elif aligned:
-        shape = ctx.shape
+        shape = ctx.draw(row_partner_shapes(ctx.shape), label=f"{label} shape")
     else:
-        shape = ctx.draw(memo.one_of(memo.just(ctx.shape), broadcast_shapes(ctx.shape)), label=f"{label} shape")
+        shape = ctx.draw(partner_shapes(ctx.shape), label=f"{label} shape")
     dtype = ctx.dtype
     # an exponent in its band keeps the cell's dtype, whose band it is ("argument roles"): a
     # promoted float shift count only makes the shift raise, with float exponents for counts
@@ -259,9 +305,13 @@ def _draw_tensor(arg, ctx, label):
         and not exponent
         and getattr(ctx.op, "family", "") in PROMOTING_FAMILIES
     ):
-        # now and then a second operand of another dtype: type promotion is a backend's job too
+        # a second operand of another dtype one draw in three (one in two with two partners):
+        # type promotion is a backend's job too, and a kernel that skips it fails only in the
+        # cells whose partners promote (int32 + float32, float16 + float32). Drawn one in six
+        # or seven, aten::add.Tensor's cells found such a kernel in 8 runs of 10
+        # (benchmarks/finding_power.py).
         dtype = ctx.draw(
-            memo.sampled_from((ctx.dtype,) * 5 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype"
+            memo.sampled_from((ctx.dtype,) * 2 + PROMOTION_PARTNERS.get(ctx.dtype, ())), label=f"{label} dtype"
         )
     return draw_tensor(
         ctx.draw,
@@ -742,6 +792,16 @@ def _draw_scalar(arg, ctx, label):
         return ctx.draw(role, label=label)
     if arg.name in ctx.hints.get("nonzero", ()):
         return ctx.draw(memo.integers(1, 3), label=label)
+    if (
+        stress_variant() == "huge"
+        and arg.name in exponent_args(ctx)
+        and ctx.draw(memo.booleans(), label=f"{label} square")
+    ):
+        # a "huge" case's values are beyond the square root of the dtype's maximum: an exponent
+        # of 2 (a p-norm's default order) squares them out of the range half the time, as a
+        # kernel's intermediate |x| ** p does; drawn as usual, linalg_vector_norm's float16 cell
+        # met no order of 2 or more in its huge cases in 1 seed of 20
+        return 2
     lower, upper = ctx.hints.get("ordered_scalars", (None, None))
     if arg.name == upper and _is_number(ctx.drawn.get(lower)):
         # opdb's ordered pair (hardtanh's min_val <= max_val): at or above the lower one

@@ -57,7 +57,12 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         if problem:
             raise Untestable(problem)
     # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
-    return stressed(_cases(op, dtype, max_numel, builder), tensors=len(op.tensor_args), huge_band=huge_band_for(op))
+    return stressed(
+        _cases(op, dtype, max_numel, builder),
+        tensors=len(op.tensor_args),
+        huge_band=huge_band_for(op),
+        reduces=op.family == "reduction",
+    )
 
 
 def quantized_cell(op, cell: str) -> str | None:

@@ -79,6 +79,16 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 # keeps it, with everything else (scalars, dtypes, layouts, seeds) shrunk.
 STRESS_VARIANTS = ("", "edges", "edges", "edges", "huge", "huge")
 STRESS_PADDING = 40
+# The layout of an "edges" case's tensors, one for the whole case. The edge pattern is about
+# vector blocks, which a vectorised loop walks in memory order, so each row stays contiguous:
+# contiguous half the time (a kernel's fast path is often for contiguous input alone), every
+# second row of a base twice as tall a quarter ("sliced": rows apart in memory, what a kernel
+# that ignores strides or writes an in-place result to a copy gets wrong, while its vector loop
+# still runs along each row), one element into the storage the rest ("offset": contiguous, but
+# no vector-aligned data pointer). A transposed row would reach the scalar path only. With every
+# edges case contiguous, three cases in four of a cell were contiguous, and aten::add.Tensor's
+# cells found a kernel that ignores strides in 3 to 6 seeds of 10 (finding_reach.py).
+EDGES_LAYOUTS = ("contiguous", "contiguous", "sliced", "sliced", "offset")
 # Innermost lengths whose full-vector bodies end at a different element for each loop step
 # (vectorised loops take 2 vectors per step: 8, 16, 32, 64, 128 elements with AVX2 / AVX-512 and
 # 4- to 1-byte dtypes): 57 ends 8- and 16-element bodies at 56 and 48, 32-element ones at 32 and
@@ -95,8 +105,14 @@ STRESS_ROWS_HUGE = (STRESS_ROWS, 48)
 _stress_rows_huge = memo.sampled_from(STRESS_ROWS_HUGE)
 _stress = contextvars.ContextVar("conform_stress", default=None)
 _stress_variants = memo.sampled_from(STRESS_VARIANTS)
+_edges_layouts = memo.sampled_from(EDGES_LAYOUTS)
 _stress_padding = memo.lists(memo.booleans(), min_size=STRESS_PADDING, max_size=STRESS_PADDING)
-_stress_empty = memo.sampled_from((0,) * 5 + (1,))
+_stress_empty = memo.sampled_from(range(6))  # empty from EMPTY_FROM (EMPTY_FROM_REDUCING for a reduction)
+# An empty outer dim in one stress shape of 6, of 3 for a reduction (plain shapes: 1 of 8): most
+# examples after a cell's first are stress cases, and without it an empty reduction (a NaN sum of
+# nothing) was reached in 3 of 60 cells; at 1 in 6, aten::sum's four floating cells reached it in
+# 4 to 7 seeds of 10 each (finding_reach.py), so that a run over the op missed it one time in 25.
+EMPTY_FROM, EMPTY_FROM_REDUCING = 5, 4
 
 
 def huge_role(tensors: int) -> memo.SearchStrategy[int]:
@@ -108,18 +124,23 @@ def huge_role(tensors: int) -> memo.SearchStrategy[int]:
     return memo.sampled_from((0,) * (3 * (tensors - 1)) + tuple(range(1, tensors)))
 
 
-def stressed(cases: memo.SearchStrategy, *, tensors: int = 1, huge_band: str = "beyond_sqrt") -> memo.SearchStrategy:
+def stressed(
+    cases: memo.SearchStrategy, *, tensors: int = 1, huge_band: str = "beyond_sqrt", reduces: bool = False
+) -> memo.SearchStrategy:
     """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
     of the case is drawn: shapes() and draw_tensor() read it. `tensors`: how many tensor
     arguments the op takes (see huge_role). `huge_band`: the band of a "huge" case's one large
-    tensor (see huge_band_for)."""
+    tensor (see huge_band_for). `reduces`: the op is a reduction, whose stress shapes are empty
+    more often (see EMPTY_FROM)."""
 
     @memo.composite
     def build(draw):
         variant = draw(_stress_variants, label="stress")
         if variant:
             draw(_stress_padding, label="stress padding")
-        state = {"variant": variant, "role": 0} if variant else None
+        state = {"variant": variant, "role": 0, "reduces": reduces} if variant else None
+        if variant == "edges":
+            state["layout"] = draw(_edges_layouts, label="edges layout")
         if variant == "huge":
             state["huge_role"] = draw(huge_role(tensors), label="huge tensor")
             state["huge_band"] = huge_band
@@ -168,15 +189,14 @@ def _stress_shapes(min_dims: int, max_dims: int, max_side: int, max_numel: int):
     if rank < 2:
         return memo.sampled_from(lengths).map(lambda n: tuple(_cap_outer(outer, n, max_numel, lo, rank - 1)))
 
-    def shape(length: int, empty: int, rows: int) -> tuple[int, ...]:
+    def shape(length: int, empty_slot: int, rows: int) -> tuple[int, ...]:
         # the rows drawn count in a "huge" case only (drawn in every case, so the choices line
         # up), and like the lengths they may pass max_side unless a family keeps sides tiny
-        first = rows if stress_variant() == "huge" and max_side >= STRESS_ROWS else outer[0]
+        state = _stress.get() or {}
+        first = rows if state.get("variant") == "huge" and max_side >= STRESS_ROWS else outer[0]
+        empty = int(empty_slot >= (EMPTY_FROM_REDUCING if state.get("reduces") else EMPTY_FROM))
         return tuple([0] * empty + _cap_outer([first, *outer[1:]], length, max_numel, lo, rank - 1)[empty:])
 
-    # an empty outer dim in one stress shape of 6 (plain shapes: 1 of 8): most examples after a
-    # cell's first are stress cases, and without it an empty reduction (a NaN sum of nothing)
-    # was reached in 3 of 60 cells
     return memo.tuples(memo.sampled_from(lengths), _stress_empty, _stress_rows_huge).map(lambda t: shape(*t))
 
 
@@ -401,9 +421,7 @@ def draw_tensor(
         writable = True
     stress = _stress.get()
     if layout is None and stress is not None and stress["variant"] == "edges" and low is None and high is None:
-        # the edge pattern is about vector blocks, which a vectorised loop walks in memory order:
-        # contiguous, or a transposed row would reach the scalar path only
-        layout = "contiguous"
+        layout = _edges_layout(stress["layout"], shape, writable)
     if layout is None and stress is not None and stress["variant"] == "huge":
         # large values meet a strided layout half the time: kernels that ignore strides or read
         # an expanded input's memory (median along dim 0, private norm kernels) show it whatever
@@ -431,6 +449,13 @@ def draw_tensor(
     return TensorSpec(
         shape=shape, dtype=dtype, layout=layout, values=kind, seed=seed, low=low, high=high, magnitude=magnitude
     )
+
+
+def _edges_layout(layout: str, shape: tuple[int, ...], writable: bool) -> str:
+    """The layout of a tensor of an "edges" case whose layout the case drew (see EDGES_LAYOUTS)."""
+    if layout == "sliced" and (len(shape) < 2 or "sliced" not in valid_layouts(shape, writable=writable)):
+        return "contiguous"
+    return layout
 
 
 def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, magnitude=None) -> TensorSpec:

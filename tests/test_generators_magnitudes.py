@@ -129,7 +129,8 @@ def test_op_cases_carry_magnitudes_within_their_domain():
     assert "moderate" in bands
     for c in cases:
         for sp in c.tensor_specs():
-            assert bool((sp.make_cpu_base() > 0).all())
+            # the tensor the op sees: a strided layout's base may hold other values in its gaps
+            assert bool((sp.materialize(lambda t: t) > 0).all())
 
 
 def test_innermost_lengths_straddle_vector_widths():

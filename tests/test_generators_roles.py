@@ -96,7 +96,7 @@ def test_an_ldexp_overflow_shrinks_to_a_valid_case_that_keeps_it():
 
 
 def test_shift_counts_and_scalar_exponents_take_the_band():
-    counts = [_arg(c, "aten::__lshift__.Scalar", "other") for c in _cases("aten::__lshift__.Scalar", "int32", 30)]
+    counts = [_arg(c, "aten::__lshift__.Scalar", "other") for c in _cases("aten::__lshift__.Scalar", "int32", 60)]
     assert len([c for c in counts if c in SHIFT_COUNTS and c >= 7]) >= 8
     shifts = _cases("aten::bitwise_left_shift.Tensor", "int64", 30)
     banded = [c for c in shifts if c.tensor_specs()[1].magnitude == "exponent"]
@@ -109,7 +109,7 @@ def test_shift_counts_and_scalar_exponents_take_the_band():
         _run(c)
     # pow's exponent is a role by its name alone
     lo, hi = exponent_band(torch.float32)
-    powers = [_arg(c, "aten::pow.Tensor_Scalar", "exponent") for c in _cases("aten::pow.Tensor_Scalar", "float32", 30)]
+    powers = [_arg(c, "aten::pow.Tensor_Scalar", "exponent") for c in _cases("aten::pow.Tensor_Scalar", "float32", 40)]
     assert len([p for p in powers if isinstance(p, int) and lo <= p <= hi]) >= 8
 
 
@@ -170,7 +170,7 @@ def _reaches_pnorm_overflow(case: Case) -> bool:
 
 def test_a_norm_order_is_an_exponent_always_given_in_its_band():
     lo, hi = exponent_band(torch.float32)
-    cases = _cases("aten::pairwise_distance", "float32", 30)
+    cases = _cases("aten::pairwise_distance", "float32", 60)
     banded = [c for c in cases if c.tensor_specs()[0].magnitude == "mantissa"]
     assert len(banded) >= 8, len(banded)
     for c in banded:  # the order is given whenever its partners are in the mantissa band
