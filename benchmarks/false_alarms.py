@@ -13,12 +13,16 @@ over a broad, deterministic op set (every k-th public functional op of the catal
 ops named in issue 15) and prints the alarm cells, the reference findings stored instead, and
 the last line `N ops, C cells: A alarm cells (each listed above), R reference findings`.
 
-    python benchmarks/false_alarms.py [--ops 200] [--dtypes float32,bfloat16] [--workers 1]
+    python benchmarks/false_alarms.py [--ops 200] [--dtypes float32,bfloat16] [--workers 1] [--keep DIR]
+
+With --keep the run's database stays in DIR (`conform report --db DIR/c.db`, each alarm cell's
+minimal case and reproduction script): an alarm that shows once can then be examined.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -55,9 +59,21 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--examples", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--keep", metavar="DIR", help="run in DIR (created) and keep its conform.db: each alarm's case and script"
+    )
     args = ap.parse_args()
     ops = op_set(args.ops)
-    with tempfile.TemporaryDirectory(prefix="conform-false-alarms-") as tmp:
+    keep = Path(args.keep).resolve() if args.keep else None
+    if keep is not None:
+        if (keep / "c.db").exists():
+            sys.exit(f"false_alarms: {keep / 'c.db'} exists; give --keep an empty or new folder")
+        keep.mkdir(parents=True, exist_ok=True)
+    with (
+        contextlib.nullcontext(str(keep))
+        if keep is not None
+        else tempfile.TemporaryDirectory(prefix="conform-false-alarms-") as tmp
+    ):
         db = Path(tmp) / "c.db"
         (Path(tmp) / "ops.txt").write_text("\n".join(ops) + "\n")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
