@@ -81,11 +81,11 @@ STRESS_VARIANTS = ("", "edges", "edges", "edges", "huge", "huge")
 STRESS_PADDING = 40
 # The layout of an "edges" case's tensors, one for the whole case. The edge pattern is about
 # vector blocks, which a vectorised loop walks in memory order, so each row stays contiguous:
-# contiguous half the time (a kernel's fast path is often for contiguous input alone), every
-# second row of a base twice as tall a quarter ("sliced": rows apart in memory, what a kernel
-# that ignores strides or writes an in-place result to a copy gets wrong, while its vector loop
-# still runs along each row), one element into the storage the rest ("offset": contiguous, but
-# no vector-aligned data pointer). A transposed row would reach the scalar path only. With every
+# contiguous 2 cases in 5 (a kernel's fast path is often for contiguous input alone), every
+# second row of a base twice as tall 2 in 5 ("sliced": rows apart in memory, what a kernel that
+# ignores strides or writes an in-place result to a copy gets wrong, while its vector loop still
+# runs along each row; 1-d tensors stay contiguous), one element into the storage 1 in 5
+# ("offset": contiguous, but no vector-aligned data pointer). A transposed row would reach the scalar path only. With every
 # edges case contiguous, three cases in four of a cell were contiguous, and aten::add.Tensor's
 # cells found a kernel that ignores strides in 3 to 6 seeds of 10 (finding_reach.py).
 EDGES_LAYOUTS = ("contiguous", "contiguous", "sliced", "sliced", "offset")
