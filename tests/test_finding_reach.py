@@ -26,7 +26,7 @@ SEEDS = range(1, 11)
     [
         # 1 seed of 10 before (9 now): a partner broadcast one draw in six, outside "edges" cases
         ("wrong_on_broadcast", "aten::mul.Tensor", "float32", "mismatch", 7),
-        # 3 of 10 before (7 now): every "edges" case (half of a cell's later examples) contiguous
+        # 3 of 10 before (5 now): every "edges" case (half of a cell's later examples) contiguous
         ("ignores_strides", "aten::add.Tensor", "float32", "mismatch", 5),
         # 2 of 10 before (5 now): the same; a huge self hides it (x + 3 rounds to x at 1e20)
         ("inplace_view_not_written_back", "aten::add_.Tensor", "float32", "mismatch", 4),
