@@ -105,28 +105,39 @@ def test_the_shipped_catalog_loads(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
-def test_a_crash_that_shows_in_some_processes_only_is_reproduced(tmp_path):
+def test_a_verdict_that_shows_in_some_processes_only_is_reproduced(tmp_path):
     # to.prim_dtype's uninitialised dtype segfaults in about one process of three and raises in
-    # the others: one run of its stored script said "not reproduced" for a crash it does show
+    # the others; special_shifted_chebyshev_polynomial_w's garbage at NaN shows in some processes
+    # only: one run of the stored script said "not reproduced" for verdicts they do show
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("sweep_audit", SCRIPT)
     audit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(audit)
     runs = tmp_path / "runs"
-    script = (
-        "import os, pathlib, signal\n"
-        f"p = pathlib.Path({str(runs)!r})\n"
-        "n = int(p.read_text()) if p.exists() else 0\n"
-        "p.write_text(str(n + 1))\n"
-        "if n == 2:\n"
-        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
-        "print('verdict: pass  (pass (invalid case); conform said crash)')\n"
-    )
-    row = audit.replay({"outcome": "crash", "repro": script}, 30)
+
+    def script(fails_on: int, failure: str) -> str:
+        return (
+            "import os, pathlib, signal\n"
+            f"p = pathlib.Path({str(runs)!r})\n"
+            "n = int(p.read_text()) if p.exists() else 0\n"
+            "p.write_text(str(n + 1))\n"
+            f"if n == {fails_on} and {failure!r} == 'crash':\n"
+            "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+            f"print('verdict: ' + ({failure!r} if n == {fails_on} else 'pass') + '  (conform said it)')\n"
+        )
+
+    row = audit.replay({"outcome": "crash", "repro": script(2, "crash")}, 30)
     assert row["reproduced"] and "process 3 of" in row["shown"], row["shown"]
     assert runs.read_text() == "3"
-    # a value verdict is one run: the script's own attempts cover what varies within a process
     runs.unlink()
-    row = audit.replay({"outcome": "mismatch", "repro": script}, 30)
-    assert not row["reproduced"] and runs.read_text() == "1"
+    row = audit.replay({"outcome": "mismatch", "repro": script(1, "mismatch")}, 30)
+    assert row["reproduced"] and row["shown"].startswith("mismatch") and runs.read_text() == "2", row["shown"]
+    # one that never shows it runs in every process, and says so
+    runs.unlink()
+    row = audit.replay({"outcome": "mismatch", "repro": script(99, "mismatch")}, 30)
+    assert not row["reproduced"] and runs.read_text() == str(audit.PROCESS_RUNS)
+    # one that shows it at once runs once
+    runs.unlink()
+    row = audit.replay({"outcome": "mismatch", "repro": script(0, "mismatch")}, 30)
+    assert row["reproduced"] and runs.read_text() == "1"
