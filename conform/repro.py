@@ -269,13 +269,13 @@ def verdict():
     return "grad_mismatch" if gv in ("meta", "fail") else gv
 
 
-TRIES = 8  # a kernel that reads memory it never wrote (or races) fails, or crashes, on some runs only
+TRIES = 8  # a kernel that reads memory it never wrote (or races) fails on some runs only
 
 
 try:
     VERDICT = verdict()
     for k in range(2, TRIES + 1):
-        if not VERDICT.startswith("pass") or CONFORM_VERDICT in ("pass", "timeout"):
+        if not VERDICT.startswith("pass") or CONFORM_VERDICT in ("pass", "crash", "timeout"):
             break
         print(f"-- attempt {{k}} of {{TRIES}}: conform said {{CONFORM_VERDICT}}; the same calls again --")
         VERDICT = verdict()
