@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conform import declared
+from conform.report import declared
 from conform.store import Store
 
 # the newest patch release of every minor release since MPS appeared (1.12)

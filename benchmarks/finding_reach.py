@@ -3,7 +3,7 @@
 benchmarks/finding_power.py runs each fault once, as a user runs conform, with one random seed:
 a fault found in 9 runs of 10 is found there 9 times in 10, and a full run of 30 faults with a
 few such is short of 30/30 most days. This measures the reach behind that: every default-dtype
-cell of the fault's op, run by conform.cell.run_cell (default CellSettings, no example database)
+cell of the fault's op, run by conform.run.cell.run_cell (default CellSettings, no example database)
 in a forked child, as a kernel may kill its process (an integer division by zero traps), under
 seeds 1..N, and for each fault
 
@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 import generators  # noqa: E402
 import opdb  # noqa: E402
-from conform.cell import run_cell  # noqa: E402
 from conform.config import DEFAULT_DTYPES, CellSettings  # noqa: E402
+from conform.run.cell import run_cell  # noqa: E402
 from tests.test_finding_power import BUGS, op_for  # noqa: E402
 
 

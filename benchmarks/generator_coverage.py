@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # are the cells of a default CPU sweep (conform.config.CPU_DEFAULT_DTYPES).
 FALLBACK_DTYPES = ("float32", "float16", "bfloat16", "complex64", "int64", "int32", "bool")
 # draws per cell with no valid case before the runner gives up on it, and sooner when every
-# rejection gives the same reason (conform.cell._invalid_limit)
+# rejection gives the same reason (conform.run.cell._invalid_limit)
 RUNNER_DRAWS = 12
 RUNNER_PATIENCE = 5
 

@@ -86,7 +86,7 @@ def regenerate(cell: dict) -> str:
     from types import SimpleNamespace
 
     import opdb
-    from conform.repro import repro_script
+    from conform.report.repro import repro_script
     from generators.case import Case
 
     case_json = json.loads(cell["case"])
@@ -168,7 +168,7 @@ def rerun(cells: list[dict]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import opdb
     from conform.backends import CPUBackend
-    from conform.execute import run_case
+    from conform.run.execute import run_case
     from generators.case import Case
 
     now = Counter()

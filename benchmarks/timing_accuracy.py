@@ -4,7 +4,7 @@ For each of 36 representative ATen ops (pointwise, reductions, matmul, convoluti
 norms, indexing, sort, scan, shape ops; float32 on the CPU, one shape each), this script times
 the same callable with the same inputs twice, side by side in one run:
 
-* conform: `conform.timer.measure(fn)` (the timer `conform bench` uses), and
+* conform: `conform.timing.timer.measure(fn)` (the timer `conform bench` uses), and
 * the anchor: `torch.utils.benchmark.Timer("fn()").blocked_autorange()` with the same thread
   count (Timer defaults to one thread; conform times with torch's default).
 
@@ -32,7 +32,7 @@ from torch.utils.benchmark import Timer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from conform.timer import measure  # noqa: E402
+from conform.timing.timer import measure  # noqa: E402
 
 aten = torch.ops.aten
 

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConformError
+from conform.errors import ConformError
 
 # int32 as well as int64: MPS lacks int64 in places, and integer promotion bugs show on int32
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "int32", "bool")

@@ -10,7 +10,7 @@ import socket
 
 import torch
 
-from .backends.base import env_flag, os_description
+from conform.backends.base import env_flag, os_description
 
 # What makes two runs comparable: the same torch build, Python, OS, backend and chip. The host
 # name is kept but not part of the fingerprint, so identical machines of a fleet share a column.

@@ -14,7 +14,7 @@ Roles:
 * **workers** get a `conform.config.WorkerSetup` through `workerinput`, run cells, and send each
   `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json()).
   A worker never touches the device: its cells run in clean child processes
-  (conform.isolation, `WorkerContext`).
+  (conform.run.isolation, `WorkerContext`).
 
 A device process that dies (segfault, abort, our own hang watchdog) or whose device context an
 error poisoned is replaced by its worker, which records the cell as `crash`, `timeout` or
@@ -34,11 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from . import __version__, interrupts
-from .config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
-from .errors import ConformError
-from .outcomes import Outcome
-from .results import CellResult
+from conform import __version__
+from conform.config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
+from conform.errors import ConformError
+from conform.outcomes import Outcome
+from conform.results import CellResult
+from conform.run import interrupts
 
 PROPERTY = "conform"
 CONTROLLER = "conform-controller"  # the Controller's name in the plugin manager
@@ -171,10 +172,10 @@ class Controller:
 
     def __init__(self, config: RunConfig):
         # Ctrl-C is taken over first: from here on a run may exist in the store, and it must end
-        # `interrupted` whatever moment the interrupt lands (conform.interrupts)
+        # `interrupted` whatever moment the interrupt lands (conform.run.interrupts)
         interrupts.install()
         self.finished = False
-        interrupts.check(held_too=True)  # an interrupt noted before (conform.cli holds them): no run is started
+        interrupts.check(held_too=True)  # an interrupt noted before (conform.cli.main holds them): no run is started
         # the run, its catalog and plan are written whole, and the workers start, before an
         # interrupt takes effect: in pytest_runtestloop, before the first cell
         interrupts.block()  # (per thread: a thread that does not block it may still take it)
@@ -190,10 +191,10 @@ class Controller:
         return interrupts.seen()
 
     def _start(self, config: RunConfig):
+        from conform import backends, environment
+        from conform.run import selection
+        from conform.store import Store
         from opdb import UnknownOpError
-
-        from . import backends, environment, selection
-        from .store import Store
 
         self.run_id = None
         workdir = Path(config.workdir)
@@ -214,7 +215,7 @@ class Controller:
         except UnknownOpError as e:
             raise ConformError(str(e)) from None
         if config.dtypes is None:
-            from .execute import is_plain_cpu
+            from conform.run.execute import is_plain_cpu
 
             # (a third-party backend on the cpu device computes its own float64: it keeps it)
             config = dataclasses.replace(
@@ -269,7 +270,7 @@ class Controller:
             crashers=str(crashers.absolute()),
             memory_limit=config.memory_limit_bytes(self.backend.device.type),
         )
-        from .isolation import Monitor
+        from conform.run.isolation import Monitor
 
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
@@ -358,7 +359,7 @@ class Controller:
         """The result of a cell whose worker died: `crash`, or `timeout` if a watchdog killed it.
         Not remembered as the op's crash: workers run no device work themselves (their clean
         device processes do, and a worker remembers the crashes of those)."""
-        from .isolation import read_record
+        from conform.run.isolation import read_record
 
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
@@ -455,18 +456,18 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
 def reference_death(inflight: dict | None) -> bool:
     """The record says the CPU reference or float64 golden, not the device, was running when the
     process died, and no case had failed yet (the record names a side only where the device under
-    test is not the CPU, conform.cell)."""
+    test is not the CPU, conform.run.cell)."""
     return bool(inflight) and inflight.get("side") in ("reference", "golden") and not inflight.get("failed")
 
 
 def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
     """The CPU reference or float64 golden, not the device, killed (or hung) the process: the
-    record names a side only where the device under test is not the CPU (conform.cell). The
+    record names a side only where the device under test is not the CPU (conform.run.cell). The
     device is not blamed: the cell is what its completed cases said, with a reference finding
     naming the case; skipped (REFERENCE_CRASH) if none had passed. A cell that had already
     failed stays `crash`: its failure died with the process."""
-    from .cell import REFERENCE_CRASH
-    from .oracle import REFERENCE, Finding
+    from conform.judge.verdict import REFERENCE, Finding
+    from conform.run.cell import REFERENCE_CRASH
 
     side = "float64 golden" if inflight["side"] == "golden" else "reference"
     what = "hung" if r.outcome == Outcome.TIMEOUT.value else f"died {detail}".strip()
@@ -486,9 +487,8 @@ def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
 def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
     try:
         import opdb
+        from conform.report.repro import repro_script
         from generators.case import Case
-
-        from .repro import repro_script
 
         return repro_script(opdb.lookup(op_name), Case.from_json(case_json), device)
     except Exception:
@@ -522,13 +522,13 @@ def pytest_configure(config):
 
 class WorkerContext:
     """A worker's side of running cells. The worker itself never touches the device: each cell
-    runs in a clean child process (conform.isolation), the worker's long-lived device process for
+    runs in a clean child process (conform.run.isolation), the worker's long-lived device process for
     most cells and a fresh one per cell for ops that are known to kill processes (opdb's isolate
     rules, and ops that crashed earlier). A crash, a hang or a poisoned device context costs that
     process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
     def __init__(self, setup: WorkerSetup, worker_id: str):
-        from .isolation import start_server
+        from conform.run.isolation import start_server
 
         start_server(setup.config.device)  # it imports in the background
         self.rundir = Path(setup.run_dir)
@@ -542,8 +542,8 @@ class WorkerContext:
         self._crashed: set[str] = set()
 
     def _child(self, name: str):
-        from .cell import cell_process
-        from .isolation import CleanChild
+        from conform.run.cell import cell_process
+        from conform.run.isolation import CleanChild
 
         return CleanChild(cell_process, self.child_args, name=name)
 
@@ -583,7 +583,7 @@ class WorkerContext:
     def _run_once(self, child, cell, excluded: list) -> tuple[CellResult, dict | None]:
         """The cell's result, and, where the CPU reference killed the process, the case it died on
         ({} if it hung: a hang is not drawn again, since it costs its time limit each time)."""
-        from .isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
+        from conform.run.isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
 
         try:
             result, poisoned = child.call((*cell, excluded) if excluded else tuple(cell))

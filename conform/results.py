@@ -1,6 +1,6 @@
 """One cell's result: from the device process that ran it to its row in the store.
 
-A `CellResult` is made by conform.cell.run_cell (from the `CaseResult`s of conform.execute) in a
+A `CellResult` is made by conform.run.cell.run_cell (from the `CaseResult`s of conform.run.execute) in a
 clean device process, comes back to the worker through a pipe as itself, travels to the
 controller in `report.user_properties` as its `to_json()` (xdist sends only plain values),
 is rebuilt there with `from_json()`, and is stored by `Store.record_result(run_id, result)`:
@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .outcomes import Outcome
+from conform.outcomes import Outcome
 
 
 @dataclass
@@ -38,8 +38,10 @@ class CellResult:
     traceback: str = ""
     duration_s: float = 0.0
     invalid_examples: int = 0
-    findings: list = field(default_factory=list)  # conform.oracle.Finding dicts, the first of each kind and phase
-    skip_reason: str = ""  # for a skipped cell: one of conform.cell.SKIP_REASONS
+    findings: list = field(
+        default_factory=list
+    )  # conform.judge.verdict.Finding dicts, the first of each kind and phase
+    skip_reason: str = ""  # for a skipped cell: one of conform.run.cell.SKIP_REASONS
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -184,7 +184,7 @@ _FUNCTIONAL_CACHE: dict[str, object] = {}
 # Called with the Case of a call the generator makes itself just before it runs (and None after):
 # an out= op's functional sizing its outs, a backward's forward sizing its gradient or giving a
 # forward result. A process that dies or hangs in there is recorded with that case and gets a
-# script (conform.cell arms its watchdog); seed 15's rrelu_with_noise_backward crash had none.
+# script (conform.run.cell arms its watchdog); seed 15's rrelu_with_noise_backward crash had none.
 on_functional = None
 
 

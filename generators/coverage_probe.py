@@ -42,7 +42,7 @@ def probe(
     `seed`: draw the cases of this seed (None: derandomized, the same cases every time), so that
     a probe can tell a generator that always finds a valid case from one that finds it by luck.
     `patience`: with no valid case yet, give up after this many rejections that all give the same
-    reason, as the runner does (conform.cell gives up after 5).
+    reason, as the runner does (conform.run.cell gives up after 5).
     `skip(case)`: True for a case not to run here, drawn again instead (a case on which a known
     CPU bug kills the process: this probe runs in it).
     """

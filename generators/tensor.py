@@ -5,7 +5,7 @@ the same numbers; the base tensor is then copied to the target device and the st
 (transposed, sliced, expanded, channels_last, storage offset) is built *there*, because copying a
 strided CPU tensor to MPS or CUDA yields a contiguous one and the layout would be lost.
 
-This module needs torch and the standard library only: reproduction scripts (conform.repro)
+This module needs torch and the standard library only: reproduction scripts (conform.report.repro)
 embed its source verbatim, so a pasted script rebuilds exactly the tensors conform tested.
 """
 

@@ -4,7 +4,7 @@ They measure conform's finding power: a backend that is wrong in a known way mus
 known outcome, through conform's normal path (``op.resolve()(*args)`` inside ``run_case``).
 
 Mechanism. Each backend is a `CPUBackend` subclass with a distinct `name` and a
-``device_context()`` hook, which ``conform.execute.run_case`` enters around everything it does
+``device_context()`` hook, which ``conform.run.execute.run_case`` enters around everything it does
 on the device side (materialising inputs, the op, synchronising, backward). The hook returns a
 ``TorchDispatchMode`` that sees every ATen call made in that window, after autograd, and hands
 the calls of the faulty op to the bug's function; every other call runs untouched. The

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 import opdb
-from conform import oracle
 from conform.backends import CPUBackend
-from conform.execute import run_case
+from conform.judge import verdict as oracle
 from conform.outcomes import Outcome as O
+from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from generators.schema import from_schema

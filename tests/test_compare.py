@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import opdb
-from conform.compare import compare, compare_tensors, failures, summary
-from conform.tolerances import DEFAULT_TOLERANCES, LeafTolerance, default_tolerance, growth, tolerance_for
+from conform.judge.compare import compare, compare_tensors, failures, summary
+from conform.judge.tolerances import DEFAULT_TOLERANCES, LeafTolerance, default_tolerance, growth, tolerance_for
 from opdb.spec import Tolerance
 
 NAN, INF = float("nan"), float("inf")

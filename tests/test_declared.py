@@ -7,8 +7,8 @@ import zipfile
 import pytest
 from click.testing import CliRunner
 
-from conform import declared
 from conform.errors import ConformError
+from conform.report import declared
 from conform.results import CellResult
 from conform.store import Store, queries
 
@@ -214,7 +214,7 @@ def test_declared_beside_measured(store, tmp_path):
 
 
 def test_cli_stores_wheels_and_prints_the_table(tmp_path):
-    from conform.cli import cli
+    from conform.cli.main import cli
 
     db = tmp_path / "c.db"
     runner = CliRunner()

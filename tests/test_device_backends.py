@@ -7,11 +7,11 @@ import torch
 
 from conform.backends import CPUBackend, CUDABackend, MPSBackend
 from conform.backends.builtin import cuda_comparison_mode
-from conform.cli import _auto_workers
-from conform.dispatch import tracer_for
+from conform.cli.main import _auto_workers
 from conform.environment import capture
-from conform.execute import classify_device_error
 from conform.outcomes import Outcome
+from conform.run.dispatch import tracer_for
+from conform.run.execute import classify_device_error
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_cuda_comparisons_run_without_tf32_or_reduced_precision_reductions():
 
 
 def test_cuda_auto_workers_are_capped_per_gpu(monkeypatch):
-    monkeypatch.setattr("conform.cli._cpu_count", lambda: 64)
+    monkeypatch.setattr("conform.cli.main._cpu_count", lambda: 64)
     assert _auto_workers(CUDABackend()) == CUDABackend.workers_per_device == 4
     assert _auto_workers(CPUBackend()) == 64
 

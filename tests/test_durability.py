@@ -259,7 +259,7 @@ def test_ctrl_c_the_moment_the_run_is_started_or_resumed_leaves_it_interrupted(t
 def test_ctrl_c_inside_exec_compiled_code_still_exits_130(tmp_path):
     # Ctrl-C while torch is imported lands, now and then, in code that dataclasses or namedtuple
     # built with exec(): a KeyboardInterrupt raised there made `python -m conform.cli` end by
-    # SIGINT (-2) after "conform: interrupted" (conform.interrupts._in_source_string). Here the
+    # SIGINT (-2) after "conform: interrupted" (conform.run.interrupts._in_source_string). Here the
     # SIGINT comes from inside exec'd source on purpose, in a command that runs under cli.main.
     (tmp_path / "execd.py").write_text(
         "from conform import cli\n"

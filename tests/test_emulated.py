@@ -15,8 +15,8 @@ import pytest
 
 import opdb
 from cli_helpers import cells, conform_env
-from conform.execute import run_case
 from conform.outcomes import Outcome as O
+from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 
@@ -149,7 +149,7 @@ def test_device_assert_is_sticky_for_the_rest_of_the_process(emu):
         """
         import opdb
         from conform.backends.emulated import EmulatedBackend
-        from conform.execute import run_case
+        from conform.run.execute import run_case
         from generators.case import Case, TensorSpec as T
         emu = EmulatedBackend()
         add = Case("aten::add.Tensor", (T((3,), "float32", seed=1), T((3,), "float32", seed=2)))
@@ -242,7 +242,7 @@ def test_trace_names_the_op_that_fell_back_not_the_composites_on_the_way(emu, fa
     # _local_scalar_dense) and linspace.out, which only the fallback serves
     import torch
 
-    from conform.dispatch import FallbackTrace
+    from conform.run.dispatch import FallbackTrace
 
     start, end = torch.tensor(0.0).to("emu"), torch.tensor(1.0).to("emu")
     with FallbackTrace(emu.device) as trace:

@@ -12,10 +12,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
 from conform.backends import CPUBackend
-from conform.compare import compare
-from conform.execute import run_case
+from conform.judge.compare import compare
+from conform.judge.tolerances import tolerance_for
 from conform.outcomes import Outcome
-from conform.tolerances import tolerance_for
+from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.faulty import BACKENDS

@@ -9,9 +9,9 @@ import torch
 
 import opdb
 from conform.backends import CPUBackend, MetaBackend
-from conform.execute import CaseResult, run_case
 from conform.outcomes import Outcome
-from conform.repro import _expr
+from conform.report.repro import _expr
+from conform.run.execute import CaseResult, run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.faulty import BACKENDS
@@ -271,7 +271,7 @@ def test_kernel_gap_on_the_cpu_reference_falls_back_to_golden_on_other_devices()
         def to_device(self, t):
             return t.clone()
 
-    from conform import execute
+    from conform.run import execute
 
     r = execute.run_case(opdb.lookup("aten::add.Tensor"), Case("aten::add.Tensor", (f32(3), f32(3))), PretendGPU())
     assert r.outcome == O.PASS, r.message
@@ -281,7 +281,7 @@ def test_kernel_gap_on_the_cpu_reference_falls_back_to_golden_on_other_devices()
 
 
 def test_repro_script_rebuilds_exactly_the_case_tensors_with_torch_only():
-    from conform.repro import repro_script
+    from conform.report.repro import repro_script
 
     specs = [
         T((3, 4), "float32", "transposed", values="special", seed=5),
@@ -331,7 +331,7 @@ def test_repro_script_of_a_quantized_case_runs(tmp_path):
     import subprocess
     import sys
 
-    from conform.repro import repro_script
+    from conform.report.repro import repro_script
 
     case = Case("aten::int_repr", (T((3, 4), "qint8", "transposed", scale=0.05, zero_point=2, seed=3),))
     path = tmp_path / "repro.py"
@@ -345,7 +345,7 @@ def test_repro_script_runs_and_reports_both_sides(tmp_path):
     import subprocess
     import sys
 
-    from conform.repro import repro_script
+    from conform.report.repro import repro_script
 
     case = Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(4, seed=2)), {"alpha": 2})
     path = tmp_path / "repro.py"
@@ -540,7 +540,7 @@ def test_untagged_random_initialisers_compare_statistics(op_name, args):
 
 def test_a_case_whose_output_explodes_is_declined_not_compared():
     # diagflat squares its input's size: the input cap alone let one case take a minute
-    from conform.execute import MAX_OUTPUT_NUMEL
+    from conform.run.execute import MAX_OUTPUT_NUMEL
 
     op = opdb.lookup("aten::diagflat")
     small = run_case(op, Case("aten::diagflat", (T((8,), "float32", seed=1),)), CPUBackend())
@@ -551,7 +551,7 @@ def test_a_case_whose_output_explodes_is_declined_not_compared():
 
 
 def test_a_case_with_thousands_of_output_tensors_is_declined():
-    from conform.execute import MAX_OUTPUT_TENSORS
+    from conform.run.execute import MAX_OUTPUT_TENSORS
 
     op = opdb.lookup("aten::unbind.int")
     big = run_case(op, Case("aten::unbind.int", (T((MAX_OUTPUT_TENSORS + 1, 2), "float32", seed=1), 0)), CPUBackend())

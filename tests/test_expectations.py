@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from conform import expectations as ex
-from conform.cli import main
+from conform.ci import expectations as ex
+from conform.cli.main import main
 from conform.results import CellResult
 from conform.store import Store
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import opdb
-from conform.execute import run_case
 from conform.outcomes import Outcome
+from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.faulty import BACKENDS
@@ -162,8 +162,8 @@ def test_a_fault_that_shows_once_is_still_found():
     # a kernel whose result is not a function of its inputs (a read of uninitialised memory:
     # median along an expanded dim) fails a case, then passes it when hypothesis replays it to
     # shrink: the cell is that failure, not "conform internal error: FlakyFailure"
-    from conform.cell import run_cell
     from conform.config import CellSettings
+    from conform.run.cell import run_cell
     from tests.faulty import FaultyBackend
 
     calls = []
@@ -190,8 +190,8 @@ def test_a_failure_shrinks_to_a_case_that_fails_the_same_way():
     # slip from the first to the second: the minimal case shows the failure that was found
     # (native_group_norm's overflowing float32 variance once shrank to a one-element group's
     # rounding and the cell reported that instead)
-    from conform.cell import run_cell
     from conform.config import CellSettings
+    from conform.run.cell import run_cell
     from tests.faulty import FaultyBackend
 
     def two_faults(func, args, kwargs):
@@ -213,8 +213,8 @@ def test_grossly_wrong_values_do_not_shrink_to_a_rounding_at_the_tolerance():
     # wrong values 10 off for large inputs (a kernel reading the wrong memory) and, simpler to
     # the shrinker, a 1-d one-element tensor 5e-5 off (5x the atol): both are "values", but the
     # minimal case must stay grossly wrong (seed 3 slipped to the rounding before)
-    from conform.cell import run_cell
     from conform.config import CellSettings
+    from conform.run.cell import run_cell
     from tests.faulty import FaultyBackend
 
     def two_faults(func, args, kwargs):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 import opdb
-from conform.cell import run_cell
 from conform.config import CellSettings
+from conform.run.cell import run_cell
 from tests.faulty import BACKENDS
 
 SEEDS = range(1, 11)

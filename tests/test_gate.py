@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conform import gate as g
-from conform.cell import CellSettings, run_cell
-from conform.cli import main
+from conform.ci import gate as g
+from conform.cli.main import main
+from conform.run.cell import CellSettings, run_cell
 from conform.store import Store
 from conform.store.timings import record_timings
 from test_expectations import make_run

@@ -134,7 +134,7 @@ def test_a_tensor_dict_key_is_one_tensor_after_json_and_in_the_repro_script(tmp_
     import subprocess
     import sys
 
-    from conform.repro import repro_script
+    from conform.report.repro import repro_script
 
     op = lookup("aten::__getitem__.Dict_Tensor")
     cases = []

@@ -314,7 +314,7 @@ def test_ops_whose_result_the_runner_must_unwrap_pass_on_the_cpu(name, cell):
     hint result = legacy_batched), _conj a conjugate view (compared after resolve_conj): both
     were 'no valid case' or a conform internal error."""
     from conform.backends import CPUBackend
-    from conform.execute import run_case
+    from conform.run.execute import run_case
 
     op = opdb.lookup(name)
     quick = settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
@@ -359,8 +359,8 @@ def test_the_grad_scaler_update_gets_its_zero_d_state(name):
 def test_a_per_channel_quantized_result_is_judged_not_an_internal_error():
     """A qint32 per-channel result met golden's distance measure as a cast to float64, which
     quantized tensors refuse: the cell stopped with "conform internal error" after one example."""
-    from conform import execute
     from conform.backends import resolve
+    from conform.run import execute
 
     op = opdb.lookup("aten::_make_per_channel_quantized_tensor")
     quick = settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
@@ -373,8 +373,8 @@ def test_a_per_channel_quantized_result_is_judged_not_an_internal_error():
 def test_float8_operands_are_compared_not_an_internal_error(name):
     """The tolerance's input scale asked isfinite of the float8 operands, which has no kernel:
     every cell of the scaled matmuls stopped with "conform internal error" after one example."""
-    from conform import execute
     from conform.backends import resolve
+    from conform.run import execute
 
     op = opdb.lookup(name)
     quick = settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
@@ -450,8 +450,8 @@ def test_weight_norm_backward_without_a_forward_kernel_for_the_dtype_says_no_ker
     # the forward that gives the norms has no int64 kernel: the cell says so, as the backward
     # would, instead of a generator error stored as a conform internal error (sweeps G2/H2)
     from conform.backends import CPUBackend
-    from conform.cell import run_cell
     from conform.config import CellSettings
+    from conform.run.cell import run_cell
 
     op = opdb.lookup("aten::_weight_norm_interface_backward")
     r = run_cell(op, "int64", CPUBackend(), CellSettings(seed=3, hypothesis_db=None))

@@ -15,7 +15,7 @@ import torch
 
 import opdb
 from conform.backends import CPUBackend
-from conform.execute import run_case
+from conform.run.execute import run_case
 from generators import Case, TensorSpec
 from generators.tensor import _edge_value
 

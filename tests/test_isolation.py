@@ -180,8 +180,8 @@ def _plant_a_trunc_trap(workdir, op_name: str, dtype: str) -> None:
 
     import generators
     import opdb
-    from conform.cell import _database_key
     from conform.config import CellSettings
+    from conform.run.cell import _database_key
 
     op = opdb.lookup(op_name)
     names = [a.name for a in op.arguments]

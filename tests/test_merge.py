@@ -8,8 +8,9 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 import sitedata
-from conform.merge import merge, merge_command
+from conform.cli.merge import merge_command
 from conform.store import CatalogEntry, Environment, Failure, Op, Result, Run, Store, Timing
+from conform.store.merging import merge_databases
 
 TABLES = (Environment, Run, Op, CatalogEntry, Result, Failure, Timing)
 
@@ -47,7 +48,7 @@ def two_dbs(tmp_path):
 def test_merge_copies_runs_results_failures_and_timings(tmp_path):
     a, b = two_dbs(tmp_path)
     out = tmp_path / "all.db"
-    merge([a, b], out)
+    merge_databases([a, b], out)
     got, ca, cb = counts(out), counts(a), counts(b)
     for table in ("environments", "runs", "catalog_entries", "results", "failures", "timings"):
         assert got[table] == ca[table] + cb[table], table
@@ -72,9 +73,9 @@ def test_merge_copies_runs_results_failures_and_timings(tmp_path):
 def test_merging_the_same_run_twice_adds_nothing(tmp_path):
     a, b = two_dbs(tmp_path)
     out = tmp_path / "all.db"
-    merge([a, b], out)
+    merge_databases([a, b], out)
     before = counts(out)
-    stats = merge([a, b, a], out)
+    stats = merge_databases([a, b, a], out)
     assert counts(out) == before
     assert all(s.added == 0 for s in stats)
 
@@ -82,7 +83,7 @@ def test_merging_the_same_run_twice_adds_nothing(tmp_path):
 def test_merge_into_one_of_the_sources(tmp_path):
     a, b = two_dbs(tmp_path)
     ca, cb = counts(a), counts(b)
-    merge([b], a)
+    merge_databases([b], a)
     assert counts(a)["results"] == ca["results"] + cb["results"]
 
 
@@ -103,9 +104,9 @@ def test_a_later_copy_of_a_run_adds_only_its_new_cells(tmp_path):
         )
         s.execute(Run.__table__.update().values(state="running", finished_at=None))
     store.close()
-    merge([early], out)
+    merge_databases([early], out)
     assert counts(out)["results"] == 1
-    stats = merge([late], out)
+    stats = merge_databases([late], out)
     assert stats[0].results == 1 and stats[0].failures == 1 and stats[0].runs == 0 and stats[0].runs_extended == 1
     assert counts(out)["results"] == 2
     store = Store(out, readonly=True)

@@ -1,8 +1,8 @@
 """What a finding's message says: each finding once, and the CPU named once when it is both sides."""
 
-from conform.compare import Record
-from conform.execute import _joined
-from conform.oracle import attribution
+from conform.judge.compare import Record
+from conform.judge.verdict import attribution
+from conform.run.execute import _joined
 
 
 def _record(message: str) -> Record:

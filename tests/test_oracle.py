@@ -9,12 +9,12 @@ import math
 import torch
 
 import opdb
-from conform import oracle
 from conform.backends import CPUBackend
-from conform.compare import Record, compare
-from conform.execute import run_case
+from conform.judge import verdict as oracle
+from conform.judge.compare import Record, compare
 from conform.outcomes import Outcome as O
 from conform.results import CellResult
+from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.cpu_kernels import CPUKernels
@@ -89,7 +89,7 @@ def test_a_kernel_that_reads_uninitialised_memory_is_not_self_consistent():
 
 
 def test_a_cell_without_a_cpu_kernel_for_its_dtype_is_told_apart_from_no_valid_case():
-    from conform.cell import NO_KERNEL, NO_VALID_CASE, CellSettings, run_cell
+    from conform.run.cell import NO_KERNEL, NO_VALID_CASE, CellSettings, run_cell
 
     settings = CellSettings(examples=2, hypothesis_db=None)
     no_kernel = run_cell(opdb.lookup("aten::addmm"), "bool", CPUBackend(), settings)
@@ -107,8 +107,8 @@ def test_a_cell_without_a_cpu_kernel_for_its_dtype_is_told_apart_from_no_valid_c
 
 
 def test_findings_reach_the_cell_and_the_report(tmp_path):
-    from conform import report
-    from conform.cell import CellSettings, run_cell
+    from conform.report import summary as report
+    from conform.run.cell import CellSettings, run_cell
     from conform.store import Store
 
     cell = run_cell(
@@ -162,8 +162,8 @@ def test_output_strides_are_compared_with_the_reference_unless_the_backend_choos
 
 
 def test_reference_findings_have_their_own_list_on_the_site(tmp_path):
-    from conform.sitebuild import build_site
     from conform.store import Store
+    from conform.website.build import build_site
     from sitedata import EVIL, OPS_213, env
 
     store = Store(tmp_path / "c.db")
@@ -365,7 +365,7 @@ _UNIT_AT_1000 = float(torch.finfo(torch.float32).eps) * 512  # one float32 unit 
 def _sub_within_conditioning(a, b, off) -> bool:
     """Is sub(a, b) + off float32 units at 1000 within the case's conditioning, where a strict
     tolerance alone fails it?"""
-    from conform.compare import failures
+    from conform.judge.compare import failures
 
     def run(case, dt, tx=None):
         args, kwargs = case.materialize(lambda t: t, torch.device("cpu"), dtype=dt)

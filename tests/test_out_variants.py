@@ -5,7 +5,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
 from conform.backends import CPUBackend
-from conform.cell import CellSettings, run_cell
+from conform.run.cell import CellSettings, run_cell
 
 aten = torch.ops.aten
 

@@ -11,10 +11,10 @@ import pytest
 
 import opdb
 from conform.backends import CPUBackend
-from conform.cell import CellSettings, run_cell
-from conform.execute import run_case, run_out_variants
 from conform.outcomes import Outcome
-from conform.repro import repro_script
+from conform.report.repro import repro_script
+from conform.run.cell import CellSettings, run_cell
+from conform.run.execute import run_case, run_out_variants
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.cpu_kernels import CPUKernels
@@ -136,7 +136,7 @@ def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and
 
 
 def test_the_generator_announces_the_functional_it_runs_for_an_out_op(monkeypatch):
-    # a crash or hang in that call is recorded with its case (conform.cell arms the watchdog)
+    # a crash or hang in that call is recorded with its case (conform.run.cell arms the watchdog)
     import generators.backward as gb
 
     seen = []

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import sitedata
-from conform.sitebuild import build_site, site_command
+from conform.cli.site import site_command
 from conform.store import Store
+from conform.website.build import build_site
 
 MAX_PAGE = 2_000_000
 
@@ -21,7 +22,7 @@ def add_declared(store: Store) -> None:
     """Two releases, stored out of version order: 2.14.1 declares a CPU kernel for add.Tensor
     (which fails on the measured 2.14.1 CPU: declared but failing), sum only decomposes (passes:
     by decomposition), new_op_in_214 is not in its yaml (undeclared); 2.9.1 has fewer kernels."""
-    from conform.declared import DeclaredRelease
+    from conform.report.declared import DeclaredRelease
 
     k214 = {"aten::add.Tensor": {"CPU": "kernel", "CUDA": "kernel", "MPS": "kernel"}, "aten::mm": {"CPU": "kernel", "CUDA": "kernel"},
             "aten::relu": {"CPU": "kernel", "MPS": "kernel"}, "aten::sum": {"CompositeImplicitAutograd": "composite_implicit"},
@@ -181,10 +182,11 @@ def test_declared_page_lists_releases_in_version_order_and_declared_but_failing(
 
 
 def test_site_agrees_with_the_declared_command(site):
-    """conform.declared's pure functions decide for both; what can differ is what they are given:
+    """conform.report.declared's pure functions decide for both; what can differ is what they are given:
     the site's rows, read in bulk with the newest cell of each environment kept by site_data.load,
     against the command's, read per environment by conform.store.queries."""
-    from conform import declared, site_data
+    from conform.report import declared
+    from conform.website import data as site_data
 
     out, _ = site
     store = Store(out.parent / "c.db", readonly=True)
@@ -368,7 +370,7 @@ def test_site_files_is_a_real_folder_with_templates_and_assets():
     MultiplexedPath there whose str() is no path (`conform site` failed on a pip-installed conform)."""
     from pathlib import Path
 
-    from conform.sitebuild import site_files
+    from conform.website.build import site_files
 
     root = site_files()
     assert isinstance(root, Path) and root.is_dir()

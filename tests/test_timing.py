@@ -14,13 +14,15 @@ import torch
 from click.testing import CliRunner
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conform import bench, bench_inputs, timing_changes
 from conform.backends import CPUBackend
 from conform.errors import ConformError
 from conform.results import CellResult
 from conform.store import Store, queries
 from conform.store.timings import record_timings
-from conform.timer import TARGET_BLOCKS, measure
+from conform.timing import bench
+from conform.timing import changes as timing_changes
+from conform.timing import inputs as bench_inputs
+from conform.timing.timer import TARGET_BLOCKS, measure
 
 ENV = {"fingerprint": "t" * 32, "torch_version": "2.13.0", "backend": "cpu", "device_name": "Test CPU"}
 
@@ -243,7 +245,7 @@ def test_bench_stores_every_size_of_each_passing_cell(stored_run):
 
 
 def test_bench_command_json(stored_run):
-    from conform.cli import cli
+    from conform.cli.main import cli
 
     store, run = stored_run
     result = CliRunner().invoke(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from ..errors import DeviceUnavailableError
-from .base import Backend, BackendProtocol, cpu_model_name, os_description
-from .builtin import BUILTIN, PREFERENCE, CPUBackend, CUDABackend, MetaBackend, MPSBackend, XPUBackend
+from conform.backends.base import Backend, BackendProtocol, cpu_model_name, os_description
+from conform.backends.builtin import BUILTIN, PREFERENCE, CPUBackend, CUDABackend, MetaBackend, MPSBackend, XPUBackend
+from conform.errors import DeviceUnavailableError
 
 ENTRY_POINT_GROUP = "conform.backends"
 

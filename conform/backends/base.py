@@ -34,7 +34,7 @@ class Backend:
     # Substrings of error messages meaning "the device does not support this dtype at all".
     unsupported_dtype_patterns: tuple[str, ...] = ()
     # Ops whose kernel for the device's dispatch key is itself the CPU fallback (MPS registers a
-    # few that way): conform.dispatch counts them as fallback, as it does the key's backend fallback.
+    # few that way): conform.run.dispatch counts them as fallback, as it does the key's backend fallback.
     always_fallback_ops: tuple[str, ...] = ()
     # Substrings of device errors after which the process's device context is unusable.
     sticky_error_patterns: tuple[str, ...] = ()

@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-from .base import Backend, _run, cpu_model_name, os_description
+from conform.backends.base import Backend, _run, cpu_model_name, os_description
 
 
 class CPUBackend(Backend):

@@ -5,8 +5,8 @@ The only package of conform that knows SQL: `Store` (db.py) opens a database and
 site), `merging` copies one database into another, `timings` writes the timing pass's rows.
 """
 
-from .db import DEFAULT_DB, Store, database_url
-from .models import SCHEMA_VERSION, CatalogEntry, Environment, Failure, Op, Result, Run, Timing
+from conform.store.db import DEFAULT_DB, Store, database_url
+from conform.store.models import SCHEMA_VERSION, CatalogEntry, Environment, Failure, Op, Result, Run, Timing
 
 __all__ = [
     "DEFAULT_DB",

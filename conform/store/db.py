@@ -29,10 +29,10 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..errors import StoreError, first_line
-from ..results import NOT_STORED, CellResult
-from . import migrations
-from .models import (
+from conform.errors import StoreError, first_line
+from conform.results import NOT_STORED, CellResult
+from conform.store import migrations
+from conform.store.models import (
     SCHEMA_VERSION,
     CatalogEntry,
     DeclaredKernel,

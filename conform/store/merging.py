@@ -12,7 +12,18 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import inspect, select
 
-from .models import CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, SchemaMigration, Timing
+from conform.store.db import Store
+from conform.store.models import (
+    CatalogEntry,
+    DeclaredKernel,
+    Environment,
+    Failure,
+    Op,
+    Result,
+    Run,
+    SchemaMigration,
+    Timing,
+)
 
 KNOWN_TABLES = {
     t.__tablename__
@@ -183,3 +194,24 @@ def _merge_declared(src, dst, env_map, op_map, stats: MergeStats) -> None:
             rows.append(row)
     _insert(dst, DeclaredKernel, rows)
     stats.declared_kernels += len(rows)
+
+
+def merge_databases(sources, dest, *, create: bool = True) -> list[MergeStats]:
+    """Merge the databases `sources` (paths or URLs) into `dest`, in order."""
+    for path in sources:  # a damaged or foreign source is refused before `dest` is created or changed
+        Store(path, readonly=True).close()
+    out = Store(dest, create=create)
+    try:
+        stats = []
+        for path in sources:
+            src = Store(path, readonly=True)
+            try:
+                if src.url == out.url or src.where == out.where:
+                    stats.append(MergeStats(source=src.where))  # merging a database into itself adds nothing
+                    continue
+                stats.append(out._guard(lambda: merge_into(out, src)))
+            finally:
+                src.close()
+        return stats
+    finally:
+        out.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, text
 
-from .models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
+from conform.store.models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
 
 
 def _add_declared_kernels(conn: Connection) -> None:

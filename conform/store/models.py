@@ -137,10 +137,10 @@ class Result(Base):
     ref_golden_err: Mapped[float | None] = mapped_column(Float, default=None)  # reference vs golden
     message: Mapped[str] = mapped_column(Text, default="")
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
-    # facts about the cell that are not its verdict (conform.oracle.Finding.to_dict()): the CPU
+    # facts about the cell that are not its verdict (conform.judge.verdict.Finding.to_dict()): the CPU
     # reference deviating from float64, the CPU wrong where the device is right, precision edges
     findings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
-    # why a skipped cell ran nothing (conform.cell.SKIP_REASONS): "no_kernel", "no_valid_case", ...
+    # why a skipped cell ran nothing (conform.run.cell.SKIP_REASONS): "no_kernel", "no_valid_case", ...
     skip_reason: Mapped[str] = mapped_column(String(24), default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
@@ -179,7 +179,7 @@ class Timing(Base):
     device_iqr_s: Mapped[float | None] = mapped_column(Float, default=None)
     device_kernel_s: Mapped[float | None] = mapped_column(
         Float, default=None
-    )  # device-event time (conform.timer), not kernel time
+    )  # device-event time (conform.timing.timer), not kernel time
     ref_median_s: Mapped[float | None] = mapped_column(Float, default=None)
     ref_iqr_s: Mapped[float | None] = mapped_column(Float, default=None)
     repeats: Mapped[int] = mapped_column(Integer, default=0)

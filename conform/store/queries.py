@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 
-from ..errors import ConformError
-from .models import CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, Timing
+from conform.errors import ConformError
+from conform.store.models import CatalogEntry, DeclaredKernel, Environment, Failure, Op, Result, Run, Timing
 
 
 def _from_orm(cls, obj, **extra):

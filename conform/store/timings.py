@@ -1,4 +1,4 @@
-"""Writing the timing pass's rows (conform.bench): one `Timing` per (op, dtype, size) of a run."""
+"""Writing the timing pass's rows (conform.timing.bench): one `Timing` per (op, dtype, size) of a run."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from ..errors import ConformError
-from .models import Timing
-from .queries import TIMING_FIELDS
+from conform.errors import ConformError
+from conform.store.models import Timing
+from conform.store.queries import TIMING_FIELDS
 
 
 def record_timings(store, run_id: int, rows: list[dict[str, Any]]) -> None:
-    """Store timing rows (dicts as `conform.bench.time_cell` makes them), replacing earlier
+    """Store timing rows (dicts as `conform.timing.bench.time_cell` makes them), replacing earlier
     timings of the same (op, dtype, size) in this run, in one transaction."""
     if not rows:
         return

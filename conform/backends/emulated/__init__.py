@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from ..base import Backend, cpu_model_name, env_flag, os_description
-from ..builtin import MPSBackend
+from conform.backends.base import Backend, cpu_model_name, env_flag, os_description
+from conform.backends.builtin import MPSBackend
 
 NAME = "emu"
 _SOURCE = Path(__file__).with_name("emu.cpp")
@@ -182,7 +182,7 @@ class EmulatedBackend(Backend):
 
     def fork_server_preload(self) -> None:
         """conform's fork server loads the library once for every clean child (loading does not
-        initialise the runtime; see conform.isolation)."""
+        initialise the runtime; see conform.run.isolation)."""
         load()
 
     def describe(self) -> dict[str, str]:

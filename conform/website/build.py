@@ -17,13 +17,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import jinja2
 
-from . import __version__, site_charts, site_data
-from .outcomes import SEVERITY
-from .report import plural
-from .site_data import (
+from conform import __version__
+from conform.outcomes import SEVERITY
+from conform.website import charts as site_charts
+from conform.website import data as site_data
+from conform.website.data import (
     CODES,
     DTYPE_ORDER,
     R_FINDINGS,
@@ -257,7 +257,7 @@ class Builder:
         """One character per column: how the release of its torch version declares the op on its
         backend's key. K kernel, C composite kernel, D decomposes, 0 not available, _ not in that
         release's yaml, . no release stored."""
-        from .declared import how_on
+        from conform.report.declared import how_on
 
         out = []
         for e in self.data.envs:
@@ -284,7 +284,7 @@ class Builder:
         """declared.html: declared coverage per torch version and key (table and chart), and per
         measured environment what its release declares against what was measured; one
         declared-<env>.html per measured environment lists the ops."""
-        from .declared import BACKEND_KEYS
+        from conform.report.declared import BACKEND_KEYS
 
         data = self.data
         coverage = site_data.declared_coverage(data, self.declared_by_env)
@@ -506,7 +506,7 @@ class Builder:
     def op_declared(self, op_id: int) -> dict:
         """Per declared release, oldest first: how the op reaches each backend key (null: the
         release does not have the op)."""
-        from .declared import BACKEND_KEYS, how_on
+        from conform.report.declared import BACKEND_KEYS, how_on
 
         rows = []
         for e in site_data.declared_in_order(self.data):
@@ -569,28 +569,3 @@ def build_site(store, out: str | os.PathLike) -> BuildStats:
         ops=len(data.ops),
         cells=sum(len(e.cells) for e in data.envs),
     )
-
-
-@click.command("site")
-@click.option(
-    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
-)
-@click.option(
-    "--out", "out", default="conform-site", show_default=True, metavar="DIR", help="output folder (rebuilt in place)"
-)
-def site_command(db, out):
-    """Build the static website: overview, coverage matrix, one page per op, diffs, performance."""
-    from .store import Store
-
-    store = Store(db, readonly=True)
-    try:
-        stats = build_site(store, out)
-    finally:
-        store.close()
-    index = Path(out).resolve() / "index.html"
-    click.echo(
-        f"site: {plural(stats.environments, 'environment')}, {plural(stats.ops, 'op')}, {plural(stats.cells, 'cell')} -> {plural(stats.pages, 'page')}, "
-        f"{plural(stats.files, 'file')}, {stats.bytes / 1e6:.1f} MB in {stats.seconds:.1f} s; "
-        f"largest page {stats.largest_page[0]} {stats.largest_page[1] / 1e3:.0f} kB"
-    )
-    click.echo(f"open {index.as_uri()}")

@@ -40,8 +40,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import oracle
-from .compare import (
+from conform.errors import first_line
+from conform.judge import verdict as oracle
+from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
     TIE_OPS,
     Record,
@@ -56,11 +57,7 @@ from .compare import (
     tie_gradient_records,
     tie_records,
 )
-from .dispatch import fallback_message, tracer_for
-from .errors import first_line
-from .oracle import cast_like, max_abs_vs
-from .outcomes import Outcome
-from .tolerances import (
+from conform.judge.tolerances import (
     LeafTolerance,
     gradient_tolerance,
     input_scales,
@@ -69,6 +66,9 @@ from .tolerances import (
     numel_ratio,
     tolerance_for,
 )
+from conform.judge.verdict import cast_like, max_abs_vs
+from conform.outcomes import Outcome
+from conform.run.dispatch import fallback_message, tracer_for
 
 
 @dataclass
@@ -85,7 +85,9 @@ class CaseResult:
     device_golden_err: float | None = None  # max abs error of the device's output vs float64 golden
     ref_golden_err: float | None = None  # max abs error of the CPU reference vs float64 golden
     traceback: str = ""  # of the device-side exception, if any
-    finding: dict | None = None  # conform.oracle.Finding.to_dict(): a fact about the case that is not its verdict
+    finding: dict | None = (
+        None  # conform.judge.verdict.Finding.to_dict(): a fact about the case that is not its verdict
+    )
     variant_case: Any = None  # run_out_variants: the out= variant of the case that failed (a generators Case)
     kinds: frozenset = frozenset()  # the compare.Record kinds of the failing leaves ("nan", "values", ...)
     excess: float = 0.0  # the worst "values" difference, in multiples of the allowed one
@@ -163,7 +165,7 @@ class _Side:
     written: dict[str, Any] | None = None  # name -> tensor/list for mutated and out= arguments
     inputs: tuple = ()  # (args, kwargs) after the call, for gathering tie indices
     error: BaseException | None = None
-    fallback: list[str] | None = None  # aten ops served by the device's fallback (conform.dispatch)
+    fallback: list[str] | None = None  # aten ops served by the device's fallback (conform.run.dispatch)
 
     @property
     def traceback(self) -> str:
@@ -189,7 +191,7 @@ def _to_cpu(x, to_cpu):
 
 
 # Told which side is about to run ("device", "reference" or "golden"), by the device process
-# (conform.cell), for its in-flight record: a process the CPU reference kills (integer div
+# (conform.run.cell), for its in-flight record: a process the CPU reference kills (integer div
 # trunc on INT_MIN / -1 raises SIGFPE, pytorch#138425) is not the device's crash. None elsewhere.
 on_side: Callable[[str, str], None] | None = None
 
@@ -204,7 +206,7 @@ def _announce(to_device, dtype=None, phase="forward") -> None:
 def _run_side(
     op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None
 ):
-    """`trace`: a conform.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
+    """`trace`: a conform.run.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
     _announce(to_device, dtype)
     side = _Side()
     try:
@@ -327,7 +329,7 @@ def _run_backward(
     op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad_outputs=None, trace=None
 ):
     """(grads by input name, grad_outputs used, error, traceback). `grad_outputs` None makes them.
-    `trace` (conform.dispatch.FallbackTrace) is active while the op and its backward run."""
+    `trace` (conform.run.dispatch.FallbackTrace) is active while the op and its backward run."""
     _announce(to_device, dtype, "backward")
     try:
         with contextlib.ExitStack() as stack:
@@ -385,7 +387,7 @@ def _cpu_copy(t):
 def is_plain_cpu(backend) -> bool:
     """The built-in CPU backend, with no hooks: its device side would repeat the reference side
     kernel for kernel, so that work is done once (the comparison is then against golden float64)."""
-    from .backends import CPUBackend
+    from conform.backends import CPUBackend
 
     return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
 
@@ -463,7 +465,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     fallback = dev.fallback or []
 
-    # -- the verdict (conform.oracle): parity with the CPU first, golden to judge ---------------
+    # -- the verdict (conform.judge.verdict): parity with the CPU first, golden to judge ---------------
     n = numel_ratio(op, case, ref_result)
     before = _inputs_before(case) if ref.error is None else ()
     scale, second = input_scales(before)

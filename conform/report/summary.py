@@ -6,9 +6,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .errors import ConformError, first_line
-from .outcomes import SEVERITY
-from .store import Store, queries
+from conform.errors import ConformError, first_line
+from conform.outcomes import SEVERITY
+from conform.store import Store, queries
 
 
 def plural(n: int, noun: str) -> str:
@@ -32,7 +32,7 @@ class EnvironmentSummary:
     ops_exercised: int  # ops with at least one cell that ran examples
     ops_tested: int  # ops with at least one recorded cell
     cells: dict[str, int] = field(default_factory=dict)  # outcome -> count
-    # conform.oracle findings of the newest cells: {"op", "dtype", "kind", "phase", "message", ...}
+    # conform.judge.verdict findings of the newest cells: {"op", "dtype", "kind", "phase", "message", ...}
     findings: list[dict] = field(default_factory=list)
 
     @property

@@ -4,10 +4,10 @@ reference, at a few sizes.
 It times the cells that *passed* in a stored run, after the parallel sweep and serially (timings
 taken while other workers load the machine are noise): one cell at a time in one child process,
 which is replaced if an op crashes it; this process alone writes the store. For each (op, dtype)
-it builds inputs at every requested size (conform.bench_inputs: by element count of the largest
-input tensor), times the op on the device and on the CPU with `conform.timer.measure`, and stores
+it builds inputs at every requested size (conform.timing.inputs: by element count of the largest
+input tensor), times the op on the device and on the CPU with `conform.timing.timer.measure`, and stores
 one `Timing` row per size against the run; speedup = reference time / device time. Which timings
-changed between two runs is conform.timing_changes.
+changed between two runs is conform.timing.changes.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import click
 import torch
 
-from .bench_inputs import NotTimeable, SeedPool, bound_call, sized_case
-from .errors import ConformError, first_line
-from .store import queries
-from .store.timings import record_timings
-from .timer import Measurement, device_events, measure
+from conform.errors import ConformError, first_line
+from conform.store import queries
+from conform.store.timings import record_timings
+from conform.timing.inputs import NotTimeable, SeedPool, bound_call, sized_case
+from conform.timing.timer import Measurement, device_events, measure
 
 DEFAULT_SIZES: dict[str, int] = {"small": 1_000, "medium": 100_000, "large": 1_000_000}
 DEFAULT_MIN_RUN_TIME = 0.05  # seconds of timed blocks per side and size
@@ -84,7 +83,7 @@ def _device_context(backend):
         if device.type == "cuda" and device.index is not None:
             # timing events record on the current device's stream: make it the device under test
             stack.enter_context(torch.cuda.device(device))
-        # the optional hook conform.execute honours too: device-specific modes around device work
+        # the optional hook conform.run.execute honours too: device-specific modes around device work
         hook = getattr(backend, "device_context", None)
         if callable(hook):
             stack.enter_context(hook())
@@ -140,7 +139,7 @@ def time_cell(
                 "device_median_s": dev.median,
                 "device_iqr_s": dev.iqr,
                 # the stored name predates the label: this is device-event time, not kernel time
-                # (conform.timer: launch spacing on CUDA at small sizes, encoding + commit on MPS)
+                # (conform.timing.timer: launch spacing on CUDA at small sizes, encoding + commit on MPS)
                 "device_kernel_s": dev.event_median,
                 "device_event_error": dev.event_error,
                 "ref_median_s": ref.median if ref else None,
@@ -186,7 +185,7 @@ def _time_by_name(qualname: str, dtype: str, backend, sizes: dict[str, int], min
 
 def _timing_setup(backend, sizes, min_run_time, threads):
     """Set up the clean child of an isolated timing pass: it times the cells it is sent (Ctrl-C is
-    the parent's: conform.isolation ignores it in the child)."""
+    the parent's: conform.run.isolation ignores it in the child)."""
     torch.set_num_threads(threads)
 
     def time_one(cell):
@@ -201,13 +200,13 @@ def _timing_setup(backend, sizes, min_run_time, threads):
 
 
 class _IsolatedTimer:
-    """Times cells in one clean child process at a time (conform.isolation: never a fork of a
+    """Times cells in one clean child process at a time (conform.run.isolation: never a fork of a
     process that used the device), so that an op that crashes the process (a segfault in a
     kernel, an abort) or hangs costs only its own cell: the child is replaced and the pass goes
     on. Still serial: the parent only waits while the child times."""
 
     def __init__(self, backend, sizes, min_run_time, cell_timeout: float):
-        from .isolation import CleanChild
+        from conform.run.isolation import CleanChild
 
         self.sizes = sizes
         self.cell_timeout = cell_timeout
@@ -216,7 +215,7 @@ class _IsolatedTimer:
         )
 
     def __call__(self, qualname: str, dtype: str) -> CellTiming:
-        from .isolation import ChildDied, ChildTimedOut, IsolationError
+        from conform.run.isolation import ChildDied, ChildTimedOut, IsolationError
 
         try:
             return self.child.call((qualname, dtype), timeout=self.cell_timeout)
@@ -300,7 +299,7 @@ def _record_cell(store, run_id, cell: CellTiming, summary: BenchSummary, progres
 # -- the command ---------------------------------------------------------------------------
 
 
-def _fmt_s(s: float | None) -> str:
+def format_seconds(s: float | None) -> str:
     if s is None:
         return "-"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
@@ -316,151 +315,8 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         speed = r["ref_median_s"] / r["device_median_s"] if r.get("ref_median_s") and r.get("device_median_s") else None
         lines.append(
-            f"{r['op']:<42} {r['dtype']:<9} {r['size_label']:<7} {str(list(r['shape'])):<22} {_fmt_s(r['device_median_s']):>10} "
-            f"{_fmt_s(r['device_iqr_s']):>9} {_fmt_s(r['device_kernel_s']):>9} {_fmt_s(r['ref_median_s']):>10} "
+            f"{r['op']:<42} {r['dtype']:<9} {r['size_label']:<7} {str(list(r['shape'])):<22} {format_seconds(r['device_median_s']):>10} "
+            f"{format_seconds(r['device_iqr_s']):>9} {format_seconds(r['device_kernel_s']):>9} {format_seconds(r['ref_median_s']):>10} "
             f"{(f'{speed:.2f}x' if speed else '-'):>8}"
         )
     return "\n".join(lines)
-
-
-@click.command("bench")
-@click.option(
-    "--run",
-    "run_ref",
-    default="latest",
-    show_default=True,
-    metavar="RUN_ID|latest",
-    help="the stored run whose passing cells are timed",
-)
-@click.option(
-    "--ops",
-    "ops",
-    default=None,
-    help="only these ops (same syntax as `conform run --ops`: core, family:NAME, globs, @file) [default: every passing op]",
-)
-@click.option(
-    "--sizes",
-    default="small=1e3,medium=1e5,large=1e6",
-    show_default=True,
-    help="LABEL=ELEMENTS pairs: element count of the largest input",
-)
-@click.option("--device", default=None, help="the backend to time [default: the run's own backend]")
-@click.option(
-    "--min-time",
-    "min_time",
-    type=click.FloatRange(0.001),
-    default=DEFAULT_MIN_RUN_TIME,
-    show_default=True,
-    help="seconds of timed blocks per op, size and side",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(1),
-    default=None,
-    help=f"CPU threads for torch on both sides [default: torch's default, here {torch.get_num_threads()}]",
-)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option(
-    "--isolate/--no-isolate",
-    default=True,
-    show_default=True,
-    help="time in a child process, so that an op that crashes or hangs skips only its own cell",
-)
-@click.option(
-    "--cell-timeout",
-    type=click.FloatRange(1),
-    default=600.0,
-    show_default=True,
-    help="seconds before an isolated cell counts as hung",
-)
-@click.option("--quiet", "-q", is_flag=True, help="no per-op progress on stderr")
-@click.option(
-    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
-)
-def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, cell_timeout, quiet, db):
-    """Time the passing cells of a stored run on the device and on the CPU reference.
-
-    The timing pass runs after `conform run`, serially: one cell at a time, in one child process
-    (so that an op that crashes or hangs skips only its own cell), never in the run's parallel
-    workers. Each passing op x dtype is timed at every size of --sizes (element count
-    of its largest input) on the device and on the CPU: median and interquartile range over
-    blocks of calibrated length, with the device synchronised before each clock read (the wall
-    time, which speedups use), plus the device-event time where it has timing events (between
-    events on its stream: on CUDA at small sizes that is launch spacing, on MPS it includes
-    command-buffer encoding; an event failure leaves the wall time stored). Timings are stored against
-    the run (speedup = CPU time / device time); timing it again replaces them. Ops for which no
-    input of a size can be built are listed as skipped, with the reason.
-
-    Example: conform bench --run latest --ops core --sizes small=1e3,medium=1e5,large=1e6
-    """
-    from . import backends, selection
-    from .store import Store
-
-    size_map = parse_sizes(sizes)
-    if threads is not None:
-        torch.set_num_threads(threads)
-    store = Store(db, create=False)
-    run_id = queries.run_id_of(store, run_ref)
-    run = queries.run(store, run_id)
-    env = run.environment
-    run_device = (run.options or {}).get("device") or env.backend
-    backend = backends.resolve(device or run_device)
-    if backend.name != env.backend:
-        raise ConformError(
-            f"run {run_id} tested {env.backend}; its timings must come from the same device, not {backend.name}"
-        )
-    wanted = None
-    if ops is not None:
-        try:
-            wanted = [s.qualname for s in selection.select_ops(ops)]
-        except Exception as e:
-            raise ConformError(str(e)) from None
-
-    load, cores = _load()
-    if load is not None and load >= cores:
-        click.echo(
-            f"conform: warning: load average {load:.1f} on {cores} cores: other processes will be in the timings "
-            "(multi-threaded CPU ops suffer most; --threads 1 is steadier)",
-            err=True,
-        )
-
-    def progress(cell: CellTiming, n: int, total: int) -> None:
-        if quiet:
-            return
-        sizes_done = ", ".join(f"{r['size_label']} {_fmt_s(r['device_median_s'])}" for r in cell.rows) or "skipped"
-        click.echo(f"[{n}/{total}] {cell.op} {cell.dtype}: {sizes_done}", err=True)
-
-    summary = bench(
-        store,
-        run_id,
-        backend,
-        ops=wanted,
-        sizes=size_map,
-        min_run_time=min_time,
-        isolate=isolate,
-        cell_timeout=cell_timeout,
-        progress=progress,
-    )
-    if fmt == "json":
-        click.echo(__import__("json").dumps(summary.to_dict(), indent=1))
-        return
-    if summary.rows:
-        click.echo(render_table(summary.rows))
-    skipped_cells = {(o, d) for o, d, _, _ in summary.skipped}
-    click.echo(
-        f"\ntimed {summary.cells} passing cells of run {run_id} at {len(size_map)} sizes: {summary.timings} timings stored, "
-        f"{len(summary.skipped)} sizes skipped ({len(skipped_cells)} cells) in {summary.elapsed_s:.0f} s -> {store.where}"
-    )
-    for o, d, label, reason in summary.skipped:
-        click.echo(f"  skipped {o} {d} {label}: {reason}")
-
-
-def _load() -> tuple[float | None, int]:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    try:
-        return os.getloadavg()[0], cores
-    except OSError:
-        return None, cores

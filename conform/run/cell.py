@@ -1,4 +1,4 @@
-"""One cell (op x dtype): hypothesis drives the examples, conform.execute runs each case.
+"""One cell (op x dtype): hypothesis drives the examples, conform.run.execute runs each case.
 
 This is what a pytest item of conform's suite calls. It never raises for anything the op or
 the device does: every behaviour ends up in a `CellResult`, the record that travels to
@@ -18,12 +18,12 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given
 from hypothesis.errors import Flaky, Unsatisfiable
 
-from .config import CellSettings, WorkerSetup
-from .outcomes import Outcome
-from .results import CellResult
+from conform.config import CellSettings, WorkerSetup
+from conform.outcomes import Outcome
+from conform.results import CellResult
 
 if TYPE_CHECKING:
-    from .execute import CaseResult
+    from conform.run.execute import CaseResult
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
@@ -89,10 +89,9 @@ def run_cell(
     sees each case's result; what it returns instead of None ends the cell as its verdict, with
     no shrinking (the device process uses it when an error poisoned the device context)."""
     import generators
+    from conform.run import execute
     from generators import Untestable
     from generators.seeding import seed_only
-
-    from . import execute
 
     started = time.monotonic()
     result = CellResult(op=op.qualname, dtype=dtype)
@@ -271,7 +270,7 @@ def run_cell(
 
 
 def cell_process(setup: WorkerSetup, inflight: str):
-    """Set up a clean device process (conform.isolation.CleanChild) for a worker's
+    """Set up a clean device process (conform.run.isolation.CleanChild) for a worker's
     `conform.config.WorkerSetup`: its backend, its in-flight record and hang watchdog; returns
     what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
     device context unusable (a sticky error): the worker then replaces this process before the
@@ -279,15 +278,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
     import torch
 
     import opdb
+    from conform import backends  # noqa: F401 - loaded and warm already, except under spawn
+    from conform.run import execute
+    from conform.run.execute import CaseResult
+    from conform.run.isolation import Watchdog, apply_memory_limit, sticky_error
     from generators import backward as generators_backward
-
-    from . import (
-        _forkserver,  # noqa: F401 - loaded and warm already, except under spawn
-        backends,
-        execute,
-    )
-    from .execute import CaseResult
-    from .isolation import Watchdog, apply_memory_limit, sticky_error
 
     apply_memory_limit(setup.memory_limit)
     torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
@@ -385,7 +380,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
     return run
 
 
-# Failing leaves' kinds (conform.compare.KINDS), most telling first: a shrink step keeps the kind
+# Failing leaves' kinds (conform.judge.compare.KINDS), most telling first: a shrink step keeps the kind
 # its first failure led with. NaN and inf are one class (an overflow's inf turns into NaN further
 # on: inf - inf, 0 * inf), a sign of zero is the mildest. Wrong values are gross at GROSS times
 # the allowed difference or more (a kernel reading the wrong memory: 850 where golden is 0) and
@@ -480,8 +475,8 @@ def _reason_key(message: str) -> str:
 
 def _repro(op, case, backend, final=None) -> str:
     try:
-        from .execute import is_plain_cpu
-        from .repro import repro_script
+        from conform.report.repro import repro_script
+        from conform.run.execute import is_plain_cpu
 
         return repro_script(op, case, backend.name, result=final, golden_is_expectation=is_plain_cpu(backend))
     except Exception as e:  # a repro is a convenience: its failure must not lose the result

@@ -11,7 +11,7 @@ Why each step is there:
   read: their error, spread over the block, becomes negligible.
 * Several blocks are taken; the median per-call time resists outliers (a scheduler hiccup on a
   shared machine hits one block, not the median) and the interquartile range says how noisy the
-  measurement was, which is what the regression check (`conform.timing_changes`) weighs changes against.
+  measurement was, which is what the regression check (`conform.timing.changes`) weighs changes against.
 * Where the device has timing events (CUDA, MPS, XPU), event pairs around single calls give a
   second figure, the *device-event time*. It is not a kernel time, and it is named for what it
   is: torch/cuda/streams.py `Event.elapsed_time` is the time between two events recorded on the

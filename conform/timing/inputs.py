@@ -1,4 +1,4 @@
-"""Inputs at a size, for the timing pass (conform.bench): cases of one op x dtype whose largest
+"""Inputs at a size, for the timing pass (conform.timing.bench): cases of one op x dtype whose largest
 input holds about N elements, and that run on the CPU.
 
 Passing cells keep no case, so one is drawn: a handful of small cases from
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .errors import first_line
+from conform.errors import first_line
 
 SEED_MAX_NUMEL = 128  # elements per tensor of the small cases that are scaled up
 SEED_EXAMPLES = 10  # small cases drawn per cell

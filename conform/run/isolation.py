@@ -41,7 +41,7 @@ from typing import Any
 
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 # imported once by the fork server, so that every child starts with them loaded and warm
-PRELOAD = ["conform._forkserver"]
+PRELOAD = ["conform.run.forkserver"]
 TIMEOUT_EXIT_STATUS = 75
 
 
@@ -292,7 +292,7 @@ class Watchdog:
         self._wake.set()
 
     def side(self, name: str, phase: str) -> None:
-        """Which side of the armed case is about to run (conform.execute.on_side), so that a
+        """Which side of the armed case is about to run (conform.run.execute.on_side), so that a
         death there is told apart; rewritten only when it changes."""
         with self._lock:
             if self._deadline is None or (self._record.get("side"), self._record.get("phase")) == (name, phase):

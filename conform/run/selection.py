@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import ConformError
+from conform.errors import ConformError
 
 
 def select_ops(expr: str):

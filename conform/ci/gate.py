@@ -1,6 +1,6 @@
 """`conform gate`: compare a run with a baseline, cell by cell, and give CI a verdict.
 
-The baseline is a stored run or an expectations file (see conform.expectations). Each cell (op x
+The baseline is a stored run or an expectations file (see conform.ci.expectations). Each cell (op x
 dtype) of the current run falls in one class:
 
 * regression: expected to pass (the baseline passed, or the file expects "pass"), now anything
@@ -21,19 +21,16 @@ The gate reads the store only; it never imports torch.
 from __future__ import annotations
 
 import html
-import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
-from .errors import ConformError, first_line
-from .outcomes import Outcome
-from .store import queries
-from .timing_changes import slowdowns
+from conform.errors import ConformError, first_line
+from conform.outcomes import Outcome
+from conform.store import queries
+from conform.timing.changes import slowdowns
 
 PASS = Outcome.PASS.value
 
@@ -87,7 +84,7 @@ class RunSide:
 
 @dataclass
 class ExpectationsSide:
-    expectations: Any  # conform.expectations.Expectations
+    expectations: Any  # conform.ci.expectations.Expectations
 
     @property
     def label(self) -> str:
@@ -120,8 +117,8 @@ def resolve_baseline(spec: str, current_store, current_run: int):
     """A RunSide or ExpectationsSide for `--baseline SPEC`: a .toml expectations file, `run:ID`
     in the current database, or a database (path or URL) with `#ID` for one of its runs (else its
     newest run; the newest other than the current run when it is the current database)."""
-    from . import expectations
-    from .store import Store, database_url
+    from conform.ci import expectations
+    from conform.store import Store, database_url
 
     if not spec.strip():
         raise ConformError("--baseline is empty")
@@ -208,7 +205,7 @@ class GateResult:
     new_ops: list[str] = field(default_factory=list)
     missing_ops: list[str] = field(default_factory=list)
     missing_cells: list[tuple[str, str]] = field(default_factory=list)  # baseline cells of ops that did run
-    timing: list[Any] = field(default_factory=list)  # conform.timing_changes.TimingChange
+    timing: list[Any] = field(default_factory=list)  # conform.timing.changes.TimingChange
     timing_note: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -244,7 +241,7 @@ def _classify(expected: tuple[str, ...], outcome: str) -> str:
 
 def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
     """Every cell of the current run classified against the baseline (and, between two runs,
-    the timing slowdowns): conform.compare compares tensors, this compares runs."""
+    the timing slowdowns): conform.judge.compare compares tensors, this compares runs."""
     result = GateResult(current, baseline)
     if isinstance(baseline, ExpectationsSide):
         _compare_expectations(result, current, baseline.expectations)
@@ -311,7 +308,7 @@ def _compare_expectations(result: GateResult, current: RunSide, ex) -> None:
 
 def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tuple[list, str]:
     """The gate's view of timings: the significant slowdowns from the baseline run to this one
-    (conform.timing_changes, over each side's own rows, so two databases compare as one does),
+    (conform.timing.changes, over each side's own rows, so two databases compare as one does),
     and a note that says what was compared or why nothing could be."""
     counts = {side.label: queries.timing_count(side.store, side.run_id) for side in (base, current)}
     lacking = [label for label, n in counts.items() if not n]
@@ -595,16 +592,6 @@ def junit_xml(r: GateResult) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def _write(path: str, text: str) -> None:
-    p = Path(path)
-    try:
-        if p.parent and not p.parent.exists():
-            p.parent.mkdir(parents=True)
-        p.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise ConformError(f"cannot write {path}: {e.strerror or e}") from None
-
-
 # -- the command --------------------------------------------------------------------------------
 
 
@@ -613,7 +600,7 @@ def gate(
 ) -> GateResult:
     """The Python side of `conform gate`: compare run `run_id` (default: the newest) of `db`
     with `baseline`. ConformError on bad input."""
-    from .store import Store
+    from conform.store import Store
 
     store = Store(db, readonly=True, create=False)
     if run_id is None:
@@ -635,52 +622,3 @@ def gate(
             "this run was not derandomized: run it with `conform run --derandomize` so the same code gives the same verdict"
         )
     return result
-
-
-@click.command("gate")
-@click.option(
-    "--baseline",
-    required=True,
-    metavar="FILE.toml|DB[#RUN]|run:ID",
-    help="expectations file, database (its newest run, or #RUN_ID), or run:ID in --db",
-)
-@click.option("--run", "run_id", type=int, default=None, help="the run to gate (default: the newest in --db)")
-@click.option(
-    "--summary",
-    "summary_path",
-    default=None,
-    metavar="PATH",
-    help="write a markdown summary (a PR comment; $GITHUB_STEP_SUMMARY)",
-)
-@click.option(
-    "--junitxml", default=None, metavar="PATH", help="write JUnit XML: one test case per cell, regressions as failures"
-)
-@click.option(
-    "--timing-threshold",
-    "timing_pct",
-    type=click.FloatRange(0, min_open=True),
-    default=10.0,
-    show_default=True,
-    help="percent a slowdown must exceed (and the spread of both timings) to count",
-)
-@click.option("--no-timing", is_flag=True, help="do not compare timings")
-@click.option(
-    "--db", default=None, metavar="PATH|URL", help="database of the run to gate (default: conform.db, or $CONFORM_DB)"
-)
-def gate_command(baseline, run_id, summary_path, junitxml, timing_pct, no_timing, db):
-    """Compare a run with a baseline; exit 1 if any cell regressed (or a timing, beyond noise).
-
-    Regressions (expected to pass, now anything else) fail the gate. Stale expectations (expected
-    to fail, now pass), changed failures, new and vanished ops are reported without failing.
-    Exit status: 0 nothing regressed, 1 regressions, 2 bad input.
-    """
-    result = gate(baseline, db=db, run_id=run_id, timing=not no_timing, timing_pct=timing_pct / 100)
-    click.echo(render_text(result))
-    if summary_path:
-        _write(summary_path, render_markdown(result))
-    if junitxml:
-        tree = junit_xml(result)
-        _write(junitxml, ET.tostring(tree.getroot(), encoding="unicode", xml_declaration=True) + "\n")
-    # sys.exit, not click's Exit: `conform` runs click with standalone_mode=False, which turns
-    # Exit into a return value that nobody reads
-    sys.exit(result.exit_code)

@@ -1,9 +1,9 @@
-"""Imported once by conform's fork server (conform.isolation), never elsewhere: every clean child
+"""Imported once by conform's fork server (conform.run.isolation), never elsewhere: every clean child
 is a fork of that server, so what is loaded and warmed here is loaded and warm in each child.
 
 The warm-up runs on the CPU alone and with one intra-op thread (an OpenMP pool started before
 fork() does not work in the child); the server must never initialise a device, or its children
-would inherit a device runtime that does not survive fork() (see conform.isolation). It checks.
+would inherit a device runtime that does not survive fork() (see conform.run.isolation). It checks.
 Nor does it run a backward: the autograd engine's first backward starts its device threads,
 sized by every registered device type's device count (on a CUDA build that queries the driver),
 and marks forked children as bad forks for device backwards (torch/csrc/autograd/engine.cpp,
@@ -18,8 +18,8 @@ torch.set_num_threads(1)
 import hypothesis  # noqa: E402, F401
 
 import opdb  # noqa: E402
-from conform import cell, execute, isolation  # noqa: E402, F401
 from conform.backends import CPUBackend  # noqa: E402
+from conform.run import cell, execute, isolation  # noqa: E402, F401
 from generators.case import Case, TensorSpec  # noqa: E402
 
 
@@ -34,9 +34,9 @@ def _warm_up() -> None:
 
 def _preload_backend() -> None:
     """For a device other than the plain CPU: the first call under a TorchDispatchMode (every
-    device case runs under conform.dispatch's trace) imports torch._dynamo (torch/_compile.py),
+    device case runs under conform.run.dispatch's trace) imports torch._dynamo (torch/_compile.py),
     seconds that each child would pay again; and the backend's optional `fork_server_preload()`
-    hook (conform.isolation)."""
+    hook (conform.run.isolation)."""
     import os
 
     from torch.utils._python_dispatch import TorchDispatchMode

@@ -29,9 +29,7 @@ import json
 import re
 from collections import Counter
 
-import click
-
-from .store import Store, queries
+from conform.store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
 _CPU_DISPATCH = re.compile(r"Could not run '[^']*' with arguments from the 'CPU' backend")
@@ -117,9 +115,8 @@ def status(valid_cases: int, reason: str, cells: list[tuple[str, ...]] | None) -
     """What an op's row says: exercised, no valid case (a generator defect), no kernel here,
     untestable (with the op's reason), not selected, reference crash (the CPU reference died on
     every cell that ran), or another outcome (crash, timeout, ...)."""
+    from conform.run.cell import REFERENCE_CRASH as CRASH_SKIP
     from opdb.rules import NO_CPU_KERNEL_REASON
-
-    from .cell import REFERENCE_CRASH as CRASH_SKIP
 
     if valid_cases > 0:
         return EXERCISED
@@ -238,23 +235,3 @@ _SKIP_WORDS = {
     "internal_error": "internal_error: conform failed",
     "reference_crash": "reference_crash: the CPU reference died or hung (on an accelerator)",
 }
-
-
-@click.command("coverage")
-@click.option("--run", "run", default="latest", show_default=True, metavar="ID|latest", help="the run to describe")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option(
-    "--full",
-    is_flag=True,
-    help=f"every reason whole (the table cuts them at {REASON_WIDTH} characters; JSON never does)",
-)
-@click.option(
-    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
-)
-def coverage_command(run, fmt, full, db):
-    """Which catalog ops a run exercised (a valid case ran), how many valid cases, and why not."""
-    store = Store(db, readonly=True)
-    click.echo(render(coverage(store, queries.run_id_of(store, run)), fmt, full=full))
-
-
-__all__ = ["NOT_SELECTED", "coverage", "coverage_command", "render", "status", "totals"]

@@ -123,7 +123,7 @@ def exactly_determined(op, case=None) -> bool:
     arg = (getattr(getattr(op, "rules", None), "hints", None) or {}).get("exact_only_with")
     if arg is None or case is None:
         return True
-    from .compare import bind_arguments  # compare imports this module
+    from conform.judge.compare import bind_arguments  # compare imports this module
 
     return bind_arguments(op, case.args, case.kwargs).get(arg) is not None
 
@@ -218,7 +218,7 @@ def leaf_scale(t: torch.Tensor) -> float:
 def input_scales(inputs) -> tuple[float, float]:
     """The largest finite magnitude among floating input tensors, and the second largest
     tensor's (0.0 for none; see tolerances.tolerance_for)."""
-    from .compare import leaves  # compare imports this module
+    from conform.judge.compare import leaves  # compare imports this module
 
     scales = (leaf_scale(t) for t in leaves(inputs) if isinstance(t, torch.Tensor))
     top = sorted((s for s in scales if s != math.inf), reverse=True)[:2]
@@ -232,7 +232,7 @@ GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "
 
 def numel_ratio(op, case, outputs) -> int:
     """How many input elements feed one output element: the error growth's `n` (at least 1)."""
-    from .compare import leaves
+    from conform.judge.compare import leaves
 
     ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
     outs = [t.numel() for t in leaves(outputs)]

@@ -14,10 +14,11 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from . import declared, versions
-from .outcomes import FAILING, SEVERITY
-from .store import Store, queries
-from .store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
+from conform import versions
+from conform.outcomes import FAILING, SEVERITY
+from conform.report import declared
+from conform.store import Store, queries
+from conform.store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -327,7 +328,7 @@ def speedups(env: Env) -> list[tuple]:
 
 
 # -- declared beside measured ------------------------------------------------------------------
-# conform.declared's pure functions over the rows load() already holds, instead of re-reading the
+# conform.report.declared's pure functions over the rows load() already holds, instead of re-reading the
 # database once per environment.
 
 
@@ -370,7 +371,7 @@ def declared_vs_measured(data: SiteData, by_env: dict, env: Env) -> dict | None:
 
 
 def findings(data: SiteData) -> list[dict]:
-    """Every stored finding of the newest cells (conform.oracle.FINDING_KINDS): facts about the
+    """Every stored finding of the newest cells (conform.judge.verdict.FINDING_KINDS): facts about the
     CPU reference or the case that are no device's failure, reference findings first."""
     order = {"reference": 0, "cpu_wrong": 1, "precision_edge": 2}
     rows = []

@@ -14,20 +14,20 @@ import time
 
 import click
 
-from . import __version__
-from .config import DEFAULT_DTYPES, CellSettings, RunConfig
-from .errors import ConformError
+from conform import __version__
+from conform.config import DEFAULT_DTYPES, CellSettings, RunConfig
+from conform.errors import ConformError
 
 # Commands that live in their own modules, imported only when used: `conform --help` stays fast
 # and one broken optional feature cannot take the whole CLI down.
 LAZY_COMMANDS = {
-    "coverage": ("conform.coverage", "coverage_command"),
-    "merge": ("conform.merge", "merge_command"),
-    "site": ("conform.sitebuild", "site_command"),
-    "gate": ("conform.gate", "gate_command"),
-    "expectations": ("conform.expectations", "expectations_command"),
-    "declared": ("conform.declared", "declared_command"),
-    "bench": ("conform.bench", "bench_command"),
+    "coverage": ("conform.cli.coverage", "coverage_command"),
+    "merge": ("conform.cli.merge", "merge_command"),
+    "site": ("conform.cli.site", "site_command"),
+    "gate": ("conform.cli.gate", "gate_command"),
+    "expectations": ("conform.cli.expectations", "expectations_command"),
+    "declared": ("conform.cli.declared", "declared_command"),
+    "bench": ("conform.cli.bench", "bench_command"),
 }
 
 
@@ -129,8 +129,8 @@ def run(workers, junitxml, bench, quiet, **options):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
     import pytest
 
-    from . import interrupts
-    from .plugin import Controller
+    from conform.plugin import Controller
+    from conform.run import interrupts
 
     n = None if workers == "auto" else _positive_int(workers, "-n")
     # every setting checked once, as the RunConfig is built; then what needs torch (the backend,
@@ -222,8 +222,8 @@ RUN_BENCH_SIZES = {"small": 1_000, "medium": 100_000}
 
 
 def _timing_pass(c, db_arg: str, quiet: bool) -> None:
-    from . import bench
-    from .report import plural
+    from conform.report.summary import plural
+    from conform.timing import bench
 
     ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
     where = "the CPU" if c.backend.name == "cpu" else f"{c.backend.name} and the CPU"
@@ -273,7 +273,7 @@ class _Session:
         self.controller = controller
 
     def pytest_addhooks(self, pluginmanager):
-        from .plugin import CONTROLLER
+        from conform.plugin import CONTROLLER
 
         pluginmanager.register(self.controller, CONTROLLER)
 
@@ -308,9 +308,8 @@ def _positive_int(value: str, name: str) -> int:
 
 
 def _select(expr: str):
+    from conform.run import selection
     from opdb import UnknownOpError
-
-    from . import selection
 
     try:
         return selection.select_ops(expr)
@@ -352,8 +351,8 @@ def ops(pattern, as_json):
 @db_option
 def report(fmt, run_id, db):
     """Summarise stored results per environment (torch version x backend x chip)."""
-    from . import report as rep
-    from .store import Store
+    from conform.report import summary as rep
+    from conform.store import Store
 
     store = Store(db, readonly=True)
     items = rep.summaries(store, run_id=run_id)
@@ -363,7 +362,7 @@ def report(fmt, run_id, db):
 def main(argv=None) -> None:
     import signal
 
-    from . import interrupts
+    from conform.run import interrupts
 
     interrupts.install()
     try:

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from .tolerances import LeafTolerance, default_tolerance, is_inexact, leaf_scale
+from conform.judge.tolerances import LeafTolerance, default_tolerance, is_inexact, leaf_scale
 
 KINDS = ("ok", "structure", "shape", "dtype", "strides", "values", "nan", "inf", "sign", "error")
 

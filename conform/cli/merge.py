@@ -15,31 +15,9 @@ import json
 
 import click
 
-from .errors import ConformError
-from .report import plural
-from .store import Store
-from .store.merging import MergeStats, merge_into
-
-
-def merge(sources, dest, *, create: bool = True) -> list[MergeStats]:
-    """Merge the databases `sources` (paths or URLs) into `dest`, in order."""
-    for path in sources:  # a damaged or foreign source is refused before `dest` is created or changed
-        Store(path, readonly=True).close()
-    out = Store(dest, create=create)
-    try:
-        stats = []
-        for path in sources:
-            src = Store(path, readonly=True)
-            try:
-                if src.url == out.url or src.where == out.where:
-                    stats.append(MergeStats(source=src.where))  # merging a database into itself adds nothing
-                    continue
-                stats.append(out._guard(lambda: merge_into(out, src)))
-            finally:
-                src.close()
-        return stats
-    finally:
-        out.close()
+from conform.errors import ConformError
+from conform.report.summary import plural
+from conform.store.merging import merge_databases
 
 
 @click.command("merge")
@@ -59,7 +37,7 @@ def merge_command(sources, output, as_json):
     Environments, runs and ops are matched by fingerprint, uuid and qualified name, so merging
     the same run twice adds nothing.
     """
-    all_stats = merge(sources, output)
+    all_stats = merge_databases(sources, output)
     if as_json:
         click.echo(json.dumps({"output": output, "sources": [s.to_dict() for s in all_stats]}, indent=2))
         return

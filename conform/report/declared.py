@@ -16,7 +16,7 @@ installed or imported), it says for each ATen overload which dispatch keys have 
 The result is stored as a kind="declared" environment per torch version (see
 models.DeclaredKernel), shown by the site beside what was measured: `coverage_rows` and
 `beside_measured` are pure functions that the command (`declared_coverage`,
-`declared_vs_measured`, reading the store) and the site (conform.site_data) share.
+`declared_vs_measured`, reading the store) and the site (conform.website.data) share.
 """
 
 from __future__ import annotations
@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from . import versions
-from .errors import ConformError
-from .store import queries
+from conform import versions
+from conform.errors import ConformError
+from conform.store import queries
 
 YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
 BACKEND_KEYS = ("MPS", "CUDA", "CPU", "XPU")
@@ -78,7 +77,7 @@ class DeclaredRelease:
     schemas: dict[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, Any]:
-        from .environment import fingerprint_of
+        from conform.environment import fingerprint_of
 
         # The yaml is the same on every platform of a release: identity is version + git hash.
         env = {
@@ -464,65 +463,3 @@ def render_coverage(rows: list[dict[str, Any]], fmt: str, *, keys=BACKEND_KEYS) 
 
 
 # -- the command --------------------------------------------------------------------------------
-
-
-def _wheels(paths) -> list[Path]:
-    out = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            found = sorted(p.glob("torch-*.whl"))
-            if not found:
-                raise ConformError(f"no torch-*.whl in {p}")
-            out += found
-        else:
-            out.append(p)
-    return out
-
-
-@click.command("declared")
-@click.option(
-    "--wheel",
-    "wheels",
-    multiple=True,
-    metavar="PATH",
-    help="a torch wheel of any platform and version (or a folder of them); repeatable",
-)
-@click.option("--installed", is_flag=True, help="the installed torch")
-@click.option("--keys", default=",".join(BACKEND_KEYS), show_default=True, help="dispatch keys to count")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
-@click.option("--no-cache", is_flag=True, help="parse wheels again even when a cached result exists")
-@click.option(
-    "--db", default=None, metavar="PATH|URL", help="SQLite file or SQLAlchemy URL (default: conform.db, or $CONFORM_DB)"
-)
-def declared_command(wheels, installed, keys, fmt, no_cache, db):
-    """Store which ops each backend has a kernel for, as declared by torch releases.
-
-    Reads native_functions.yaml from each --wheel (fetch one for any platform with
-    `pip download --no-deps --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.10
-    torch==2.4.1`) or from the installed torch, stores it as a "declared" environment per torch
-    version, and prints declared coverage of every declared version in the database. Without
-    --wheel or --installed it only prints.
-    """
-    from .store import Store
-
-    key_list = tuple(k.strip() for k in keys.split(",") if k.strip())
-    if not key_list:
-        raise ConformError("--keys needs at least one dispatch key, e.g. MPS")
-    releases = [read_wheel(w, cache=not no_cache) for w in _wheels(wheels)]
-    if installed:
-        releases.append(read_installed())
-    if releases:
-        store = Store(db)
-        for rel in releases:
-            env_id = record(store, rel)
-            click.echo(
-                f"torch {rel.torch_version} ({rel.source}): {len(rel.kernels)} ops -> declared environment {env_id}",
-                err=True,
-            )
-    else:
-        store = Store(db, readonly=True)
-    rows = declared_coverage(store, keys=key_list)
-    if not rows:
-        raise ConformError(f"no declared environments in {store.where}: add some with --wheel PATH or --installed")
-    click.echo(render_coverage(rows, fmt, keys=key_list))

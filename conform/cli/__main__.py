@@ -1,0 +1,3 @@
+from conform.cli.main import main
+
+main()
