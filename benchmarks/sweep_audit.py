@@ -303,7 +303,9 @@ def main() -> None:
     )
     ap.add_argument("--classify", action="store_true", help="label each alarm cell by the audit catalog")
     ap.add_argument(
-        "--catalog", default=str(Path(__file__).resolve().parent / "audit"), help="folder of the audit *.toml files"
+        "--catalog",
+        default=str(Path(__file__).resolve().parents[1] / "docs" / "evaluation" / "audit"),
+        help="folder of the audit *.toml files",
     )
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)
