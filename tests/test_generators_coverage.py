@@ -1,4 +1,4 @@
-"""The family rules that give every op with a kernel here valid cases (issue 16): each rule's
+"""The family rules that give every op with a kernel here valid cases: each rule's
 drawn cases are valid for the CPU reference, not by luck, and so is the form hypothesis shrinks
 them to (a failure found on a device shrinks through such forms)."""
 
@@ -117,7 +117,7 @@ RULES = [
     # whole counts but in edges cases (a huge count ran past the case timeout); the functional, since
     # sizing binomial.out's out runs it as its case is drawn, NaN counts included
     ("aten::binomial", "float32"),
-    # what each kernel's one caller passes (issue 16, second round)
+    # what each kernel's one caller passes, since these internal kernels check nothing themselves
     ("aten::_embedding_bag_backward", "float32"),  # the forward's offset2bag, bag_size, maximum_indices
     ("aten::_embedding_bag_dense_backward.out", "float32"),
     ("aten::_embedding_bag_per_sample_weights_backward", "float32"),  # the sum mode
@@ -227,7 +227,7 @@ def _has_empty_tensor(case) -> bool:
 
 def _hangs(case) -> bool:
     """A case a known CPU bug never returns from: an empty substring for str.count, a NaN
-    count for binomial (benchmarks/audit/other.toml; drawn on purpose, see their families)."""
+    count for binomial (docs/evaluation/audit/other.toml; drawn on purpose, see their families)."""
     args, kwargs = case.materialize(lambda t: t, CPU)
     if "substr" in kwargs or len(args) > 1 and isinstance(args[1], str):
         return (kwargs.get("substr") if "substr" in kwargs else args[1]) == ""
