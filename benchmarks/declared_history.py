@@ -1,6 +1,6 @@
 """Regenerate the declared-coverage table of docs/declared.md from torch wheels.
 
-    python benchmarks/declared_history.py --wheels /tmp/wheels --download --db declared.db
+    python benchmarks/declared_history.py --wheels wheels --download --db declared.db
 
 For every release in --versions it takes the macOS arm64 wheel from --wheels (downloading it
 with `pip download` when --download is given and it is missing: ~50-80 MB each), stores what the

@@ -2,7 +2,7 @@
 
 `tests.cpu_kernels:CPUKernels` runs every ATen call on the CPU kernel and returns its result:
 to conform's oracle it is an accelerator (parity with the CPU first) whose results are the
-reference's bit for bit. Under the verdict rule (README) such a device can only fail where the
+reference's bit for bit. Under the verdict rule (docs/verdict-rule.md) such a device can only fail where the
 CPU kernel disagrees with itself (reads of uninitialised memory, an out= variant it ignores,
 position-dependent results reached through the device's path): every other alarm would be a
 false alarm caused by the reference. This runs
@@ -10,7 +10,7 @@ false alarm caused by the reference. This runs
     conform run --device tests.cpu_kernels:CPUKernels --ops @<ops> --db <tmp> -n N
 
 over a broad, deterministic op set (every k-th public functional op of the catalog, plus the
-ops named in issue 15) and prints the alarm cells, the reference findings stored instead, and
+ops in NAMED, whose float32 and half-precision results the CPU computes off float64) and prints the alarm cells, the reference findings stored instead, and
 the last line `N ops, C cells: A alarm cells (each listed above), R reference findings`.
 
     python benchmarks/false_alarms.py [--ops 200] [--dtypes float32,bfloat16] [--workers 1] [--keep DIR]

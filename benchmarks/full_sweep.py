@@ -4,11 +4,11 @@
 
 It runs in a fresh folder (so no example database, crash memory or earlier run helps it, as on a
 user's first run), exactly as README's first command does, and prints:
-  * the wall time of `conform run --ops all` (issue #2's budget: under 15 minutes on a 2-core
-    machine) and the cells per second;
+  * the wall time of `conform run --ops all` (the budget: under 15 minutes on 2
+    cores) and the cells per second;
   * the run's outcome counts (`conform report --format json`), and that the report accounts for
     every catalog op;
-  * `conform coverage` totals: ops exercised, public functional ops exercised (issue #3's
+  * `conform coverage` totals: ops exercised, public functional ops exercised (the
     targets: 85% and 95%), and the reasons for the rest.
 The database stays in the output folder for `conform report`/`coverage`/`site`.
 Timings on a shared machine are noisy: run it when nothing else runs.

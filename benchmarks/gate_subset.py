@@ -6,7 +6,7 @@ What CI does on a PR, end to end, as a user runs it:
   1. (not timed) the baseline: `conform run --derandomize` on main's code, kept as a database;
   2. the PR's run: `conform run --ops <the 50 ops> --dtypes float32 --derandomize`;
   3. `conform gate --baseline base.db --db pr.db --summary ... --junitxml ...`.
-It prints the wall time of 2 + 3 (the issue's budget: under 60 s), of the gate alone, and of the
+It prints the wall time of 2 + 3 (the budget: under 60 s), of the gate alone, and of the
 gate against an expectations file written from the baseline. The ops: every k-th functional op
 tagged core (a spread over families), the same list each time.
 """

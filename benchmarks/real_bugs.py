@@ -6,7 +6,7 @@ the bug is present in the installed torch. The benchmark
 
 1. runs each repro (a bug that no longer reproduces is reported as such, not counted);
 2. runs `conform run --ops <the ops> --device cpu` once, default settings, into a fresh
-   database under /tmp (one run: the cells of an op are independent of the other ops);
+   temporary database (one run: the cells of an op are independent of the other ops);
 3. reads the op's cells: the bug is found when a cell of the bug's dtype has the expected
    failing outcome and, where a bug says what its input looks like (`evidence`), the cell's
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
@@ -14,7 +14,7 @@ the bug is present in the installed torch. The benchmark
 
     python benchmarks/real_bugs.py [--only NAME,...] [--seed N] [--workers N]
 
-benchmarks/real_bugs.md lists the bugs with their repros and the last measured table.
+docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ BUGS = [
         "aten::median.dim",
         ("float32", "float64", "bfloat16", "float16", "int64", "int32"),
         "mismatch",
-        "issue 15 of this project (conform's own audit); no upstream report found",
+        "conform's own CPU sweep audit (docs/evaluation/sweep_audit.md); no upstream report found",
         _median_expanded,
         "an expanded (stride-0) input",
         _expanded,
@@ -368,7 +368,7 @@ BUGS = [
         "aten::linalg_matrix_exp",
         ("float16", "bfloat16"),
         "mismatch|grad_mismatch",
-        "issue 15 of this project (conform's own audit); no upstream report found",
+        "conform's own CPU sweep audit (docs/evaluation/sweep_audit.md); no upstream report found",
         _matrix_exp_half,
         "half-precision matrices of size >= 2 (the gradient of any size)",
     ),

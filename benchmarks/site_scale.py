@@ -1,9 +1,9 @@
 """How `conform site` scales: 10 environments x the full catalog x 8 dtypes (synthetic results).
 
-    python benchmarks/site_scale.py [--envs 10] [--out /tmp/conform-site-scale] [--keep]
+    python benchmarks/site_scale.py [--envs 10] [--out DIR] [--keep]
 
 Writes a synthetic database (bulk inserts, not timed), then times `conform site` as a user runs
-it and reports the build time, the number and size of files, and the largest page. The issue's
+it and reports the build time, the number and size of files, and the largest page. The
 budget: under 60 s, and no page over 2 MB.
 """
 
@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -151,7 +152,7 @@ def synthetic_db(path: Path, n_envs: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--envs", type=int, default=10)
-    ap.add_argument("--out", default="/tmp/conform-site-scale")
+    ap.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "conform-site-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the database and the site")
     args = ap.parse_args()
     out = Path(args.out)

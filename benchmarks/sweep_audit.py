@@ -11,19 +11,19 @@ process with a time limit and compares what it shows with the stored outcome:
 
 It writes a table (markdown, one row per cell: op, dtype, stored outcome, what the script
 showed, reproduced or not, and the cell's message) and prints the reproduction rate. Classes of
-noise found by reading the cells are in benchmarks/sweep_audit.md, with the real bugs' repros.
+noise found by reading the cells are in docs/evaluation/sweep_audit.md, with the real bugs' repros.
 
-`--regenerate` rebuilds each script from the stored case with this checkout's conform/repro.py
+`--regenerate` rebuilds each script from the stored case with this checkout's conform/report/repro.py
 first (the stored result's phase, tolerance and outcome): what a sweep made today would store.
 `--rerun` instead judges each value alarm's stored case (failures.case: the minimal case) again
 with this checkout's oracle on the plain CPU: what the verdict rule says of the same case now.
-`--classify` labels each alarm cell by the audit catalog (benchmarks/audit/*.toml: one [[bug]]
+`--classify` labels each alarm cell by the audit catalog (docs/evaluation/audit/*.toml: one [[bug]]
 entry per real kernel bug, one [[noise]] entry per noise class still present) as a real bug, noise
 or unaudited, and prints the precision: real-bug cells over all alarm cells.
 
-    python benchmarks/sweep_audit.py /tmp/sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
-    python benchmarks/sweep_audit.py /tmp/sweep/conform.db --rerun
-    python benchmarks/sweep_audit.py /tmp/sweep/conform.db --classify [--catalog benchmarks/audit]
+    python benchmarks/sweep_audit.py sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
+    python benchmarks/sweep_audit.py sweep/conform.db --rerun
+    python benchmarks/sweep_audit.py sweep/conform.db --classify [--catalog docs/evaluation/audit]
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def rerun(cells: list[dict]) -> None:
     print(f"{sum(n for (w, i), n in now.items() if i == 'pass')} of {sum(now.values())} value alarms pass now")
 
 
-# The audit catalog's format (benchmarks/audit/*.toml). `ops` are fnmatch globs on the qualname;
+# The audit catalog's format (docs/evaluation/audit/*.toml). `ops` are fnmatch globs on the qualname;
 # `dtypes`, `outcomes` and `message` (a regex searched in the cell's message, whitespace collapsed)
 # narrow an entry and may be left out.
 _MATCH_KEYS = {"id", "ops", "dtypes", "outcomes", "message", "description"}
@@ -303,7 +303,9 @@ def main() -> None:
     )
     ap.add_argument("--classify", action="store_true", help="label each alarm cell by the audit catalog")
     ap.add_argument(
-        "--catalog", default=str(Path(__file__).resolve().parent / "audit"), help="folder of the audit *.toml files"
+        "--catalog",
+        default=str(Path(__file__).resolve().parents[1] / "docs" / "evaluation" / "audit"),
+        help="folder of the audit *.toml files",
     )
     args = ap.parse_args()
     cells = alarm_cells(args.db, args.run)

@@ -207,7 +207,7 @@ def _integer_only_wrong(func, args, kwargs):
     """For integer dtypes, floor division truncates toward zero (wrong for negative quotients).
 
     INT_MIN / -1 wraps to INT_MIN, as floor mode and ARM's sdiv give: the CPU's own trunc kernel
-    traps there with SIGFPE (x86's idiv; a real CPU bug, benchmarks/real_bugs.md), and a fault
+    traps there with SIGFPE (x86's idiv; a real CPU bug, docs/evaluation/real_bugs.md), and a fault
     that borrowed it would crash on conform's INT_MIN-over--1 edge cases before any rounding
     could be seen. The fault is the rounding, not the CPU's trap."""
     a, b = args[0], args[1]

@@ -1,4 +1,4 @@
-"""Python stand-ins for the device constraints process isolation must respect (issue 14):
+"""Python stand-ins for the device constraints process isolation must respect:
 a runtime that does not survive fork(), a sticky error that poisons the device context, and a
 device that cannot start in a child at all. Used through `--device isolation_backends:NAME`
 (tests/ on PYTHONPATH). Each is the CPU, with the constraint around the device side only.

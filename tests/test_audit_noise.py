@@ -1,4 +1,4 @@
-"""Noise the sweep audit (benchmarks/audit/*.toml) traced to conform itself, one test per class
+"""Noise the sweep audit (docs/evaluation/audit/*.toml) traced to conform itself, one test per class
 fixed: each case was an alarm cell of a default CPU sweep that was not the kernel's fault."""
 
 from __future__ import annotations

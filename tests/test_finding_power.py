@@ -212,7 +212,7 @@ def test_a_failure_shrinks_to_a_case_that_fails_the_same_way():
 def test_grossly_wrong_values_do_not_shrink_to_a_rounding_at_the_tolerance():
     # wrong values 10 off for large inputs (a kernel reading the wrong memory) and, simpler to
     # the shrinker, a 1-d one-element tensor 5e-5 off (5x the atol): both are "values", but the
-    # minimal case must stay grossly wrong (seed 3 slipped to the rounding before)
+    # minimal case must stay grossly wrong (shrinking toward anything that fails reached the rounding)
     from conform.config import CellSettings
     from conform.run.cell import run_cell
     from tests.faulty import FaultyBackend

@@ -1,4 +1,4 @@
-"""The family rules that give every op with a kernel here valid cases (issue 16): each rule's
+"""The family rules that give every op with a kernel here valid cases: each rule's
 drawn cases are valid for the CPU reference, not by luck, and so is the form hypothesis shrinks
 them to (a failure found on a device shrinks through such forms)."""
 
@@ -87,7 +87,7 @@ RULES = [
     ("aten::_weight_int4pack_mm_for_cpu", "float32"),  # a weight from that packing, groups of 32/64
     ("aten::_sparse_mask_projection", "float32"),  # a COO mask of self's shape
     ("aten::_ncf_view", "float32"),  # one value per leading entry of input_shape
-    # ops valid only by luck in the seed 11 and 12 sweeps
+    # ops whose valid cases were luck in default sweeps (a cell of one or two valid cases)
     ("aten::channel_shuffle", "float32"),  # (N, C, *) and groups dividing C
     ("aten::native_channel_shuffle", "int64"),
     ("aten::channel_shuffle.out", "bool"),
@@ -117,7 +117,7 @@ RULES = [
     # whole counts but in edges cases (a huge count ran past the case timeout); the functional, since
     # sizing binomial.out's out runs it as its case is drawn, NaN counts included
     ("aten::binomial", "float32"),
-    # what each kernel's one caller passes (issue 16, second round)
+    # what each kernel's one caller passes, since these internal kernels check nothing themselves
     ("aten::_embedding_bag_backward", "float32"),  # the forward's offset2bag, bag_size, maximum_indices
     ("aten::_embedding_bag_dense_backward.out", "float32"),
     ("aten::_embedding_bag_per_sample_weights_backward", "float32"),  # the sum mode
@@ -154,7 +154,7 @@ RULES = [
     ("aten::eq.Tensor_list", "float32"),
     ("aten::remove.Tensor", "float32"),  # and the element one of the list's
     ("aten::index.list_Tensor", "complex64"),
-    # valid only by luck in the seed 13 and 14 sweeps (a cell of one or two valid cases)
+    # likewise: valid only by luck in default sweeps
     ("aten::linalg_matrix_norm", "float32"),  # an order the norm has
     ("aten::linalg_matrix_norm.str_ord", "complex64"),
     ("aten::tensordot", "float32"),  # contracted dims of one size, lists of one length
@@ -227,7 +227,7 @@ def _has_empty_tensor(case) -> bool:
 
 def _hangs(case) -> bool:
     """A case a known CPU bug never returns from: an empty substring for str.count, a NaN
-    count for binomial (benchmarks/audit/other.toml; drawn on purpose, see their families)."""
+    count for binomial (docs/evaluation/audit/other.toml; drawn on purpose, see their families)."""
     args, kwargs = case.materialize(lambda t: t, CPU)
     if "substr" in kwargs or len(args) > 1 and isinstance(args[1], str):
         return (kwargs.get("substr") if "substr" in kwargs else args[1]) == ""

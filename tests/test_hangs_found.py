@@ -1,4 +1,4 @@
-"""The hangs of the first audit are found by a default sweep (issue 15: every real bug it named
+"""The hangs of the first audit are found by a default sweep (every real bug it named
 stays found): their cells draw the inputs the CPU kernels never return from, and the watchdog
 records each as a timeout with the case and a script. Also: scalars drawn within the contract
 that the public API states (hardtanh's ordered bounds, the shrinks' non-negative lambd)."""

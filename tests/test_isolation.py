@@ -1,5 +1,5 @@
 """Process isolation on devices that do not survive fork() and errors that poison a device
-context (issue 14), with the Python stand-ins of isolation_backends.py."""
+context, with the Python stand-ins of isolation_backends.py."""
 
 import sqlite3
 import subprocess
@@ -170,7 +170,7 @@ class _Trap(Exception):
 
 def _plant_a_trunc_trap(workdir, op_name: str, dtype: str) -> None:
     """Store a drawn case of the cell that divides INT_MIN by -1 in trunc mode as the cell's
-    failing example in the run's example database (run_cell's key, conform/cell.py): a run
+    failing example in the run's example database (run_cell's key, conform/run/cell.py): a run
     replays it before it draws anything, so the cell's first case kills the CPU reference
     whatever the run seed draws (seeds 12, then 5, stopped reaching it as the generators changed).
     Generation only, no shrinking, one bug: the database holds that one case and nothing else."""

@@ -1,4 +1,4 @@
-"""The verdict rule (conform/oracle.py): parity with the CPU first, golden to judge, the case's
+"""The verdict rule (conform/judge/verdict.py): parity with the CPU first, golden to judge, the case's
 conditioning and the kernel's self-consistency."""
 
 from __future__ import annotations

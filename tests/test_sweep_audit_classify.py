@@ -1,5 +1,5 @@
 """`benchmarks/sweep_audit.py DB --classify`: each alarm cell of a run labelled by the audit catalog
-(benchmarks/audit/*.toml) as a real bug, noise or unaudited, with the precision printed."""
+(docs/evaluation/audit/*.toml) as a real bug, noise or unaudited, with the precision printed."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_a_bad_catalog_is_one_line_and_exit_status_nonzero(tmp_path, bad, says):
 
 
 def test_the_shipped_catalog_loads(tmp_path):
-    out = _classify(_db(tmp_path), SCRIPT.parent / "audit")
+    out = _classify(_db(tmp_path), SCRIPT.parents[1] / "docs" / "evaluation" / "audit")
     assert out.returncode == 0, out.stderr
 
 

@@ -209,7 +209,7 @@ def string_count(ctx):
     """str.count(substr, start, end). A non-empty substring first (the simplest case), then an
     empty one two cases in three, over a window that starts within the text: Python's str.count
     counts the empty matches there, and TorchScript's builtin never returns (torch 2.13:
-    count("", "", 0, 2) ran past the 60 s case timeout; benchmarks/audit/other.toml,
+    count("", "", 0, 2) ran past the 60 s case timeout; docs/evaluation/audit/other.toml,
     count-empty-substring-hang), a hang one cell of a sweep reports for that minute. Negative
     indices come with non-empty substrings. The list overloads take any element."""
     if ctx.op.overload:

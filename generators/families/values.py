@@ -228,7 +228,7 @@ def binomial(ctx):
     if stress_variant() == "edges":
         # the edge pattern in the counts too: NaN, +-inf, subnormal and large counts have a
         # defined result (NaN, inf, 0 for a negative count), and the CPU's sampler never returns
-        # for a NaN count (benchmarks/audit/other.toml, binomial-nan-count-hang), which a sweep
+        # for a NaN count (docs/evaluation/audit/other.toml, binomial-nan-count-hang), which a sweep
         # then reports as the cell's timeout
         ctx.fixed["count"] = draw_tensor(ctx.draw, dtype=ctx.dtype, shape=ctx.shape, values="real", label="count")
     else:
