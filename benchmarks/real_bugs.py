@@ -12,9 +12,12 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|all] [--only NAME,...] [--seed N] [--workers N]
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
+The original set (BUGS) is the default, so its past numbers stay comparable; BUGS_DISJOINT is a
+second set of other published bugs, chosen before conform ran on them
+(docs/evaluation/real_bugs_disjoint.md).
 """
 
 from __future__ import annotations
@@ -57,6 +60,24 @@ class Bug:
     # aten/src/ATen/native/Distance.cpp); a cell reports one failure, so two bugs of one kernel
     # meet in both ops' cells
     also: tuple[str, ...] = ()
+    # which kind of check a tool needs to see it (CATEGORIES)
+    category: str = ""
+
+
+# What a correct tool needs to see a bug, on the plain CPU:
+CATEGORIES = {
+    # the expectation shares it: golden is the same kernel in float64, so a bug of the semantics or
+    # the algorithm (not of the precision) is in golden too; an independent reference or a gradient
+    # without autograd's formula sees it
+    "shared": "the expectation shares the bug",
+    # the result depends on where an element sits (vector body or scalar tail), on the length, or on
+    # a reduced-precision scalar path: a position/length relation sees it
+    "position": "the result depends on position or length",
+    # a layout the generator must draw: a strided out=, a transposed operand that makes the op raise
+    "layout": "a layout not drawn",
+    # values at the op's own edges: results just below overflow, scales and coordinates near extremes
+    "edge": "values at the op's own edges",
+}
 
 
 def _specs(case: dict) -> list[dict]:
@@ -374,6 +395,333 @@ BUGS = [
     ),
 ]
 
+
+# ---------------------------------------------------------------------------------------------
+# A second, disjoint set: published CPU bugs of other ops (or other bugs of the same op), chosen
+# from PyTorch's tracker and its OpInfo expected-failure lists before conform ran on them, to
+# measure what it finds on bugs it was never shaped around. `python benchmarks/real_bugs.py
+# --set disjoint`.
+# ---------------------------------------------------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+OPINFO = "https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py"
+
+
+def _message_has(*needles: str) -> Callable[[str, dict], bool]:
+    """Evidence: the cell's message names the bug's kind of difference (compare's wording)."""
+    return lambda message, case: any(n in message for n in needles)
+
+
+_NAN_DIFF = _message_has("NaN mismatch", "non-finite values")
+_INF_DIFF = _message_has("infinity mismatch", "non-finite values")
+_ZERO_SIGN = _message_has("sign of zero")
+
+
+def _mm_path(message: str, case: dict) -> bool:
+    """cdist's cancellation: more than 25 rows on a side, and a finite error (not an overflow)."""
+    rows = [s["shape"][-2] for s in _specs(case) if len(s.get("shape", [])) >= 2]
+    return any(r > 25 for r in rows) and not _NAN_DIFF(message, case) and not _INF_DIFF(message, case)
+
+
+def _searchsorted_nan() -> bool:
+    """NaN sorts last (torch.sort, NumPy): 4 belongs before the NaN of [1, 3, nan], at index 2."""
+    return torch.searchsorted(torch.tensor([1.0, 3.0, NAN]), torch.tensor([4.0])).item() == 3
+
+
+def _logsumexp_grad_inf() -> bool:
+    """d logsumexp([inf, 1]) is softmax's limit (1, 0); logaddexp's own gradient gives it."""
+    x = torch.tensor([INF, 1.0], requires_grad=True)
+    torch.logsumexp(x, 0).backward()
+    return bool(x.grad[0].isnan())
+
+
+def _zero_sign_by_length(fn, n_short: int = 1, n_long: int = 64) -> bool:
+    short, long = fn(n_short)[0], fn(n_long)[0]
+    return bool(short.signbit() != long.signbit())
+
+
+def _sinh_vector_overflow() -> bool:
+    """sinh(89) = 2.24e38 fits float32; the vectorised (Sleef) path overflows, the scalar tail does not."""
+    return bool(torch.sinh(torch.full((64,), 89.0))[0].isinf()) and math.isfinite(
+        torch.sinh(torch.full((1,), 89.0)).item()
+    )
+
+
+def _rsqrt_half_scalar() -> bool:
+    """The one-element (scalar) bfloat16 path rounds twice: 31.75 where 1/sqrt(x) rounds to 31.625."""
+    x = torch.tensor(0.00099945068359375, dtype=torch.bfloat16)
+    return torch.rsqrt(x.expand(64).contiguous())[0].item() != torch.rsqrt(x.reshape(1)).item()
+
+
+def _cdist_by_size() -> bool:
+    """Past 25 rows cdist switches to |x|^2 + |y|^2 - 2xy (cancellation): the same pair, another distance."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(30, 3, generator=g) + 1000, torch.randn(30, 3, generator=g) + 1000
+    full, alone = torch.cdist(a, b)[0, 0].item(), torch.cdist(a[:1], b[:1])[0, 0].item()
+    return abs(full - alone) > 1e-3 * alone
+
+
+def _pool3d_strided_out() -> bool:
+    x = torch.randn(1, 2, 4, 4, 4, generator=torch.Generator().manual_seed(0))
+    out = torch.zeros(1, 2, 2, 2, 4)[..., ::2]
+    torch._C._nn.avg_pool3d(x, 2, out=out)
+    return not torch.equal(out, F.avg_pool3d(x, 2))
+
+
+def _narrow_copy_strided_out() -> bool:
+    t = torch.arange(24.0).reshape(2, 3, 4)
+    out = torch.zeros(4, 6, 4)[::2, ::2, ::2]
+    torch.narrow_copy(t, 2, 1, 2, out=out)
+    return not torch.equal(out, t.narrow_copy(2, 1, 2))
+
+
+def _group_norm_strided_raises() -> bool:
+    x = torch.randn(4, 6, 5, generator=torch.Generator().manual_seed(0))
+    xt = x.transpose(0, 2).contiguous().transpose(0, 2)  # same values, another layout
+    torch.native_group_norm(x, None, None, 4, 6, 5, 2, 1e-5)
+    try:
+        torch.native_group_norm(xt, None, None, 4, 6, 5, 2, 1e-5)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _randn_strided_out() -> bool:
+    torch.manual_seed(0)
+    want = torch.randn(4, 4)
+    torch.manual_seed(0)
+    out = torch.empty(4, 4).t()
+    torch.randn(4, 4, out=out)
+    return not torch.equal(out, want)
+
+
+def _premature_overflow(fn) -> bool:
+    """float32 overflows at 89 where the value (about 1.9e37) fits; float64 computes it."""
+    return bool(fn(torch.tensor([89.0])).isinf()) and math.isfinite(
+        fn(torch.tensor([89.0], dtype=torch.float64)).item()
+    )
+
+
+BUGS_DISJOINT = [
+    # -- the expectation shares the bug ------------------------------------------------------
+    Bug(
+        "sign_nan_zero",
+        "aten::sign",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/187295 (also #41245)",
+        lambda: torch.sign(torch.full((3,), NAN))[0].item() == 0.0,
+        "NaN (sign returns 0, NumPy NaN)",
+        _NAN_DIFF,
+        ("aten::sgn",),
+        "shared",
+    ),
+    Bug(
+        "heaviside_nan_zero",
+        "aten::heaviside",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/187296",
+        lambda: torch.heaviside(torch.full((3,), NAN), torch.ones(3))[0].item() == 0.0,
+        "NaN input (heaviside returns 0, NumPy NaN)",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "searchsorted_nan_boundary",
+        "aten::searchsorted.Tensor",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/158738 (fix PR #159632 not merged)",
+        _searchsorted_nan,
+        "NaN inside the sorted boundaries",
+        category="shared",
+    ),
+    Bug(
+        "bce_with_logits_neg_inf",
+        "aten::binary_cross_entropy_with_logits",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/135359",
+        lambda: bool(
+            F.binary_cross_entropy_with_logits(torch.tensor([-INF]), torch.tensor([0.9])).isnan()
+        ),  # the documented formula gives +inf
+        "-inf logits with a soft target",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "logsumexp_grad_inf",
+        "aten::logsumexp",
+        FLOATS,
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/49724",
+        _logsumexp_grad_inf,
+        "+inf in the reduced row (the gradient formula meets inf - inf)",
+        category="shared",
+    ),
+    Bug(
+        "remainder_zero_sign",
+        "aten::remainder.Tensor",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193755",
+        lambda: bool(torch.remainder(torch.tensor([-1.0]), torch.tensor([1.0])).signbit()),  # Python: 0.0
+        "an exact multiple: the zero takes the dividend's sign, not the divisor's",
+        _ZERO_SIGN,
+        category="shared",
+    ),
+    # -- the result depends on position or length -----------------------------------------------
+    Bug(
+        "minimum_zero_sign_by_length",
+        "aten::minimum",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/193781",
+        lambda: _zero_sign_by_length(lambda n: torch.minimum(torch.full((n,), 0.0), torch.full((n,), -0.0))),
+        "+0.0 against -0.0, in the scalar tail and in a vector block",
+        _ZERO_SIGN,
+        ("aten::maximum",),
+        "position",
+    ),
+    Bug(
+        "clamp_tensor_zero_sign_by_length",
+        "aten::clamp.Tensor",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/pull/197018 (review: clamp's scalar and vector paths"
+        " differ on signed zeros; also #87131)",
+        lambda: _zero_sign_by_length(lambda n: torch.clamp(torch.full((n,), -0.0), min=torch.zeros(n))),
+        "-0.0 clamped at a +0.0 bound, in the scalar tail and in a vector block",
+        _ZERO_SIGN,
+        category="position",
+    ),
+    Bug(
+        "sinh_vector_overflow",
+        "aten::sinh",
+        ("float32", "bfloat16", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/48641 (OpInfo skips cosh's reference_numerics_large for it)",
+        _sinh_vector_overflow,
+        "results just below overflow (x in [88.7, 89.4] for float32), inside a vector block",
+        _INF_DIFF,
+        ("aten::cosh",),
+        "position",
+    ),
+    Bug(
+        "rsqrt_half_scalar_path",
+        "aten::rsqrt",
+        ("bfloat16", "float16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/162907 (fix PR #162955 not merged)",
+        _rsqrt_half_scalar,
+        "half-precision inputs alone (the scalar path rounds twice) against a vector block",
+        category="position",
+    ),
+    Bug(
+        "cdist_mm_path_by_size",
+        "aten::_cdist_forward",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/37734 (also #42479)",
+        _cdist_by_size,
+        "more than 25 rows of points far from the origin (the matrix-multiply path cancels)",
+        _mm_path,
+        ("aten::cdist",),
+        category="position",
+    ),
+    # -- layouts not drawn --------------------------------------------------------------------
+    Bug(
+        "avg_pool3d_strided_out",
+        "aten::avg_pool3d.out",
+        ("float32", "float64", "int64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/84577; " + OPINFO + " (nn.functional.avg_pool3d:"
+        " expectedFailure TestCommon.test_out, device_type='cpu')",
+        _pool3d_strided_out,
+        "a non-contiguous out=",
+        category="layout",
+    ),
+    Bug(
+        "narrow_copy_strided_out",
+        "aten::narrow_copy.out",
+        FLOATS + ("int64", "int32"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/84577",
+        _narrow_copy_strided_out,
+        "a non-contiguous out=",
+        category="layout",
+    ),
+    Bug(
+        "group_norm_strided_raises",
+        "aten::native_group_norm",
+        FLOATS,
+        "device_error",
+        OPINFO + " (native_group_norm: expectedFailure TestCommon.test_noncontiguous_samples, device_type='cpu')",
+        _group_norm_strided_raises,
+        "a non-contiguous input (the op raises; the same values contiguous do not)",
+        category="layout",
+    ),
+    Bug(
+        "randn_strided_out",
+        "aten::randn.out",
+        ("none", "float32", "float64", "bfloat16", "float16"),  # a factory op's cell is "none"
+        "mismatch",
+        OPINFO + " (randn: expectedFailure TestCommon.test_out, device_type='cpu': values depend on"
+        " the strides of out)",
+        _randn_strided_out,
+        "a transposed out= under a fixed seed",
+        category="layout",
+    ),
+    # -- values at the op's own edges ---------------------------------------------------------
+    Bug(
+        "softplus_large_beta",
+        "aten::softplus",
+        ("float32", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/171249",
+        lambda: bool(F.softplus(torch.tensor([0.5]), beta=1e30, threshold=1e30).isinf()),  # 0.5 expected
+        "a beta (and threshold) near the dtype's range: exp(beta * x) overflows",
+        _INF_DIFF,
+        category="edge",
+    ),
+    Bug(
+        "cosine_similarity_overflow",
+        "aten::cosine_similarity",
+        ("float32", "bfloat16"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/51912",
+        lambda: F.cosine_similarity(torch.tensor([[1e20, 2e20]]), torch.tensor([[1e20, 2e20]])).item() == 0.0,
+        "vectors whose squared norms overflow (1e20 in float32): 0 where 1 is right",
+        _large,
+        category="edge",
+    ),
+    Bug(
+        "i0_premature_overflow",
+        "aten::i0",
+        ("float32", "bfloat16", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/192291",
+        lambda: _premature_overflow(torch.i0),
+        "results just below overflow (x near 89 in float32, 713 in float64): exp(x) overflows first",
+        _INF_DIFF,
+        category="edge",
+    ),
+    Bug(
+        "i1_premature_overflow",
+        "aten::special_i1",
+        ("float32", "bfloat16", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/192294",
+        lambda: _premature_overflow(torch.special.i1),
+        "results just below overflow (x near 89 in float32, 713 in float64): exp(x) overflows first",
+        _INF_DIFF,
+        category="edge",
+    ),
+]
+
+SETS = {"original": BUGS, "disjoint": BUGS_DISJOINT, "all": BUGS + BUGS_DISJOINT}
+
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
 
 
@@ -386,13 +734,20 @@ def reproduces(bug: Bug) -> bool | str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--set",
+        dest="bug_set",
+        choices=sorted(SETS),
+        default="original",
+        help="which bugs: the original set, the disjoint one, or all (default: original)",
+    )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
     ap.add_argument("--workers", default="1")
     ap.add_argument("--db", default=None, help="reuse an existing run's database instead of running")
     ap.add_argument("--keep", default=None, help="copy the run's database here (to audit the cells afterwards)")
     args = ap.parse_args()
-    bugs = [b for b in BUGS if not args.only or b.name in args.only.split(",")]
+    bugs = [b for b in SETS[args.bug_set] if not args.only or b.name in args.only.split(",")]
     live = []
     for b in bugs:
         r = reproduces(b)
@@ -466,8 +821,8 @@ def main() -> None:
             else ", ".join(sorted({f"{d} {o}" for d, o, _, _ in cells.get(b.op, []) if o in FAILING}))
             or "all cells pass"
         )
-        table.append((b.name, b.op, "yes" if hits else "NO", b.cls, note))
-    header = ("bug", "op", "found", "inputs that reach it", "cell / what the op's cells said")
+        table.append((b.name, b.op, "yes" if hits else "NO", b.category or "-", b.cls, note))
+    header = ("bug", "op", "found", "category", "inputs that reach it", "cell / what the op's cells said")
     widths = [max(len(str(r[i])) for r in table + [header]) for i in range(len(header))]
     print(
         f"torch {torch.__version__}, seed {seed}, one conform run over {len({op for b in live for op in (b.op, *b.also)})} ops in {secs:.0f} s"
