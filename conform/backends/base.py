@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -94,8 +95,6 @@ def env_flag(value: str | None) -> str:
 
 
 def _run(cmd: list[str]) -> str:
-    import subprocess
-
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conform.ci import expectations
 from conform.errors import ConformError, first_line
 from conform.outcomes import Outcome
-from conform.store import queries
+from conform.store import Store, database_url, queries
 from conform.timing.changes import slowdowns
 
 PASS = Outcome.PASS.value
@@ -117,9 +118,6 @@ def resolve_baseline(spec: str, current_store, current_run: int):
     """A RunSide or ExpectationsSide for `--baseline SPEC`: a .toml expectations file, `run:ID`
     in the current database, or a database (path or URL) with `#ID` for one of its runs (else its
     newest run; the newest other than the current run when it is the current database)."""
-    from conform.ci import expectations
-    from conform.store import Store, database_url
-
     if not spec.strip():
         raise ConformError("--baseline is empty")
     if spec.lower().endswith(".toml"):
@@ -600,8 +598,6 @@ def gate(
 ) -> GateResult:
     """The Python side of `conform gate`: compare run `run_id` (default: the newest) of `db`
     with `baseline`. ConformError on bad input."""
-    from conform.store import Store
-
     store = Store(db, readonly=True, create=False)
     if run_id is None:
         run_id = queries.latest_run_id(store)

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from conform.judge.tolerances import LeafTolerance, default_tolerance, is_inexact, leaf_scale
+from conform.judge.trees import bind_arguments, leaves
 
 KINDS = ("ok", "structure", "shape", "dtype", "strides", "values", "nan", "inf", "sign", "error")
 
@@ -538,16 +539,6 @@ def summary(records: list[Record]) -> dict[str, float | None]:
 # -- comparison strategies: what each kind of op promises -------------------------------
 
 
-def bind_arguments(op, args, kwargs) -> dict[str, Any]:
-    """Schema argument name -> value, for positional and keyword arguments alike."""
-    bound = {}
-    names = [a.name for a in op.arguments]
-    for name, v in zip(names, args):
-        bound[name] = v
-    bound.update(kwargs)
-    return bound
-
-
 # Ops that return indices of order statistics: when values tie, any of the tied indices is
 # right, so unless a rule says otherwise their index outputs are checked by what they select.
 # argmax/argmin and the indices of max.dim/min.dim are not here: their documentation promises the
@@ -604,23 +595,6 @@ def index_outputs(op) -> set[int]:
     ret = op.schema.rsplit("->", 1)[-1].strip().strip("()")
     names = [part.strip().split(" ")[-1] for part in ret.split(",")] if ret else []
     return {i for i, n in enumerate(names) if n in ("indices", "index")}
-
-
-def dense(t: torch.Tensor) -> torch.Tensor:
-    return t if t.layout == torch.strided else t.to_dense()
-
-
-def leaves(x):
-    if isinstance(x, torch.Tensor) and x.is_nested:
-        yield from x.unbind()  # no single shape: its components are the leaves
-    elif isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
-        for v in x:
-            yield from leaves(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from leaves(v)
 
 
 def statistics_records(dev_res, ref_res, path="output") -> list[Record]:

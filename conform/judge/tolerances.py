@@ -49,6 +49,8 @@ from collections.abc import Callable
 
 import torch
 
+from conform.judge.trees import bind_arguments, leaves
+
 # (rtol, atol), exactly torch.testing's defaults
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-3, 1e-5),
@@ -123,8 +125,6 @@ def exactly_determined(op, case=None) -> bool:
     arg = (getattr(getattr(op, "rules", None), "hints", None) or {}).get("exact_only_with")
     if arg is None or case is None:
         return True
-    from conform.judge.compare import bind_arguments  # compare imports this module
-
     return bind_arguments(op, case.args, case.kwargs).get(arg) is not None
 
 
@@ -218,8 +218,6 @@ def leaf_scale(t: torch.Tensor) -> float:
 def input_scales(inputs) -> tuple[float, float]:
     """The largest finite magnitude among floating input tensors, and the second largest
     tensor's (0.0 for none; see tolerances.tolerance_for)."""
-    from conform.judge.compare import leaves  # compare imports this module
-
     scales = (leaf_scale(t) for t in leaves(inputs) if isinstance(t, torch.Tensor))
     top = sorted((s for s in scales if s != math.inf), reverse=True)[:2]
     return (top + [0.0, 0.0])[0], (top + [0.0, 0.0])[1]
@@ -232,8 +230,6 @@ GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "
 
 def numel_ratio(op, case, outputs) -> int:
     """How many input elements feed one output element: the error growth's `n` (at least 1)."""
-    from conform.judge.compare import leaves
-
     ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
     outs = [t.numel() for t in leaves(outputs)]
     if not ins:

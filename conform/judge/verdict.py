@@ -34,8 +34,9 @@ from typing import Any
 
 import torch
 
-from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, dense, failures, leaves
+from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, failures
 from conform.judge.tolerances import exactly_determined, is_inexact
+from conform.judge.trees import dense, leaves
 
 # Finding kinds: facts stored with a cell that are not its verdict.
 REFERENCE = "reference"  # the device agrees with the CPU reference; both deviate from float64

@@ -7,37 +7,39 @@ the controller and the store (conform.results).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 import traceback as tb
+import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import hypothesis
+import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given
+from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, Unsatisfiable
+from hypothesis.internal.conjecture import engine
 
+import generators
+import opdb
+from conform import backends
 from conform.config import CellSettings, WorkerSetup
-from conform.outcomes import Outcome
+from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, NO_VALID_CASE, UNTESTABLE, Outcome
+from conform.report.repro import repro_script
 from conform.results import CellResult
-
-if TYPE_CHECKING:
-    from conform.run.execute import CaseResult
+from conform.run import execute
+from conform.run.execute import CaseResult, is_plain_cpu
+from conform.run.isolation import Watchdog, apply_memory_limit, sticky_error
+from generators import Untestable
+from generators import backward as generators_backward
+from generators.seeding import seed_only
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
 CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBACK, Outcome.SKIPPED}
-
-
-# Why a skipped cell ran nothing: the CPU reference has no kernel for the cell's dtype ("not
-# implemented for 'Bool'": nothing to compare with, whatever the inputs), no generated input was
-# valid, the op is untestable by rule, or conform itself failed.
-NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
-# Or the CPU reference (or golden) killed the process before any case passed, on a device that
-# is not the CPU (conform.plugin.died_result): nothing was learnt, and the device is not to blame.
-REFERENCE_CRASH = "reference_crash"
-SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR, REFERENCE_CRASH)
 
 
 class _CaseFailed(Exception):
@@ -69,8 +71,6 @@ class _GiveUp(KeyboardInterrupt):
 def _set_shrink_budget(seconds: float) -> None:
     # hypothesis caps shrinking at 300 s and 500 shrinks; a sweep of thousands of cells needs a
     # much smaller cap. There is no public setting for it, hence the module attributes.
-    from hypothesis.internal.conjecture import engine
-
     engine.MAX_SHRINKING_SECONDS = seconds
 
 
@@ -88,11 +88,6 @@ def run_cell(
     (the worker uses them to record the case in flight and arm its hang watchdog). `stop_if(r)`
     sees each case's result; what it returns instead of None ends the cell as its verdict, with
     no shrinking (the device process uses it when an error poisoned the device context)."""
-    import generators
-    from conform.run import execute
-    from generators import Untestable
-    from generators.seeding import seed_only
-
     started = time.monotonic()
     result = CellResult(op=op.qualname, dtype=dtype)
     if op.rules.untestable:
@@ -188,8 +183,6 @@ def run_cell(
 
     database = None
     if settings.hypothesis_db:
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
         Path(settings.hypothesis_db).mkdir(parents=True, exist_ok=True)
         database = DirectoryBasedExampleDatabase(settings.hypothesis_db)
     test = hypothesis.settings(
@@ -275,15 +268,6 @@ def cell_process(setup: WorkerSetup, inflight: str):
     what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
     device context unusable (a sticky error): the worker then replaces this process before the
     next cell."""
-    import torch
-
-    import opdb
-    from conform import backends  # noqa: F401 - loaded and warm already, except under spawn
-    from conform.run import execute
-    from conform.run.execute import CaseResult
-    from conform.run.isolation import Watchdog, apply_memory_limit, sticky_error
-    from generators import backward as generators_backward
-
     apply_memory_limit(setup.memory_limit)
     torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
     backend = backends.resolve(setup.config.device)
@@ -468,28 +452,19 @@ def _says_no_kernel_for(message: str, dtype: str) -> bool:
 
 def _reason_key(message: str) -> str:
     """A rejection's message without its numbers, shapes and quoted values."""
-    import re
-
     return re.sub(r"\d+|\[[^\]]*\]|'[^']*'", "#", message)[:200]
 
 
 def _repro(op, case, backend, final=None) -> str:
     try:
-        from conform.report.repro import repro_script
-        from conform.run.execute import is_plain_cpu
-
         return repro_script(op, case, backend.name, result=final, golden_is_expectation=is_plain_cpu(backend))
     except Exception as e:  # a repro is a convenience: its failure must not lose the result
         return f"# could not build a reproduction script: {type(e).__name__}: {e}\n# case: {case.to_json()}\n"
 
 
 def _database_key(op: str, dtype: str) -> bytes:
-    import hashlib
-
     return hashlib.sha384(f"conform-cell/{op}/{dtype}".encode()).digest()
 
 
 def _cell_seed(run_seed: int, op: str, dtype: str) -> int:
-    import zlib
-
     return (run_seed * 1_000_003 + zlib.crc32(f"{op}/{dtype}".encode())) % (2**63)

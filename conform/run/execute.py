@@ -40,6 +40,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conform.backends import CPUBackend
 from conform.errors import first_line
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
@@ -69,6 +70,7 @@ from conform.judge.tolerances import (
 from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
+from generators.variants import out_variants
 
 
 @dataclass
@@ -387,8 +389,6 @@ def _cpu_copy(t):
 def is_plain_cpu(backend) -> bool:
     """The built-in CPU backend, with no hooks: its device side would repeat the reference side
     kernel for kernel, so that work is done once (the comparison is then against golden float64)."""
-    from conform.backends import CPUBackend
-
     return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
 
 
@@ -846,8 +846,6 @@ def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, Ca
     slip. Returns (checked, failure): checked is False when the outs are too small for the
     variants to mean anything (0-d or single elements); failure is the first failing variant's
     result, its message prefixed with the variant's name, or None."""
-    from generators.variants import out_variants
-
     shapes = _out_shapes(op, case)
     sizes = [math.prod(sh) for v in shapes.values() for sh in (v if isinstance(v, list) else [v])]
     if not sizes or max(sizes) <= 1:

@@ -18,7 +18,7 @@ Every process that runs device work (the device process of a worker, the one-sho
 isolated cell, the timing pass's child) is a `CleanChild`, started by multiprocessing's
 "forkserver" method: the fork server is a freshly exec'd interpreter that never touches a
 device (it imports torch, opdb, generators and hypothesis and warms them up on the CPU, see
-conform/_forkserver.py, which checks that no device got initialised), and each child is a fork
+conform.run.forkserver, which checks that no device got initialised), and each child is a fork
 of that server, so it starts clean in milliseconds whatever the process that asked for it has
 done. Where fork() does not exist (Windows), "spawn" gives the same guarantee, slower.
 
@@ -28,6 +28,7 @@ record the child wrote before each case (`Watchdog`), and records the case that 
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -38,6 +39,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import torch
 
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 # imported once by the fork server, so that every child starts with them loaded and warm
@@ -63,7 +66,7 @@ def start_server(device_spec: str | None = None) -> None:
     extension) once, for every child, without initialising the device."""
     if START_METHOD == "forkserver":
         context()
-        from multiprocessing import forkserver
+        from multiprocessing import forkserver  # POSIX only
 
         if device_spec:
             os.environ[SERVER_BACKEND_ENV] = device_spec  # the server inherits it when it starts
@@ -103,6 +106,8 @@ def _serve(conn, setup: Callable, args: tuple) -> None:
     it would look like a crash of its case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        for name in PRELOAD:  # already loaded in a fork of the server; under spawn, loaded here
+            importlib.import_module(name)
         handler = setup(*args)
     except BaseException:  # noqa: BLE001 - the parent reports it as an isolation failure
         conn.send(("setup-failed", traceback.format_exc()))
@@ -245,8 +250,6 @@ def sticky_error_patterns(backend) -> tuple[str, ...]:
     """A backend's `sticky_error_patterns` attribute, else the defaults of its device type."""
     patterns = getattr(backend, "sticky_error_patterns", None)
     if patterns is None:
-        import torch
-
         patterns = DEFAULT_STICKY_ERRORS.get(torch.device(backend.device).type, ())
     return tuple(patterns)
 
@@ -414,7 +417,7 @@ def apply_memory_limit(limit: int | None) -> None:
     if not limit:
         return
     try:
-        import resource
+        import resource  # POSIX only
 
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))

@@ -9,6 +9,7 @@ with textContent only, so an error message holding `<script>` shows as text.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import jinja2
 
 from conform import __version__
 from conform.outcomes import SEVERITY
+from conform.report.declared import BACKEND_KEYS, how_on
 from conform.website import charts as site_charts
 from conform.website import data as site_data
 from conform.website.data import (
@@ -46,8 +48,6 @@ DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive
 
 def site_files() -> Path:
     """The templates and static assets: installed as `conform.sitefiles`, or the repo's site/."""
-    import importlib.util
-
     try:
         # a data folder without __init__.py is a namespace package: importlib.resources gives a
         # MultiplexedPath whose str() is no file path, so take the folder from the spec
@@ -204,7 +204,7 @@ class Builder:
         for op in sorted(data.ops.values(), key=lambda o: o.qualname):
             by_family.setdefault(op.family, []).append(op)
         families = []
-        from opdb import FAMILIES
+        from opdb import FAMILIES  # torch: the site is built without it
 
         describe = dict(FAMILIES)
         order = {name: i for i, (name, _) in enumerate(FAMILIES)}
@@ -257,8 +257,6 @@ class Builder:
         """One character per column: how the release of its torch version declares the op on its
         backend's key. K kernel, C composite kernel, D decomposes, 0 not available, _ not in that
         release's yaml, . no release stored."""
-        from conform.report.declared import how_on
-
         out = []
         for e in self.data.envs:
             vs = self.declared_vs[e.id]
@@ -284,8 +282,6 @@ class Builder:
         """declared.html: declared coverage per torch version and key (table and chart), and per
         measured environment what its release declares against what was measured; one
         declared-<env>.html per measured environment lists the ops."""
-        from conform.report.declared import BACKEND_KEYS
-
         data = self.data
         coverage = site_data.declared_coverage(data, self.declared_by_env)
         versions: list[dict] = []
@@ -506,8 +502,6 @@ class Builder:
     def op_declared(self, op_id: int) -> dict:
         """Per declared release, oldest first: how the op reaches each backend key (null: the
         release does not have the op)."""
-        from conform.report.declared import BACKEND_KEYS, how_on
-
         rows = []
         for e in site_data.declared_in_order(self.data):
             by_key = self.declared_by_env.get(e.id, {}).get(op_id)
