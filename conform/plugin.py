@@ -41,8 +41,9 @@ import opdb
 from conform import __version__, backends, environment
 from conform.config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
 from conform.errors import ConformError
+from conform.judge.outcome import of_death, of_reference_death, reference_death
 from conform.judge.verdict import REFERENCE, Finding
-from conform.outcomes import REFERENCE_CRASH, Outcome
+from conform.outcomes import Outcome
 from conform.report.repro import repro_script
 from conform.results import CellResult
 from conform.run import interrupts, selection
@@ -439,8 +440,8 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
     if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle"):
         r.case = inflight.get("case")
         desc = inflight.get("describe", "")
-        if inflight.get("timeout"):
-            r.outcome = Outcome.TIMEOUT.value
+        r.outcome = of_death(inflight).value
+        if r.outcome == Outcome.TIMEOUT.value:
             r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
@@ -455,13 +456,6 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
     return r
 
 
-def reference_death(inflight: dict | None) -> bool:
-    """The record says the CPU reference or float64 golden, not the device, was running when the
-    process died, and no case had failed yet (the record names a side only where the device under
-    test is not the CPU, conform.run.cell)."""
-    return bool(inflight) and inflight.get("side") in ("reference", "golden") and not inflight.get("failed")
-
-
 def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
     """The CPU reference or float64 golden, not the device, killed (or hung) the process: the
     record names a side only where the device under test is not the CPU (conform.run.cell). The
@@ -474,11 +468,12 @@ def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
     passed = int(inflight.get("passed") or 0)
     r.findings = [Finding(REFERENCE, inflight.get("phase") or "forward", message).to_dict()]
     r.case = None  # (a stored case makes a failure row: this is no failure of the device)
+    outcome, r.skip_reason = of_reference_death(passed)
+    r.outcome = outcome.value
     if passed:
-        r.outcome, r.examples_run, r.examples_passed = Outcome.PASS.value, passed, passed
+        r.examples_run = r.examples_passed = passed
         r.message = f"{passed} examples passed; then {message}"
     else:
-        r.outcome, r.skip_reason = Outcome.SKIPPED.value, REFERENCE_CRASH
         r.message = message
     return r
 

@@ -9,9 +9,9 @@ from conform.backends import CPUBackend, CUDABackend, MPSBackend
 from conform.backends.builtin import cuda_comparison_mode
 from conform.cli.main import _auto_workers
 from conform.environment import capture
+from conform.judge.outcome import of_error as classify_device_error
 from conform.outcomes import Outcome
 from conform.run.dispatch import tracer_for
-from conform.run.execute import classify_device_error
 
 
 @pytest.mark.parametrize(

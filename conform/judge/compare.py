@@ -66,10 +66,6 @@ class Record:
         return self.kind == "ok"
 
 
-# Historical name used in the brief: a record that did not pass is a mismatch.
-Mismatch = Record
-
-
 def failures(records: list[Record]) -> list[Record]:
     return [r for r in records if not r.ok]
 
@@ -537,13 +533,6 @@ def summary(records: list[Record]) -> dict[str, float | None]:
 
 
 # -- comparison strategies: what each kind of op promises -------------------------------
-
-
-# Ops that return indices of order statistics: when values tie, any of the tied indices is
-# right, so unless a rule says otherwise their index outputs are checked by what they select.
-# argmax/argmin and the indices of max.dim/min.dim are not here: their documentation promises the
-# first occurrence among ties, so those indices are compared exactly
-TIE_OPS = frozenset({"sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin"})
 
 
 # Outputs that are not unique mathematically: eigenvectors and singular vectors are defined up to

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, failures
+from conform.judge.outcome import META_KINDS
 from conform.judge.tolerances import exactly_determined, is_inexact
 from conform.judge.trees import dense, leaves
 
@@ -45,8 +46,6 @@ PRECISION_EDGE = "precision_edge"  # off golden by no more than the case's condi
 FINDING_KINDS = (REFERENCE, CPU_WRONG, PRECISION_EDGE)
 
 HALF_PRECISION = (torch.float16, torch.bfloat16)
-
-META_KINDS = frozenset({"structure", "shape", "dtype", "strides", "error"})
 
 
 @dataclass
@@ -908,36 +907,6 @@ def _special_class(t: torch.Tensor) -> torch.Tensor:
     cls = torch.where(t.isnan(), 1, cls)
     cls = torch.where(t == math.inf, 2, cls)
     return torch.where(t == -math.inf, 3, cls).to(torch.int8)
-
-
-def specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
-    """`expected` with the device's values where the float32 run (`mid`) and golden float64
-    disagree on which special value (or none) an element holds (see _run_case); with
-    `both_nonfinite`, where `golden` and `mid` are both non-finite."""
-    if isinstance(expected, torch.Tensor):
-        ok = all(
-            isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided
-            for t in (golden, mid, actual)
-        )
-        if not ok or not is_inexact(expected.dtype) or actual.dtype != expected.dtype:
-            return expected
-        cg, cm = _special_class(golden), _special_class(mid)
-        pick = ((cg != 0) & (cm != 0)) if both_nonfinite else (cg != cm)
-        if not bool(pick.any()):
-            return expected
-        if expected.is_complex():
-            e, a = torch.view_as_real(expected.resolve_conj()), torch.view_as_real(actual.detach().resolve_conj())
-            return torch.view_as_complex(torch.where(pick, a, e).contiguous())
-        return torch.where(pick, actual.detach(), expected)
-    if isinstance(expected, (list, tuple)) and all(
-        isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)
-    ):
-        items = [
-            specials_patch(e, g, m, a, both_nonfinite=both_nonfinite)
-            for e, g, m, a in zip(expected, golden, mid, actual)
-        ]
-        return items if isinstance(expected, list) else tuple(items)
-    return expected
 
 
 def _numeric(x) -> bool:

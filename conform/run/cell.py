@@ -27,12 +27,13 @@ import generators
 import opdb
 from conform import backends
 from conform.config import CellSettings, WorkerSetup
-from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, NO_VALID_CASE, UNTESTABLE, Outcome
+from conform.judge.outcome import STICKY, skip_reason_of_case, skip_reason_of_empty_cell, sticky_error
+from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, UNTESTABLE, Outcome
 from conform.report.repro import repro_script
 from conform.results import CellResult
 from conform.run import execute
 from conform.run.execute import CaseResult, is_plain_cpu
-from conform.run.isolation import Watchdog, apply_memory_limit, sticky_error
+from conform.run.isolation import Watchdog, apply_memory_limit
 from generators import Untestable
 from generators import backward as generators_backward
 from generators.seeding import seed_only
@@ -242,8 +243,7 @@ def run_cell(
         result.traceback = final.traceback
         merge_errors(final)
         keep_finding(final)
-        if result.outcome == Outcome.SKIPPED.value:
-            result.skip_reason = INTERNAL_ERROR  # run_case skips only for conform's own errors
+        result.skip_reason = skip_reason_of_case(result.outcome)
         result.case = final_case.to_json()
         result.repro = _repro(op, final_case, backend, final)
     elif result.examples_run > 0:
@@ -252,11 +252,12 @@ def run_cell(
     else:
         result.outcome = Outcome.SKIPPED.value
         reason = state["first_invalid"] or "the generator produced no case"
-        if result.invalid_examples and state.get("no_kernel"):
-            result.skip_reason = NO_KERNEL
+        result.skip_reason = skip_reason_of_empty_cell(
+            no_kernel=bool(result.invalid_examples and state.get("no_kernel"))
+        )
+        if result.skip_reason == NO_KERNEL:
             result.message = f"no CPU kernel for {dtype}: the CPU reference has nothing to compare with; {reason}"
         else:
-            result.skip_reason = NO_VALID_CASE
             result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
     result.duration_s = time.monotonic() - started
     return result
@@ -293,7 +294,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
             return None
         state["poisoned"] = True
         return CaseResult(
-            Outcome.DEVICE_ERROR,
+            STICKY,
             r.phase or "forward",
             f"{r.message if sticky_error(backend, r.message) else signature}; this error poisoned the device context, "
             "so the device process was replaced before the next cell",

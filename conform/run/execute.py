@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ from conform.errors import first_line
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
-    TIE_OPS,
     Record,
     bind_arguments,
     compare,
@@ -58,6 +56,7 @@ from conform.judge.compare import (
     tie_gradient_records,
     tie_records,
 )
+from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures
 from conform.judge.tolerances import (
     LeafTolerance,
     gradient_tolerance,
@@ -96,35 +95,6 @@ class CaseResult:
 
 
 # -- error classification ------------------------------------------------------------------
-
-# A device (or the CPU) has no kernel for this op / dtype.
-NOT_IMPLEMENTED_PATTERNS = (
-    r"not implemented for '",
-    r"Could not run '.*' with arguments from the '.*' backend",
-    r"\bno kernel\b",
-    r"is not (currently )?implemented",
-    r"not currently implemented",
-    r"derivative for .* is not implemented",
-    r"does not have a kernel",
-    r"attempted to run this operator with Meta tensors",
-)
-_NOT_IMPLEMENTED_RE = re.compile("|".join(NOT_IMPLEMENTED_PATTERNS), re.IGNORECASE | re.DOTALL)
-
-
-def is_kernel_gap(exc: BaseException) -> bool:
-    """The error says "no kernel for this", not "your input is wrong"."""
-    return isinstance(exc, NotImplementedError) or bool(_NOT_IMPLEMENTED_RE.search(str(exc)))
-
-
-def classify_device_error(exc: BaseException, backend) -> Outcome:
-    text = str(exc)
-    for pat in getattr(backend, "unsupported_dtype_patterns", ()) or ():
-        if pat in text:
-            return Outcome.UNSUPPORTED_DTYPE
-    if is_kernel_gap(exc):
-        return Outcome.NOT_IMPLEMENTED
-    return Outcome.DEVICE_ERROR
-
 
 # -- output size --------------------------------------------------------------------------
 
@@ -280,8 +250,6 @@ def _nondeterminism(op) -> str:
     kind = getattr(op.rules, "nondeterminism", "") or ""
     if not kind and "nondeterministic_seeded" in (op.tags or ()):
         kind = "seeded"
-    if not kind and op.base_name in TIE_OPS:
-        kind = "ties"
     return kind
 
 
@@ -399,7 +367,9 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     nondet = _nondeterminism(op)
     hints = getattr(op.rules, "hints", {}) or {}
     floating = _has_floating_inputs(case)
-    want_golden = floating and not meta_only and nondet not in ("seeded", "uninitialized") and hints.get("golden", True)
+    want_golden = golden_runs(
+        floating=floating, metadata_only=meta_only, nondeterminism=nondet, rule_allows=hints.get("golden", True)
+    )
     # sign of zero only for real dtypes: complex kernels build -0.0 parts from arithmetic the
     # reference does differently (neg of a complex64 zero part), which no contract fixes
     sign = bool(hints.get("sign_of_zero", False)) and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
@@ -532,11 +502,10 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     bad = failures(records)
     if bad:
-        if any(r.kind in oracle.META_KINDS for r in bad):
-            result.outcome = Outcome.META_MISMATCH
-            result.message = "; ".join(r.message for r in bad if r.kind in oracle.META_KINDS)
+        result.outcome = of_failures({r.kind for r in bad}, "forward")
+        if result.outcome is Outcome.META_MISMATCH:
+            result.message = "; ".join(r.message for r in bad if r.kind in META_KINDS)
             return result
-        result.outcome = Outcome.MISMATCH
         result.message = _joined(bad) + v.attribution
         if fallback:
             result.message += f" ({fallback_message(fallback)})"
@@ -685,7 +654,7 @@ class _PassThroughMode(TorchDispatchMode):
 
 
 def _error_result(side: _Side, backend, phase: str) -> CaseResult:
-    outcome = classify_device_error(side.error, backend)
+    outcome = of_error(side.error, backend)
     return CaseResult(outcome, phase, first_line(side.error), traceback=side.traceback)
 
 
@@ -749,7 +718,7 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
         )
         fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
-        outcome = classify_device_error(dev_err, backend)
+        outcome = of_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
     if dev_grads is None:
         return CaseResult(
@@ -829,7 +798,9 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
             r.message = v.finding.message
         return _with_fallback(r, fallback)
-    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", _joined(bad) + v.attribution, finding=finding)
+    result = CaseResult(
+        of_failures({r.kind for r in bad}, "backward"), "backward", _joined(bad) + v.attribution, finding=finding
+    )
     _fill_errors(result, v.records)
     result.device_golden_err, result.ref_golden_err = v.device_golden_err, v.ref_golden_err
     if fallback:

@@ -1,5 +1,5 @@
 """Process isolation: the one way conform starts a process that does device work, the in-flight
-record and hang watchdog of such a process, and the device errors that end one.
+record and hang watchdog of such a process.
 
 The fork-safety rule. Accelerator runtimes do not survive fork() once initialised:
 
@@ -39,8 +39,6 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import torch
 
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 # imported once by the fork server, so that every child starts with them loaded and warm
@@ -220,43 +218,6 @@ class CleanChild:
         if self.conn is not None:
             self.conn.close()
         self.proc = self.conn = None
-
-
-# -- sticky device errors ------------------------------------------------------------------
-
-# Errors after which the device context of the process is unusable: every later call fails too.
-# CUDA: the texts of cudaGetErrorString for the errors the CUDA programming guide calls sticky
-# (cudaErrorAssert, cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress,
-# cudaErrorIllegalInstruction, cudaErrorHardwareStackError, cudaErrorInvalidPc,
-# cudaErrorInvalidAddressSpace, cudaErrorECCUncorrectable), which PyTorch puts after
-# "CUDA error: " (c10/cuda/CUDAException.h C10_CUDA_CHECK -> c10_cuda_check_implementation).
-CUDA_STICKY_ERRORS = (
-    "device-side assert triggered",
-    "an illegal memory access was encountered",
-    "unspecified launch failure",
-    "misaligned address",
-    "an illegal instruction was encountered",
-    "hardware stack error",
-    "invalid program counter",
-    "operation not supported on global/shared address space",
-    "uncorrectable ECC error encountered",
-)
-# XPU (SYCL/Level Zero) reports device losses as "UR_RESULT_ERROR_DEVICE_LOST"; MPS faults end
-# the process instead (a Metal command-buffer error is an abort), which isolation records as crash.
-DEFAULT_STICKY_ERRORS = {"cuda": CUDA_STICKY_ERRORS, "xpu": ("DEVICE_LOST",)}
-
-
-def sticky_error_patterns(backend) -> tuple[str, ...]:
-    """A backend's `sticky_error_patterns` attribute, else the defaults of its device type."""
-    patterns = getattr(backend, "sticky_error_patterns", None)
-    if patterns is None:
-        patterns = DEFAULT_STICKY_ERRORS.get(torch.device(backend.device).type, ())
-    return tuple(patterns)
-
-
-def sticky_error(backend, text: str) -> str:
-    """The sticky-error signature `text` carries, or ""."""
-    return next((p for p in sticky_error_patterns(backend) if p and p in (text or "")), "")
 
 
 # -- in-flight records and the hang watchdog -----------------------------------------------
