@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -65,7 +67,8 @@ def test_cuda_comparisons_run_without_tf32_or_reduced_precision_reductions():
 
 
 def test_cuda_auto_workers_are_capped_per_gpu(monkeypatch):
-    monkeypatch.setattr("conform.cli.main._cpu_count", lambda: 64)
+    # (the string "conform.cli.main" would name the main() function that conform.cli exports)
+    monkeypatch.setattr(sys.modules["conform.cli.main"], "_cpu_count", lambda: 64)
     assert _auto_workers(CUDABackend()) == CUDABackend.workers_per_device == 4
     assert _auto_workers(CPUBackend()) == 64
 
