@@ -31,7 +31,7 @@ from conform.ci import expectations
 from conform.errors import ConformError, first_line
 from conform.outcomes import Outcome
 from conform.store import Store, database_url, queries
-from conform.timing.changes import slowdowns
+from conform.timing.changes import PCT, slowdowns
 
 PASS = Outcome.PASS.value
 
@@ -237,7 +237,7 @@ def _classify(expected: tuple[str, ...], outcome: str) -> str:
     return "changed"
 
 
-def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
+def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = PCT) -> GateResult:
     """Every cell of the current run classified against the baseline (and, between two runs,
     the timing slowdowns): conform.judge.compare compares tensors, this compares runs."""
     result = GateResult(current, baseline)
@@ -304,7 +304,7 @@ def _compare_expectations(result: GateResult, current: RunSide, ex) -> None:
     result.missing_ops = sorted(set(ex.named_ops()) - {op for op, _ in current.cells})
 
 
-def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tuple[list, str]:
+def timing_verdict(base: RunSide, current: RunSide, *, pct: float = PCT) -> tuple[list, str]:
     """The gate's view of timings: the significant slowdowns from the baseline run to this one
     (conform.timing.changes, over each side's own rows, so two databases compare as one does),
     and a note that says what was compared or why nothing could be."""
@@ -594,7 +594,7 @@ def junit_xml(r: GateResult) -> ET.ElementTree:
 
 
 def gate(
-    baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = 0.10
+    baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = PCT
 ) -> GateResult:
     """The Python side of `conform gate`: compare run `run_id` (default: the newest) of `db`
     with `baseline`. ConformError on bad input."""

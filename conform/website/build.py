@@ -23,6 +23,7 @@ import jinja2
 from conform import __version__
 from conform.outcomes import SEVERITY
 from conform.report.declared import BACKEND_KEYS, how_on
+from conform.timing.changes import describe_rule, significant_js
 from conform.website import charts as site_charts
 from conform.website import data as site_data
 from conform.website.data import (
@@ -34,6 +35,7 @@ from conform.website.data import (
     R_SKIP,
     SIZE_ORDER,
     T_DEV,
+    T_DEV_IQR,
     T_NUMEL,
     T_REF,
     SiteData,
@@ -57,7 +59,7 @@ def site_files() -> Path:
     for location in (spec.submodule_search_locations or []) if spec else []:
         if (Path(location) / "templates").is_dir():
             return Path(location)
-    here = Path(__file__).resolve().parent.parent / "site"
+    here = Path(__file__).resolve().parents[2] / "site"  # conform/website/ -> the repository
     if (here / "templates").is_dir():
         return here
     raise FileNotFoundError("conform's site templates are missing (neither conform.sitefiles nor site/ was found)")
@@ -163,7 +165,7 @@ class Builder:
                 diffs=diffs,
                 envs=self.data.envs,
                 title=f"Diff {d.a.short_label} → {d.b.short_label}",
-                threshold=site_data.REGRESSION_RATIO,
+                timing_rule=describe_rule(),
             )
         self.render(
             "diff.html",
@@ -172,7 +174,7 @@ class Builder:
             diffs=diffs,
             envs=self.data.envs,
             title="Diff",
-            threshold=site_data.REGRESSION_RATIO,
+            timing_rule=describe_rule(),
         )
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
         self.render("op.html", "op.html", title="Op")
@@ -357,22 +359,27 @@ class Builder:
             "outcomes": [o.value for o in SEVERITY],
             "failing": sorted(site_data.FAILING_VALUES),
             "families": families,
-            "regression_ratio": site_data.REGRESSION_RATIO,
             "has_timings": data.has_timings(),
             "generated_at": data.generated_at,
         }
         self.write("data/index.js", _js_data("index", index))
 
     def timing_data(self, families: list[dict]) -> None:
-        """Device medians per (op, dtype/size) per column, per family: the diff page's timing
-        regressions for any two columns."""
+        """Device medians and IQRs per (op, dtype/size) per column, per family, and the rule of
+        what counts as a change (conform.timing.changes): the diff page's timing changes for any
+        two columns."""
+        rule = f"{{describe:{json.dumps(describe_rule())},significant:{significant_js()}}}"
+        self.write(
+            "data/timing-rule.js",
+            f'window.CONFORM_DATA=window.CONFORM_DATA||{{}};window.CONFORM_DATA["timing-rule"]={rule};\n',
+        )
         if not self.data.has_timings():
             return
         by_op: dict[int, list] = {}
         for i, e in enumerate(self.data.envs):
             for (op, d, size), t in e.timings.items():
                 if t[T_DEV]:
-                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = t[T_DEV]
+                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = [t[T_DEV], t[T_DEV_IQR] or 0]
         per_family: dict[str, dict] = {}
         for op_id, per_env in by_op.items():
             op = self.data.ops[op_id]
