@@ -422,7 +422,7 @@ def _read_lines(path: Path) -> set[str]:
 def _isolated(qualname: str) -> bool:
     """opdb knows the op kills the process on some inputs (opdb/rules/isolate.toml)."""
     try:
-        return bool((opdb.lookup(qualname).rules.hints or {}).get("isolate"))
+        return opdb.lookup(qualname).rules.hint("isolate")
     except opdb.UnknownOpError:  # an op of another catalog: the run's crash list still applies
         return False
 

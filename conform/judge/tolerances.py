@@ -50,6 +50,7 @@ from collections.abc import Callable
 import torch
 
 from conform.judge.trees import bind_arguments, leaves
+from opdb.hints import hint
 
 # (rtol, atol), exactly torch.testing's defaults
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -122,7 +123,7 @@ def exactly_determined(op, case=None) -> bool:
     in the cases that give that argument."""
     if not getattr(op, "exact", False):
         return False
-    arg = (getattr(getattr(op, "rules", None), "hints", None) or {}).get("exact_only_with")
+    arg = hint(op, "exact_only_with")
     if arg is None or case is None:
         return True
     return bind_arguments(op, case.args, case.kwargs).get(arg) is not None

@@ -38,6 +38,7 @@ from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tenso
 from conform.judge.outcome import META_KINDS
 from conform.judge.tolerances import exactly_determined, is_inexact
 from conform.judge.trees import dense, leaves
+from opdb.hints import hint
 
 # Finding kinds: facts stored with a cell that are not its verdict.
 REFERENCE = "reference"  # the device agrees with the CPU reference; both deviate from float64
@@ -547,7 +548,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         dt = res
     # an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
     # at least the dtype's unit at that magnitude (opdb hint unit_floor)
-    floor = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("unit_floor")
+    floor = hint(phase.op, "unit_floor")
     moved = [
         phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, bit, floor)), torch.float64)
         for bit in (None, 0, 1)

@@ -70,6 +70,7 @@ from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.variants import out_variants
+from opdb.hints import hint
 
 
 @dataclass
@@ -218,7 +219,7 @@ def _unbatched(op, result, args, kwargs):
     """`result`, with a legacy vmap BatchedTensor (what _add_batch_dim returns, opdb hint
     result = "legacy_batched") taken back out by _remove_batch_dim at the op's own level and
     batch dim: outside vmap every other use of it (detach, clone) has no batching rule."""
-    if (getattr(op.rules, "hints", None) or {}).get("result") != "legacy_batched":
+    if hint(op, "result") != "legacy_batched":
         return result
     bound = bind_arguments(op, args, kwargs)
     dim = bound["batch_dim"]
@@ -365,14 +366,13 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     device_is_cpu = torch.device(backend.device).type == "cpu"
     meta_only = bool(getattr(backend, "metadata_only", False))
     nondet = _nondeterminism(op)
-    hints = getattr(op.rules, "hints", {}) or {}
     floating = _has_floating_inputs(case)
     want_golden = golden_runs(
-        floating=floating, metadata_only=meta_only, nondeterminism=nondet, rule_allows=hints.get("golden", True)
+        floating=floating, metadata_only=meta_only, nondeterminism=nondet, rule_allows=hint(op, "golden")
     )
     # sign of zero only for real dtypes: complex kernels build -0.0 parts from arithmetic the
     # reference does differently (neg of a complex64 zero part), which no contract fixes
-    sign = bool(hints.get("sign_of_zero", False)) and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
+    sign = hint(op, "sign_of_zero") and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
 
     ref = _run_side(op, case, to_device=_cpu_copy, device=cpu)
     oversized = _oversized(ref.result) if ref.error is None else ""
@@ -482,7 +482,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         golden_wanted=golden is not None,
         # output strides against the reference's, unless a rule says the backend chooses them
         layout=(lambda a, want: _layout_records(op, case, backend, a, want))
-        if dtype_checked and hints.get("strides", True)
+        if dtype_checked and hint(op, "strides")
         else None,
     )
     phase.preset_golden(_observed(golden))
