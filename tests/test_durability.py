@@ -228,7 +228,8 @@ def test_ctrl_c_the_moment_the_run_is_started_or_resumed_leaves_it_interrupted(t
     # as "conform: interrupted" and leave the run `running` (1 of 3 CI runs of the test above).
     (tmp_path / "sigint_at_start.py").write_text(
         "import signal, sys\n"
-        "from conform import cli, interrupts, plugin\n"
+        "from conform import cli, plugin\n"
+        "from conform.run import interrupts\n"
         "built = plugin.Controller.__init__\n"
         "def init(self, *a, **k):\n"
         "    built(self, *a, **k)\n"
