@@ -52,6 +52,7 @@ from conform.run.execute import is_plain_cpu
 from conform.run.isolation import (
     ChildDied,
     CleanChild,
+    InFlight,
     IsolationError,
     Monitor,
     killed_for_time,
@@ -433,16 +434,16 @@ def _op_base(qualname: str) -> str:
     return qualname.split(".", 1)[0]
 
 
-def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> CellResult:
+def died_result(cell, inflight: InFlight | None, device: str | None, detail: str = "") -> CellResult:
     """A cell whose process died: `crash`, or `timeout` when the in-flight record says a watchdog
     ended it, with the case that was running."""
     r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
-    if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle"):
-        r.case = inflight.get("case")
-        desc = inflight.get("describe", "")
+    if inflight and inflight.running(cell):
+        r.case = inflight.case
+        desc = inflight.describe
         r.outcome = of_death(inflight).value
         if r.outcome == Outcome.TIMEOUT.value:
-            r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
+            r.message = f"case did not finish within {inflight.limit_s} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
         if reference_death(inflight):
@@ -456,17 +457,17 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
     return r
 
 
-def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
+def _reference_died(r: CellResult, inflight: InFlight, detail: str) -> CellResult:
     """The CPU reference or float64 golden, not the device, killed (or hung) the process: the
     record names a side only where the device under test is not the CPU (conform.run.cell). The
     device is not blamed: the cell is what its completed cases said, with a reference finding
     naming the case; skipped (REFERENCE_CRASH) if none had passed. A cell that had already
     failed stays `crash`: its failure died with the process."""
-    side = "float64 golden" if inflight["side"] == "golden" else "reference"
+    side = "float64 golden" if inflight.side == "golden" else "reference"
     what = "hung" if r.outcome == Outcome.TIMEOUT.value else f"died {detail}".strip()
-    message = f"the CPU {side} {what} on {inflight.get('describe', '')}; the device is not to blame"
-    passed = int(inflight.get("passed") or 0)
-    r.findings = [Finding(REFERENCE, inflight.get("phase") or "forward", message).to_dict()]
+    message = f"the CPU {side} {what} on {inflight.describe}; the device is not to blame"
+    passed = int(inflight.passed or 0)
+    r.findings = [Finding(REFERENCE, inflight.phase or "forward", message).to_dict()]
     r.case = None  # (a stored case makes a failure row: this is no failure of the device)
     outcome, r.skip_reason = of_reference_death(passed)
     r.outcome = outcome.value
@@ -576,19 +577,19 @@ class WorkerContext:
         except ChildDied as e:
             inflight = read_record(self.inflight)
             mark_idle(self.inflight)
-            if inflight and inflight.get("timeout") and not killed_for_time(e.exitcode):
+            if inflight and inflight.timeout and not killed_for_time(e.exitcode):
                 # it died of its own (an abort still dumping core when the monitor looked)
-                inflight = {k: v for k, v in inflight.items() if k != "timeout"}
-            if child is self.device and _in_case(inflight, cell):
+                inflight = dataclasses.replace(inflight, timeout=False)
+            if child is self.device and inflight and inflight.running(cell):
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
                 self._remember_crash(cell[0])
             result = died_result(cell, inflight, self.device_name, f"({e})")
             # also after a case had failed: its failure died with the process (a shrink step the
             # reference crashed on), and drawn again without that case it is found and shrunk
-            if not (inflight and inflight.get("side") in ("reference", "golden")):
+            if not (inflight and inflight.side in ("reference", "golden")):
                 return result, None
-            return result, {} if inflight.get("timeout") else inflight.get("case") or {}
+            return result, {} if inflight.timeout else inflight.case or {}
         if poisoned:
             child.kill()  # a fresh device process serves the next cell
         return result, None
@@ -618,10 +619,6 @@ class WorkerContext:
 
     def close(self) -> None:
         self.device.close()
-
-
-def _in_case(inflight: dict | None, cell) -> bool:
-    return bool(inflight) and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle")
 
 
 def pytest_generate_tests(metafunc):

@@ -123,14 +123,12 @@ def test_a_bool_negative_view_is_read_by_what_it_stores(tmp_path):
 
 def test_a_death_inside_the_generators_functional_call_keeps_that_calls_case_and_script():
     from conform.plugin import died_result
+    from conform.run.isolation import InFlight
 
     functional = Case("aten::_chunk_cat", (), {"tensors": [T((), "bool", seed=1)], "dim": 0, "num_chunks": 1})
-    record = {
-        "op": "aten::_chunk_cat.out",
-        "dtype": "bool",
-        "case": functional.to_json(),
-        "describe": functional.describe(),
-    }
+    record = InFlight(
+        op="aten::_chunk_cat.out", dtype="bool", case=functional.to_json(), describe=functional.describe()
+    )
     r = died_result(("aten::_chunk_cat.out", "bool"), record, "cpu")
     assert r.outcome == "crash" and "torch.ops.aten._chunk_cat.default(" in r.repro
 

@@ -106,17 +106,17 @@ def sticky_error(backend, text: str) -> str:
 # -- from a process's death ----------------------------------------------------------------------
 
 
-def of_death(inflight: dict | None) -> Outcome:
-    """A process died with a case in flight: timeout when its record says a watchdog ended it,
-    else crash."""
-    return Outcome.TIMEOUT if inflight and inflight.get("timeout") else Outcome.CRASH
+def of_death(inflight) -> Outcome:
+    """A process died with a case in flight (conform.run.isolation.InFlight): timeout when its
+    record says a watchdog ended it, else crash."""
+    return Outcome.TIMEOUT if inflight and inflight.timeout else Outcome.CRASH
 
 
-def reference_death(inflight: dict | None) -> bool:
+def reference_death(inflight) -> bool:
     """The record says the CPU reference or float64 golden, not the device, was running when the
     process died, and no case had failed yet (the record names a side only where the device under
     test is not the CPU)."""
-    return bool(inflight) and inflight.get("side") in ("reference", "golden") and not inflight.get("failed")
+    return bool(inflight) and inflight.side in ("reference", "golden") and not inflight.failed
 
 
 def of_reference_death(passed: int) -> tuple[Outcome, str]:
