@@ -1,4 +1,4 @@
-"""The outcome of a cell (op x dtype on one environment), as DESIGN.md defines them."""
+"""The outcome of a cell (op x dtype on one environment), and why a skipped cell ran nothing."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ import saying why it is not at the top."""
 
 import ast
 import pathlib
+import re
 
 from test_generators_structure import cycles
 
@@ -119,3 +120,26 @@ def test_the_checks_see_what_they_look_for():
         "click",
     }
     assert cycles(import_graph("conform") | {"conform.run.cell": {"conform.run.forkserver"}}) != []
+
+
+def verdict_rule_clauses(text: str) -> set[str]:
+    """'4' and '4b' for each numbered section and lettered item of docs/verdict-rule.md."""
+    clauses, section = set(), None
+    for line in text.splitlines():
+        if m := re.match(r"## (\d+)\. ", line):
+            section = m.group(1)
+            clauses.add(section)
+        elif section and (m := re.match(r"- \(([a-z])\) ", line)):
+            clauses.add(section + m.group(1))
+    return clauses
+
+
+def test_rule_labels_in_the_code_name_clauses_of_the_verdict_rule():
+    clauses = verdict_rule_clauses((ROOT / "docs/verdict-rule.md").read_text())
+    assert {"1", "1a", "4g", "5f", "8e"} <= clauses
+    labels = {}
+    for p in sorted((ROOT / "conform").glob("**/*.py")):
+        for m in re.finditer(r"rules? \((\d+[a-z]?)\)", p.read_text()):
+            labels.setdefault(m.group(1), str(p.relative_to(ROOT)))
+    assert len(labels) >= 20
+    assert {label: where for label, where in labels.items() if label not in clauses} == {}

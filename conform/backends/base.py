@@ -1,4 +1,4 @@
-"""The backend protocol: the device under test, as DESIGN.md defines it.
+"""The backend protocol: the device under test.
 
 A backend is any object with these attributes; `Backend` is a convenient base class, not a
 requirement (third-party objects from `--device module:attr` or the `conform.backends`

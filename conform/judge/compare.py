@@ -543,7 +543,7 @@ def summary(records: list[Record]) -> dict[str, float | None]:
 AMBIGUOUS_OUTPUTS = {
     "linalg_eig": ({0, 1}, {"eigenvalues", "eigenvectors"}),
     "linalg_eigvals": ({0}, {"out"}),
-    "_linalg_eigvals": ({0}, set()),  # linalg_eigvals' private kernel: the same order (seed 15's alarm)
+    "_linalg_eigvals": ({0}, set()),  # linalg_eigvals' private kernel: no defined order either
     "linalg_eigh": ({1}, {"eigvecs", "eigenvectors"}),
     "_linalg_eigh": ({1}, {"eigenvectors"}),
     "linalg_svd": ({0, 2}, {"U", "Vh"}),

@@ -1,7 +1,7 @@
 """Run one case on the reference and on the device under test, and judge it.
 
 `run_case(op, case, backend)` is the whole contract: it never raises (except
-KeyboardInterrupt / SystemExit) and returns a `CaseResult` whose `outcome` is one of DESIGN.md's.
+KeyboardInterrupt / SystemExit) and returns a `CaseResult` whose `outcome` is a conform.outcomes.Outcome.
 
 Sides. Every case runs on up to three sides, each with freshly materialised tensors so that
 nothing (in-place results, out= tensors, autograd graphs) is shared:
@@ -11,7 +11,7 @@ nothing (in-place results, out= tensors, autograd graphs) is shared:
   expectation when the device under test is the plain CPU, and the judge where an accelerator
   and the CPU disagree (or the CPU deviates: a reference finding). The verdict rule itself, with
   its second opinions, the case's conditioning and the kernel's self-consistency, lives in
-  conform/oracle.py; this module runs the sides and hands them over.
+  conform.judge.verdict; this module runs the sides and hands them over.
 * ``device``: the backend under test, materialised with ``case.materialize(backend.to_device,
   backend.device)``.
 
