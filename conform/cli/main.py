@@ -362,6 +362,7 @@ def report(fmt, run_id, db):
 def main(argv=None) -> None:
     interrupts.install()
     try:
+        interrupts.check()  # one that came while the command was being loaded (conform.cli.main)
         _main(argv)
     except KeyboardInterrupt:  # also while torch is still being imported
         signal.signal(
