@@ -1,5 +1,6 @@
-"""The one mapping to an outcome: from a case's failing comparison records, from an error the
-device raised, from a process's death, and from a cell that ran no case (its skip reason).
+"""The one mapping to an outcome (rule 10 of docs/verdict-rule.md): from a case's failing
+comparison records, from an error the device raised, from a process's death, and from a cell
+that ran no case (its skip reason).
 
 Light on purpose (no torch): the worker, the controller and the reports all read it.
 """
@@ -18,7 +19,7 @@ from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, NO_VALID_CASE, REFERENCE
 META_KINDS = frozenset({"structure", "shape", "dtype", "strides", "error"})
 
 
-def of_failures(kinds: Iterable[str], phase: str) -> Outcome:
+def of_failures(kinds: Iterable[str], phase: str) -> Outcome:  # rule (10d)
     """A case whose comparison failed with records of these kinds: in the backward phase a
     grad_mismatch; in the forward phase a meta_mismatch if the form is wrong, else a mismatch."""
     if phase == "backward":
@@ -53,7 +54,7 @@ def is_kernel_gap(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError) or bool(_NOT_IMPLEMENTED_RE.search(str(exc)))
 
 
-def of_error(exc: BaseException, backend) -> Outcome:
+def of_error(exc: BaseException, backend) -> Outcome:  # rule (10c)
     """The device raised where the reference did not: unsupported_dtype (the backend's own
     patterns), not_implemented (a kernel gap), else device_error."""
     text = str(exc)
@@ -106,7 +107,7 @@ def sticky_error(backend, text: str) -> str:
 # -- from a process's death ----------------------------------------------------------------------
 
 
-def of_death(inflight) -> Outcome:
+def of_death(inflight) -> Outcome:  # rule (10e)
     """A process died with a case in flight (conform.run.isolation.InFlight): timeout when its
     record says a watchdog ended it, else crash."""
     return Outcome.TIMEOUT if inflight and inflight.timeout else Outcome.CRASH
@@ -133,7 +134,7 @@ def skip_reason_of_case(outcome: str | Outcome) -> str:
     return INTERNAL_ERROR if Outcome(outcome) is Outcome.SKIPPED else ""
 
 
-def skip_reason_of_empty_cell(*, no_kernel: bool) -> str:
+def skip_reason_of_empty_cell(*, no_kernel: bool) -> str:  # rule (10f)
     """A cell that ran no valid case: the CPU reference has no kernel for its dtype, or no
     generated input was valid."""
     return NO_KERNEL if no_kernel else NO_VALID_CASE

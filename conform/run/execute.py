@@ -1,29 +1,14 @@
 """Run one case on the reference and on the device under test, and judge it.
 
-`run_case(op, case, backend)` is the whole contract: it never raises (except
-KeyboardInterrupt / SystemExit) and returns a `CaseResult` whose `outcome` is a conform.outcomes.Outcome.
+`run_case(op, case, backend)` never raises (except KeyboardInterrupt / SystemExit) and returns a
+`CaseResult` with a conform.outcomes.Outcome. Every case runs on up to three sides, each with
+freshly materialised tensors so that nothing (in-place results, out= tensors, autograd graphs)
+is shared: ``ref`` (the CPU in the case's dtypes), ``golden`` (the CPU in float64, for floating
+inputs) and ``device`` (the backend under test). The verdict rule (docs/verdict-rule.md) lives
+in conform.judge; this module runs the sides and hands them over.
 
-Sides. Every case runs on up to three sides, each with freshly materialised tensors so that
-nothing (in-place results, out= tensors, autograd graphs) is shared:
-
-* ``ref``: the CPU, in the case's own dtypes. It decides whether the input is valid at all.
-* ``golden``: the CPU in float64 (complex128), for cases with floating inputs. It is the
-  expectation when the device under test is the plain CPU, and the judge where an accelerator
-  and the CPU disagree (or the CPU deviates: a reference finding). The verdict rule itself, with
-  its second opinions, the case's conditioning and the kernel's self-consistency, lives in
-  conform.judge.verdict; this module runs the sides and hands them over.
-* ``device``: the backend under test, materialised with ``case.materialize(backend.to_device,
-  backend.device)``.
-
-Validity. If the reference raises and so does the device, the case is not a valid case
-(``invalid=True``, outcome pass, not counted). If the reference raises and the device does not,
-the device is ``missing_error`` — unless the reference's error is a kernel gap of the CPU
-("not implemented for 'Half'"): then golden float64 stands in as the reference.
-
-Optional backend hook: ``backend.device_context()`` returning a context manager, entered around
-everything run_case does on the device side (materialising, the op, synchronising, backward).
-Backends that inject faults (tests/faulty.py) or set device-specific modes use it; backends
-without it are unaffected.
+A backend's optional ``device_context()`` returns a context manager entered around everything
+done on the device side (materialising, the op, synchronising, backward).
 """
 
 from __future__ import annotations
@@ -403,7 +388,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     # -- validity and errors -----------------------------------------------------------------
     ref_result, ref_written = ref.result, ref.written
     dtype_checked = True
-    if ref.error is not None:
+    if ref.error is not None:  # rules (10a), (10b)
         gap = is_kernel_gap(ref.error) and golden is not None
         if dev.error is not None:
             if gap and device_is_cpu:
@@ -430,7 +415,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             return CaseResult(
                 Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True
             )
-    elif dev.error is not None:
+    elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
 
     fallback = dev.fallback or []
