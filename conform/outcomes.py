@@ -1,4 +1,4 @@
-"""The outcome of a cell (op x dtype on one environment), as DESIGN.md defines them."""
+"""The outcome of a cell (op x dtype on one environment), and why a skipped cell ran nothing."""
 
 from __future__ import annotations
 
@@ -45,3 +45,13 @@ FAILING = frozenset(SEVERITY) - {Outcome.PASS, Outcome.SKIPPED}
 def worst(outcomes) -> Outcome:
     rank = {o: i for i, o in enumerate(SEVERITY)}
     return min((Outcome(o) for o in outcomes), key=rank.__getitem__, default=Outcome.SKIPPED)
+
+
+# Why a skipped cell ran nothing: the CPU reference has no kernel for the cell's dtype ("not
+# implemented for 'Bool'": nothing to compare with, whatever the inputs), no generated input was
+# valid, the op is untestable by rule, or conform itself failed.
+NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
+# Or the CPU reference (or golden) killed the process before any case passed, on a device that
+# is not the CPU (conform.plugin.died_result): nothing was learnt, and the device is not to blame.
+REFERENCE_CRASH = "reference_crash"
+SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR, REFERENCE_CRASH)

@@ -29,17 +29,40 @@ import dataclasses
 import json
 import random
 import re
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+from tqdm import tqdm
 
-from conform import __version__
+import opdb
+from conform import __version__, backends, environment
 from conform.config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
 from conform.errors import ConformError
+from conform.judge.outcome import of_death, of_reference_death, reference_death
+from conform.judge.verdict import REFERENCE, Finding
 from conform.outcomes import Outcome
+from conform.report.repro import repro_script
 from conform.results import CellResult
-from conform.run import interrupts
+from conform.run import interrupts, selection
+from conform.run.cell import cell_process
+from conform.run.execute import is_plain_cpu
+from conform.run.isolation import (
+    ChildDied,
+    CleanChild,
+    InFlight,
+    IsolationError,
+    Monitor,
+    killed_for_time,
+    mark_idle,
+    read_record,
+    start_server,
+)
+from conform.store import Store
+from generators.case import Case
+from opdb import UnknownOpError
 
 PROPERTY = "conform"
 CONTROLLER = "conform-controller"  # the Controller's name in the plugin manager
@@ -191,11 +214,6 @@ class Controller:
         return interrupts.seen()
 
     def _start(self, config: RunConfig):
-        from conform import backends, environment
-        from conform.run import selection
-        from conform.store import Store
-        from opdb import UnknownOpError
-
         self.run_id = None
         workdir = Path(config.workdir)
         resume = config.resume
@@ -215,8 +233,6 @@ class Controller:
         except UnknownOpError as e:
             raise ConformError(str(e)) from None
         if config.dtypes is None:
-            from conform.run.execute import is_plain_cpu
-
             # (a third-party backend on the cpu device computes its own float64: it keeps it)
             config = dataclasses.replace(
                 config, dtypes=",".join(CPU_DEFAULT_DTYPES if is_plain_cpu(self.backend) else DEFAULT_DTYPES)
@@ -228,8 +244,6 @@ class Controller:
         self.config = config = dataclasses.replace(
             config, cell=dataclasses.replace(config.cell, seed=config.seed, hypothesis_db=str(workdir / "hypothesis"))
         )
-        import opdb
-
         catalog = opdb.catalog()
         self.planned = len(cells)
         if resume:
@@ -270,8 +284,6 @@ class Controller:
             crashers=str(crashers.absolute()),
             memory_limit=config.memory_limit_bytes(self.backend.device.type),
         )
-        from conform.run.isolation import Monitor
-
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
         self.stored = 0  # cells of the run in the store, this session's and earlier ones'
@@ -291,8 +303,6 @@ class Controller:
     def pytest_sessionstart(self, session):
         self.session = session
         if self.config.progress:
-            from tqdm import tqdm
-
             self.progress = tqdm(
                 total=len(self.cells), unit="cell", dynamic_ncols=True, file=sys.stderr, smoothing=0.05
             )
@@ -359,8 +369,6 @@ class Controller:
         """The result of a cell whose worker died: `crash`, or `timeout` if a watchdog killed it.
         Not remembered as the op's crash: workers run no device work themselves (their clean
         device processes do, and a worker remembers the crashes of those)."""
-        from conform.run.isolation import read_record
-
         cell = _cell_of_nodeid(report.nodeid)
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "") or "main"
         # the repro names the device tested, also when it was chosen automatically
@@ -402,8 +410,6 @@ PLAN = "plan.json"
 
 
 def _torch_version() -> str:
-    import torch
-
     return torch.__version__
 
 
@@ -416,10 +422,8 @@ def _read_lines(path: Path) -> set[str]:
 
 def _isolated(qualname: str) -> bool:
     """opdb knows the op kills the process on some inputs (opdb/rules/isolate.toml)."""
-    import opdb
-
     try:
-        return bool((opdb.lookup(qualname).rules.hints or {}).get("isolate"))
+        return opdb.lookup(qualname).rules.hint("isolate")
     except opdb.UnknownOpError:  # an op of another catalog: the run's crash list still applies
         return False
 
@@ -430,16 +434,16 @@ def _op_base(qualname: str) -> str:
     return qualname.split(".", 1)[0]
 
 
-def died_result(cell, inflight: dict | None, device: str | None, detail: str = "") -> CellResult:
+def died_result(cell, inflight: InFlight | None, device: str | None, detail: str = "") -> CellResult:
     """A cell whose process died: `crash`, or `timeout` when the in-flight record says a watchdog
     ended it, with the case that was running."""
     r = CellResult(op=cell[0], dtype=cell[1], outcome=Outcome.CRASH.value)
-    if inflight and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle"):
-        r.case = inflight.get("case")
-        desc = inflight.get("describe", "")
-        if inflight.get("timeout"):
-            r.outcome = Outcome.TIMEOUT.value
-            r.message = f"case did not finish within {inflight.get('limit_s')} s: {desc}"
+    if inflight and inflight.running(cell):
+        r.case = inflight.case
+        desc = inflight.describe
+        r.outcome = of_death(inflight).value
+        if r.outcome == Outcome.TIMEOUT.value:
+            r.message = f"case did not finish within {inflight.limit_s} s: {desc}"
         else:
             r.message = f"the process died while running {desc}"
         if reference_death(inflight):
@@ -453,43 +457,30 @@ def died_result(cell, inflight: dict | None, device: str | None, detail: str = "
     return r
 
 
-def reference_death(inflight: dict | None) -> bool:
-    """The record says the CPU reference or float64 golden, not the device, was running when the
-    process died, and no case had failed yet (the record names a side only where the device under
-    test is not the CPU, conform.run.cell)."""
-    return bool(inflight) and inflight.get("side") in ("reference", "golden") and not inflight.get("failed")
-
-
-def _reference_died(r: CellResult, inflight: dict, detail: str) -> CellResult:
+def _reference_died(r: CellResult, inflight: InFlight, detail: str) -> CellResult:
     """The CPU reference or float64 golden, not the device, killed (or hung) the process: the
     record names a side only where the device under test is not the CPU (conform.run.cell). The
     device is not blamed: the cell is what its completed cases said, with a reference finding
     naming the case; skipped (REFERENCE_CRASH) if none had passed. A cell that had already
     failed stays `crash`: its failure died with the process."""
-    from conform.judge.verdict import REFERENCE, Finding
-    from conform.run.cell import REFERENCE_CRASH
-
-    side = "float64 golden" if inflight["side"] == "golden" else "reference"
+    side = "float64 golden" if inflight.side == "golden" else "reference"
     what = "hung" if r.outcome == Outcome.TIMEOUT.value else f"died {detail}".strip()
-    message = f"the CPU {side} {what} on {inflight.get('describe', '')}; the device is not to blame"
-    passed = int(inflight.get("passed") or 0)
-    r.findings = [Finding(REFERENCE, inflight.get("phase") or "forward", message).to_dict()]
+    message = f"the CPU {side} {what} on {inflight.describe}; the device is not to blame"
+    passed = int(inflight.passed or 0)
+    r.findings = [Finding(REFERENCE, inflight.phase or "forward", message).to_dict()]
     r.case = None  # (a stored case makes a failure row: this is no failure of the device)
+    outcome, r.skip_reason = of_reference_death(passed)
+    r.outcome = outcome.value
     if passed:
-        r.outcome, r.examples_run, r.examples_passed = Outcome.PASS.value, passed, passed
+        r.examples_run = r.examples_passed = passed
         r.message = f"{passed} examples passed; then {message}"
     else:
-        r.outcome, r.skip_reason = Outcome.SKIPPED.value, REFERENCE_CRASH
         r.message = message
     return r
 
 
 def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
     try:
-        import opdb
-        from conform.report.repro import repro_script
-        from generators.case import Case
-
         return repro_script(opdb.lookup(op_name), Case.from_json(case_json), device)
     except Exception:
         return ""
@@ -528,8 +519,6 @@ class WorkerContext:
     process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
     def __init__(self, setup: WorkerSetup, worker_id: str):
-        from conform.run.isolation import start_server
-
         start_server(setup.config.device)  # it imports in the background
         self.rundir = Path(setup.run_dir)
         self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
@@ -542,9 +531,6 @@ class WorkerContext:
         self._crashed: set[str] = set()
 
     def _child(self, name: str):
-        from conform.run.cell import cell_process
-        from conform.run.isolation import CleanChild
-
         return CleanChild(cell_process, self.child_args, name=name)
 
     def run(self, cell) -> CellResult:
@@ -583,8 +569,6 @@ class WorkerContext:
     def _run_once(self, child, cell, excluded: list) -> tuple[CellResult, dict | None]:
         """The cell's result, and, where the CPU reference killed the process, the case it died on
         ({} if it hung: a hang is not drawn again, since it costs its time limit each time)."""
-        from conform.run.isolation import ChildDied, IsolationError, killed_for_time, mark_idle, read_record
-
         try:
             result, poisoned = child.call((*cell, excluded) if excluded else tuple(cell))
         except IsolationError as e:
@@ -593,19 +577,19 @@ class WorkerContext:
         except ChildDied as e:
             inflight = read_record(self.inflight)
             mark_idle(self.inflight)
-            if inflight and inflight.get("timeout") and not killed_for_time(e.exitcode):
+            if inflight and inflight.timeout and not killed_for_time(e.exitcode):
                 # it died of its own (an abort still dumping core when the monitor looked)
-                inflight = {k: v for k, v in inflight.items() if k != "timeout"}
-            if child is self.device and _in_case(inflight, cell):
+                inflight = dataclasses.replace(inflight, timeout=False)
+            if child is self.device and inflight and inflight.running(cell):
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
                 self._remember_crash(cell[0])
             result = died_result(cell, inflight, self.device_name, f"({e})")
             # also after a case had failed: its failure died with the process (a shrink step the
             # reference crashed on), and drawn again without that case it is found and shrunk
-            if not (inflight and inflight.get("side") in ("reference", "golden")):
+            if not (inflight and inflight.side in ("reference", "golden")):
                 return result, None
-            return result, {} if inflight.get("timeout") else inflight.get("case") or {}
+            return result, {} if inflight.timeout else inflight.case or {}
         if poisoned:
             child.kill()  # a fresh device process serves the next cell
         return result, None
@@ -635,10 +619,6 @@ class WorkerContext:
 
     def close(self) -> None:
         self.device.close()
-
-
-def _in_case(inflight: dict | None, cell) -> bool:
-    return bool(inflight) and (inflight.get("op"), inflight.get("dtype")) == tuple(cell) and not inflight.get("idle")
 
 
 def pytest_generate_tests(metafunc):
@@ -673,6 +653,4 @@ def pytest_unconfigure(config):
         # an xdist worker with its cells done: a Ctrl-C to the process group is the controller's
         # to handle, and here it would only land in the interpreter's teardown (torch.library's
         # atexit finalizers) and print a traceback over the run's last lines
-        import signal
-
         signal.signal(signal.SIGINT, signal.SIG_IGN)

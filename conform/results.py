@@ -41,7 +41,7 @@ class CellResult:
     findings: list = field(
         default_factory=list
     )  # conform.judge.verdict.Finding dicts, the first of each kind and phase
-    skip_reason: str = ""  # for a skipped cell: one of conform.run.cell.SKIP_REASONS
+    skip_reason: str = ""  # for a skipped cell: one of conform.outcomes.SKIP_REASONS
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -47,6 +47,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from opdb.hints import problems as hint_problems
 from opdb.spec import OpRules, Tolerance
 
 RULES_DIR = Path(__file__).with_name("rules")
@@ -124,7 +125,25 @@ def _glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def _validate(source: str, key: str, fields: Any) -> dict[str, Any]:
+def _line_of(text: str, key: str, field: str = "") -> int:
+    """The line (from 1) of table `key` in a rules file's text, or of `field` within it; 0 if not found
+    (tomllib gives values, not positions)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[") and key in line), None)
+    if start is None:
+        return 0
+    if not field:
+        return start + 1
+    assign = re.compile(r"(^|[{,.\s])" + re.escape(field) + r"\s*=")
+    for i in range(start + 1, len(lines)):
+        if lines[i].lstrip().startswith("["):
+            break
+        if assign.search(lines[i]):
+            return i + 1
+    return start + 1
+
+
+def _validate(source: str, key: str, fields: Any, text: str = "") -> dict[str, Any]:
     where = f"{source}: [{key!r}]"
     if not isinstance(fields, dict):
         raise RulesError(f"{where} must be a table")
@@ -157,8 +176,9 @@ def _validate(source: str, key: str, fields: Any) -> dict[str, Any]:
             raise RulesError(f"{where}: tolerances need a tolerance_reason")
     if "exact" in out and not isinstance(out["exact"], bool):
         raise RulesError(f"{where}: exact must be true or false")
-    if "hints" in out and not isinstance(out["hints"], dict):
-        raise RulesError(f"{where}: hints must be a table")
+    for field, problem in hint_problems(out["hints"]) if "hints" in out else ():
+        line = _line_of(text, key, field or "hints")
+        raise RulesError(f"{source}:{line}: [{key!r}]: {problem}" if line else f"{where}: {problem}")
     return out
 
 
@@ -167,11 +187,12 @@ def load_entries(directory: Path | str = RULES_DIR) -> tuple[RuleEntry, ...]:
     entries: list[RuleEntry] = []
     for path in sorted(Path(directory).glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise RulesError(f"{path.name}: {e}") from None
         for key, fields in data.items():
-            checked = _validate(path.name, key, fields)
+            checked = _validate(path.name, key, fields, text)
             order = len(entries)
             entries.extend(RuleEntry(p, checked, path.name, order, key) for p in expand_braces(key))
     return tuple(entries)

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from opdb.hints import hint
+
 VARIANTS = ("functional", "inplace", "out")
 
 
@@ -83,11 +85,16 @@ class OpRules:
     nondeterminism: str = ""
     # set when conform cannot meaningfully test the op; the reason is shown to users
     untestable: str = ""
-    # free-form hints for generators (family-specific keys); JSON-able values only
+    # hints to conform and generators: the keys and types of opdb.hints.HINTS (checked at load),
+    # and "reasons" (field -> the entry's reason); read them with `hint(name)`
     hints: dict[str, Any] = field(default_factory=dict)
     # True/False: the op's floating results are (are not) exactly determined by its inputs, so
     # they are compared exactly; None: derived from the op's family and name (opdb.families.exact_by_default)
     exact: bool | None = None
+
+    def hint(self, name: str) -> Any:
+        """The hint `name` (opdb.hints.HINTS): this rule's value, else its default."""
+        return hint(self, name)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

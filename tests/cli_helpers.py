@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -37,7 +38,10 @@ def conform(*args, cwd, timeout=300, check=False) -> subprocess.CompletedProcess
     return proc
 
 
-def popen_conform(*args, cwd) -> subprocess.Popen:
+def popen_conform(*args, cwd, sigint_blocked: bool = False) -> subprocess.Popen:
+    """`conform ARGS` in its own process group. With `sigint_blocked`, it starts with SIGINT
+    blocked, so that one sent while the interpreter itself starts (before any of conform's code
+    can take it) waits for conform's handler instead of killing the process."""
     cmd = _command(args)
     return subprocess.Popen(
         cmd,
@@ -47,6 +51,7 @@ def popen_conform(*args, cwd) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})) if sigint_blocked else None,
     )
 
 

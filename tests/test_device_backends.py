@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -9,9 +11,9 @@ from conform.backends import CPUBackend, CUDABackend, MPSBackend
 from conform.backends.builtin import cuda_comparison_mode
 from conform.cli.main import _auto_workers
 from conform.environment import capture
+from conform.judge.outcome import of_error as classify_device_error
 from conform.outcomes import Outcome
 from conform.run.dispatch import tracer_for
-from conform.run.execute import classify_device_error
 
 
 @pytest.mark.parametrize(
@@ -65,7 +67,8 @@ def test_cuda_comparisons_run_without_tf32_or_reduced_precision_reductions():
 
 
 def test_cuda_auto_workers_are_capped_per_gpu(monkeypatch):
-    monkeypatch.setattr("conform.cli.main._cpu_count", lambda: 64)
+    # (the string "conform.cli.main" would name the main() function that conform.cli exports)
+    monkeypatch.setattr(sys.modules["conform.cli.main"], "_cpu_count", lambda: 64)
     assert _auto_workers(CUDABackend()) == CUDABackend.workers_per_device == 4
     assert _auto_workers(CPUBackend()) == 64
 

@@ -1,6 +1,7 @@
 """Process isolation on devices that do not survive fork() and errors that poison a device
 context, with the Python stand-ins of isolation_backends.py."""
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -256,18 +257,42 @@ def test_the_cpu_references_own_crash_is_not_the_devices(tmp_path):
 
 
 def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
+    from dataclasses import replace
+
     from conform.plugin import died_result
+    from conform.run.isolation import InFlight
 
     cell = ("aten::div.Tensor_mode", "int32")
-    record = {"op": cell[0], "dtype": cell[1], "case": None, "describe": "div(INT_MIN, -1)", "passed": 3}
-    r = died_result(cell, {**record, "side": "reference", "failed": False}, "mps", "(signal 8)")
+    record = InFlight(op=cell[0], dtype=cell[1], describe="div(INT_MIN, -1)", passed=3)
+    r = died_result(cell, replace(record, side="reference"), "mps", "(signal 8)")
     assert (r.outcome, r.examples_passed, r.case) == ("pass", 3, None)
     assert r.findings[0]["kind"] == "reference" and "died (signal 8) on div(INT_MIN, -1)" in r.findings[0]["message"]
-    r = died_result(cell, {**record, "side": "golden", "passed": 0, "timeout": True, "limit_s": 5}, "mps")
+    r = died_result(cell, replace(record, side="golden", passed=0, timeout=True, limit_s=5), "mps")
     assert (r.outcome, r.skip_reason) == ("skipped", "reference_crash") and "float64 golden hung" in r.message
     # the device's own death, or one after the device had failed a case, stays its crash
-    assert died_result(cell, {**record, "side": "device"}, "mps", "(signal 11)").outcome == "crash"
-    assert died_result(cell, {**record, "side": "reference", "failed": True}, "mps").outcome == "crash"
+    assert died_result(cell, replace(record, side="device"), "mps", "(signal 11)").outcome == "crash"
+    assert died_result(cell, replace(record, side="reference", failed=True), "mps").outcome == "crash"
+
+
+def test_the_in_flight_record_round_trips_and_writes_only_what_is_set(tmp_path):
+    from conform.run.isolation import InFlight, mark_idle, read_record
+
+    record = InFlight(op="aten::abs", dtype="float32", case={"op": "aten::abs"}, passed=2, side="golden", timeout=True)
+    assert record.to_dict() == {
+        "op": "aten::abs",
+        "dtype": "float32",
+        "case": {"op": "aten::abs"},
+        "passed": 2,
+        "side": "golden",
+        "timeout": True,
+    }
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({**record.to_dict(), "from_a_newer_conform": 1}))
+    assert read_record(path) == record  # an unknown key is ignored
+    mark_idle(path)
+    assert json.loads(path.read_text()) == {"op": "aten::abs", "dtype": "float32", "idle": True}
+    path.write_text('{"op": "aten::ab')  # caught half-written
+    assert read_record(path) is None
 
 
 def test_a_failure_whose_shrinking_the_cpu_reference_kills_is_still_reported(tmp_path):

@@ -222,6 +222,26 @@ def test_rules_files_reject_mistakes(tmp_path):
         load_entries(tmp_path)
 
 
+def test_a_misspelt_or_mistyped_hint_fails_at_load_with_file_and_line(tmp_path):
+    text = '# comment\n["aten::add.Tensor"]\nreason = "r"\nhints = { sign_of_zero = true }\n\n["aten::relu"]\n'
+    (tmp_path / "y.toml").write_text(text + 'reason = "r"\nhints = { golden = false, sgin_of_zero = true }\n')
+    with pytest.raises(
+        RulesError, match=r"^y\.toml:8: \['aten::relu'\]: unknown hint 'sgin_of_zero'; known: .*sign_of_zero"
+    ):
+        load_entries(tmp_path)
+    (tmp_path / "y.toml").write_text(text + 'hints.zero_dim = "high"\n')
+    with pytest.raises(RulesError, match=r"^y\.toml:7: .*'zero_dim' must be a list of argument names, got 'high'"):
+        load_entries(tmp_path)
+    (tmp_path / "y.toml").write_text(text + 'hints = { golden = "no" }\n')
+    with pytest.raises(RulesError, match=r"^y\.toml:7: .*'golden' must be true or false"):
+        load_entries(tmp_path)
+    (tmp_path / "y.toml").write_text(text + "hints = { golden = false }\n")
+    relu = rules_for("aten::relu", entries=load_entries(tmp_path))
+    assert relu.hint("golden") is False and relu.hint("strides") is True  # set, and the default
+    with pytest.raises(KeyError):
+        relu.hint("sgin_of_zero")  # a misspelling in code fails as loudly
+
+
 def test_brace_expansion():
     assert expand_braces("aten::log{,_}{,.*}") == ["aten::log", "aten::log.*", "aten::log_", "aten::log_.*"]
 

@@ -89,7 +89,8 @@ def test_a_kernel_that_reads_uninitialised_memory_is_not_self_consistent():
 
 
 def test_a_cell_without_a_cpu_kernel_for_its_dtype_is_told_apart_from_no_valid_case():
-    from conform.run.cell import NO_KERNEL, NO_VALID_CASE, CellSettings, run_cell
+    from conform.outcomes import NO_KERNEL, NO_VALID_CASE
+    from conform.run.cell import CellSettings, run_cell
 
     settings = CellSettings(examples=2, hypothesis_db=None)
     no_kernel = run_cell(opdb.lookup("aten::addmm"), "bool", CPUBackend(), settings)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -13,6 +16,7 @@ from click.testing import CliRunner
 import sitedata
 from conform.cli.site import site_command
 from conform.store import Store
+from conform.timing.changes import describe_rule, is_significant
 from conform.website.build import build_site
 
 MAX_PAGE = 2_000_000
@@ -162,6 +166,31 @@ def test_diff_and_timings_are_shown(site):
     assert re.search(r'id="n-newly-failing">1<', diff) and re.search(r'id="n-newly-passing">1<', diff)
     assert re.search(r'id="n-new-ops">1<', diff) and re.search(r'id="n-regressions">3<', diff)
     assert "<svg" in (out / "data/op/mm.js").read_text().replace("\\u003c", "<")
+
+
+def test_the_sites_timing_rule_is_the_gates(site):
+    """The diff pages count a timing change as `conform gate` does (conform.timing.changes): the
+    JavaScript the build writes agrees with is_significant, including at the edges."""
+    out, _ = site
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the JavaScript rule is not run")
+    cases = [
+        (old, old_iqr, new, new_iqr)
+        for old in (0.0, 1e-4, 1.0)
+        for new in (0.0, 0.9, 0.95, 1.05, 1.1, 1.11, 1.5, 3.0, 1e-4)
+        for old_iqr in (0.0, 0.05, 0.2, None)
+        for new_iqr in (0.0, 0.3, None)
+    ]
+    script = (out / "data/timing-rule.js").read_text()
+    run = f"var window = {{}};\n{script}\nvar f = window.CONFORM_DATA['timing-rule'].significant;\n"
+    run += f"console.log(JSON.stringify({json.dumps(cases)}.map(c => f(c[0], c[1], c[2], c[3]))));"
+    got = json.loads(subprocess.run([node, "-e", run], capture_output=True, text=True, check=True).stdout)
+    assert got == [is_significant(*c) for c in cases]
+    assert any(got) and not all(got)
+    # the precomputed diff page: mm 3x slower (no spread stored) is a regression by the same rule
+    diff = next(out.glob("diff-*-*.html")).read_text()
+    assert describe_rule() in diff and re.search(r'id="n-improvements">0<', diff)
 
 
 def test_declared_page_lists_releases_in_version_order_and_declared_but_failing(site):

@@ -1,4 +1,4 @@
-"""The backend protocol: the device under test, as DESIGN.md defines it.
+"""The backend protocol: the device under test.
 
 A backend is any object with these attributes; `Backend` is a convenient base class, not a
 requirement (third-party objects from `--device module:attr` or the `conform.backends`
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -94,8 +95,6 @@ def env_flag(value: str | None) -> str:
 
 
 def _run(cmd: list[str]) -> str:
-    import subprocess
-
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -33,6 +33,7 @@ malformed range) is reported as "FILE:LINE: message", and the CLI exits 2.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field
@@ -305,8 +306,6 @@ def _outcomes(value, lines: _Lines, line: int, *, single: bool = False) -> tuple
         raise lines.error(line, f"expected {want} ({', '.join(OUTCOMES)}), got {value!r}")
     for v in values:
         if v not in OUTCOMES:
-            import difflib
-
             close = difflib.get_close_matches(v, OUTCOMES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(OUTCOMES)})"
             raise lines.error(line, f"unknown outcome {v!r}{hint}")
@@ -325,8 +324,6 @@ def _dtypes(value, lines: _Lines, line: int) -> tuple[str, ...] | None:
     for v in values:
         name = canonical_dtype(v)
         if name is None:
-            import difflib
-
             close = difflib.get_close_matches(v, DTYPES, n=1)
             raise lines.error(line, f"unknown dtype {v!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
         out.append(name)

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conform.ci import expectations
 from conform.errors import ConformError, first_line
 from conform.outcomes import Outcome
-from conform.store import queries
-from conform.timing.changes import slowdowns
+from conform.store import Store, database_url, queries
+from conform.timing.changes import PCT, slowdowns
 
 PASS = Outcome.PASS.value
 
@@ -117,9 +118,6 @@ def resolve_baseline(spec: str, current_store, current_run: int):
     """A RunSide or ExpectationsSide for `--baseline SPEC`: a .toml expectations file, `run:ID`
     in the current database, or a database (path or URL) with `#ID` for one of its runs (else its
     newest run; the newest other than the current run when it is the current database)."""
-    from conform.ci import expectations
-    from conform.store import Store, database_url
-
     if not spec.strip():
         raise ConformError("--baseline is empty")
     if spec.lower().endswith(".toml"):
@@ -239,7 +237,7 @@ def _classify(expected: tuple[str, ...], outcome: str) -> str:
     return "changed"
 
 
-def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = 0.10) -> GateResult:
+def compare_with_baseline(current: RunSide, baseline, *, timing: bool = True, timing_pct: float = PCT) -> GateResult:
     """Every cell of the current run classified against the baseline (and, between two runs,
     the timing slowdowns): conform.judge.compare compares tensors, this compares runs."""
     result = GateResult(current, baseline)
@@ -306,7 +304,7 @@ def _compare_expectations(result: GateResult, current: RunSide, ex) -> None:
     result.missing_ops = sorted(set(ex.named_ops()) - {op for op, _ in current.cells})
 
 
-def timing_verdict(base: RunSide, current: RunSide, *, pct: float = 0.10) -> tuple[list, str]:
+def timing_verdict(base: RunSide, current: RunSide, *, pct: float = PCT) -> tuple[list, str]:
     """The gate's view of timings: the significant slowdowns from the baseline run to this one
     (conform.timing.changes, over each side's own rows, so two databases compare as one does),
     and a note that says what was compared or why nothing could be."""
@@ -596,12 +594,10 @@ def junit_xml(r: GateResult) -> ET.ElementTree:
 
 
 def gate(
-    baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = 0.10
+    baseline: str, *, db: str | None = None, run_id: int | None = None, timing: bool = True, timing_pct: float = PCT
 ) -> GateResult:
     """The Python side of `conform gate`: compare run `run_id` (default: the newest) of `db`
     with `baseline`. ConformError on bad input."""
-    from conform.store import Store
-
     store = Store(db, readonly=True, create=False)
     if run_id is None:
         run_id = queries.latest_run_id(store)

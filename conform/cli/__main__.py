@@ -1,3 +1,3 @@
-from conform.cli.main import main
+from conform.cli import main
 
 main()

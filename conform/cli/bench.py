@@ -7,8 +7,10 @@ import os
 import click
 import torch
 
+from conform import backends
 from conform.errors import ConformError
-from conform.store import queries
+from conform.run import selection
+from conform.store import Store, queries
 from conform.timing.bench import (
     DEFAULT_MIN_RUN_TIME,
     CellTiming,
@@ -89,10 +91,6 @@ def bench_command(run_ref, ops, sizes, device, min_time, threads, fmt, isolate, 
 
     Example: conform bench --run latest --ops core --sizes small=1e3,medium=1e5,large=1e6
     """
-    from conform import backends
-    from conform.run import selection
-    from conform.store import Store
-
     size_map = parse_sizes(sizes)
     if threads is not None:
         torch.set_num_threads(threads)

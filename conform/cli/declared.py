@@ -15,6 +15,7 @@ from conform.report.declared import (
     record,
     render_coverage,
 )
+from conform.store import Store
 
 
 @click.command("declared")
@@ -41,8 +42,6 @@ def declared_command(wheels, installed, keys, fmt, no_cache, db):
     version, and prints declared coverage of every declared version in the database. Without
     --wheel or --installed it only prints.
     """
-    from conform.store import Store
-
     key_list = tuple(k.strip() for k in keys.split(",") if k.strip())
     if not key_list:
         raise ConformError("--keys needs at least one dispatch key, e.g. MPS")

@@ -11,7 +11,7 @@ from conform.ci.expectations import (
     load,
     loads,
 )
-from conform.store import queries
+from conform.store import Store, queries
 
 
 @click.command("expectations")
@@ -45,8 +45,6 @@ def expectations_command(from_run_ref, check_path, output, db):
             + (f" x {len(ex.dtypes)} dtypes" if ex.dtypes else "")
         )
         return
-    from conform.store import Store
-
     store = Store(db, readonly=True, create=False)
     try:
         run_id = queries.run_id_of(store, from_run_ref, option="--from-run")

@@ -15,6 +15,7 @@ from conform.ci.gate import (
     render_text,
 )
 from conform.errors import ConformError
+from conform.timing.changes import PCT
 
 
 @click.command("gate")
@@ -39,7 +40,7 @@ from conform.errors import ConformError
     "--timing-threshold",
     "timing_pct",
     type=click.FloatRange(0, min_open=True),
-    default=10.0,
+    default=PCT * 100,
     show_default=True,
     help="percent a slowdown must exceed (and the spread of both timings) to count",
 )

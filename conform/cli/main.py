@@ -9,14 +9,17 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 
 import click
+from tqdm import tqdm
 
 from conform import __version__
 from conform.config import DEFAULT_DTYPES, CellSettings, RunConfig
 from conform.errors import ConformError
+from conform.run import interrupts
 
 # Commands that live in their own modules, imported only when used: `conform --help` stays fast
 # and one broken optional feature cannot take the whole CLI down.
@@ -127,10 +130,9 @@ def _auto_workers(backend) -> int:
 @db_option
 def run(workers, junitxml, bench, quiet, **options):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
-    import pytest
+    import pytest  # pytest and the plugin: for this command only
 
     from conform.plugin import Controller
-    from conform.run import interrupts
 
     n = None if workers == "auto" else _positive_int(workers, "-n")
     # every setting checked once, as the RunConfig is built; then what needs torch (the backend,
@@ -222,7 +224,7 @@ RUN_BENCH_SIZES = {"small": 1_000, "medium": 100_000}
 
 
 def _timing_pass(c, db_arg: str, quiet: bool) -> None:
-    from conform.report.summary import plural
+    from conform.report.summary import plural  # the store and torch: for this pass only
     from conform.timing import bench
 
     ops = [s.qualname for s in _select(RUN_BENCH_OPS)]
@@ -236,8 +238,6 @@ def _timing_pass(c, db_arg: str, quiet: bool) -> None:
     def progress(cell, n, total):
         nonlocal bar
         if bar is None and not quiet:
-            from tqdm import tqdm
-
             bar = tqdm(total=total, unit="cell", dynamic_ncols=True, file=sys.stderr)
         if bar is not None:
             bar.update(1)
@@ -273,7 +273,7 @@ class _Session:
         self.controller = controller
 
     def pytest_addhooks(self, pluginmanager):
-        from conform.plugin import CONTROLLER
+        from conform.plugin import CONTROLLER  # pytest: for `conform run` only
 
         pluginmanager.register(self.controller, CONTROLLER)
 
@@ -308,7 +308,7 @@ def _positive_int(value: str, name: str) -> int:
 
 
 def _select(expr: str):
-    from conform.run import selection
+    from conform.run import selection  # torch: for the commands that select ops
     from opdb import UnknownOpError
 
     try:
@@ -322,7 +322,7 @@ def _select(expr: str):
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per op, for machines")
 def ops(pattern, as_json):
     """List the ATen operator overloads of the installed torch (the catalog)."""
-    import opdb
+    import opdb  # torch: for this command only
 
     specs = _select(pattern)
     if as_json:
@@ -351,7 +351,7 @@ def ops(pattern, as_json):
 @db_option
 def report(fmt, run_id, db):
     """Summarise stored results per environment (torch version x backend x chip)."""
-    from conform.report import summary as rep
+    from conform.report import summary as rep  # the store: for this command only
     from conform.store import Store
 
     store = Store(db, readonly=True)
@@ -360,12 +360,9 @@ def report(fmt, run_id, db):
 
 
 def main(argv=None) -> None:
-    import signal
-
-    from conform.run import interrupts
-
     interrupts.install()
     try:
+        interrupts.check()  # one that came while the command was being loaded (conform.cli.main)
         _main(argv)
     except KeyboardInterrupt:  # also while torch is still being imported
         signal.signal(
@@ -380,7 +377,7 @@ def main(argv=None) -> None:
 
 
 def _main(argv) -> None:
-    from opdb import UnknownOpError
+    from opdb import UnknownOpError  # torch: not before interrupts.install()
 
     try:
         cli.main(args=argv, prog_name="conform", standalone_mode=False)

@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from conform.report.summary import plural
-from conform.website.build import (
-    build_site,
-)
+from conform.store import Store
+from conform.website.build import build_site
 
 
 @click.command("site")
@@ -21,8 +20,6 @@ from conform.website.build import (
 )
 def site_command(db, out):
     """Build the static website: overview, coverage matrix, one page per op, diffs, performance."""
-    from conform.store import Store
-
     store = Store(db, readonly=True)
     try:
         stats = build_site(store, out)

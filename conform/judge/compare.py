@@ -8,20 +8,7 @@ Three steps, as in ``torch.testing._comparison``:
 3. return one `Record` per leaf. Nothing here raises: a pair that cannot be compared becomes a
    record of kind "structure" (or "error"), because the store needs a verdict, not a traceback.
 
-Rules for values:
-
-* integers and bools compare exactly;
-* floating values pass where ``|actual - expected| <= atol + rtol * |expected|``;
-* NaN equals NaN, but the NaN positions must match (kind "nan"); a complex number is NaN when
-  either of its parts is, whatever the other part holds, and a complex NaN matches any
-  non-finite complex number (see _compare_inexact);
-* infinities must sit at the same positions with the same sign (kind "inf");
-* complex numbers are compared on their real and imaginary parts separately, each against
-  atol + rtol * |expected| with the complex modulus (torch.isclose's rule);
-* -0.0 and 0.0 are equal by default, as in torch.testing: most kernels legitimately produce
-  either (``x * 0``, ``a - a``, a fused multiply-add) and flagging them would drown real
-  findings. Ops whose contract includes the sign of zero (``copysign``, ``signbit``, ``neg``,
-  ``atan2``...) ask for it through ``check_sign_of_zero=True`` (kind "sign").
+The rules for values are clauses (8f)-(8i) of docs/verdict-rule.md.
 
 Every record carries the measured error (greatest absolute, relative and ULP difference) and
 the tolerance used, whether or not the pair passed: the store keeps both.
@@ -37,6 +24,7 @@ from typing import Any
 import torch
 
 from conform.judge.tolerances import LeafTolerance, default_tolerance, is_inexact, leaf_scale
+from conform.judge.trees import bind_arguments, leaves
 
 KINDS = ("ok", "structure", "shape", "dtype", "strides", "values", "nan", "inf", "sign", "error")
 
@@ -63,10 +51,6 @@ class Record:
     @property
     def ok(self) -> bool:
         return self.kind == "ok"
-
-
-# Historical name used in the brief: a record that did not pass is a mismatch.
-Mismatch = Record
 
 
 def failures(records: list[Record]) -> list[Record]:
@@ -436,7 +420,7 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
     rec.mismatched = n
     where = _part_suffix(full_index, parts)
     head = f"Mismatched elements: {n} / {total} ({100.0 * n / total:.1f}%)"
-    if bool(nan_bad.any()):
+    if bool(nan_bad.any()):  # rule (8g)
         i = _unravel(int(nan_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
         got, want = _element(a, i, parts), _element(e, i, parts)
         rec.kind = "nan"
@@ -444,13 +428,13 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
         rec.message = (
             f"{head}; NaN mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
         )
-    elif bool(inf_bad.any()):
+    elif bool(inf_bad.any()):  # rule (8h)
         i = _unravel(int(inf_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
         got, want = a[i].item(), e[i].item()
         rec.kind = "inf"
         rec.index = i[:-1] if parts else i
         rec.message = f"{head}; infinity mismatch at index {rec.index}{_part_suffix(i, parts)}: {got!r} vs {want!r} expected [{path}]"
-    elif bool(val_bad.any()):
+    elif bool(val_bad.any()):  # rule (8f)
         rec.kind = "values"
         ratio = torch.where(val_bad, absdiff / allowed.clamp_min(1e-300), torch.zeros_like(a))
         worst = int(ratio.reshape(-1).argmax())
@@ -466,7 +450,7 @@ def _compare_inexact(a, e, path, rtol, atol, sign) -> Record:
         )
     else:
         i = _unravel(int(sign_bad.reshape(-1).to(torch.uint8).argmax()), tuple(a.shape))
-        rec.kind = "sign"
+        rec.kind = "sign"  # rule (8i)
         rec.index = i[:-1] if parts else i
         rec.message = f"{head}; sign of zero differs at index {rec.index}{_part_suffix(i, parts)}: {a[i].item()!r} vs {e[i].item()!r} expected [{path}]"
     return rec
@@ -538,24 +522,7 @@ def summary(records: list[Record]) -> dict[str, float | None]:
 # -- comparison strategies: what each kind of op promises -------------------------------
 
 
-def bind_arguments(op, args, kwargs) -> dict[str, Any]:
-    """Schema argument name -> value, for positional and keyword arguments alike."""
-    bound = {}
-    names = [a.name for a in op.arguments]
-    for name, v in zip(names, args):
-        bound[name] = v
-    bound.update(kwargs)
-    return bound
-
-
-# Ops that return indices of order statistics: when values tie, any of the tied indices is
-# right, so unless a rule says otherwise their index outputs are checked by what they select.
-# argmax/argmin and the indices of max.dim/min.dim are not here: their documentation promises the
-# first occurrence among ties, so those indices are compared exactly
-TIE_OPS = frozenset({"sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin"})
-
-
-# Outputs that are not unique mathematically: eigenvectors and singular vectors are defined up to
+# rule (9b): outputs that are not unique mathematically: eigenvectors and singular vectors are defined up to
 # sign (or phase), and a general matrix's eigenvalues come in no defined order. Two correct
 # kernels (float32 and float64 LAPACK, CPU and MPS) may legitimately differ there, so these
 # outputs are compared by shape and dtype only; the unique ones (eigh's sorted eigenvalues,
@@ -563,7 +530,7 @@ TIE_OPS = frozenset({"sort", "argsort", "msort", "topk", "kthvalue", "median", "
 AMBIGUOUS_OUTPUTS = {
     "linalg_eig": ({0, 1}, {"eigenvalues", "eigenvectors"}),
     "linalg_eigvals": ({0}, {"out"}),
-    "_linalg_eigvals": ({0}, set()),  # linalg_eigvals' private kernel: the same order (seed 15's alarm)
+    "_linalg_eigvals": ({0}, set()),  # linalg_eigvals' private kernel: no defined order either
     "linalg_eigh": ({1}, {"eigvecs", "eigenvectors"}),
     "_linalg_eigh": ({1}, {"eigenvectors"}),
     "linalg_svd": ({0, 2}, {"U", "Vh"}),
@@ -606,24 +573,7 @@ def index_outputs(op) -> set[int]:
     return {i for i, n in enumerate(names) if n in ("indices", "index")}
 
 
-def dense(t: torch.Tensor) -> torch.Tensor:
-    return t if t.layout == torch.strided else t.to_dense()
-
-
-def leaves(x):
-    if isinstance(x, torch.Tensor) and x.is_nested:
-        yield from x.unbind()  # no single shape: its components are the leaves
-    elif isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
-        for v in x:
-            yield from leaves(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from leaves(v)
-
-
-def statistics_records(dev_res, ref_res, path="output") -> list[Record]:
+def statistics_records(dev_res, ref_res, path="output") -> list[Record]:  # rule (9c)
     """Seeded random ops: shapes and dtypes must match, values only statistically."""
     records = compare(dev_res, ref_res, metadata_only=True, path=path)
     if failures(records):
@@ -703,7 +653,7 @@ def _gather(inp: torch.Tensor, idx: torch.Tensor, dim):
     return torch.take_along_dim(inp, idx.unsqueeze(dim), dim).squeeze(dim)
 
 
-def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
+def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:  # rule (9a)
     """Sort-like ops: values compared; integer index outputs compared by what they select."""
     records: list[Record] = []
     index_positions = index_outputs(op)
@@ -739,7 +689,7 @@ def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:
     return records
 
 
-def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor | None:
+def tie_group_sums(grad: torch.Tensor, inp: torch.Tensor, dim) -> torch.Tensor | None:  # rule (9a)
     """`grad` with each element replaced by the sum of the gradient over its tie group: the
     elements of `inp` that hold the same value in the same slice along `dim` (the whole tensor
     when `dim` is None; NaNs tie with each other). A tie-dependent gradient (topk, sort, kthvalue,

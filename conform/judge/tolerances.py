@@ -1,45 +1,6 @@
-"""How close is close enough: one per-dtype table, op-rule overrides, and error growth.
-
-The table is torch.testing's (``torch.testing._comparison.default_tolerances``), so a result
-conform calls `pass` is one ``torch.testing.assert_close`` would also accept. A complex dtype
-takes the tolerance of its real part; integers and bools compare exactly.
-
-An op rule (``OpRules.tolerances``, keyed by dtype name or ``"*"``) overrides the table and is
-taken as-is: it is the op owner's statement, with its reason in ``OpRules.tolerance_reason``.
-
-Error growth. One output element of a reduction, a matmul or a convolution is the sum of
-``n`` rounded products; the rounding errors of a recursive sum of ``n`` terms grow like
-``sqrt(n)`` for random-sign errors (the worst case is ``n``; pairwise and blocked summation,
-which most kernels use, stays near ``log2(n)``). ``sqrt(n)`` is the middle ground: it absorbs
-the legitimate difference between two correct kernels that sum in different orders, and still
-flags a wrong result (a dropped term, a wrong index, a half-precision accumulator) by orders
-of magnitude. The table's tolerances are multiplied by ``sqrt(reduction_size)``; overrides are not.
-
-The absolute floor, per output. A result computed from inputs of size S carries rounding error
-of about rtol * S in absolute terms however small it is (cancellation: 1.5 - 1.4921875 in
-bfloat16 is off by one input ulp, 100% of the result), so atol is at least rtol * sqrt(n) * S.
-But an output that a later step scales back (layer_norm's y, a softmax, a sigmoid of x @ W, a
-cosine) carries the rounding error of its own scale, whatever its inputs were: with S the
-largest input, 1e21, the floor would pass any value of it. So each output leaf (each tensor
-compare() judges: a result, a written argument, a gradient) bounds S by what can cancel in it:
-
-    atol = max(atol_table * sqrt(n), rtol * sqrt(n) * min(S, max(O, S2)))
-
-with O the leaf's own scale (the largest finite magnitude of its expectation) and S2 the
-second largest input tensor's (`LeafTolerance`, `input_scales`; inputs as the op receives
-them, before an out= or in-place write). Cancellation a - b leaves an
-error of rtol * |a| only where |a| and |b| are close, so two tensors cancel no more than the
-smaller one's scale, S2; one tensor's elements cancelling among themselves (a sum, a mean)
-leave the leaf of their size somewhere, O. A gradient's S2 counts the forward's outputs among
-its inputs, since its formula reads them (tanh' = 1 - y*y cancels against y of about 1,
-logcumsumexp's exp(x - y) x against y). Cases whose tensors share one scale (most) keep the
-floor of S. The bound bites where one input is far beyond the rest and the output is far below
-it (the "huge" stress case): a saved mean of 2e18 from inputs of 1e21 keeps a floor of its own
-scale; layer_norm's y of +-1 gets rtol * sqrt(n) times the scale of its weight, so 0 for +-1
-(pytorch#162489) is a mismatch. What cancels below that (every element of a leaf far below
-its one huge input) is left to the oracle's conditioning look (oracle._conditioning_excused:
-golden again with the inputs moved by one unit), which excuses true cancellation element by
-element.
+"""How close is close enough (rule 8 of docs/verdict-rule.md): torch.testing's per-dtype table,
+op-rule overrides, error growth with the number of terms summed, and an absolute floor per
+output leaf bounded by what can cancel in it.
 """
 
 from __future__ import annotations
@@ -48,6 +9,9 @@ import math
 from collections.abc import Callable
 
 import torch
+
+from conform.judge.trees import bind_arguments, leaves
+from opdb.hints import hint
 
 # (rtol, atol), exactly torch.testing's defaults
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -120,11 +84,9 @@ def exactly_determined(op, case=None) -> bool:
     in the cases that give that argument."""
     if not getattr(op, "exact", False):
         return False
-    arg = (getattr(getattr(op, "rules", None), "hints", None) or {}).get("exact_only_with")
+    arg = hint(op, "exact_only_with")
     if arg is None or case is None:
         return True
-    from conform.judge.compare import bind_arguments  # compare imports this module
-
     return bind_arguments(op, case.args, case.kwargs).get(arg) is not None
 
 
@@ -139,41 +101,28 @@ def tolerance_for(
     gradient: bool = False,
     case=None,
 ) -> tuple[float, float]:
-    """(rtol, atol) for comparing `op`'s results of `dtype`. `op` may be None (table only).
-
-    Integer and bool results are always exact, whatever a rule says: an integer result is
-    either right or wrong. So are the floating results of an op whose results are exactly
-    determined (`OpSpec.exact`: moved, selected or rounded values), unless a tolerance rule says
-    otherwise: 255 for 256 in bfloat16 is within rtol and still wrong. Not their gradients
-    (`gradient=True`): where's gradient sums over broadcast dimensions. `case` decides ops whose
-    exactness depends on an argument (see exactly_determined).
-
-    `input_scale` is the largest finite magnitude among the case's floating inputs. A result
-    computed from inputs of that size carries rounding error of about rtol * input_scale in
-    absolute terms, however small the result: 1.5 - 1.4921875 in bfloat16 is off by one input
-    ulp, which is 100% of the result. So atol is at least rtol * input_scale, bounded by
-    `output_scale` (the largest finite magnitude of the output judged) or `second_scale` (the
-    second largest input tensor's), whichever is larger: see the module docstring, an output
-    scaled back to 1 from one input of 1e21 is not off by 1e21's ulps. A real kernel bug is off
-    by the values' own scale, far beyond it.
-    """
+    """(rtol, atol) for comparing `op`'s results of `dtype` (rule 8). `op` may be None (table
+    only). `input_scale` is the largest finite magnitude among the case's floating inputs,
+    `second_scale` the second largest input tensor's, `output_scale` the judged output's own;
+    `gradient` for a backward's results; `case` decides ops whose exactness depends on an
+    argument (exactly_determined)."""
     dt = as_dtype(dtype)
-    if not is_inexact(dt):
+    if not is_inexact(dt):  # rule (8a)
         return EXACT
     rule = override_for(op, dt) if op is not None else None
-    if rule is not None:
+    if rule is not None:  # rule (8b)
         return rule
-    if not gradient and exactly_determined(op, case):
+    if not gradient and exactly_determined(op, case):  # rule (8c)
         return EXACT
     rtol, atol = default_tolerance(dt)
-    g = growth(reduction_size)
-    return rtol * g, max(atol * g, rtol * g * min(input_scale, max(output_scale, second_scale)))
+    g = growth(reduction_size)  # rule (8d)
+    return rtol * g, max(atol * g, rtol * g * min(input_scale, max(output_scale, second_scale)))  # rule (8e)
 
 
 class LeafTolerance:
     """A tolerance that reads the output leaf it judges: `fn(dtype, output_scale)` -> (rtol, atol),
-    `output_scale` the largest finite magnitude of the leaf's expectation (see the module
-    docstring). compare() calls `at` for each tensor and scalar leaf; called with a dtype alone,
+    `output_scale` the largest finite magnitude of the leaf's expectation (rule (8e)). compare()
+    calls `at` for each tensor and scalar leaf; called with a dtype alone,
     it does not know the leaf (math.inf: the input-scale floor unbounded)."""
 
     def __init__(self, fn: Callable[[torch.dtype, float], tuple[float, float]]):
@@ -218,8 +167,6 @@ def leaf_scale(t: torch.Tensor) -> float:
 def input_scales(inputs) -> tuple[float, float]:
     """The largest finite magnitude among floating input tensors, and the second largest
     tensor's (0.0 for none; see tolerances.tolerance_for)."""
-    from conform.judge.compare import leaves  # compare imports this module
-
     scales = (leaf_scale(t) for t in leaves(inputs) if isinstance(t, torch.Tensor))
     top = sorted((s for s in scales if s != math.inf), reverse=True)[:2]
     return (top + [0.0, 0.0])[0], (top + [0.0, 0.0])[1]
@@ -232,8 +179,6 @@ GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "
 
 def numel_ratio(op, case, outputs) -> int:
     """How many input elements feed one output element: the error growth's `n` (at least 1)."""
-    from conform.judge.compare import leaves
-
     ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
     outs = [t.numel() for t in leaves(outputs)]
     if not ins:

@@ -1,21 +1,8 @@
-"""The verdict rule (DESIGN.md, "The verdict rule"): what conform calls right.
-
-One path for every phase (forward outputs, backward gradients) and every side (the device, or
-the CPU reference when it is the one held against float64):
-
-1. `verdict`: with an accelerator (any backend but the plain CPU), the device is compared with
-   the CPU reference first. Agreement is `pass`; where the reference itself then deviates from
-   float64 golden, that is a `REFERENCE` finding about the CPU, never the device's failure.
-   Disagreement: golden decides. The device close to golden is `pass` with a `CPU_WRONG`
-   finding; otherwise the device fails, with both errors against golden.
-2. With the plain CPU under test, golden is the expectation (`against_golden`).
-3. `against_golden` holds a side against golden float64 with every second opinion the rule
-   allows, in order: Python scalars rounded to the case's dtype (kernels that read a Scalar in
-   the tensor's dtype), for an exactly determined result its inputs cast to the result's dtype
-   and, in half precision, the op computed in float32 (`_as_the_kernel_computes`), special values where two CPU precisions disagree (inf/NaN meeting zeros,
-   see `_specials_excused`), and the case's conditioning (`_conditioning_excused`). Whatever an
-   excuse turned into a pass is then checked for self-consistency (`self_consistency`): an
-   error that depends on position, layout or memory is a bug whatever its size.
+"""The verdict rule (docs/verdict-rule.md): what conform calls right, for every phase (forward
+outputs, backward gradients) and every side (the device, or the CPU reference when it is the one
+held against float64 golden). `verdict` decides one phase of one case; `against_golden` holds a
+side against golden with the second opinions the rule allows. Comments `# rule (Nx)` name the
+clause of docs/verdict-rule.md that the code below them implements.
 
 A `Phase` carries what these functions need to know about one phase of one case: how to
 compare, how to rerun the op on the CPU (golden, a second precision, perturbed inputs) and how
@@ -34,8 +21,11 @@ from typing import Any
 
 import torch
 
-from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, dense, failures, leaves
+from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, failures
+from conform.judge.outcome import META_KINDS
 from conform.judge.tolerances import exactly_determined, is_inexact
+from conform.judge.trees import dense, leaves
+from opdb.hints import hint
 
 # Finding kinds: facts stored with a cell that are not its verdict.
 REFERENCE = "reference"  # the device agrees with the CPU reference; both deviate from float64
@@ -44,8 +34,6 @@ PRECISION_EDGE = "precision_edge"  # off golden by no more than the case's condi
 FINDING_KINDS = (REFERENCE, CPU_WRONG, PRECISION_EDGE)
 
 HALF_PRECISION = (torch.float16, torch.bfloat16)
-
-META_KINDS = frozenset({"structure", "shape", "dtype", "strides", "error"})
 
 
 @dataclass
@@ -138,8 +126,8 @@ def _err(side: Observed | None, golden: Observed | None) -> float | None:
 def verdict(
     phase: Phase, device: Observed, *, golden_is_expectation: bool, rerun_device: Rerun, rerun_reference: Rerun
 ) -> Verdict:
-    """The verdict rule for one phase of one case (see the module docstring)."""
-    if golden_is_expectation:
+    """The verdict rule for one phase of one case: rules 1-3 of docs/verdict-rule.md."""
+    if golden_is_expectation:  # rule (3)
         j = against_golden(phase, device, rerun_device)
         if not j.judged:
             return Verdict(phase.compare(device, phase.reference))
@@ -151,13 +139,13 @@ def verdict(
                 v.device_golden_err, v.ref_golden_err, failures(j.records), plain_cpu=True
             ) + _note(j)
         return v
-    parity = phase.compare(device, phase.reference)
+    parity = phase.compare(device, phase.reference)  # rule (1a)
     if phase.layout is not None and not failures(parity):
-        # strides matter once the values are right: a wrong value is the more telling verdict
+        # rule (1b): strides matter once the values are right: a wrong value is the more telling verdict
         parity = parity + phase.layout(device, phase.reference)
     bad = failures(parity)
     if not bad:
-        # the device agrees with the CPU: pass, whatever golden says of the CPU
+        # rule (1a): the device agrees with the CPU: pass, whatever golden says of the CPU; rule (1c)
         ref_j = against_golden(phase, phase.reference, rerun_reference) if phase.golden_wanted else None
         v = Verdict(parity)
         if ref_j is not None and ref_j.judged and not ref_j.ok:
@@ -172,20 +160,20 @@ def verdict(
                 v.ref_golden_err,
             )
         return v
-    if any(r.kind in META_KINDS for r in bad) or not phase.golden_wanted:
+    if any(r.kind in META_KINDS for r in bad) or not phase.golden_wanted:  # rule (1d)
         return Verdict(parity)
-    # the device and the CPU disagree: golden decides
+    # rule (2): the device and the CPU disagree: golden decides
     j = against_golden(phase, device, rerun_device)
     if not j.judged:
         return Verdict(parity)
     v = Verdict(parity, device_golden_err=_err(device, j.golden), ref_golden_err=_err(phase.reference, j.golden))
     if j.ok and j.excuse and (v.ref_golden_err or 0.0) <= (v.device_golden_err or 0.0):
-        # the device is no closer to golden than the CPU: both sit inside the case's precision
-        # edge, and the CPU is not "wrong" for it
+        # rule (2b): the device is no closer to golden than the CPU: both sit inside the case's
+        # precision edge, and the CPU is not "wrong" for it
         v.records = j.records
         v.finding = Finding(PRECISION_EDGE, phase.name, j.excuse, v.device_golden_err, v.ref_golden_err)
         return v
-    if j.ok:
+    if j.ok:  # rule (2a)
         v.records = j.records
         v.finding = Finding(
             CPU_WRONG,
@@ -196,7 +184,7 @@ def verdict(
             v.ref_golden_err,
         )
         return v
-    v.attribution = attribution(v.device_golden_err, v.ref_golden_err, bad) + _note(j)
+    v.attribution = attribution(v.device_golden_err, v.ref_golden_err, bad) + _note(j)  # rule (2c)
     return v
 
 
@@ -216,15 +204,15 @@ def _note(j: Judgement) -> str:
 
 
 def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
-    """`actual` held against golden float64 with every second opinion the rule allows."""
+    """`actual` held against golden float64 with every second opinion the rule allows (rule 4)."""
     golden = phase.golden
     expected = phase.expect(golden) if golden is not None else None
     if expected is None:
         return Judgement([], None, judged=False)
-    records = phase.compare(actual, expected)
+    records = phase.compare(actual, expected)  # rule (4a)
     if not failures(records):
         return Judgement(records, golden)
-    # Python scalars reach a low-precision kernel either as numbers cast to the tensor's dtype
+    # rule (4b): Python scalars reach a low-precision kernel either as numbers cast to the tensor's dtype
     # (TensorIterator's binary ops: ne(bf16, 1.562) compares with bfloat16(1.562) = 1.5625) or
     # in the kernel's float32 math type (softshrink, hardtanh_backward, lerp's weight): golden
     # runs again with the scalars rounded to the case's dtype, and either expectation is right.
@@ -241,12 +229,12 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
             records, golden, expected = alt_records, alt, alt_expected
         if not failures(records):
             return Judgement(records, golden)
-    if _exactly_determined(phase):
+    if _exactly_determined(phase):  # rule (4c)
         alt_records = _as_the_kernel_computes(phase, actual, rounded)
         if alt_records is not None:
             return Judgement(alt_records, golden)
     excuses = []
-    for excuse in (_specials_excused, _conditioning_excused):
+    for excuse in (_specials_excused, _conditioning_excused):  # rules (4d), (4e), limited by (4f)
         if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
             break
         if excuse is _specials_excused and not any(r.kind in ("nan", "inf") for r in failures(records)):
@@ -262,11 +250,11 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
             excuses.append(why)
     if not excuses:
         return Judgement(records, golden)
-    if failures(records):
+    if failures(records):  # rule (4h)
         return Judgement(records, golden, "; ".join(excuses) + ", elsewhere still off")
     inconsistent = self_consistency(phase, actual, rerun, failures(phase.compare(actual, phase.expect(golden))))
     if inconsistent:
-        # the excuse does not hold: the kernel disagrees with itself
+        # rule (4g): the excuse does not hold: the kernel disagrees with itself
         return Judgement(
             [
                 dataclasses.replace(f, message=f"{f.message}; {inconsistent}")
@@ -385,7 +373,7 @@ def _result_dtype(reference: Observed | None) -> torch.dtype | None:
     return dts.pop() if len(dts) == 1 else None
 
 
-# (e) of _specials_excused in bfloat16 and float32: a result within this factor of the dtype's
+# rule (5e) in bfloat16 and float32: a result within this factor of the dtype's
 # largest value is at the range's top, where an intermediate of the product that makes it (a
 # square of an input beyond the square root of the largest value, times a gradient or a scale of
 # a few hundredths) overflows. Below it a result is well inside the range, and an overflowing
@@ -394,80 +382,44 @@ RANGE_TOP = 2.0**-10
 
 
 def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
-    """inf/NaN meeting zeros, one rule for forward and backward and every dtype.
-
-    Where NaN and infinity land when non-finite values meet zeros (inf * 0, the implicit zeros
-    of padding, inf - inf in a blocked sum, a factor that is 0 in one precision's table and
-    6e-17 in another's) depends on the algorithm. So: (a) where the case's inputs hold a
-    non-finite value, an element golden holds non-finite may hold any non-finite value; (b) an
-    element where two CPU computations other than the one under judgement (float64 golden and,
-    for a case below float32, the CPU in float32) disagree on which special value it holds is
-    implementation-defined: the side's own value stands; (c) an element golden holds non-finite
-    whose golden value does not depend on the case's non-finite input entries (golden again with
-    those entries replaced by 1.5, then by -2.5, gives the same finite value there) met them
-    only through a zero factor (the implicit zeros of padding, scale=0): golden's NaN is IEEE's
-    inf * 0, and the side's finite value (the term skipped) is as right. The reverse (golden
-    finite, the side NaN) is excused only through a zero scalar argument (f): float16 addmm with
-    alpha=0 computing 0 * NaN where float64 BLAS skips the product; from values alone it cannot
-    be told from a NaN leaking into an element that never met it. An element that depends on a non-finite input keeps its
-    expectation (gelu(inf) is inf, maximum(NaN, 1) is NaN). (d) An element whose golden value is
-    finite but beyond the dtype's range (the expectation is an infinity) may hold any non-finite
-    value. (e) In float16, where the case's inputs reach the square root of its largest value
-    (256: a product of two of them leaves the dtype's range), a representable result
-    the side holds non-finite overflowed an intermediate in the half type: the case sits on the
-    dtype's range edge, like acos at 1 + ulp, and is a precision edge, not an alarm (on an
-    accelerator parity with the CPU decides it first, and a device that overflows where the CPU
-    does not is never excused by it). In bfloat16 and float32 the same holds only for a result
-    at the top of the range (within RANGE_TOP of the largest value: pow(x, 3)'s gradient
-    3 x**2 * grad at x = 1e20, representable only because grad is small, where x**2 overflows).
-    Small inputs whose result overflows (ldexp computing 2**exp in the dtype) stay alarms, and
-    so do float32 and bfloat16 kernels whose result lies well inside the range yet overflow an
-    intermediate at 1e19 and beyond (float32 layer_norm at 1e30, pytorch#162489; a 2-norm of
-    1e20s: a range no ordinary value reaches, where PyTorch treats the overflow as a bug).
+    """inf/NaN meeting zeros or the dtype's range (rule 5): `expected` with the side's values
+    where the rule lets them stand, and the reason; (None, "") where it has nothing to say.
     self_consistency checks what this excused."""
     dt = rounding_dtype(phase.case)
     mid = phase.run_cpu(phase.case, torch.float32) if dt in (torch.float16, torch.bfloat16) else None
     nonfinite_inputs = _case_has_nonfinite(phase.case)
     half_floats = (torch.float16, torch.bfloat16, torch.float32)
     range_edge_inputs = dt in half_floats and _inputs_reach(phase.case, math.sqrt(torch.finfo(dt).max))
-    # (e) in float16 any representable result; in the wider types one at the range's top
+    # rule (5e): in float16 any representable result; in the wider types one at the range's top
     edge_floor = 0.0 if dt == torch.float16 else torch.finfo(dt).max * RANGE_TOP if range_edge_inputs else math.inf
     if mid is None and not nonfinite_inputs and not range_edge_inputs and not _beyond_range(expected, golden):
         return None, ""
-    # (c): golden with the non-finite entries replaced by two different finite values
+    # rule (5c): golden with the non-finite entries replaced by two different finite values
     apart = (
         [phase.run_cpu(TransformedCase(phase.case, _finite_instead(v)), torch.float64) for v in (1.5, -2.5)]
         if nonfinite_inputs
         else [None, None]
     )
-    # (f): golden with the case's zero scalar factors made tiny
+    # rule (5f): golden with the case's zero scalar factors made tiny
     unzeroed = _zero_scalars_tiny(phase.op, phase.case) if nonfinite_inputs else None
     tiny = phase.run_cpu(unzeroed, torch.float64) if unzeroed is not None else None
 
     def excuse(a, e, g, m, v1, v2, r, t):
         cg = _special_class(g)
-        # (d) golden finite but beyond the dtype's range (rounded to it: an infinity): the dtype
-        # cannot hold the result, and which special value the overflowed intermediate makes
-        # (inf - inf in a blocked sum) is the algorithm's; a representable result returned
-        # non-finite stays an alarm
+        # rule (5d): golden finite but beyond the dtype's range (rounded to it: an infinity)
         mask = (_special_class(e) != 0) & (cg == 0) & (_special_class(a) != 0)
-        if nonfinite_inputs:
+        if nonfinite_inputs:  # rule (5a)
             mask |= (cg != 0) & (_special_class(a) != 0)
-        if m is not None and m.shape == g.shape:
+        if m is not None and m.shape == g.shape:  # rule (5b)
             mask |= cg != _special_class(m)
-        if range_edge_inputs and r is not None and r.shape == g.shape:  # (e), where the CPU overflows too
+        if range_edge_inputs and r is not None and r.shape == g.shape:  # rule (5e), where the CPU overflows too
             at_top = g.detach().abs().to(torch.float64) >= edge_floor
             mask |= (cg == 0) & (_special_class(e) == 0) & (_special_class(a) != 0) & (_special_class(r) != 0) & at_top
-        if all(t is not None and t.shape == g.shape for t in (v1, v2)) and not v1.is_complex():
+        if all(t is not None and t.shape == g.shape for t in (v1, v2)) and not v1.is_complex():  # rule (5c)
             v1, v2 = v1.detach().to(torch.float64), v2.detach().to(torch.float64)
             mask |= (cg != 0) & (_special_class(a) == 0) & torch.isfinite(v1) & (v1 == v2)
         if t is not None and t.shape == g.shape:
-            # (f) golden finite where a zero scalar factor (alpha=0, beta=0) meets the case's
-            # non-finite entries, and non-finite once that factor is 1e-30: the element meets
-            # them through that zero, and the side's NaN is IEEE's 0 * inf (float64 BLAS skips
-            # the product for alpha=0; a half-precision loop computes it). A NaN in an element
-            # no zero factor ties to a non-finite input (slow_conv3d's bfloat16 gradient of an
-            # input element no window reads) stays an alarm.
+            # rule (5f): golden finite there, non-finite once the zero scalar factor is 1e-30
             mask |= (cg == 0) & (_special_class(a) != 0) & (_special_class(t) != 0)
         return mask
 
@@ -479,7 +431,7 @@ def _specials_excused(phase: Phase, actual: Observed, expected: Observed, golden
 
 
 def _zero_scalars_tiny(op, case):
-    """`case` with every Scalar or float argument that is 0 made 1e-30 (rule (f) of
+    """`case` with every Scalar or float argument that is 0 made 1e-30 (rule (5f) of
     _specials_excused), or None when it has none."""
     names = {a.name for a in getattr(op, "arguments", ()) if a.base_type in ("Scalar", "float", "float?", "Scalar?")}
     if not names:
@@ -527,27 +479,21 @@ def _finite_instead(value: float):
 
 
 def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
-    """The case's conditioning: golden again with every floating input moved by one unit of
-    the case's dtype: all up, all down, and in two alternating patterns and their opposites
-    (inputs apart, neighbours apart: a uniform move cancels in a - b, a finite difference, an
-    interpolation weight; moving them apart shows what rounding each input to the dtype alone
-    can do). An element the side holds within the hull of the golden
-    values (widened by their spread) is as right as the case's own precision allows; an element
-    whose golden changes class (finite, NaN, inf) under a move, in float64 or once rounded to
-    the side's dtype, sits on a domain or range edge (acos(1 + ulp), exp overflowing float32's
-    maximum by an ulp): any value stands there."""
+    """The case's conditioning (rule 6): `expected` with the side's values where golden, rerun
+    with every floating input moved by one unit of the case's dtype, says the case's own
+    precision allows them, and the reason; (None, "") where it has nothing to say."""
     dt = rounding_dtype(phase.case)
     if dt is None:
         return None, ""
-    # a result narrower than its inputs' promotion (weight norm's backward computes in saved_g's
+    # rule (6d): a result narrower than its inputs' promotion (weight norm's backward computes in saved_g's
     # bfloat16 with float32 norms, by definition) is computed in its own dtype: its unit is the
     # case's unit; a wider one (bfloat16 + float32 in float32) computes on exact inputs
     res = _result_dtype(phase.reference)
     if res is not None and torch.finfo(res).eps > torch.finfo(dt).eps:
         dt = res
-    # an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
+    # rule (6c): an op whose kernel forms x + 1 (or the like) in the dtype declares the unit of its inputs
     # at least the dtype's unit at that magnitude (opdb hint unit_floor)
-    floor = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("unit_floor")
+    floor = hint(phase.op, "unit_floor")
     moved = [
         phase.run_cpu(TransformedCase(phase.case, _nudge(dt, s, bit, floor)), torch.float64)
         for bit in (None, 0, 1)
@@ -562,7 +508,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         g, a = dense(g).detach().to(torch.float64), dense(a).detach()
         ms = [dense(m).detach().to(torch.float64) for m in ms]
         rounded = a.dtype if a.dtype.is_floating_point else None
-        edge = torch.zeros_like(g, dtype=torch.bool)
+        edge = torch.zeros_like(g, dtype=torch.bool)  # rule (6b)
         for m in ms:
             edge |= _special_class(m) != _special_class(g)
             if rounded is not None:
@@ -571,7 +517,7 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
         lo = torch.stack([g, *ms]).amin(0) - spread
         hi = torch.stack([g, *ms]).amax(0) + spread
         a = a.to(torch.float64)
-        return edge | ((a >= lo) & (a <= hi))
+        return edge | ((a >= lo) & (a <= hi))  # rule (6a)
 
     patched = _patch(actual, expected, golden, tuple(moved), excuse, complex_parts=True)
     return (
@@ -724,14 +670,14 @@ def self_consistency(phase: Phase, actual: Observed, rerun: Rerun, bad: list[Rec
     made contiguous (layout), and the offending element alone and inside a full vector block
     (position: vectorised body vs scalar tail)."""
     free = _unrepresentable_relaxed(phase, actual)
-    again = rerun(phase.case, scribble=True)
+    again = rerun(phase.case, scribble=True)  # rule (7a)
     if again is not None and failures(phase.compare(again, free(again))):
         return "the same call gives another result after freed memory was overwritten: it reads uninitialised memory"
-    if _has_strided_inputs(phase.case):
+    if _has_strided_inputs(phase.case):  # rule (7b)
         contig = rerun(TransformedCase(phase.case, lambda t: t.contiguous() if t.layout == torch.strided else t))
         if contig is not None and failures(phase.compare(contig, free(contig))):
             return "the result depends on the inputs' layout: contiguous inputs give another"
-    for rec in bad:
+    for rec in bad:  # rule (7c)
         where = _element_check(phase, actual, rerun, rec)
         if where:
             return where
@@ -740,7 +686,7 @@ def self_consistency(phase: Phase, actual: Observed, rerun: Rerun, bad: list[Rec
 
 def _unrepresentable_relaxed(phase: Phase, actual: Observed):
     """`free(other)`: `actual` with `other`'s values where both are non-finite and the exact
-    result lies beyond the dtype's range (golden finite, an infinity once rounded: rule (d)).
+    result lies beyond the dtype's range (golden finite, an infinity once rounded: rule (5d)).
     Which infinity or NaN an overflowing sum ends in follows its order of summation, which a
     layout may change (a transposed operand takes another BLAS path): not an inconsistency."""
     golden = phase.golden
@@ -907,36 +853,6 @@ def _special_class(t: torch.Tensor) -> torch.Tensor:
     cls = torch.where(t.isnan(), 1, cls)
     cls = torch.where(t == math.inf, 2, cls)
     return torch.where(t == -math.inf, 3, cls).to(torch.int8)
-
-
-def specials_patch(expected, golden, mid, actual, *, both_nonfinite=False):
-    """`expected` with the device's values where the float32 run (`mid`) and golden float64
-    disagree on which special value (or none) an element holds (see _run_case); with
-    `both_nonfinite`, where `golden` and `mid` are both non-finite."""
-    if isinstance(expected, torch.Tensor):
-        ok = all(
-            isinstance(t, torch.Tensor) and t.shape == expected.shape and t.layout == torch.strided
-            for t in (golden, mid, actual)
-        )
-        if not ok or not is_inexact(expected.dtype) or actual.dtype != expected.dtype:
-            return expected
-        cg, cm = _special_class(golden), _special_class(mid)
-        pick = ((cg != 0) & (cm != 0)) if both_nonfinite else (cg != cm)
-        if not bool(pick.any()):
-            return expected
-        if expected.is_complex():
-            e, a = torch.view_as_real(expected.resolve_conj()), torch.view_as_real(actual.detach().resolve_conj())
-            return torch.view_as_complex(torch.where(pick, a, e).contiguous())
-        return torch.where(pick, actual.detach(), expected)
-    if isinstance(expected, (list, tuple)) and all(
-        isinstance(t, (list, tuple)) and len(t) == len(expected) for t in (golden, mid, actual)
-    ):
-        items = [
-            specials_patch(e, g, m, a, both_nonfinite=both_nonfinite)
-            for e, g, m, a in zip(expected, golden, mid, actual)
-        ]
-        return items if isinstance(expected, list) else tuple(items)
-    return expected
 
 
 def _numeric(x) -> bool:

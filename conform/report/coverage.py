@@ -29,6 +29,7 @@ import json
 import re
 from collections import Counter
 
+from conform.outcomes import REFERENCE_CRASH as CRASH_SKIP
 from conform.store import Store, queries
 
 NOT_SELECTED = "not in this run's op selection"
@@ -42,7 +43,7 @@ def is_public_functional(op: str, variant: str) -> bool:
 
 def _rule_reason(qualname: str) -> str:
     try:
-        import opdb
+        import opdb  # torch: reports are read without it
 
         return opdb.lookup(qualname).rules.untestable
     except Exception:  # an op of another torch, or no opdb: the run's own record is all there is
@@ -51,7 +52,7 @@ def _rule_reason(qualname: str) -> str:
 
 def _cell_reason(cells: list[tuple[str, ...]]) -> str:
     """Why cells (dtype, outcome, message, skip reason) ran no example: the most telling message among them."""
-    from opdb.rules import NO_CPU_KERNEL_REASON
+    from opdb.rules import NO_CPU_KERNEL_REASON  # torch: reports are read without it
 
     messages = [(c[1], c[2]) for c in cells]
     for _, m in messages:
@@ -115,8 +116,7 @@ def status(valid_cases: int, reason: str, cells: list[tuple[str, ...]] | None) -
     """What an op's row says: exercised, no valid case (a generator defect), no kernel here,
     untestable (with the op's reason), not selected, reference crash (the CPU reference died on
     every cell that ran), or another outcome (crash, timeout, ...)."""
-    from conform.run.cell import REFERENCE_CRASH as CRASH_SKIP
-    from opdb.rules import NO_CPU_KERNEL_REASON
+    from opdb.rules import NO_CPU_KERNEL_REASON  # torch: reports are read without it
 
     if valid_cases > 0:
         return EXERCISED

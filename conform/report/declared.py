@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 
@@ -77,7 +78,7 @@ class DeclaredRelease:
     schemas: dict[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, Any]:
-        from conform.environment import fingerprint_of
+        from conform.environment import fingerprint_of  # torch: `conform declared` reads wheels without it
 
         # The yaml is the same on every platform of a release: identity is version + git hash.
         env = {
@@ -103,8 +104,6 @@ class DeclaredRelease:
 
 
 def _load_yaml(text: str | bytes) -> list[dict]:
-    import yaml
-
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     entries = yaml.load(text, Loader=loader)
     if not isinstance(entries, list):

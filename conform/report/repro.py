@@ -17,6 +17,7 @@ import math
 
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
+from opdb.hints import hint
 
 _DEVICES = {"mps": "mps", "cuda": "cuda", "xpu": "xpu", "cpu": "cpu", "meta": "meta"}
 
@@ -401,7 +402,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         phase=getattr(result, "phase", "") or "forward",
         verdict=outcome,
         seed=case.seed,
-        golden_judges=isinstance(op, str) or bool((getattr(op.rules, "hints", None) or {}).get("golden", True)),
+        golden_judges=isinstance(op, str) or hint(op, "golden"),
         # 0 is a tolerance (exactly determined results): only a missing one falls back to float32's
         rtol=_given(getattr(result, "rtol", None), 1.3e-6),
         atol=_given(getattr(result, "atol", None), 1e-5),

@@ -7,37 +7,54 @@ the controller and the store (conform.results).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 import traceback as tb
+import zlib
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import hypothesis
+import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given
+from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, Unsatisfiable
+from hypothesis.internal.conjecture import engine
 
+import generators
+import opdb
+from conform import backends
 from conform.config import CellSettings, WorkerSetup
-from conform.outcomes import Outcome
+from conform.judge.outcome import STICKY, skip_reason_of_case, skip_reason_of_empty_cell, sticky_error
+from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, UNTESTABLE, Outcome
+from conform.report.repro import repro_script
 from conform.results import CellResult
-
-if TYPE_CHECKING:
-    from conform.run.execute import CaseResult
+from conform.run import execute
+from conform.run.execute import CaseResult, is_plain_cpu
+from conform.run.isolation import InFlight, Watchdog, apply_memory_limit
+from generators import Untestable
+from generators import backward as generators_backward
+from generators.seeding import seed_only
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
 CELL_LEVEL = {Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.FALLBACK, Outcome.SKIPPED}
 
 
-# Why a skipped cell ran nothing: the CPU reference has no kernel for the cell's dtype ("not
-# implemented for 'Bool'": nothing to compare with, whatever the inputs), no generated input was
-# valid, the op is untestable by rule, or conform itself failed.
-NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR = "no_kernel", "no_valid_case", "untestable", "internal_error"
-# Or the CPU reference (or golden) killed the process before any case passed, on a device that
-# is not the CPU (conform.plugin.died_result): nothing was learnt, and the device is not to blame.
-REFERENCE_CRASH = "reference_crash"
-SKIP_REASONS = (NO_KERNEL, NO_VALID_CASE, UNTESTABLE, INTERNAL_ERROR, REFERENCE_CRASH)
+@dataclass
+class _Progress:
+    """What a cell's cases have shown so far."""
+
+    failing: bool = False  # a case failed: hypothesis is shrinking it
+    failure_class: tuple | None = None  # how it failed: a shrink step must fail the same way
+    first_failure: tuple | None = None  # (CaseResult, case) of the first failure
+    first_invalid: str = ""  # the first invalid case's message
+    invalid_reasons: set[str] = field(default_factory=set)  # invalid cases' messages, numbers blanked
+    no_kernel: bool = False  # every invalid case said the CPU has no kernel for the dtype
+    out_variants_checked: int = 0  # passing out= cases whose out variants ran
 
 
 class _CaseFailed(Exception):
@@ -69,8 +86,6 @@ class _GiveUp(KeyboardInterrupt):
 def _set_shrink_budget(seconds: float) -> None:
     # hypothesis caps shrinking at 300 s and 500 shrinks; a sweep of thousands of cells needs a
     # much smaller cap. There is no public setting for it, hence the module attributes.
-    from hypothesis.internal.conjecture import engine
-
     engine.MAX_SHRINKING_SECONDS = seconds
 
 
@@ -88,11 +103,6 @@ def run_cell(
     (the worker uses them to record the case in flight and arm its hang watchdog). `stop_if(r)`
     sees each case's result; what it returns instead of None ends the cell as its verdict, with
     no shrinking (the device process uses it when an error poisoned the device context)."""
-    import generators
-    from conform.run import execute
-    from generators import Untestable
-    from generators.seeding import seed_only
-
     started = time.monotonic()
     result = CellResult(op=op.qualname, dtype=dtype)
     if op.rules.untestable:
@@ -106,7 +116,7 @@ def run_cell(
         result.skip_reason = UNTESTABLE
         return result
 
-    state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
+    progress = _Progress()
     _set_shrink_budget(settings.shrink_budget_s)
 
     def merge_errors(r: CaseResult) -> None:
@@ -125,13 +135,13 @@ def run_cell(
             result.findings.append(f)
 
     def one_case(case) -> None:
-        if not state["failing"] and time.monotonic() - started > settings.cell_budget_s:
+        if not progress.failing and time.monotonic() - started > settings.cell_budget_s:
             raise _GiveUp()
         if on_case:
             on_case(case)
         try:
             # gradients on the first few valid examples, and on every shrink step of a failure
-            grad = settings.grad and (state["failing"] or result.examples_run < settings.grad_examples)
+            grad = settings.grad and (progress.failing or result.examples_run < settings.grad_examples)
             r = execute.run_case(op, case, backend, grad=grad)
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
@@ -139,10 +149,10 @@ def run_cell(
                 op.variant == "out"
                 and r.outcome == Outcome.PASS
                 and not r.invalid
-                and (state["failing"] or state["out_variants_checked"] < 2)
+                and (progress.failing or progress.out_variants_checked < 2)
             ):
                 checked, failure = execute.run_out_variants(op, case, backend)
-                state["out_variants_checked"] += checked
+                progress.out_variants_checked += checked
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
                     r, case = failure, failure.variant_case or case
@@ -152,20 +162,20 @@ def run_cell(
         finally:
             if after_case:
                 after_case()
-        if state["failing"]:
+        if progress.failing:
             # shrinking: only whether the case still fails, and the same way (see failure_class)
-            if r.outcome == Outcome.PASS or r.invalid or failure_class(r) != state["class"]:
+            if r.outcome == Outcome.PASS or r.invalid or failure_class(r) != progress.failure_class:
                 hypothesis.reject()
         else:
             if r.invalid:
                 result.invalid_examples += 1
-                state["first_invalid"] = state["first_invalid"] or r.message
-                state["invalid_reasons"].add(_reason_key(r.message))
-                state["no_kernel"] = (
-                    result.invalid_examples == 1 or state.get("no_kernel", False)
-                ) and _says_no_kernel_for(r.message, dtype)
+                progress.first_invalid = progress.first_invalid or r.message
+                progress.invalid_reasons.add(_reason_key(r.message))
+                progress.no_kernel = (result.invalid_examples == 1 or progress.no_kernel) and _says_no_kernel_for(
+                    r.message, dtype
+                )
                 limit = _invalid_limit(
-                    settings.examples, result.examples_run, len(state["invalid_reasons"]), no_kernel=state["no_kernel"]
+                    settings.examples, result.examples_run, len(progress.invalid_reasons), no_kernel=progress.no_kernel
                 )
                 if result.invalid_examples >= limit:
                     raise _GiveUp()
@@ -178,30 +188,15 @@ def run_cell(
                 return
             if Outcome(r.outcome) in CELL_LEVEL:
                 raise _StopCell(r, case)
-            state["failing"] = True
-            state["class"] = failure_class(r)
-            state["first_failure"] = (r, case)
+            progress.failing = True
+            progress.failure_class = failure_class(r)
+            progress.first_failure = (r, case)
         # One raise statement for the first failure and every shrink step: hypothesis tells bugs
         # apart by where they are raised, and two sites made it call the shrunk case a different
         # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
         raise _CaseFailed(r, case)
 
-    database = None
-    if settings.hypothesis_db:
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
-        Path(settings.hypothesis_db).mkdir(parents=True, exist_ok=True)
-        database = DirectoryBasedExampleDatabase(settings.hypothesis_db)
-    test = hypothesis.settings(
-        max_examples=settings.examples,
-        deadline=None,
-        database=database,
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-        report_multiple_bugs=False,
-        print_blob=False,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-    )(given(strategy)(one_case))
+    test = _hypothesis_settings(settings)(given(strategy)(one_case))
     # The cell's examples follow from the run seed and the cell alone (derandomized: from the cell
     # alone), so the same code draws the same cases, wherever it is installed (seed_only). Not
     # hypothesis.seed() nor settings(derandomize=True): both switch the example database off, and
@@ -232,9 +227,9 @@ def run_cell(
         # a case failed, then did not fail the same way when hypothesis replayed it: the kernel's
         # result is not a function of its inputs (a read of uninitialised memory: median along
         # an expanded dim, chebyshev_polynomial_w of NaN). The first failure is the verdict.
-        if "first_failure" not in state:
+        if progress.first_failure is None:
             return _internal_error(result, e, started)
-        (final, final_case), flaky = state["first_failure"], True
+        (final, final_case), flaky = progress.first_failure, True
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
         return _internal_error(result, e, started)
 
@@ -249,8 +244,7 @@ def run_cell(
         result.traceback = final.traceback
         merge_errors(final)
         keep_finding(final)
-        if result.outcome == Outcome.SKIPPED.value:
-            result.skip_reason = INTERNAL_ERROR  # run_case skips only for conform's own errors
+        result.skip_reason = skip_reason_of_case(result.outcome)
         result.case = final_case.to_json()
         result.repro = _repro(op, final_case, backend, final)
     elif result.examples_run > 0:
@@ -258,15 +252,31 @@ def run_cell(
         result.message = f"{result.examples_passed} examples passed"
     else:
         result.outcome = Outcome.SKIPPED.value
-        reason = state["first_invalid"] or "the generator produced no case"
-        if result.invalid_examples and state.get("no_kernel"):
-            result.skip_reason = NO_KERNEL
+        reason = progress.first_invalid or "the generator produced no case"
+        result.skip_reason = skip_reason_of_empty_cell(no_kernel=bool(result.invalid_examples and progress.no_kernel))
+        if result.skip_reason == NO_KERNEL:
             result.message = f"no CPU kernel for {dtype}: the CPU reference has nothing to compare with; {reason}"
         else:
-            result.skip_reason = NO_VALID_CASE
             result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _hypothesis_settings(settings: CellSettings) -> hypothesis.settings:
+    database = None
+    if settings.hypothesis_db:
+        Path(settings.hypothesis_db).mkdir(parents=True, exist_ok=True)
+        database = DirectoryBasedExampleDatabase(settings.hypothesis_db)
+    return hypothesis.settings(
+        max_examples=settings.examples,
+        deadline=None,
+        database=database,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=False,
+        print_blob=False,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+    )
 
 
 def cell_process(setup: WorkerSetup, inflight: str):
@@ -275,15 +285,6 @@ def cell_process(setup: WorkerSetup, inflight: str):
     what runs one cell there. The answer is (CellResult, poisoned): poisoned when a case left the
     device context unusable (a sticky error): the worker then replaces this process before the
     next cell."""
-    import torch
-
-    import opdb
-    from conform import backends  # noqa: F401 - loaded and warm already, except under spawn
-    from conform.run import execute
-    from conform.run.execute import CaseResult
-    from conform.run.isolation import Watchdog, apply_memory_limit, sticky_error
-    from generators import backward as generators_backward
-
     apply_memory_limit(setup.memory_limit)
     torch.set_num_threads(1)  # cases are small: one intra-op thread per worker beats oversubscribing the cores
     backend = backends.resolve(setup.config.device)
@@ -309,7 +310,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
             return None
         state["poisoned"] = True
         return CaseResult(
-            Outcome.DEVICE_ERROR,
+            STICKY,
             r.phase or "forward",
             f"{r.message if sticky_error(backend, r.message) else signature}; this error poisoned the device context, "
             "so the device process was replaced before the next cell",
@@ -320,7 +321,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
         op, dtype = opdb.lookup(cell[0]), cell[1]
         # the cases' tally so far travels in the in-flight record: a death on the reference side
         # keeps what the completed cases said
-        current = {"op": op.qualname, "dtype": dtype, "passed": 0, "failed": False}
+        current = InFlight(op=op.qualname, dtype=dtype)
         # cases the CPU reference killed an earlier process on (conform.plugin.WorkerContext):
         # rejected, so the cell draws others
         excluded = {_case_key(c) for c in (cell[2] if len(cell) > 2 else ())}
@@ -328,14 +329,15 @@ def cell_process(setup: WorkerSetup, inflight: str):
         def on_case(case):
             if excluded and _case_key(case.to_json()) in excluded:
                 hypothesis.reject()
-            watchdog.arm({**current, "case": case.to_json(), "describe": case.describe()})
+            watchdog.arm(replace(current, case=case.to_json(), describe=case.describe()))
 
         def tally(r):
+            nonlocal current
             if not r.invalid:
                 if r.outcome == Outcome.PASS:
-                    current["passed"] += 1
+                    current = replace(current, passed=current.passed + 1)
                 else:
-                    current["failed"] = True
+                    current = replace(current, failed=True)
             return poisoned_by(r)
 
         def drawing():
@@ -345,11 +347,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
             # hang there is the reference side's, never the device's (binomial.out's NaN count
             # hangs the CPU while its out is sized, and a device cell was blamed for it)
             watchdog.arm(
-                {
-                    **current,
+                replace(
+                    current,
                     **generator_side,
-                    "describe": "drawing the next case (the generator runs the op's functional on the CPU)",
-                }
+                    describe="drawing the next case (the generator runs the op's functional on the CPU)",
+                )
             )
 
         def functional(case):
@@ -359,12 +361,12 @@ def cell_process(setup: WorkerSetup, inflight: str):
                 drawing()
             else:
                 watchdog.arm(
-                    {
-                        **current,
+                    replace(
+                        current,
                         **generator_side,
-                        "case": case.to_json(),
-                        "describe": f"{case.describe()}, a call the generator runs to size the outs or the gradient",
-                    }
+                        case=case.to_json(),
+                        describe=f"{case.describe()}, a call the generator runs to size the outs or the gradient",
+                    )
                 )
 
         state["poisoned"] = False
@@ -468,28 +470,19 @@ def _says_no_kernel_for(message: str, dtype: str) -> bool:
 
 def _reason_key(message: str) -> str:
     """A rejection's message without its numbers, shapes and quoted values."""
-    import re
-
     return re.sub(r"\d+|\[[^\]]*\]|'[^']*'", "#", message)[:200]
 
 
 def _repro(op, case, backend, final=None) -> str:
     try:
-        from conform.report.repro import repro_script
-        from conform.run.execute import is_plain_cpu
-
         return repro_script(op, case, backend.name, result=final, golden_is_expectation=is_plain_cpu(backend))
     except Exception as e:  # a repro is a convenience: its failure must not lose the result
         return f"# could not build a reproduction script: {type(e).__name__}: {e}\n# case: {case.to_json()}\n"
 
 
 def _database_key(op: str, dtype: str) -> bytes:
-    import hashlib
-
     return hashlib.sha384(f"conform-cell/{op}/{dtype}".encode()).digest()
 
 
 def _cell_seed(run_seed: int, op: str, dtype: str) -> int:
-    import zlib
-
     return (run_seed * 1_000_003 + zlib.crc32(f"{op}/{dtype}".encode())) % (2**63)

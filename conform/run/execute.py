@@ -1,36 +1,20 @@
 """Run one case on the reference and on the device under test, and judge it.
 
-`run_case(op, case, backend)` is the whole contract: it never raises (except
-KeyboardInterrupt / SystemExit) and returns a `CaseResult` whose `outcome` is one of DESIGN.md's.
+`run_case(op, case, backend)` never raises (except KeyboardInterrupt / SystemExit) and returns a
+`CaseResult` with a conform.outcomes.Outcome. Every case runs on up to three sides, each with
+freshly materialised tensors so that nothing (in-place results, out= tensors, autograd graphs)
+is shared: ``ref`` (the CPU in the case's dtypes), ``golden`` (the CPU in float64, for floating
+inputs) and ``device`` (the backend under test). The verdict rule (docs/verdict-rule.md) lives
+in conform.judge; this module runs the sides and hands them over.
 
-Sides. Every case runs on up to three sides, each with freshly materialised tensors so that
-nothing (in-place results, out= tensors, autograd graphs) is shared:
-
-* ``ref``: the CPU, in the case's own dtypes. It decides whether the input is valid at all.
-* ``golden``: the CPU in float64 (complex128), for cases with floating inputs. It is the
-  expectation when the device under test is the plain CPU, and the judge where an accelerator
-  and the CPU disagree (or the CPU deviates: a reference finding). The verdict rule itself, with
-  its second opinions, the case's conditioning and the kernel's self-consistency, lives in
-  conform/oracle.py; this module runs the sides and hands them over.
-* ``device``: the backend under test, materialised with ``case.materialize(backend.to_device,
-  backend.device)``.
-
-Validity. If the reference raises and so does the device, the case is not a valid case
-(``invalid=True``, outcome pass, not counted). If the reference raises and the device does not,
-the device is ``missing_error`` — unless the reference's error is a kernel gap of the CPU
-("not implemented for 'Half'"): then golden float64 stands in as the reference.
-
-Optional backend hook: ``backend.device_context()`` returning a context manager, entered around
-everything run_case does on the device side (materialising, the op, synchronising, backward).
-Backends that inject faults (tests/faulty.py) or set device-specific modes use it; backends
-without it are unaffected.
+A backend's optional ``device_context()`` returns a context manager entered around everything
+done on the device side (materialising, the op, synchronising, backward).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import re
 import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,11 +24,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conform.backends import CPUBackend
 from conform.errors import first_line
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
-    TIE_OPS,
     Record,
     bind_arguments,
     compare,
@@ -57,6 +41,7 @@ from conform.judge.compare import (
     tie_gradient_records,
     tie_records,
 )
+from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures
 from conform.judge.tolerances import (
     LeafTolerance,
     gradient_tolerance,
@@ -69,6 +54,8 @@ from conform.judge.tolerances import (
 from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
+from generators.variants import out_variants
+from opdb.hints import hint
 
 
 @dataclass
@@ -94,35 +81,6 @@ class CaseResult:
 
 
 # -- error classification ------------------------------------------------------------------
-
-# A device (or the CPU) has no kernel for this op / dtype.
-NOT_IMPLEMENTED_PATTERNS = (
-    r"not implemented for '",
-    r"Could not run '.*' with arguments from the '.*' backend",
-    r"\bno kernel\b",
-    r"is not (currently )?implemented",
-    r"not currently implemented",
-    r"derivative for .* is not implemented",
-    r"does not have a kernel",
-    r"attempted to run this operator with Meta tensors",
-)
-_NOT_IMPLEMENTED_RE = re.compile("|".join(NOT_IMPLEMENTED_PATTERNS), re.IGNORECASE | re.DOTALL)
-
-
-def is_kernel_gap(exc: BaseException) -> bool:
-    """The error says "no kernel for this", not "your input is wrong"."""
-    return isinstance(exc, NotImplementedError) or bool(_NOT_IMPLEMENTED_RE.search(str(exc)))
-
-
-def classify_device_error(exc: BaseException, backend) -> Outcome:
-    text = str(exc)
-    for pat in getattr(backend, "unsupported_dtype_patterns", ()) or ():
-        if pat in text:
-            return Outcome.UNSUPPORTED_DTYPE
-    if is_kernel_gap(exc):
-        return Outcome.NOT_IMPLEMENTED
-    return Outcome.DEVICE_ERROR
-
 
 # -- output size --------------------------------------------------------------------------
 
@@ -246,7 +204,7 @@ def _unbatched(op, result, args, kwargs):
     """`result`, with a legacy vmap BatchedTensor (what _add_batch_dim returns, opdb hint
     result = "legacy_batched") taken back out by _remove_batch_dim at the op's own level and
     batch dim: outside vmap every other use of it (detach, clone) has no batching rule."""
-    if (getattr(op.rules, "hints", None) or {}).get("result") != "legacy_batched":
+    if hint(op, "result") != "legacy_batched":
         return result
     bound = bind_arguments(op, args, kwargs)
     dim = bound["batch_dim"]
@@ -278,8 +236,6 @@ def _nondeterminism(op) -> str:
     kind = getattr(op.rules, "nondeterminism", "") or ""
     if not kind and "nondeterministic_seeded" in (op.tags or ()):
         kind = "seeded"
-    if not kind and op.base_name in TIE_OPS:
-        kind = "ties"
     return kind
 
 
@@ -387,8 +343,6 @@ def _cpu_copy(t):
 def is_plain_cpu(backend) -> bool:
     """The built-in CPU backend, with no hooks: its device side would repeat the reference side
     kernel for kernel, so that work is done once (the comparison is then against golden float64)."""
-    from conform.backends import CPUBackend
-
     return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
 
 
@@ -397,12 +351,13 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     device_is_cpu = torch.device(backend.device).type == "cpu"
     meta_only = bool(getattr(backend, "metadata_only", False))
     nondet = _nondeterminism(op)
-    hints = getattr(op.rules, "hints", {}) or {}
     floating = _has_floating_inputs(case)
-    want_golden = floating and not meta_only and nondet not in ("seeded", "uninitialized") and hints.get("golden", True)
+    want_golden = golden_runs(
+        floating=floating, metadata_only=meta_only, nondeterminism=nondet, rule_allows=hint(op, "golden")
+    )
     # sign of zero only for real dtypes: complex kernels build -0.0 parts from arithmetic the
     # reference does differently (neg of a complex64 zero part), which no contract fixes
-    sign = bool(hints.get("sign_of_zero", False)) and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
+    sign = hint(op, "sign_of_zero") and not any(sp.torch_dtype.is_complex for sp in case.tensor_specs())
 
     ref = _run_side(op, case, to_device=_cpu_copy, device=cpu)
     oversized = _oversized(ref.result) if ref.error is None else ""
@@ -433,7 +388,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     # -- validity and errors -----------------------------------------------------------------
     ref_result, ref_written = ref.result, ref.written
     dtype_checked = True
-    if ref.error is not None:
+    if ref.error is not None:  # rules (10a), (10b)
         gap = is_kernel_gap(ref.error) and golden is not None
         if dev.error is not None:
             if gap and device_is_cpu:
@@ -460,7 +415,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             return CaseResult(
                 Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True
             )
-    elif dev.error is not None:
+    elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
 
     fallback = dev.fallback or []
@@ -512,7 +467,7 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         golden_wanted=golden is not None,
         # output strides against the reference's, unless a rule says the backend chooses them
         layout=(lambda a, want: _layout_records(op, case, backend, a, want))
-        if dtype_checked and hints.get("strides", True)
+        if dtype_checked and hint(op, "strides")
         else None,
     )
     phase.preset_golden(_observed(golden))
@@ -532,11 +487,10 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
 
     bad = failures(records)
     if bad:
-        if any(r.kind in oracle.META_KINDS for r in bad):
-            result.outcome = Outcome.META_MISMATCH
-            result.message = "; ".join(r.message for r in bad if r.kind in oracle.META_KINDS)
+        result.outcome = of_failures({r.kind for r in bad}, "forward")
+        if result.outcome is Outcome.META_MISMATCH:
+            result.message = "; ".join(r.message for r in bad if r.kind in META_KINDS)
             return result
-        result.outcome = Outcome.MISMATCH
         result.message = _joined(bad) + v.attribution
         if fallback:
             result.message += f" ({fallback_message(fallback)})"
@@ -685,7 +639,7 @@ class _PassThroughMode(TorchDispatchMode):
 
 
 def _error_result(side: _Side, backend, phase: str) -> CaseResult:
-    outcome = classify_device_error(side.error, backend)
+    outcome = of_error(side.error, backend)
     return CaseResult(outcome, phase, first_line(side.error), traceback=side.traceback)
 
 
@@ -749,7 +703,7 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
         )
         fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
-        outcome = classify_device_error(dev_err, backend)
+        outcome = of_error(dev_err, backend)
         return CaseResult(outcome, "backward", first_line(dev_err), traceback=tb)
     if dev_grads is None:
         return CaseResult(
@@ -829,7 +783,9 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
             r.message = v.finding.message
         return _with_fallback(r, fallback)
-    result = CaseResult(Outcome.GRAD_MISMATCH, "backward", _joined(bad) + v.attribution, finding=finding)
+    result = CaseResult(
+        of_failures({r.kind for r in bad}, "backward"), "backward", _joined(bad) + v.attribution, finding=finding
+    )
     _fill_errors(result, v.records)
     result.device_golden_err, result.ref_golden_err = v.device_golden_err, v.ref_golden_err
     if fallback:
@@ -846,8 +802,6 @@ def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, Ca
     slip. Returns (checked, failure): checked is False when the outs are too small for the
     variants to mean anything (0-d or single elements); failure is the first failing variant's
     result, its message prefixed with the variant's name, or None."""
-    from generators.variants import out_variants
-
     shapes = _out_shapes(op, case)
     sizes = [math.prod(sh) for v in shapes.values() for sh in (v if isinstance(v, list) else [v])]
     if not sizes or max(sizes) <= 1:

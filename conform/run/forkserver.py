@@ -11,13 +11,17 @@ start_device_threads and track_bad_autograd_forks); an out-of-tree device regist
 would get no queue at all ("device_ready_queues_.size() INTERNAL ASSERT FAILED").
 """
 
+import os
+
 import torch
 
 torch.set_num_threads(1)
 
 import hypothesis  # noqa: E402, F401
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import opdb  # noqa: E402
+from conform import backends  # noqa: E402
 from conform.backends import CPUBackend  # noqa: E402
 from conform.run import cell, execute, isolation  # noqa: E402, F401
 from generators.case import Case, TensorSpec  # noqa: E402
@@ -37,12 +41,6 @@ def _preload_backend() -> None:
     device case runs under conform.run.dispatch's trace) imports torch._dynamo (torch/_compile.py),
     seconds that each child would pay again; and the backend's optional `fork_server_preload()`
     hook (conform.run.isolation)."""
-    import os
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from conform import backends
-
     spec = os.environ.get(isolation.SERVER_BACKEND_ENV)
     if not spec or spec == "cpu":
         return

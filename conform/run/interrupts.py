@@ -83,7 +83,10 @@ def _frames(frame) -> tuple:
 
 
 def install() -> None:
-    """Take over SIGINT (idempotent; a no-op off the main thread, where Python cannot)."""
+    """Take over SIGINT (idempotent; a no-op off the main thread, where Python cannot), and let
+    in one that is blocked: a process started with SIGINT blocked (an xdist worker, see block())
+    gets an interrupt that came while the interpreter started as a noted one, not as a
+    KeyboardInterrupt in the middle of its imports."""
     if _state["installed"]:
         return
     try:
@@ -91,7 +94,8 @@ def install() -> None:
         _state["installed"] = True
         _state["outer"] = _frames(sys._getframe(1))
     except ValueError:
-        pass
+        return
+    unblock()
 
 
 def seen() -> bool:

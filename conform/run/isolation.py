@@ -1,5 +1,5 @@
 """Process isolation: the one way conform starts a process that does device work, the in-flight
-record and hang watchdog of such a process, and the device errors that end one.
+record and hang watchdog of such a process.
 
 The fork-safety rule. Accelerator runtimes do not survive fork() once initialised:
 
@@ -18,7 +18,7 @@ Every process that runs device work (the device process of a worker, the one-sho
 isolated cell, the timing pass's child) is a `CleanChild`, started by multiprocessing's
 "forkserver" method: the fork server is a freshly exec'd interpreter that never touches a
 device (it imports torch, opdb, generators and hypothesis and warms them up on the CPU, see
-conform/_forkserver.py, which checks that no device got initialised), and each child is a fork
+conform.run.forkserver, which checks that no device got initialised), and each child is a fork
 of that server, so it starts clean in milliseconds whatever the process that asked for it has
 done. Where fork() does not exist (Windows), "spawn" gives the same guarantee, slower.
 
@@ -28,6 +28,7 @@ record the child wrote before each case (`Watchdog`), and records the case that 
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -36,6 +37,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,7 @@ def start_server(device_spec: str | None = None) -> None:
     extension) once, for every child, without initialising the device."""
     if START_METHOD == "forkserver":
         context()
-        from multiprocessing import forkserver
+        from multiprocessing import forkserver  # POSIX only
 
         if device_spec:
             os.environ[SERVER_BACKEND_ENV] = device_spec  # the server inherits it when it starts
@@ -103,6 +105,8 @@ def _serve(conn, setup: Callable, args: tuple) -> None:
     it would look like a crash of its case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        for name in PRELOAD:  # already loaded in a fork of the server; under spawn, loaded here
+            importlib.import_module(name)
         handler = setup(*args)
     except BaseException:  # noqa: BLE001 - the parent reports it as an isolation failure
         conn.send(("setup-failed", traceback.format_exc()))
@@ -217,46 +221,41 @@ class CleanChild:
         self.proc = self.conn = None
 
 
-# -- sticky device errors ------------------------------------------------------------------
-
-# Errors after which the device context of the process is unusable: every later call fails too.
-# CUDA: the texts of cudaGetErrorString for the errors the CUDA programming guide calls sticky
-# (cudaErrorAssert, cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress,
-# cudaErrorIllegalInstruction, cudaErrorHardwareStackError, cudaErrorInvalidPc,
-# cudaErrorInvalidAddressSpace, cudaErrorECCUncorrectable), which PyTorch puts after
-# "CUDA error: " (c10/cuda/CUDAException.h C10_CUDA_CHECK -> c10_cuda_check_implementation).
-CUDA_STICKY_ERRORS = (
-    "device-side assert triggered",
-    "an illegal memory access was encountered",
-    "unspecified launch failure",
-    "misaligned address",
-    "an illegal instruction was encountered",
-    "hardware stack error",
-    "invalid program counter",
-    "operation not supported on global/shared address space",
-    "uncorrectable ECC error encountered",
-)
-# XPU (SYCL/Level Zero) reports device losses as "UR_RESULT_ERROR_DEVICE_LOST"; MPS faults end
-# the process instead (a Metal command-buffer error is an abort), which isolation records as crash.
-DEFAULT_STICKY_ERRORS = {"cuda": CUDA_STICKY_ERRORS, "xpu": ("DEVICE_LOST",)}
-
-
-def sticky_error_patterns(backend) -> tuple[str, ...]:
-    """A backend's `sticky_error_patterns` attribute, else the defaults of its device type."""
-    patterns = getattr(backend, "sticky_error_patterns", None)
-    if patterns is None:
-        import torch
-
-        patterns = DEFAULT_STICKY_ERRORS.get(torch.device(backend.device).type, ())
-    return tuple(patterns)
-
-
-def sticky_error(backend, text: str) -> str:
-    """The sticky-error signature `text` carries, or ""."""
-    return next((p for p in sticky_error_patterns(backend) if p and p in (text or "")), "")
-
-
 # -- in-flight records and the hang watchdog -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """What a device process is running: written before each case, read by its parent when the
+    process dies (conform.plugin.died_result) and by the Monitor. Stored as JSON; the fields
+    left at their defaults are not written."""
+
+    op: str | None = None
+    dtype: str | None = None
+    case: dict | None = None  # the case's JSON (none while the generator draws)
+    describe: str = ""  # the case in words
+    passed: int = 0  # the cell's cases that passed before this one
+    failed: bool = False  # one of them failed
+    side: str = ""  # "device", "reference" or "golden": named where the device is not the CPU
+    phase: str = ""  # "forward" or "backward", with the side
+    limit_s: float | None = None  # the case's time limit
+    pid: int | None = None
+    started: float | None = None  # time.time() when the case started
+    timeout: bool = False  # a watchdog ended the case
+    killed_at: float | None = None  # when the Monitor killed the process
+    idle: bool = False  # no case in flight
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) != f.default}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InFlight:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def running(self, cell) -> bool:
+        """Whether this record is a case of `cell` (op, dtype) still in flight."""
+        return (self.op, self.dtype) == tuple(cell[:2]) and not self.idle
 
 
 class Watchdog:
@@ -272,7 +271,7 @@ class Watchdog:
         self.path = Path(path)
         self.limit_s = limit_s
         self._deadline: float | None = None
-        self._record: dict = {}
+        self._record = InFlight()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = False
@@ -282,9 +281,9 @@ class Watchdog:
         self._thread = threading.Thread(target=self._watch, name="conform-watchdog", daemon=True)
         self._thread.start()
 
-    def arm(self, record: dict) -> None:
+    def arm(self, record: InFlight) -> None:
         """A case is about to run: record it, and start its clock."""
-        record = {**record, "limit_s": self.limit_s, "pid": os.getpid(), "started": time.time()}
+        record = replace(record, limit_s=self.limit_s, pid=os.getpid(), started=time.time())
         _rewrite(self._fd, record)
         with self._lock:
             self._record = record
@@ -295,15 +294,15 @@ class Watchdog:
         """Which side of the armed case is about to run (conform.run.execute.on_side), so that a
         death there is told apart; rewritten only when it changes."""
         with self._lock:
-            if self._deadline is None or (self._record.get("side"), self._record.get("phase")) == (name, phase):
+            if self._deadline is None or (self._record.side, self._record.phase) == (name, phase):
                 return
-            self._record = record = {**self._record, "side": name, "phase": phase}
+            self._record = record = replace(self._record, side=name, phase=phase)
         _rewrite(self._fd, record)
 
     def disarm(self) -> None:
         with self._lock:
             self._deadline = None
-            idle = {"op": self._record.get("op"), "dtype": self._record.get("dtype"), "idle": True, "pid": os.getpid()}
+            idle = InFlight(op=self._record.op, dtype=self._record.dtype, idle=True, pid=os.getpid())
         _rewrite(self._fd, idle)
 
     def stop(self) -> None:
@@ -326,7 +325,7 @@ class Watchdog:
             with self._lock:
                 if self._deadline is None:  # finished just in time
                     continue
-                record = {**self._record, "timeout": True}
+                record = replace(self._record, timeout=True)
             _rewrite(self._fd, record)
             os._exit(TIMEOUT_EXIT_STATUS)
 
@@ -337,18 +336,19 @@ def killed_for_time(exitcode: int | None) -> bool:
     return exitcode in (TIMEOUT_EXIT_STATUS, -signal.SIGKILL)
 
 
-def read_record(path: Path) -> dict | None:
+def read_record(path: Path) -> InFlight | None:
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        data = json.loads(Path(path).read_text())
+        return InFlight.from_dict(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError):
         return None
 
 
 def mark_idle(path: Path) -> None:
     """The parent has dealt with the death the record describes: it is no longer in flight
     (the monitor must not act on it, and a later crash report must not reuse it)."""
-    record = read_record(path) or {}
-    _write(path, {"op": record.get("op"), "dtype": record.get("dtype"), "idle": True})
+    record = read_record(path) or InFlight()
+    _write(path, InFlight(op=record.op, dtype=record.dtype, idle=True))
 
 
 class Monitor:
@@ -371,17 +371,11 @@ class Monitor:
             for path in self.folder.glob("*.json"):
                 record = read_record(path)
                 # (a Watchdog's armed record holds its start and limit; anything else is not a case in flight)
-                if (
-                    not record
-                    or record.get("idle")
-                    or record.get("timeout")
-                    or "started" not in record
-                    or "limit_s" not in record
-                ):
+                if not record or record.idle or record.timeout or record.started is None or record.limit_s is None:
                     continue
-                if time.time() - record["started"] > record["limit_s"] + self.grace_s:
-                    _write(path, {**record, "timeout": True, "killed_at": time.time()})
-                    _kill(record.get("pid"))
+                if time.time() - record.started > record.limit_s + self.grace_s:
+                    _write(path, replace(record, timeout=True, killed_at=time.time()))
+                    _kill(record.pid)
 
 
 def _kill(pid) -> None:
@@ -391,7 +385,7 @@ def _kill(pid) -> None:
         pass
 
 
-def _write(path: Path, record: dict) -> None:
+def _write(path: Path, record: InFlight) -> None:
     """A rewrite of another process's record: in place, like that process's own writes (a
     rename would leave it writing to an unlinked file)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -401,10 +395,10 @@ def _write(path: Path, record: dict) -> None:
         os.close(fd)
 
 
-def _rewrite(fd: int, record: dict) -> None:
+def _rewrite(fd: int, record: InFlight) -> None:
     """Rewrite a record in place. A reader that catches it half-written gets invalid JSON and
     reads again later (the monitor) or treats it as unknown (a crash report)."""
-    data = json.dumps(record).encode()
+    data = json.dumps(record.to_dict()).encode()
     os.pwrite(fd, data, 0)
     os.ftruncate(fd, len(data))
 
@@ -414,7 +408,7 @@ def apply_memory_limit(limit: int | None) -> None:
     if not limit:
         return
     try:
-        import resource
+        import resource  # POSIX only
 
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
+
 import torch
 
+import generators
+import opdb
 from conform.errors import ConformError
 
 
 def select_ops(expr: str):
-    import opdb
-
     return opdb.select(expr)
 
 
@@ -19,8 +21,6 @@ def parse_dtypes(expr: str) -> list[str]:
         raise ConformError("no dtypes given")
     bad = [n for n in names if not isinstance(getattr(torch, n, None), torch.dtype)]
     if bad:
-        import difflib
-
         known = sorted(n for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype))
         hints = {b: difflib.get_close_matches(b, known, n=2) for b in bad}
         detail = "; ".join(f"{b!r}" + (f" (did you mean {', '.join(h)}?)" if h else "") for b, h in hints.items())
@@ -31,8 +31,6 @@ def parse_dtypes(expr: str) -> list[str]:
 
 def plan_cells(ops, dtypes: list[str]) -> list[tuple[str, str]]:
     """(qualname, dtype) for every cell, in catalog order."""
-    import generators
-
     cells = []
     for op in ops:
         for dt in generators.cell_dtypes(op, dtypes):

@@ -515,9 +515,9 @@ class Store:
         """An INSERT that skips a row whose unique key exists, where the database can say so."""
         name = self.engine.dialect.name
         if name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert  # only the dialect in use
         elif name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert  # only the dialect in use
         else:
             return None
         return dialect_insert(model).on_conflict_do_nothing(index_elements=index_elements)

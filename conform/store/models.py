@@ -140,7 +140,7 @@ class Result(Base):
     # facts about the cell that are not its verdict (conform.judge.verdict.Finding.to_dict()): the CPU
     # reference deviating from float64, the CPU wrong where the device is right, precision edges
     findings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
-    # why a skipped cell ran nothing (conform.run.cell.SKIP_REASONS): "no_kernel", "no_valid_case", ...
+    # why a skipped cell ran nothing (conform.outcomes.SKIP_REASONS): "no_kernel", "no_valid_case", ...
     skip_reason: Mapped[str] = mapped_column(String(24), default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 

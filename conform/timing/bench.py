@@ -23,7 +23,9 @@ from typing import Any
 
 import torch
 
+import opdb
 from conform.errors import ConformError, first_line
+from conform.run.isolation import ChildDied, ChildTimedOut, CleanChild, IsolationError
 from conform.store import queries
 from conform.store.timings import record_timings
 from conform.timing.inputs import NotTimeable, SeedPool, bound_call, sized_case
@@ -174,8 +176,6 @@ class BenchSummary:
 
 
 def _time_by_name(qualname: str, dtype: str, backend, sizes: dict[str, int], min_run_time: float) -> CellTiming:
-    import opdb
-
     try:
         op = opdb.lookup(qualname)
     except Exception:
@@ -206,8 +206,6 @@ class _IsolatedTimer:
     on. Still serial: the parent only waits while the child times."""
 
     def __init__(self, backend, sizes, min_run_time, cell_timeout: float):
-        from conform.run.isolation import CleanChild
-
         self.sizes = sizes
         self.cell_timeout = cell_timeout
         self.child = CleanChild(
@@ -215,8 +213,6 @@ class _IsolatedTimer:
         )
 
     def __call__(self, qualname: str, dtype: str) -> CellTiming:
-        from conform.run.isolation import ChildDied, ChildTimedOut, IsolationError
-
         try:
             return self.child.call((qualname, dtype), timeout=self.cell_timeout)
         except ChildTimedOut:

@@ -2,8 +2,10 @@
 moved by more than `pct` *and* by more than the two measurements' interquartile ranges added,
 since a change inside the measured spread is noise, however large its percentage.
 
-Pure functions over timing rows (conform.store.queries.timings_of), so two runs compare the same
-way whether they live in one database or two. `conform gate` fails on slowdowns.
+The one rule for `conform gate` (which fails on slowdowns) and the site's diffs, whose JavaScript
+gets it from `significant_js` when the site is built. Pure functions over timing rows
+(conform.store.queries.timings_of), so two runs compare the same way whether they live in one
+database or two.
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ class TimingChange:
         )
 
 
-def is_significant(old_s: float, old_iqr_s: float, new_s: float, new_iqr_s: float, *, pct: float = 0.10) -> bool:
+PCT = 0.10  # the default share of the old time a change must exceed (`conform gate --timing-pct`)
+
+
+def is_significant(old_s: float, old_iqr_s: float, new_s: float, new_iqr_s: float, *, pct: float = PCT) -> bool:
     """Whether old -> new is a real change: larger than `pct` of the old time *and* than the two
     measurements' interquartile ranges added together."""
     if not (old_s and old_s > 0 and new_s and new_s > 0):
@@ -59,8 +64,27 @@ def is_significant(old_s: float, old_iqr_s: float, new_s: float, new_iqr_s: floa
     return diff > pct * old_s and diff > (old_iqr_s or 0.0) + (new_iqr_s or 0.0)
 
 
+# `is_significant` for the site's diff of any two columns the reader picks (site/static/conform.js
+# calls it); tests/test_site.py runs it with node against the function above.
+_SIGNIFICANT_JS = """function (oldS, oldIqrS, newS, newIqrS) {
+  if (!(oldS > 0 && newS > 0)) return false;
+  var diff = Math.abs(newS - oldS);
+  return diff > PCT * oldS && diff > (oldIqrS || 0) + (newIqrS || 0);
+}"""
+
+
+def significant_js(pct: float = PCT) -> str:
+    """`is_significant` as a JavaScript function expression, `pct` filled in."""
+    return _SIGNIFICANT_JS.replace("PCT", repr(float(pct)))
+
+
+def describe_rule(pct: float = PCT) -> str:
+    """The rule in words, for the pages that list changes."""
+    return f"by more than {pct:.0%} and more than both interquartile ranges added"
+
+
 def timing_changes(
-    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = PCT, side: str = "device"
 ) -> list[TimingChange]:
     """Significant changes (both directions) of `side` ("device" or "ref") times from one run's
     timing rows (conform.store.queries.timings_of) to another's, over the (op, dtype, size) timed
@@ -83,7 +107,7 @@ def timing_changes(
 
 
 def slowdowns(
-    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = PCT, side: str = "device"
 ) -> list[TimingChange]:
     """The significant slowdowns among `timing_changes`, largest first."""
     return [c for c in timing_changes(old_rows, new_rows, pct=pct, side=side) if c.kind == "regression"]

@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis.errors import Unsatisfiable
 
+import generators
 from conform.errors import first_line
+from generators import Case, TensorSpec
 
 SEED_MAX_NUMEL = 128  # elements per tensor of the small cases that are scaled up
 SEED_EXAMPLES = 10  # small cases drawn per cell
@@ -94,8 +98,6 @@ class SeedPool:
         return self._direct
 
     def drawn(self) -> list:
-        import generators
-
         if self._drawn is None:
             self._drawn = []
             try:
@@ -129,9 +131,6 @@ def seed_cases(op, dtype: str, **kw) -> list:
 
 def _draw(strategy, count: int, digest: str) -> list:
     """The first `count` examples hypothesis generates from `strategy`, derandomized."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis.errors import Unsatisfiable
-
     drawn: list = []
 
     @settings(
@@ -159,8 +158,6 @@ def direct_seeds(op, dtype: str) -> list:
     """Small cases built from the schema alone: every required tensor the same contiguous shape
     (2-D square, then 3-D batched, then 1-D), scalars 2, dims -1, bools False, sizes the shape.
     None of them is guaranteed to be valid; `seed_cases` keeps those the CPU accepts."""
-    from generators import Case, TensorSpec
-
     if dtype == "none" or any(a.is_tensor_like and a.name in _INDEX_NAMES for a in op.arguments if a.default is None):
         return []
     domain = op.rules.domain if op.rules.domain else "real"
@@ -238,8 +235,6 @@ def _is_int_list(v) -> bool:
 
 def _walk_values(v, fn):
     """v with fn applied to every TensorSpec and int list, recursing through lists and dicts."""
-    from generators import TensorSpec
-
     if isinstance(v, TensorSpec) or _is_int_list(v):
         return fn(v)
     if isinstance(v, tuple):
@@ -336,8 +331,6 @@ def scale_scalars(op, case, target: int):
 
 
 def _scale_dims(case, shape_map, *, strategy: str):
-    from generators import TensorSpec
-
     def transform(v):
         if isinstance(v, TensorSpec):
             return dataclasses.replace(

@@ -9,6 +9,7 @@ with textContent only, so an error message holding `<script>` shows as text.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +22,8 @@ import jinja2
 
 from conform import __version__
 from conform.outcomes import SEVERITY
+from conform.report.declared import BACKEND_KEYS, how_on
+from conform.timing.changes import describe_rule, significant_js
 from conform.website import charts as site_charts
 from conform.website import data as site_data
 from conform.website.data import (
@@ -32,6 +35,7 @@ from conform.website.data import (
     R_SKIP,
     SIZE_ORDER,
     T_DEV,
+    T_DEV_IQR,
     T_NUMEL,
     T_REF,
     SiteData,
@@ -46,8 +50,6 @@ DIFF_ROWS = 1000  # rows per section of a precomputed diff page; the interactive
 
 def site_files() -> Path:
     """The templates and static assets: installed as `conform.sitefiles`, or the repo's site/."""
-    import importlib.util
-
     try:
         # a data folder without __init__.py is a namespace package: importlib.resources gives a
         # MultiplexedPath whose str() is no file path, so take the folder from the spec
@@ -57,7 +59,7 @@ def site_files() -> Path:
     for location in (spec.submodule_search_locations or []) if spec else []:
         if (Path(location) / "templates").is_dir():
             return Path(location)
-    here = Path(__file__).resolve().parent.parent / "site"
+    here = Path(__file__).resolve().parents[2] / "site"  # conform/website/ -> the repository
     if (here / "templates").is_dir():
         return here
     raise FileNotFoundError("conform's site templates are missing (neither conform.sitefiles nor site/ was found)")
@@ -163,7 +165,7 @@ class Builder:
                 diffs=diffs,
                 envs=self.data.envs,
                 title=f"Diff {d.a.short_label} → {d.b.short_label}",
-                threshold=site_data.REGRESSION_RATIO,
+                timing_rule=describe_rule(),
             )
         self.render(
             "diff.html",
@@ -172,7 +174,7 @@ class Builder:
             diffs=diffs,
             envs=self.data.envs,
             title="Diff",
-            threshold=site_data.REGRESSION_RATIO,
+            timing_rule=describe_rule(),
         )
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
         self.render("op.html", "op.html", title="Op")
@@ -204,7 +206,7 @@ class Builder:
         for op in sorted(data.ops.values(), key=lambda o: o.qualname):
             by_family.setdefault(op.family, []).append(op)
         families = []
-        from opdb import FAMILIES
+        from opdb import FAMILIES  # torch: the site is built without it
 
         describe = dict(FAMILIES)
         order = {name: i for i, (name, _) in enumerate(FAMILIES)}
@@ -257,8 +259,6 @@ class Builder:
         """One character per column: how the release of its torch version declares the op on its
         backend's key. K kernel, C composite kernel, D decomposes, 0 not available, _ not in that
         release's yaml, . no release stored."""
-        from conform.report.declared import how_on
-
         out = []
         for e in self.data.envs:
             vs = self.declared_vs[e.id]
@@ -284,8 +284,6 @@ class Builder:
         """declared.html: declared coverage per torch version and key (table and chart), and per
         measured environment what its release declares against what was measured; one
         declared-<env>.html per measured environment lists the ops."""
-        from conform.report.declared import BACKEND_KEYS
-
         data = self.data
         coverage = site_data.declared_coverage(data, self.declared_by_env)
         versions: list[dict] = []
@@ -361,22 +359,27 @@ class Builder:
             "outcomes": [o.value for o in SEVERITY],
             "failing": sorted(site_data.FAILING_VALUES),
             "families": families,
-            "regression_ratio": site_data.REGRESSION_RATIO,
             "has_timings": data.has_timings(),
             "generated_at": data.generated_at,
         }
         self.write("data/index.js", _js_data("index", index))
 
     def timing_data(self, families: list[dict]) -> None:
-        """Device medians per (op, dtype/size) per column, per family: the diff page's timing
-        regressions for any two columns."""
+        """Device medians and IQRs per (op, dtype/size) per column, per family, and the rule of
+        what counts as a change (conform.timing.changes): the diff page's timing changes for any
+        two columns."""
+        rule = f"{{describe:{json.dumps(describe_rule())},significant:{significant_js()}}}"
+        self.write(
+            "data/timing-rule.js",
+            f'window.CONFORM_DATA=window.CONFORM_DATA||{{}};window.CONFORM_DATA["timing-rule"]={rule};\n',
+        )
         if not self.data.has_timings():
             return
         by_op: dict[int, list] = {}
         for i, e in enumerate(self.data.envs):
             for (op, d, size), t in e.timings.items():
                 if t[T_DEV]:
-                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = t[T_DEV]
+                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = [t[T_DEV], t[T_DEV_IQR] or 0]
         per_family: dict[str, dict] = {}
         for op_id, per_env in by_op.items():
             op = self.data.ops[op_id]
@@ -506,8 +509,6 @@ class Builder:
     def op_declared(self, op_id: int) -> dict:
         """Per declared release, oldest first: how the op reaches each backend key (null: the
         release does not have the op)."""
-        from conform.report.declared import BACKEND_KEYS, how_on
-
         rows = []
         for e in site_data.declared_in_order(self.data):
             by_key = self.declared_by_env.get(e.id, {}).get(op_id)

@@ -19,6 +19,7 @@ from conform.outcomes import FAILING, SEVERITY
 from conform.report import declared
 from conform.store import Store, queries
 from conform.store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
+from conform.timing.changes import is_significant
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -55,7 +56,6 @@ DTYPE_ORDER = [
     "none",
 ]
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
-REGRESSION_RATIO = 1.5  # device time grew by more than this factor between two environments
 
 
 def outcome_rank(outcome: str) -> int:
@@ -278,8 +278,8 @@ class Diff:
 
 
 def diff(data: SiteData, a: Env, b: Env) -> Diff:
-    """What changed from environment a to b. `conform.js` computes the same for any two columns
-    the reader picks; keep the two in step."""
+    """What changed from environment a to b. Timing changes follow conform.timing.changes, the
+    rule the site's JavaScript also gets for the diff of any two columns."""
     out = Diff(a, b)
     for key, ra in a.cells.items():
         rb = b.cells.get(key)
@@ -303,13 +303,10 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
         set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))
     ):
         ta, tb = a.timings[key][T_DEV], b.timings[key][T_DEV]
-        if not ta or not tb:
+        if not ta or not tb or not is_significant(ta, a.timings[key][T_DEV_IQR], tb, b.timings[key][T_DEV_IQR]):
             continue
         item = (data.ops[key[0]], key[1], key[2], ta, tb, tb / ta)
-        if tb / ta > REGRESSION_RATIO:
-            out.regressions.append(item)
-        elif ta / tb > REGRESSION_RATIO:
-            out.improvements.append(item)
+        (out.regressions if tb > ta else out.improvements).append(item)
     out.regressions.sort(key=lambda x: -x[5])
     out.improvements.sort(key=lambda x: x[5])
     return out

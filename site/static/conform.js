@@ -368,17 +368,19 @@
         else out.other_changes.push(item);
       }
     });
+    var significant = D["timing-rule"].significant;  // conform.timing.changes, written by the build
     idx.families.forEach(function (f) {
       if (!f.timings) return;
       var t = D[f.timings];
       Object.keys(t).sort().forEach(function (name) {
         var ta = t[name][ia], tb = t[name][ib];
         Object.keys(ta).sort().forEach(function (key) {
-          if (!(key in tb) || !ta[key] || !tb[key]) return;
+          if (!(key in tb)) return;
+          var a = ta[key], b = tb[key];  // [median, IQR]
+          if (!a[0] || !b[0] || !significant(a[0], a[1], b[0], b[1])) return;
           var parts = key.split("/");
-          var item = [byName[name] || [name, name], parts[0], parts[1], ta[key], tb[key], tb[key] / ta[key]];
-          if (tb[key] / ta[key] > idx.regression_ratio) out.regressions.push(item);
-          else if (ta[key] / tb[key] > idx.regression_ratio) out.improvements.push(item);
+          var item = [byName[name] || [name, name], parts[0], parts[1], a[0], b[0], b[0] / a[0]];
+          (b[0] > a[0] ? out.regressions : out.improvements).push(item);
         });
       });
     });
@@ -402,8 +404,8 @@
       ["other-changes", "Other outcome changes", d.other_changes, "cells"],
       ["new-ops", "New ops", d.new_ops, "ops"],
       ["removed-ops", "Removed ops", d.removed_ops, "ops"],
-      ["regressions", "Timing regressions (device time grew more than " + idx.regression_ratio + "×)", d.regressions, "timings"],
-      ["improvements", "Faster (device time shrank more than " + idx.regression_ratio + "×)", d.improvements, "timings"],
+      ["regressions", "Timing regressions (device time grew " + D["timing-rule"].describe + ")", d.regressions, "timings"],
+      ["improvements", "Faster (device time shrank " + D["timing-rule"].describe + ")", d.improvements, "timings"],
     ];
     var counts = el("p", { class: "counts" });
     sections.forEach(function (s, i) {

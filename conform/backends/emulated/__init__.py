@@ -67,7 +67,7 @@ def _clear_stale_lock(folder: Path) -> None:
 
 
 def _missing_tools() -> str:
-    from torch.utils.cpp_extension import is_ninja_available
+    from torch.utils.cpp_extension import is_ninja_available  # loads setuptools: only when the extension is built
 
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
@@ -88,7 +88,7 @@ def load():
         _error = _missing_tools()
         if _error:
             raise EmulatorUnavailable(_error)
-        from torch.utils.cpp_extension import load as cpp_load
+        from torch.utils.cpp_extension import load as cpp_load  # as above
 
         folder = build_dir()
         folder.mkdir(parents=True, exist_ok=True)

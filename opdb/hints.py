@@ -1,0 +1,100 @@
+"""The hints an opdb rule may give (`hints = { ... }` in opdb/rules/*.toml): every known key with
+its type, its default and what it means. A rules file with an unknown key or a value of the wrong
+type fails to load, naming the file and the line.
+
+Read them with `OpRules.hint(name)` (or `hint(op, name)` for an op that may have no rules): the
+rule's value, else the default written here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hint:
+    kind: str  # "bool", "str", "number", "names" (a list of argument names), "bounds"
+    default: Any
+    meaning: str
+
+    def check(self, value: Any) -> str:
+        """What is wrong with `value` for this hint, or ""."""
+        ok = {
+            "bool": lambda v: isinstance(v, bool),
+            "str": lambda v: isinstance(v, str) and v != "",
+            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "names": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "bounds": lambda v: (
+                isinstance(v, dict)
+                and all(
+                    isinstance(b, list) and len(b) == 2 and all(isinstance(x, (int, float)) for x in b)
+                    for b in v.values()
+                )
+            ),
+        }[self.kind](value)
+        return "" if ok else f"must be {_KIND_WORDS[self.kind]}, got {value!r}"
+
+
+_KIND_WORDS = {
+    "bool": "true or false",
+    "str": "a non-empty string",
+    "number": "a number",
+    "names": "a list of argument names",
+    "bounds": "a table of argument name -> [low, high]",
+}
+
+HINTS: dict[str, Hint] = {
+    # how conform compares
+    "golden": Hint("bool", True, "compute float64 golden for this op's cases (false: no golden judge)"),
+    "strides": Hint("bool", True, "compare the output's strides with the reference's"),
+    "sign_of_zero": Hint("bool", False, "-0.0 and 0.0 differ in the result (real dtypes)"),
+    "exact_only_with": Hint("str", None, "the argument whose presence makes the op exact (div's rounding_mode)"),
+    "unit_floor": Hint(
+        "number", None, "the unit of an input is at least the dtype's unit at this magnitude (x + 1 in the dtype)"
+    ),
+    "result": Hint("str", None, '"legacy_batched": a legacy vmap BatchedTensor, unwrapped before it is compared'),
+    "isolate": Hint("bool", False, "the op kills the process on some inputs: each cell runs in a fresh process"),
+    # what generators draw
+    "cells": Hint("str", None, '"floating": the op takes floating tensors only'),
+    "cells_reason": Hint("str", None, 'why "cells" restricts the dtypes'),
+    "layout": Hint("str", None, "the layout of the tensors drawn (contiguous, sparse_coo, sparse_csr, ...)"),
+    "quantized": Hint("str", None, "quantized inputs: per_tensor, per_channel or any"),
+    "matrix": Hint("str", None, '"spd": square inputs are symmetric positive definite'),
+    "input_products": Hint("bool", False, "the op multiplies input values together: no magnitude stress band"),
+    "out_sized": Hint("bool", False, "out= tensors must already have the result's shape"),
+    "zero_dim": Hint("names", (), "arguments drawn as 0-d tensors holding one number"),
+    "bounds": Hint("bounds", {}, "[low, high) of the whole number a zero_dim argument holds"),
+    "nonzero": Hint("names", (), "arguments never drawn as zero (or empty)"),
+    "nonzero_args": Hint("names", (), "tensor arguments whose elements are never zero"),
+    "positive_args": Hint("names", (), "tensor arguments drawn positive"),
+    "probability_args": Hint("names", (), "tensor arguments drawn in [0, 1]"),
+    "nonnegative_scalars": Hint("names", (), "scalar arguments drawn >= 0"),
+    "ordered_scalars": Hint("names", (None, None), "two scalar arguments drawn with the first <= the second"),
+    "exponent_args": Hint("names", (), "arguments that are exponents or shift counts (drawn as small integers)"),
+    "seeded_arg": Hint("str", None, "the argument that makes a seeded op deterministic when 0 or false"),
+    "unique_indices": Hint("bool", False, "with repeated indices, which write lands is unspecified"),
+    "unless_accumulate": Hint("bool", False, "unique_indices only where accumulate is false"),
+}
+
+
+def hint(op_or_rules, name: str) -> Any:
+    """The hint `name` of an op (or of its OpRules): the rule's value, else the default. An op
+    without rules (a test's stand-in) gets the default. KeyError for a name HINTS does not know."""
+    default = HINTS[name].default
+    rules = getattr(op_or_rules, "rules", op_or_rules)
+    return (getattr(rules, "hints", None) or {}).get(name, default)
+
+
+def problems(hints: Any) -> list[tuple[str, str]]:
+    """(key, what is wrong) for each unknown key or ill-typed value of a rule's `hints` table."""
+    if not isinstance(hints, dict):
+        return [("", "hints must be a table")]
+    found = []
+    for key, value in hints.items():
+        spec = HINTS.get(key)
+        if spec is None:
+            found.append((key, f"unknown hint {key!r}; known: {', '.join(sorted(HINTS))}"))
+        elif wrong := spec.check(value):
+            found.append((key, f"hint {key!r} {wrong}"))
+    return found
