@@ -286,7 +286,7 @@ class Controller:
         )
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
-        self.stored = 0  # cells of the run in the store, this session's and earlier ones'
+        self.stored = 0  # cells of the run in the store, this pytest session's and earlier ones'
         self.state = "running"
         self.fatal = ""
         self.session = None

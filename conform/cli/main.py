@@ -182,7 +182,7 @@ def run(workers, junitxml, bench, quiet, **options):
 
 def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
     """The pytest session `conform run` starts: conform's suite of cells over xdist workers."""
-    # -p conform.plugin: conform's hooks join this session only (there is no pytest11 entry point);
+    # -p conform.plugin: conform's hooks join this pytest session only (there is no pytest11 entry point);
     # -p no:conform: an older conform installed one under that name, which would register it twice
     args = [
         "-p",
