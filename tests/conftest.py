@@ -1,4 +1,7 @@
 # Shared fixtures. PostgreSQL (a throwaway server, or $CONFORM_TEST_POSTGRES_URL): see tests/pg.py.
+import inspect
+import re
+
 import pytest
 
 from pg import postgres_server, postgres_url  # noqa: F401
@@ -35,3 +38,24 @@ def _draws_follow_the_seed_alone(request):
 
     with seed_only():
         yield
+
+
+# What makes a test end-to-end: it starts `conform` (or another program) in a subprocess, drives
+# a click command, runs a cell in a clean child, starts a database server or a browser, or builds
+# the emulated device. Such tests run in CI and under README's test command like every other;
+# `-m "not e2e"` leaves them out for a quick loop while editing.
+_E2E_SOURCE = re.compile(
+    r"\b(?:conform|popen_conform|run_conform|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
+)
+_E2E_FIXTURES = {"emu", "postgres_url", "postgres_server", "browser", "page", "site_dir", "built_site"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fn = getattr(item, "function", None)
+        try:
+            source = inspect.getsource(fn) if fn is not None else ""
+        except (OSError, TypeError):
+            source = ""
+        if _E2E_SOURCE.search(source) or _E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
