@@ -196,3 +196,41 @@ def test_contracts_agree_with_pytorchs_own_sample_inputs():
                     assert kinds[kind](t), (name, arg, t)
                     checked += 1
     assert checked
+
+
+# a point (0.5149...) exactly on the 17th of 25 edges float32 computes from the data's range,
+# a few units off float64's edge: float32 and float64 count it in neighbouring bins
+_ON_AN_EDGE = (
+    1.4513001441955566, -2.9472756385803223, 0.06719112396240234, 1.5421390533447266, 0.13959407806396484,
+    1.7229118347167969, -0.12210655212402344, -2.1369152069091797, 1.833785057067871, 0.5149016380310059,
+    -1.6599143743515015, -0.30864381790161133, 1.0589494705200195, -0.6313469409942627, -0.13462495803833008,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["aten::_histogramdd_from_bin_cts", "aten::_histogramdd_from_bin_cts.out"])
+def test_a_point_on_a_data_defined_bin_edge_is_counted_by_the_kernels_own_edges(name):
+    x = T((15, 1), "float32", data=_ON_AN_EDGE)
+    out = {"out": T((25,), "float32")} if name.endswith(".out") else {}
+    op = opdb.lookup(name)
+    counts = torch.ops.aten._histogramdd_from_bin_cts(torch.tensor(_ON_AN_EDGE).reshape(15, 1), [25])
+    assert not torch.equal(
+        counts.double(),
+        torch.ops.aten._histogramdd_from_bin_cts(counts.new_tensor(_ON_AN_EDGE).double().reshape(15, 1), [25]),
+    )
+    r = run_case(op, Case(name, (x, [25]), out), CPUBackend())
+    assert r.outcome == O.PASS, r.message
+    # a count that no edges give still fails
+    from tests.faulty import FaultyBackend, aten
+
+    def one_more_in_the_first_bin(func, args, kwargs):
+        result = func(*args, **kwargs)
+        result[0] += 1
+        return result
+
+    body = {
+        "name": "faulty-hist",
+        "targets": frozenset({aten._histogramdd_from_bin_cts.default, aten._histogramdd_from_bin_cts.out}),
+        "bug": staticmethod(one_more_in_the_first_bin),
+    }
+    backend = type("HistOneMore", (FaultyBackend,), body)()
+    assert run_case(op, Case(name, (x, [25]), out), backend).outcome == O.MISMATCH

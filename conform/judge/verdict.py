@@ -245,6 +245,13 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
         alt_records = _as_the_kernel_computes(phase, actual, rounded)
         if alt_records is not None:
             return Judgement(alt_records, golden)
+    own = _counted_by_its_own_edges(phase, actual)
+    if own is not None and not failures(own):
+        return Judgement(
+            own,
+            golden,
+            "precision edge: a point on a bin edge the data defines, counted by the edges the dtype computes",
+        )
     excuses = []
     for excuse in (_specials_excused, _conditioning_excused):
         if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
@@ -384,6 +391,29 @@ class _KwargsSet:
 
     def __getattr__(self, name):
         return getattr(self._case, name)
+
+
+def _counted_by_its_own_edges(phase: Phase, actual: Observed) -> list[Record] | None:
+    """A histogram whose bin edges come from the data (opdb hint `bin_edges`): a point exactly on
+    an edge the case's dtype computes (min + i * (max - min) / bins, rounded) lies a few units off
+    float64's edge, and either bin is right. The records of `actual` against the counts in float64
+    with the edges computed in the case's dtype, or None where the hint does not apply."""
+    hint = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("bin_edges")
+    golden = phase.golden
+    if not hint or phase.name != "forward" or golden is None:
+        return None
+    try:
+        args, kwargs = phase.case.materialize(lambda t: t, torch.device("cpu"))
+        bound = {**dict(zip([a.name for a in phase.op.arguments], args)), **kwargs}
+        x, weight = bound["self"], bound.get("weight")
+        options = {"weight": weight, "density": bool(bound.get("density", False))}
+        edges = getattr(torch.ops.aten, hint["edges"])(x, bound["bins"], range=bound.get("range"), **options)
+        wide = {**options, "weight": weight.double() if isinstance(weight, torch.Tensor) else None}
+        counts = getattr(torch.ops.aten, hint["counts"])(x.double(), [e.double() for e in edges], **wide)
+    except (RuntimeError, KeyError, TypeError, ValueError):
+        return None
+    expected = phase.expect((counts, {k: counts for k in golden[1]}))
+    return phase.compare(actual, expected) if expected is not None else None
 
 
 def _faithful_where_unrepresentable(a, e, g):
