@@ -234,3 +234,15 @@ def test_a_point_on_a_data_defined_bin_edge_is_counted_by_the_kernels_own_edges(
     }
     backend = type("HistOneMore", (FaultyBackend,), body)()
     assert run_case(op, Case(name, (x, [25]), out), backend).outcome == O.MISMATCH
+
+
+def test_a_contract_of_an_unknown_kind_or_a_producer_without_results_is_rejected(tmp_path):
+    from opdb.rules import RulesError
+
+    for body in (
+        '["aten::x"]\nhints = { argument_values = { target = "signs" } }\n',
+        '["aten::x"]\nhints = { produced_by = { op = "aten::geqrf" } }\n',
+    ):
+        (tmp_path / "c.toml").write_text(body)
+        with pytest.raises(RulesError):
+            load_entries(tmp_path)

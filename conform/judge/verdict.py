@@ -357,9 +357,10 @@ def _as_the_kernel_computes(phase: Phase, actual: Observed, rounded_case) -> lis
 def _quotient_rounded_first(phase: Phase, case, cast, dt: torch.dtype) -> Observed | None:
     """The definition read as written (opdb hint `quotient_rounded_first`, div's rounding modes):
     the quotient of the inputs as the result dtype holds them, rounded to that dtype (to float32,
-    the math type, in half precision), then truncated or floored. div(int32 2228, float32 -0.31482267, 'trunc') truncates float32's
-    quotient -7077.0 to -7077, where the exact -7076.9998 truncates to -7076 (NumPy's trunc of
-    the float32 quotient agrees). The expectation, or None where the hint does not apply."""
+    the math type, in half precision), then truncated or floored. div(int32 2228, float32
+    -0.31482267, 'trunc') truncates float32's quotient -7077.0 to -7077, where the exact
+    -7076.9998 truncates to -7076 (NumPy's trunc of the float32 quotient agrees). The
+    expectation, or None where the hint does not apply."""
     arg = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("quotient_rounded_first")
     mode = (getattr(case, "kwargs", None) or {}).get(arg) if arg else None
     if mode not in ("trunc", "floor"):
