@@ -50,16 +50,16 @@ def _same(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def from_caller(ctx) -> bool:
-    """Fill `ctx.fixed` with what the op's caller (hint `caller`) passes it; False (nothing
+def from_caller(ctx, cases) -> bool:
+    """Fill `ctx.fixed` with what the op's caller (hint `caller`) passes it, drawing the caller's
+    case with `cases(op, cell, max_numel, builder)` (the schema's strategy); False (nothing
     filled) where the caller rejects its drawn case or never calls the op for it."""
     import opdb
     from generators import families
-    from generators.schema import _cases
 
     caller = opdb.lookup(ctx.hints["caller"])
     case = ctx.draw(
-        _cases(caller, ctx.cell, ctx.max_numel, families.builder_for(caller)), label=f"caller {caller.qualname}"
+        cases(caller, ctx.cell, ctx.max_numel, families.builder_for(caller)), label=f"caller {caller.qualname}"
     )
     packet = getattr(torch.ops.aten, ctx.op.base_name)
     try:

@@ -116,7 +116,7 @@ def _cases(draw, op, cell, max_numel, builder):
         ctx.shape = ()  # the op takes its first tensor as one number (opdb/rules/shapes.toml)
     ctx.list_shapes = [ctx.shape] * n_list
     # an internal op with a known caller takes what the caller passes it (generators.capture)
-    if not (ctx.hints.get("caller") and capture.from_caller(ctx)) and builder is not None:
+    if not (ctx.hints.get("caller") and capture.from_caller(ctx, _cases)) and builder is not None:
         builder(ctx)
     deferred = backward.deferred_args(op) if backward.is_backward(op) else ()
     values: dict = {}
