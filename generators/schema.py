@@ -9,7 +9,7 @@ arguments; the generic strategies of this module fill the rest.
 
 from __future__ import annotations
 
-from generators import argtypes, backward, families, memo
+from generators import argtypes, backward, capture, contracts, families, memo
 from generators.case import QUANTIZED_STORAGE, Case
 from generators.context import OMIT, VARARGS, Context, Untestable
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, huge_band_for, shapes, stressed
@@ -115,7 +115,8 @@ def _cases(draw, op, cell, max_numel, builder):
     if first is not None and first.name in ctx.hints.get("zero_dim", ()):
         ctx.shape = ()  # the op takes its first tensor as one number (opdb/rules/shapes.toml)
     ctx.list_shapes = [ctx.shape] * n_list
-    if builder is not None:
+    # an internal op with a known caller takes what the caller passes it (generators.capture)
+    if not (ctx.hints.get("caller") and capture.from_caller(ctx, _cases)) and builder is not None:
         builder(ctx)
     deferred = backward.deferred_args(op) if backward.is_backward(op) else ()
     values: dict = {}
@@ -132,9 +133,11 @@ def _cases(draw, op, cell, max_numel, builder):
             value = argtypes.out_values(arg, ctx)
         else:
             value = argtypes.draw_arg(arg, ctx)
+        value = contracts.within_contract(arg.name, value, ctx)
         values[arg.name] = value
         if value is not OMIT:
             ctx.drawn[arg.name] = value
+    values = contracts.produce(values, ctx)
     args: list = []
     kwargs: dict = {}
     positional_open = True

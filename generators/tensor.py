@@ -39,6 +39,7 @@ VALUE_KINDS = (
     "probability",
     "nonzero",
     "small",
+    "sign",  # -1 and 1 only: the labels of the margin and embedding losses (opdb hints argument_values)
     "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
     "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
     "invertible",  # square matrices (last two dims) made diagonally dominant: well-conditioned
@@ -378,6 +379,8 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         if kind in ("positive", "nonzero", "above_one") or (kind == "index" and low is not None and low >= 1):
             return torch.ones(shape, dtype=torch.bool)  # the domain holds one bool: True
         return torch.rand(shape, generator=g) < 0.5
+    if kind == "sign":
+        return (torch.randint(0, 2, shape, generator=g) * 2 - 1).to(dtype)
     if kind == "index":
         hi = int(high if high is not None else 1)
         lo = int(low if low is not None else 0)

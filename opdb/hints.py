@@ -14,7 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Hint:
-    kind: str  # "bool", "str", "number", "names" (a list of argument names), "bounds"
+    kind: str  # "bool", "str", "number", "names" (a list of strings), "bounds", "table" (checked by opdb.rules)
     default: Any
     meaning: str
 
@@ -32,6 +32,7 @@ class Hint:
                     for b in v.values()
                 )
             ),
+            "table": lambda v: isinstance(v, dict),
         }[self.kind](value)
         return "" if ok else f"must be {_KIND_WORDS[self.kind]}, got {value!r}"
 
@@ -42,6 +43,7 @@ _KIND_WORDS = {
     "number": "a number",
     "names": "a list of argument names",
     "bounds": "a table of argument name -> [low, high]",
+    "table": "a table",
 }
 
 HINTS: dict[str, Hint] = {
@@ -75,6 +77,19 @@ HINTS: dict[str, Hint] = {
     "seeded_arg": Hint("str", None, "the argument that makes a seeded op deterministic when 0 or false"),
     "unique_indices": Hint("bool", False, "with repeated indices, which write lands is unspecified"),
     "unless_accumulate": Hint("bool", False, "unique_indices only where accumulate is false"),
+    # documented value domains (opdb/rules/contracts.toml; generators/contracts.py draws them)
+    "argument_values": Hint("table", {}, "argument name -> the documented value kind (sign, probability, ...)"),
+    "produced_by": Hint(
+        "table", None, "inputs drawn from their producer's results: op = 'aten::x', results = {arg = i}"
+    ),
+    "caller": Hint("str", None, "the public op whose forward/backward calls this internal op: its call is captured"),
+    "contract_doc": Hint("names", (), "[where it is documented, the documented words]"),
+    "contract_opinfo": Hint("str", None, "the OpInfo whose sample inputs all satisfy the contract"),
+    # what golden computes
+    "quotient_rounded_first": Hint(
+        "str", None, "with this argument, the quotient rounded to the result dtype before rounding_mode is right too"
+    ),
+    "bin_edges": Hint("table", None, "counts judged against the edges the dtype computes: edges = op, counts = op"),
 }
 
 

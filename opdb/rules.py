@@ -53,6 +53,9 @@ from opdb.spec import OpRules, Tolerance
 RULES_DIR = Path(__file__).with_name("rules")
 
 DOMAINS = ("real", "positive", "nonnegative", "unit", "open_unit", "above_one", "probability", "nonzero", "small")
+# what one argument's values may be (hints `argument_values`, opdb/rules/contracts.toml): a domain,
+# or "sign" (-1 and 1 only, the labels of the margin and embedding losses)
+ARGUMENT_VALUES = (*DOMAINS, "sign")
 NONDETERMINISM = ("", "seeded", "uninitialized", "ties")
 _FIELDS = ("domain", "tolerances", "tolerance_reason", "nondeterminism", "untestable", "hints", "exact", "reason")
 
@@ -179,7 +182,22 @@ def _validate(source: str, key: str, fields: Any, text: str = "") -> dict[str, A
     for field, problem in hint_problems(out["hints"]) if "hints" in out else ():
         line = _line_of(text, key, field or "hints")
         raise RulesError(f"{source}:{line}: [{key!r}]: {problem}" if line else f"{where}: {problem}")
+    _validate_contracts(where, out.get("hints") or {})
     return out
+
+
+def _validate_contracts(where: str, hints: dict[str, Any]) -> None:
+    values = hints.get("argument_values", {})
+    if not isinstance(values, dict) or any(v not in ARGUMENT_VALUES for v in values.values()):
+        raise RulesError(f"{where}: argument_values maps argument names to one of {ARGUMENT_VALUES}")
+    produced = hints.get("produced_by")
+    if produced is not None and not (
+        isinstance(produced, dict)
+        and isinstance(produced.get("op"), str)
+        and isinstance(produced.get("results"), dict)
+        and all(isinstance(i, int) for i in produced["results"].values())
+    ):
+        raise RulesError(f"{where}: produced_by needs op = 'aten::name' and results = {{argument = result index}}")
 
 
 def load_entries(directory: Path | str = RULES_DIR) -> tuple[RuleEntry, ...]:

@@ -233,6 +233,13 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
         alt_records = _as_the_kernel_computes(phase, actual, rounded)
         if alt_records is not None:
             return Judgement(alt_records, golden)
+    own = _counted_by_its_own_edges(phase, actual)
+    if own is not None and not failures(own):
+        return Judgement(
+            own,
+            golden,
+            "precision edge: a point on a bin edge the data defines, counted by the edges the dtype computes",
+        )
     excuses = []
     for excuse in (_specials_excused, _conditioning_excused):  # rules (4d), (4e), limited by (4f)
         if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
@@ -307,6 +314,9 @@ def _as_the_kernel_computes(phase: Phase, actual: Observed, rounded_case) -> lis
         if case is None:
             continue
         for cast in (to_result_dtype, promoted) if has_integers else (to_result_dtype,):
+            quotient = _quotient_rounded_first(phase, case, cast, dt)
+            if quotient is not None and not failures(records := phase.compare(actual, quotient)):
+                return records
             exact_reading = None
             for math_dtype in math_dtypes:
                 raw = phase.run_cpu(TransformedCase(case, cast), math_dtype)
@@ -330,6 +340,69 @@ def _as_the_kernel_computes(phase: Phase, actual: Observed, rounded_case) -> lis
                     if not failures(records):
                         return records
     return None
+
+
+def _quotient_rounded_first(phase: Phase, case, cast, dt: torch.dtype) -> Observed | None:
+    """The definition read as written (opdb hint `quotient_rounded_first`, div's rounding modes):
+    the quotient of the inputs as the result dtype holds them, rounded to that dtype (to float32,
+    the math type, in half precision), then truncated or floored. div(int32 2228, float32
+    -0.31482267, 'trunc') truncates float32's quotient -7077.0 to -7077, where the exact
+    -7076.9998 truncates to -7076 (NumPy's trunc of the float32 quotient agrees). The
+    expectation, or None where the hint does not apply."""
+    arg = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("quotient_rounded_first")
+    mode = (getattr(case, "kwargs", None) or {}).get(arg) if arg else None
+    if mode not in ("trunc", "floor"):
+        return None
+    raw = phase.run_cpu(TransformedCase(_KwargsSet(case, {arg: None}), cast), torch.float64)
+    if raw is None:
+        return None
+    rounding = torch.trunc if mode == "trunc" else torch.floor
+    # half precision divides in float32 (c10/util/OpMathType.h); a quotient rounded to half
+    # before the rounding mode is a bug (pytorch#193754), not this reading
+    quotient_dtype = torch.float32 if dt in HALF_PRECISION else dt
+
+    def tx(t):
+        return rounding(t.detach().to(quotient_dtype).to(torch.float64)) if t.is_floating_point() else t
+
+    main, written = raw
+    return phase.expect((_map_tensors(main, tx), {k: _map_tensors(v, tx) for k, v in written.items()}))
+
+
+class _KwargsSet:
+    """A case with some keyword arguments set to other values."""
+
+    def __init__(self, case, kwargs: dict):
+        self._case, self._kwargs = case, kwargs
+
+    def materialize(self, to_device, device, *, dtype=None):
+        args, kwargs = self._case.materialize(to_device, device, dtype=dtype)
+        return args, {**kwargs, **self._kwargs}
+
+    def __getattr__(self, name):
+        return getattr(self._case, name)
+
+
+def _counted_by_its_own_edges(phase: Phase, actual: Observed) -> list[Record] | None:
+    """A histogram whose bin edges come from the data (opdb hint `bin_edges`): a point exactly on
+    an edge the case's dtype computes (min + i * (max - min) / bins, rounded) lies a few units off
+    float64's edge, and either bin is right. The records of `actual` against the counts in float64
+    with the edges computed in the case's dtype, or None where the hint does not apply."""
+    hint = (getattr(getattr(phase.op, "rules", None), "hints", None) or {}).get("bin_edges")
+    golden = phase.golden
+    if not hint or phase.name != "forward" or golden is None:
+        return None
+    try:
+        args, kwargs = phase.case.materialize(lambda t: t, torch.device("cpu"))
+        bound = {**dict(zip([a.name for a in phase.op.arguments], args)), **kwargs}
+        x, weight = bound["self"], bound.get("weight")
+        options = {"weight": weight, "density": bool(bound.get("density", False))}
+        edges = getattr(torch.ops.aten, hint["edges"])(x, bound["bins"], range=bound.get("range"), **options)
+        wide = {**options, "weight": weight.double() if isinstance(weight, torch.Tensor) else None}
+        counts = getattr(torch.ops.aten, hint["counts"])(x.double(), [e.double() for e in edges], **wide)
+    except (RuntimeError, KeyError, TypeError, ValueError):
+        return None
+    expected = phase.expect((counts, {k: counts for k in golden[1]}))
+    return phase.compare(actual, expected) if expected is not None else None
 
 
 def _faithful_where_unrepresentable(a, e, g):
