@@ -282,3 +282,58 @@ def test_a_missing_model_library_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "timm" else real(n, *a))
     with pytest.raises(libraries.MissingLibrary, match=r'timm is not installed.*pip install "conform\[models\]"'):
         libraries.require("timm")
+
+
+# -- the gate ----------------------------------------------------------------------------------
+
+
+def _stored_verdict(db, verdict, *, spec="hf:gpt2", divergence=None):
+    from conform.store import Store
+    from conform.store.model_results import record_model
+    from test_store import ENV
+
+    report = {
+        "model": spec,
+        "dtype": "float32",
+        "train": True,
+        "verdict": verdict,
+        "fails_at": None,
+        "divergence": divergence,
+        "whole": None,
+        "times": {},
+        "traced": {},
+        "ops": [
+            {"op": "aten::gelu", "outcome": "pass", "calls": 2, "cases": [], "module": "h.0.mlp", "message": ""}
+            | {"device_s": 1e-5, "cpu_s": 2e-5}
+        ],
+    }
+    store = Store(db)
+    record_model(store, ENV, report, repros={})
+    store.close()
+
+
+def _gate(*args):
+    from click.testing import CliRunner
+
+    from conform.cli.gate import gate_command
+
+    return CliRunner().invoke(gate_command, list(args))
+
+
+def test_gate_fails_a_model_that_ran_on_the_baseline_and_now_diverges(tmp_path):
+    base, now = tmp_path / "base.db", tmp_path / "now.db"
+    _stored_verdict(base, "runs")
+    _stored_verdict(now, "diverges", divergence={"op": "aten::gelu", "module": "h.0.mlp"})
+    r = _gate("--baseline", str(base), "--db", str(now), "--model", "hf:gpt2")
+    assert r.exit_code == 1 and "REGRESSION hf:gpt2: runs -> diverges (diverges at aten::gelu in h.0.mlp)" in r.output
+    _stored_verdict(now, "runs_with_fallback")
+    r = _gate("--baseline", str(base), "--db", str(now), "--model", "hf:gpt2")
+    assert r.exit_code == 0 and "gate passed" in r.output
+
+
+def test_gate_on_one_database_compares_a_model_with_its_previous_verdict(tmp_path):
+    db = tmp_path / "c.db"
+    _stored_verdict(db, "fails")
+    _stored_verdict(db, "fails")
+    r = _gate("--baseline", str(db), "--db", str(db), "--model", "hf:gpt2")
+    assert r.exit_code == 0  # it never ran: nothing broke

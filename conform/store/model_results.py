@@ -167,3 +167,10 @@ def environment_names(store) -> dict[int, str]:
             select(Environment.id, Environment.backend, Environment.device_name, Environment.torch_version)
         ).all()
     return {i: f"{b} · {d} · torch {t}" for i, b, d, t in rows}
+
+
+def model_history(store, spec: str) -> list[ModelRow]:
+    """Every stored verdict of one model SPEC, newest first."""
+    with store.session() as s:
+        rows = s.scalars(select(ModelResult).where(ModelResult.spec == spec).order_by(ModelResult.id.desc())).all()
+        return [_row(r) for r in rows]
