@@ -244,10 +244,9 @@ def test_a_tiny_transformers_model_traces_and_judges_on_the_cpu(model_type):
     assert r.verdict == "runs", r.fails_at
     assert len(r.trace.calls) > 20
     assert "aten::embedding" in {o.op for o in r.ops}
-    # a replayed attention backward draws its logsumexp input independently of q and k: an
-    # inconsistent case on which the CPU and float64 part ways (a limit of replay, not a finding)
-    replay_limits = {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
-    assert all(o.outcome in (Outcome.PASS, Outcome.SKIPPED) for o in r.ops if o.op not in replay_limits), [
+    # every op passes, attention's backward too: replayed with the out and logsumexp its forward
+    # gives on the replayed q, k, v (cases.DERIVED), not with values no forward makes
+    assert all(o.outcome in (Outcome.PASS, Outcome.SKIPPED) for o in r.ops), [
         (o.op, o.outcome, o.failing.message) for o in r.ops if o.outcome not in (Outcome.PASS, Outcome.SKIPPED)
     ]
 

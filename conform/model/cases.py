@@ -174,7 +174,36 @@ def to_case(call: TracedCall, op=None) -> Case:
 
     args = tuple(build(a) for a in call.args)
     kwargs = {k: build(v) for k, v in call.kwargs.items()}
-    return Case(call.op, args, kwargs, seed=_seed(key, -1) % (1 << 31))
+    case = Case(call.op, args, kwargs, seed=_seed(key, -1) % (1 << 31))
+    return _with_derived(case) if call.op in DERIVED else case
+
+
+# Backward ops that read their forward's outputs (attention's out and logsumexp): replayed with
+# those outputs computed by the forward from the replayed inputs, as generators do for max
+# pooling's indices. Drawn independently they describe no forward at all: exp(q k - logsumexp)
+# then reaches values the real step never makes, on which the CPU and float64 part ways.
+# op -> (forward op, forward's (args, kwargs) from the backward's, {backward arg: forward output})
+DERIVED = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": (
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        lambda a, k: ((a[1], a[2], a[3], a[6], a[7]), {n: k[n] for n in ("attn_mask", "scale") if n in k}),
+        {4: 0, 5: 1},
+    ),
+}
+
+
+def _with_derived(case: Case) -> Case:
+    """`case` with the arguments DERIVED names computed by their forward on the CPU."""
+    forward, forward_args, outputs = DERIVED[case.op]
+    fa, fk = forward_args(case.args, case.kwargs)
+    args, kwargs = Case(forward, fa, fk).materialize(lambda t: t, torch.device("cpu"))
+    with torch.no_grad():
+        got = opdb.lookup(forward).resolve()(*args, **kwargs)
+    new = list(case.args)
+    for i, j in outputs.items():
+        t = got[j].contiguous()
+        new[i] = TensorSpec(tuple(t.shape), str(t.dtype).removeprefix("torch."), data=tuple(t.flatten().tolist()))
+    return Case(case.op, tuple(new), case.kwargs, seed=case.seed)
 
 
 def _device_context(backend):
