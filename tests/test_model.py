@@ -56,6 +56,18 @@ def test_the_ops_emu_serves_by_the_fallback_are_listed_by_name(emu_available, fa
     assert tanh.outcome is Outcome.PASS and tanh.module == "Sequential.1"
 
 
+def test_without_the_fallback_the_model_fails_at_the_first_op_emu_lacks(emu_available, monkeypatch):
+    from conform.backends.emulated import EmulatedBackend
+
+    monkeypatch.delenv("CONFORM_EMU_FALLBACK", raising=False)
+    r = check_model("emu_model_kernels:tanh_mlp", EmulatedBackend(), timing=False)
+    assert r.verdict == "fails"
+    assert r.fails_at["op"] == "aten::addmm" and r.fails_at["module"] == "Sequential.0"
+    assert "not currently implemented for the emu device" in r.fails_at["error"]
+    assert r.trace.where.startswith("cpu")  # the device's trace stopped: the ops are the CPU's
+    assert next(o for o in r.ops if o.op == "aten::addmm").outcome is Outcome.NOT_IMPLEMENTED
+
+
 def test_a_seeded_one_percent_error_is_named_as_the_culprit_and_no_other_op(emu_available, fallback_on):
     from emu_model_kernels import EmuWrongSigmoid
 

@@ -55,8 +55,22 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
         if fmt == "text":
             click.echo(f"conform: {message}", err=True)
 
+    bar = None
+
+    def case_progress(done: int, total: int) -> None:
+        nonlocal bar
+        if fmt != "text" or not sys.stderr.isatty():
+            return
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="case", dynamic_ncols=True, file=sys.stderr, leave=False)
+        bar.update(1)
+
     try:
-        report = check_model(spec, backend, train=train, dtype=dtype, timing=timing, progress=progress)
+        report = check_model(
+            spec, backend, train=train, dtype=dtype, timing=timing, progress=progress, case_progress=case_progress
+        )
     except spec_mod.SpecError:
         raise
     except ConformError:
@@ -65,6 +79,9 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
         from conform.errors import first_line
 
         raise ConformError(f"model {spec!r} could not be built and run on the CPU: {first_line(e, 300)}") from None
+    finally:
+        if bar is not None:
+            bar.close()
     if export_trace:
         from conform.model import backendbench
 

@@ -114,8 +114,10 @@ def check_model(
     timing: bool = True,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    case_progress: Callable[[int, int], None] | None = None,
 ) -> ModelReport:
-    """The whole pipeline for one model on one backend."""
+    """The whole pipeline for one model on one backend; `progress` hears each stage,
+    `case_progress(done, total)` each judged call."""
     started = time.perf_counter()
     say = progress or (lambda msg: None)
     torch_dtype = getattr(torch, dtype)
@@ -125,7 +127,7 @@ def check_model(
     say("tracing one step")
     trace = trace_mod.trace_model(built, backend, train=train, dtype=torch_dtype)
     say(f"judging {len(trace.calls)} distinct calls of {len(trace.ops())} ops on {backend.name}")
-    ops = cases_mod.judge_trace(trace, backend, timing=timing)
+    ops = cases_mod.judge_trace(trace, backend, timing=timing, progress=case_progress)
     say("comparing the whole model with the CPU and float64")
     whole = whole_mod.compare_whole(built, backend, train=train, dtype=torch_dtype)
     verdict, fails_at = decide(trace, ops, whole)
