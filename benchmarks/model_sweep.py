@@ -24,17 +24,20 @@ import time
 MODELS = ("torchvision:resnet18", "timm:vit_tiny_patch16_224", "hf:gpt2", "hf:llama", "hf:bert")
 
 
-def _median_step(fn, n: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
+def _median_steps(fns, n: int = 5) -> list[float]:
+    """Median CPU seconds of each function, calls alternating so that drift hits them alike."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(n):
+        for i, fn in enumerate(fns):
+            t = time.process_time()
+            fn()
+            times[i].append(time.process_time() - t)
+    return [statistics.median(t) for t in times]
 
 
-def one(spec_text: str) -> dict:
+def one(spec_text: str, *, judge: bool = True) -> dict:
     from torch.utils.module_tracker import ModuleTracker
 
     from conform.backends import resolve
@@ -53,20 +56,21 @@ def one(spec_text: str) -> dict:
         with ModuleTracker() as mt, trace.Recorder(mt):
             spec.step(model, built.args, built.kwargs, train=True)
 
-    plain_s, traced_s = _median_step(plain), _median_step(traced)
+    plain_s, traced_s = _median_steps([plain, traced])
+    out = {"model": spec_text, "plain_step_s": plain_s, "traced_step_s": traced_s}
+    if not judge:
+        return out
     started = time.perf_counter()
     r = check_model(spec_text, resolve("cpu"), timing=False)
-    return {
-        "model": spec_text,
-        "verdict": r.verdict,
-        "traced_on": r.trace.where,
-        "calls": r.trace.total_calls,
-        "cases": len(r.trace.calls),
-        "ops": len(r.ops),
-        "wall_s": time.perf_counter() - started,
-        "plain_step_s": plain_s,
-        "traced_step_s": traced_s,
-    }
+    out.update(
+        verdict=r.verdict,
+        traced_on=r.trace.where,
+        calls=r.trace.total_calls,
+        cases=len(r.trace.calls),
+        ops=len(r.ops),
+        wall_s=time.perf_counter() - started,
+    )
+    return out
 
 
 def end_to_end(spec_text: str) -> float:
@@ -87,9 +91,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--no-end-to-end", action="store_true")
+    ap.add_argument("--overhead-only", action="store_true", help="only the trace overhead")
     a = ap.parse_args()
+    if a.overhead_only:
+        print(f"{'model':<28} {'step (cpu s)':>12} {'traced':>8} {'overhead':>8}")
+        for m in a.models.split(","):
+            r = one(m, judge=False)
+            ratio = r["traced_step_s"] / r["plain_step_s"]
+            print(f"{m:<28} {r['plain_step_s']:>12.3f} {r['traced_step_s']:>8.3f} {ratio:>7.2f}x", flush=True)
+        return
     print(
-        f"{'model':<28} {'verdict':<10} {'traced on':<20} {'calls':>6} {'cases':>6} {'ops':>4} {'wall':>8} {'step':>8} {'traced':>8} {'overhead':>8}"
+        f"{'model':<28} {'verdict':<10} {'traced on':<20} {'calls':>6} {'cases':>6} {'ops':>4} {'wall':>8} {'step cpu':>8} {'traced':>8} {'overhead':>8}"
     )
     for m in a.models.split(","):
         r = one(m)

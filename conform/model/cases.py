@@ -122,6 +122,8 @@ class OpOutcome:
             "message": f.message if f is not None and self.outcome is not Outcome.PASS else "",
             "device_s": self.device_s,
             "cpu_s": self.cpu_s,
+            # per model step: calls x the median time of one call, summed over the op's cases
+            "times": {"device_s": self.device_s, "cpu_s": self.cpu_s},
             "cases": [c.to_dict() for c in self.cases],
         }
 
