@@ -275,12 +275,13 @@ def test_a_tiny_timm_model_traces_and_judges_on_the_cpu():
 @pytest.mark.e2e
 def test_a_timm_model_that_fake_tensors_cannot_run_is_traced_on_real_tensors():
     _needs("timm")
-    built = spec.parse("timm:vit_tiny_patch16_224").build()
+    vit = spec.parse("timm:vit_tiny_patch16_224")
+    built = vit.build()
     with pytest.raises(Exception, match="local_scalar_dense|data-dependent|DataDependent"):
-        trace.trace_on(built, "cpu", train=True, fake=True)
+        trace.trace_on(built, "cpu", train=True, fake=True, builder=vit.builder())  # timm's init calls .item()
     from conform.backends import resolve
 
-    tr = trace.trace_model(built, resolve("cpu"), train=True)
+    tr = trace.trace_model(built, resolve("cpu"), train=True, builder=vit.builder())
     assert tr.where == "cpu" and len(tr.calls) > 50
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,20 +213,31 @@ class Recorder(TorchDispatchMode):
 
 
 def trace_on(
-    built: Built, device: torch.device | str, *, train: bool, dtype: torch.dtype = torch.float32, fake=False
+    built: Built,
+    device: torch.device | str,
+    *,
+    train: bool,
+    dtype: torch.dtype = torch.float32,
+    fake: bool = False,
+    builder: Callable[[], Built] | None = None,
 ) -> Trace:
-    """Trace one step of `built` (a fresh copy of its model) on `device`; `fake` under FakeTensorMode."""
+    """Trace one step of `built` (a fresh copy of its model) on `device`. `fake`: under
+    FakeTensorMode, the model built there by `builder` when given (nothing computed, no weights
+    allocated), else `built`'s weights made fake."""
     device = torch.device(device)
-    model = prepare(copy.deepcopy(built.model), train=train).to(dtype=dtype)
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if fake:
             from torch._subclasses.fake_tensor import FakeTensorMode
 
             mode = stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
-            model = _to_fake(model, mode)
+            if builder is not None and dtype == torch.float32:  # models are built in float32
+                built = builder()
+                model = prepare(built.model, train=train)
+            else:
+                model = _to_fake(prepare(copy.deepcopy(built.model), train=train).to(dtype=dtype), mode)
         else:
-            model = model.to(device=device)
+            model = prepare(copy.deepcopy(built.model), train=train).to(device=device, dtype=dtype)
         args, kwargs = move_inputs((built.args, built.kwargs), device, dtype)
         tracker = stack.enter_context(ModuleTracker())
         recorder = Recorder(tracker, device.type)
@@ -271,10 +283,18 @@ def move_inputs(inputs, device: torch.device, dtype: torch.dtype):
     return move(args), move(kwargs)
 
 
-def trace_model(built: Built, backend, *, train: bool, dtype: torch.dtype = torch.float32) -> Trace:
+def trace_model(
+    built: Built,
+    backend,
+    *,
+    train: bool,
+    dtype: torch.dtype = torch.float32,
+    builder: Callable[[], Built] | None = None,
+) -> Trace:
     """The model's trace: on the device when it is one (its ground truth), else on the CPU under
-    FakeTensorMode where the model runs there, else on real CPU tensors. A device run that raises
-    keeps its error; the calls are then those of a CPU trace, so that every op is still judged."""
+    FakeTensorMode where the model builds (`builder`) and runs there, else on real CPU tensors.
+    A device run that raises keeps its error; the calls are then those of a CPU trace, so that
+    every op is still judged."""
     device = torch.device(backend.device)
     if device.type != "cpu":
         on_device = trace_on(built, device, train=train, dtype=dtype)
@@ -286,6 +306,6 @@ def trace_model(built: Built, backend, *, train: bool, dtype: torch.dtype = torc
         cpu.where = f"cpu (the model raised on {backend.name})"
         return cpu
     try:
-        return trace_on(built, "cpu", train=train, dtype=dtype, fake=True)
+        return trace_on(built, "cpu", train=train, dtype=dtype, fake=True, builder=builder)
     except Exception:  # noqa: BLE001 - data-dependent control flow, an op without a fake kernel
         return trace_on(built, "cpu", train=train, dtype=dtype)

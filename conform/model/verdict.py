@@ -125,7 +125,7 @@ def check_model(
     say(f"building {spec}")
     built = model_spec.build(seed=seed)
     say("tracing one step")
-    trace = trace_mod.trace_model(built, backend, train=train, dtype=torch_dtype)
+    trace = trace_mod.trace_model(built, backend, train=train, dtype=torch_dtype, builder=model_spec.builder(seed=seed))
     say(f"judging {len(trace.calls)} distinct calls of {len(trace.ops())} ops on {backend.name}")
     ops = cases_mod.judge_trace(trace, backend, timing=timing, progress=case_progress)
     say("comparing the whole model with the CPU and float64")
