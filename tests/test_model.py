@@ -361,3 +361,20 @@ def test_gate_on_one_database_compares_a_model_with_its_previous_verdict(tmp_pat
     _stored_verdict(db, "fails")
     r = _gate("--baseline", str(db), "--db", str(db), "--model", "hf:gpt2")
     assert r.exit_code == 0  # it never ran: nothing broke
+
+
+def test_a_backendbench_trace_is_judged_op_by_op(tmp_path, emu_available, monkeypatch):
+    from conform.backends.emulated import EmulatedBackend
+
+    monkeypatch.delenv("CONFORM_EMU_FALLBACK", raising=False)
+    path = tmp_path / "trace.txt"
+    path.write_text(
+        "Operator: aten.mul.Tensor\ncnt: 3, ((T([4, 5], f32), T([4, 5], f32, [1, 4])), {})\n"
+        "Operator: aten.erfinv.default\ncnt: 1, ((T([6], f32),), {})\n"
+    )
+    r = check_model(f"backendbench:{path}", EmulatedBackend(), timing=False)
+    assert [(o.op, o.outcome) for o in r.ops] == [
+        ("aten::mul.Tensor", Outcome.PASS),
+        ("aten::erfinv", Outcome.NOT_IMPLEMENTED),
+    ]
+    assert r.verdict == "fails" and r.fails_at["op"] == "aten::erfinv"

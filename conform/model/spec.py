@@ -7,7 +7,9 @@ SPEC is one of
 * ``hf:MODEL_TYPE`` (a Hugging Face ``transformers`` model of that type from a tiny config built
   offline: two layers, width 32, a vocabulary of 128; never a download),
 * ``package.module:factory``, a callable returning ``(model, example_inputs)``; the inputs are a
-  tensor, a tuple of positional arguments, or a dict of keyword arguments.
+  tensor, a tuple of positional arguments, or a dict of keyword arguments;
+* ``backendbench:PATH``, a trace in BackendBench's text format: its calls are judged (there is no
+  model to run whole).
 
 Weights and inputs are drawn from a fixed seed: the same SPEC is the same model everywhere.
 """
@@ -24,7 +26,7 @@ import torch
 from conform.errors import ConformError
 from conform.model import libraries
 
-KINDS = ("torchvision", "timm", "hf")
+KINDS = ("torchvision", "timm", "hf", "backendbench")
 BATCH = 2
 SEQUENCE = 16  # tokens per example of a language model
 IMAGE = 64  # pixels a side, where the model takes any size (convolutional torchvision models)
@@ -169,7 +171,11 @@ def _factory(text: str):
     return got
 
 
-_BUILDERS = {"torchvision": _torchvision, "timm": _timm, "hf": _hf, "factory": _factory}
+def _no_model(path: str):
+    raise SpecError(f"backendbench:{path} is a trace, not a model")
+
+
+_BUILDERS = {"torchvision": _torchvision, "timm": _timm, "hf": _hf, "factory": _factory, "backendbench": _no_model}
 
 
 # -- one step of the model ------------------------------------------------------------------

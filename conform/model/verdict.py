@@ -122,6 +122,17 @@ def check_model(
     say = progress or (lambda msg: None)
     torch_dtype = getattr(torch, dtype)
     model_spec = spec_mod.parse(spec)
+    if model_spec.kind == "backendbench":
+        return _check_trace(
+            model_spec,
+            backend,
+            dtype=dtype,
+            train=train,
+            timing=timing,
+            say=say,
+            started=started,
+            case_progress=case_progress,
+        )
     say(f"building {spec}")
     built = model_spec.build(seed=seed)
     say("tracing one step")
@@ -132,6 +143,32 @@ def check_model(
     whole = whole_mod.compare_whole(built, backend, train=train, dtype=torch_dtype)
     verdict, fails_at = decide(trace, ops, whole)
     report = ModelReport(spec, backend.name, dtype, train, verdict, trace, ops, whole, fails_at)
+    report.wall_s = time.perf_counter() - started
+    return report
+
+
+# what an imported trace's op outcome means for the model it came from: it cannot run there
+_STOPS = (Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.DEVICE_ERROR, Outcome.CRASH, Outcome.TIMEOUT)
+
+
+def _check_trace(model_spec, backend, *, dtype, train, timing, say, started, case_progress) -> ModelReport:
+    """An imported trace: its calls judged; fails where an op cannot run, else runs (with
+    fallback); no whole model to compare, so never diverges."""
+    from conform.model import backendbench
+
+    try:
+        with open(model_spec.name, encoding="utf-8") as f:
+            trace = backendbench.loads(f.read())
+    except OSError as e:
+        raise spec_mod.SpecError(f"cannot read trace {model_spec.name}: {e.strerror or e}") from None
+    say(f"judging {len(trace.calls)} distinct calls of {len(trace.ops())} ops on {backend.name}")
+    ops = cases_mod.judge_trace(trace, backend, timing=timing, progress=case_progress)
+    whole = whole_mod.Whole()
+    stop = next((o for o in ops if o.outcome in _STOPS), None)
+    if stop is not None:
+        whole.error, whole.failed_op = (stop.failing.message if stop.failing else stop.outcome.value), stop.op
+    verdict, fails_at = decide(trace, ops, whole)
+    report = ModelReport(model_spec.text, backend.name, dtype, train, verdict, trace, ops, whole, fails_at)
     report.wall_s = time.perf_counter() - started
     return report
 
