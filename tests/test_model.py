@@ -378,3 +378,28 @@ def test_a_backendbench_trace_is_judged_op_by_op(tmp_path, emu_available, monkey
         ("aten::erfinv", Outcome.NOT_IMPLEMENTED),
     ]
     assert r.verdict == "fails" and r.fails_at["op"] == "aten::erfinv"
+
+
+def test_an_unwritable_database_is_said_before_the_model_runs(tmp_path):
+    import subprocess
+    import sys
+
+    db = tmp_path / "not.db"
+    db.write_bytes(b"this is not a database" * 100)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conform.cli",
+            "model",
+            "emu_model_kernels:tanh_mlp",
+            "--device",
+            "cpu",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2 and "conform: building" not in p.stderr and p.stderr.count("\n") == 1, p.stderr

@@ -50,6 +50,11 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
     if dtype != "float32" and train:
         raise ConformError(f"--dtype {dtype} is for --no-train: gradients are compared in float32 only")
     backend = resolve(device)
+    store = None
+    if store_it:  # a database that cannot be written is said before the model runs, not after
+        from conform.store import Store
+
+        store = Store(db)
 
     def progress(message: str) -> None:
         if fmt == "text":
@@ -87,12 +92,10 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
 
         with open(export_trace, "w", encoding="utf-8") as f:
             f.write(backendbench.dumps(report.trace))
-    if store_it:
+    if store is not None:
         from conform.environment import capture
-        from conform.store import Store
         from conform.store.model_results import record_model
 
-        store = Store(db)
         repros = {o.op: o.failing.repro for o in report.ops if o.failing is not None and o.failing.repro}
         div = report.whole.divergence if report.whole else None
         record_model(
