@@ -403,3 +403,19 @@ def test_an_unwritable_database_is_said_before_the_model_runs(tmp_path):
         timeout=120,
     )
     assert p.returncode == 2 and "conform: building" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_merge_copies_model_verdicts_once(tmp_path):
+    from conform.store import Store
+    from conform.store.merging import merge_databases
+    from conform.store.model_results import latest_models, model_ops
+
+    a, out = tmp_path / "a.db", tmp_path / "all.db"
+    _stored_verdict(a, "diverges", divergence={"op": "aten::gelu", "module": "h.0.mlp"})
+    merge_databases([a], out)
+    (stats,) = merge_databases([a], out)  # twice: nothing more
+    assert stats.models == 0
+    store = Store(out, readonly=True)
+    (row,) = latest_models(store)
+    assert row.verdict == "diverges" and row.divergence["op"] == "aten::gelu"
+    assert [o.op for o in model_ops(store, row.id)] == ["aten::gelu"]
