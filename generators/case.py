@@ -158,6 +158,8 @@ def _encode(v, refs: dict | None = None):
         d["shape"] = list(v.shape)
         if v.blocksize is None:
             del d["blocksize"]  # only block layouts have one: other specs' JSON stays as it was
+        if v.stride is None:
+            del d["stride"], d["storage_offset"]  # likewise the explicit layout's
         if v.data is not None:
             d["data"] = _encode(list(v.data))  # complex and non-finite values are tagged
         return {"__tensor__": d} if not refs or id(v) not in refs else {"__tensor__": d, "__ref__": refs[id(v)]}
@@ -181,6 +183,8 @@ def _decode(v, refs: list | None = None):
         if "__tensor__" in v:
             d = dict(v["__tensor__"])
             d["shape"] = tuple(d["shape"])
+            if d.get("stride") is not None:
+                d["stride"] = tuple(d["stride"])
             if d.get("data") is not None:
                 d["data"] = tuple(_decode(d["data"]))
             spec = TensorSpec(**d)

@@ -27,6 +27,10 @@ BLOCK_LAYOUTS = ("sparse_bsr", "sparse_bsc")
 OPAQUE_LAYOUTS = ("mkldnn",)
 # layouts without strides: an out of one of these can be wrong only in its size
 STRIDELESS_LAYOUTS = SPARSE_LAYOUTS + OPAQUE_LAYOUTS
+# the layout a traced tensor had, given as explicit strides and storage offset (TensorSpec.stride):
+# a model's tensors take views no drawn layout names (a permuted attention head, a stepped slice);
+# never drawn by the strategies, only replayed
+EXPLICIT_LAYOUT = "strided"
 
 # value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
 VALUE_KINDS = (
@@ -180,17 +184,28 @@ class TensorSpec:
     edges: int | None = None
     # the block-compressed layouts only: (rows, cols) of a block, which divide the last two dims
     blocksize: tuple[int, int] | None = None
+    # the explicit layout only (EXPLICIT_LAYOUT): the view's strides and storage offset
+    stride: tuple[int, ...] | None = None
+    storage_offset: int = 0
 
     def __post_init__(self):
         if self.blocksize is not None:
             object.__setattr__(self, "blocksize", tuple(self.blocksize))  # read back from JSON as a list
+        if self.stride is not None:
+            object.__setattr__(self, "stride", tuple(self.stride))
+        if (self.layout == EXPLICIT_LAYOUT) != (self.stride is not None):
+            raise ValueError(f"strides go with the {EXPLICIT_LAYOUT} layout, not {self.layout}")
+        if self.stride is not None and (
+            len(self.stride) != len(self.shape) or min(self.stride, default=0) < 0 or self.storage_offset < 0
+        ):
+            raise ValueError(f"strides {self.stride} (offset {self.storage_offset}) do not fit shape {self.shape}")
         if (self.layout in BLOCK_LAYOUTS) != (self.blocksize is not None):
             raise ValueError(f"a blocksize goes with the {'/'.join(BLOCK_LAYOUTS)} layouts, not {self.layout}")
         if self.blocksize is not None and (
             len(self.shape) < 2 or any(b < 1 or s % b for s, b in zip(self.shape[-2:], self.blocksize))
         ):
             raise ValueError(f"blocksize {self.blocksize} does not divide the matrices of shape {self.shape}")
-        if self.layout not in LAYOUTS and self.layout not in STRIDELESS_LAYOUTS:
+        if self.layout not in LAYOUTS and self.layout not in STRIDELESS_LAYOUTS and self.layout != EXPLICIT_LAYOUT:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
@@ -243,6 +258,9 @@ class TensorSpec:
             s[0] = 1 if s[0] > 0 else 0
         elif self.layout == "offset":
             return (self.numel + 1,)
+        elif self.layout == EXPLICIT_LAYOUT:
+            extent = 1 + sum((n - 1) * st for n, st in zip(s, self.stride)) if self.numel else 0
+            return (self.storage_offset + extent,)
         return tuple(s)
 
     @property
@@ -310,6 +328,8 @@ class TensorSpec:
             t = t.contiguous(memory_format=torch.channels_last_3d)
         elif self.layout == "offset":
             t = t[1:].view(self.shape)
+        elif self.layout == EXPLICIT_LAYOUT:
+            t = t.as_strided(self.shape, self.stride, self.storage_offset)
         elif self.layout == "sparse_coo":
             t = t.to_sparse()
         elif self.layout == "sparse_coo_uncoalesced":
@@ -348,6 +368,8 @@ class TensorSpec:
 
     def describe(self) -> str:
         extra = "" if self.layout == "contiguous" else f", {self.layout}"
+        if self.stride is not None:
+            extra += f" {list(self.stride)}" + (f"+{self.storage_offset}" if self.storage_offset else "")
         if self.quantized:
             extra += f", scale {self.scale:g}, zero point {self.zero_point}" + (
                 "" if self.axis is None else f", per channel along {self.axis}"

@@ -172,7 +172,7 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
         )
         c.execute("DELETE FROM conform_schema WHERE version > 2")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
     store.record_result(
@@ -186,3 +186,31 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
     with store.engine.connect() as c:
         findings, reason = c.execute(text("SELECT findings, skip_reason FROM results")).one()
     assert reason == "no_kernel" and "reference" in str(findings)
+
+
+def test_a_schema_3_database_gains_the_model_tables(tmp_path):
+    path = tmp_path / "c.db"
+    Store(path).close()
+    with sqlite3.connect(path) as c:  # as conform before schema 4 wrote it
+        c.execute("DROP TABLE model_ops")
+        c.execute("DROP TABLE model_results")
+        c.execute("DELETE FROM conform_schema")
+        c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')")
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 4
+    from conform.store.model_results import latest_models, record_model
+
+    report = {
+        "model": "hf:gpt2",
+        "dtype": "float32",
+        "train": True,
+        "verdict": "runs",
+        "fails_at": None,
+        "divergence": None,
+        "whole": None,
+        "times": {},
+        "traced": {},
+        "ops": [],
+    }
+    record_model(store, ENV, report, repros={})
+    assert [r.verdict for r in latest_models(store)] == ["runs"]

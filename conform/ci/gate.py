@@ -618,3 +618,86 @@ def gate(
             "this run was not derandomized: run it with `conform run --derandomize` so the same code gives the same verdict"
         )
     return result
+
+
+# -- models (`conform gate --model SPEC`) --------------------------------------------------------
+
+MODEL_PASSING = ("runs", "runs_with_fallback")
+
+
+@dataclass
+class ModelGateResult:
+    """Each gated model's baseline and current verdict; a model that passed on the baseline and
+    now fails or diverges is a regression."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["regression"]]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+
+def _model_verdicts(store, spec: str) -> list:
+    from conform.store.model_results import model_history
+
+    return model_history(store, spec)
+
+
+def model_gate(baseline: str, specs: list[str], *, db: str | None = None) -> ModelGateResult:
+    """Compare the newest stored verdict of each model SPEC in `db` with `baseline` (a database
+    path or URL: its newest verdict of the SPEC; the same database: the verdict before the newest)."""
+    from conform.store import Store, database_url
+
+    store = Store(db, readonly=True, create=False)
+    where = baseline.rpartition("#")[0] if "#" in baseline else baseline
+    same = database_url(where) == store.url or database_url(where) == database_url(store.where)
+    if not same and "://" not in where and not Path(where).exists():
+        raise ConformError(f"baseline {where} does not exist (give a database with stored model verdicts)")
+    base_store = store if same else Store(where, readonly=True, create=False)
+    result = ModelGateResult()
+    for spec in specs:
+        current = _model_verdicts(store, spec)
+        if not current:
+            raise ConformError(f"no verdict of model {spec!r} in {store.where}: run `conform model {spec}` first")
+        base = _model_verdicts(base_store, spec)[1:] if same else _model_verdicts(base_store, spec)
+        now = current[0]
+        before = base[0] if base else None
+        result.rows.append(
+            {
+                "model": spec,
+                "baseline": before.verdict if before else None,
+                "current": now.verdict,
+                "regression": before is not None
+                and before.verdict in MODEL_PASSING
+                and now.verdict not in MODEL_PASSING,
+                "why": _model_why(now),
+            }
+        )
+    return result
+
+
+def _model_why(row) -> str:
+    if row.verdict == "fails" and row.fails_at:
+        return f"fails at {row.fails_at.get('op')} in {row.fails_at.get('module') or 'the top level'}"
+    if row.verdict == "diverges" and row.divergence:
+        return f"diverges at {row.divergence.get('op')} in {row.divergence.get('module') or 'the top level'}"
+    return ""
+
+
+def render_model_gate(r: ModelGateResult) -> str:
+    lines = []
+    for row in r.rows:
+        mark = "REGRESSION" if row["regression"] else "ok"
+        why = f" ({row['why']})" if row["why"] else ""
+        lines.append(f"{mark:<10} {row['model']}: {row['baseline'] or 'no baseline'} -> {row['current']}{why}")
+    n = len(r.regressions)
+    lines.append(
+        f"gate failed: {_plural(n, 'model')} broken"
+        if n
+        else f"gate passed: {_plural(len(r.rows), 'model')}, none broken"
+    )
+    return "\n".join(lines)

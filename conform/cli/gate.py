@@ -48,13 +48,29 @@ from conform.timing.changes import PCT
 @click.option(
     "--db", default=None, metavar="PATH|URL", help="database of the run to gate (default: conform.db, or $CONFORM_DB)"
 )
-def gate_command(baseline, run_id, summary_path, junitxml, timing_pct, no_timing, db):
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="SPEC",
+    help="gate model verdicts (`conform model SPEC`) instead of cells: fail if a model that ran on the baseline "
+    "now fails or diverges (repeatable)",
+)
+def gate_command(baseline, run_id, summary_path, junitxml, timing_pct, no_timing, db, models):
     """Compare a run with a baseline; exit 1 if any cell regressed (or a timing, beyond noise).
 
     Regressions (expected to pass, now anything else) fail the gate. Stale expectations (expected
     to fail, now pass), changed failures, new and vanished ops are reported without failing.
     Exit status: 0 nothing regressed, 1 regressions, 2 bad input.
     """
+    if models:
+        from conform.ci.gate import model_gate, render_model_gate
+
+        model_result = model_gate(baseline, list(models), db=db)
+        click.echo(render_model_gate(model_result))
+        if summary_path:
+            _write(summary_path, "```\n" + render_model_gate(model_result) + "\n```\n")
+        sys.exit(model_result.exit_code)
     result = gate(baseline, db=db, run_id=run_id, timing=not no_timing, timing_pct=timing_pct / 100)
     click.echo(render_text(result))
     if summary_path:

@@ -31,6 +31,7 @@ LAZY_COMMANDS = {
     "expectations": ("conform.cli.expectations", "expectations_command"),
     "declared": ("conform.cli.declared", "declared_command"),
     "bench": ("conform.cli.bench", "bench_command"),
+    "model": ("conform.cli.model", "model_command"),
 }
 
 

@@ -3,7 +3,7 @@
 Rows are matched by their stable keys, never by their ids (which differ from one database to the
 next): environments by `fingerprint`, runs by `uuid`, ops by `qualname`, a run's catalog entry by
 (run, op), a result by its cell (run, op, dtype), a timing by (run, op, dtype, size), a declared
-kernel by (environment, op, key). A row whose key is already in the destination is left as it is.
+kernel by (environment, op, key), a model verdict by (environment, model, dtype, mode, time). A row whose key is already in the destination is left as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from conform.store.models import (
     DeclaredKernel,
     Environment,
     Failure,
+    ModelOp,
+    ModelResult,
     Op,
     Result,
     Run,
@@ -27,7 +29,19 @@ from conform.store.models import (
 
 KNOWN_TABLES = {
     t.__tablename__
-    for t in (SchemaMigration, Environment, Run, Op, CatalogEntry, Result, Failure, Timing, DeclaredKernel)
+    for t in (
+        SchemaMigration,
+        Environment,
+        Run,
+        Op,
+        CatalogEntry,
+        Result,
+        Failure,
+        Timing,
+        DeclaredKernel,
+        ModelResult,
+        ModelOp,
+    )
 }
 BATCH = 2000
 
@@ -44,6 +58,7 @@ class MergeStats:
     failures: int = 0
     timings: int = 0
     declared_kernels: int = 0
+    models: int = 0  # model verdicts (conform model)
     skipped_tables: list[str] = field(default_factory=list)
 
     @property
@@ -56,6 +71,7 @@ class MergeStats:
             + self.results
             + self.timings
             + self.declared_kernels
+            + self.models
         )
 
     def to_dict(self) -> dict:
@@ -87,7 +103,28 @@ def merge_into(dest, source) -> MergeStats:
             _merge_run(src, dst, dict(row), env_map, op_map, stats)
         if DeclaredKernel.__tablename__ in tables:
             _merge_declared(src, dst, env_map, op_map, stats)
+        if ModelResult.__tablename__ in tables:
+            _merge_models(src, dst, env_map, op_map, stats)
     return stats
+
+
+def _merge_models(src, dst, env_map, op_map, stats: MergeStats) -> None:
+    t, ops = ModelResult.__table__, ModelOp.__table__
+    key = (t.c.environment_id, t.c.spec, t.c.dtype, t.c.train, t.c.created_at)
+    have = set(dst.execute(select(*key)).all())
+    cols = _columns(ModelResult)
+    for r in src.execute(select(t).order_by(t.c.id)).mappings().all():
+        row = {k: r[k] for k in cols}
+        row["environment_id"] = env_map[r["environment_id"]]
+        if tuple(row[c.key] for c in key) in have:
+            continue
+        new_id = dst.execute(t.insert().values(row)).inserted_primary_key[0]
+        op_rows = [
+            {**o, "model_result_id": new_id, "op_id": op_map[o["op_id"]]}
+            for o in src.execute(select(ops).where(ops.c.model_result_id == r["id"])).mappings()
+        ]
+        _insert(dst, ModelOp, op_rows)
+        stats.models += 1
 
 
 def _merge_environments(src, dst, stats: MergeStats) -> dict[int, int]:

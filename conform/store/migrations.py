@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, text
 
-from conform.store.models import SCHEMA_VERSION, Base, DeclaredKernel, SchemaMigration
+from conform.store.models import SCHEMA_VERSION, Base, DeclaredKernel, ModelOp, ModelResult, SchemaMigration
 
 
 def _add_declared_kernels(conn: Connection) -> None:
@@ -30,6 +30,11 @@ def _add_findings_and_skip_reason(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE results ADD COLUMN skip_reason VARCHAR(24) NOT NULL DEFAULT ''"))
 
 
+def _add_model_results(conn: Connection) -> None:
+    ModelResult.__table__.create(conn, checkfirst=True)
+    ModelOp.__table__.create(conn, checkfirst=True)
+
+
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
 MIGRATIONS: list[tuple[int, str, callable]] = [
     (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
@@ -38,6 +43,7 @@ MIGRATIONS: list[tuple[int, str, callable]] = [
         "results.findings (reference findings, precision edges) and results.skip_reason",
         _add_findings_and_skip_reason,
     ),
+    (4, "model_results and model_ops: per-model verdicts (conform model)", _add_model_results),
 ]
 
 

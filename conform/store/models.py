@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def utcnow() -> dt.datetime:
@@ -189,3 +189,46 @@ class Timing(Base):
         if self.device_median_s and self.ref_median_s:
             return self.ref_median_s / self.device_median_s
         return None
+
+
+class ModelResult(Base):
+    """One `conform model` verdict: a model (its SPEC) on one environment."""
+
+    __tablename__ = "model_results"
+    __table_args__ = (Index("ix_model_results_spec", "spec"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"))
+    spec: Mapped[str] = mapped_column(String(300))  # "torchvision:resnet18", "hf:gpt2", ...
+    dtype: Mapped[str] = mapped_column(String(16), default="float32")
+    train: Mapped[bool] = mapped_column(default=True)
+    verdict: Mapped[str] = mapped_column(String(24))  # runs | runs_with_fallback | fails | diverges
+    fails_at: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # op, module, error
+    divergence: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # culprit op, module, errors
+    whole: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # the whole-model comparison
+    times: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    traced: Mapped[dict[str, Any]] = mapped_column(default=dict)  # where, calls, distinct cases, ops
+    divergence_repro: Mapped[str] = mapped_column(Text, default="")
+    conform_version: Mapped[str] = mapped_column(String(32), default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    ops: Mapped[list[ModelOp]] = relationship(back_populates="model_result", cascade="all, delete-orphan")
+
+
+class ModelOp(Base):
+    """One op a model dispatched: its outcome over the model's traced calls of it, and its time."""
+
+    __tablename__ = "model_ops"
+    __table_args__ = (Index("ix_model_ops_op", "op_id"),)
+    model_result_id: Mapped[int] = mapped_column(ForeignKey("model_results.id", ondelete="CASCADE"), primary_key=True)
+    op_id: Mapped[int] = mapped_column(ForeignKey("ops.id"), primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(24))
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    cases: Mapped[list[Any]] = mapped_column(default=list)  # each traced call: its case, calls, outcome, times
+    module: Mapped[str] = mapped_column(String(300), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    device_s: Mapped[float | None] = mapped_column(Float, default=None)  # calls x time per step
+    cpu_s: Mapped[float | None] = mapped_column(Float, default=None)
+    repro: Mapped[str] = mapped_column(Text, default="")
+
+    model_result: Mapped[ModelResult] = relationship(back_populates="ops")
+    op: Mapped[Op] = relationship()

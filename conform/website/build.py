@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import time
 from collections import Counter
@@ -179,6 +180,7 @@ class Builder:
         self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
         self.render("op.html", "op.html", title="Op")
         self.render("findings.html", "findings.html", findings=site_data.findings(self.data), title="Findings")
+        self.model_pages()
         for op in self.data.ops.values():
             self.write(f"data/op/{op.slug}.js", _js_data(f"op/{op.slug}", self.op_payload(op)))
 
@@ -504,7 +506,52 @@ class Builder:
             "texts": texts,
             "charts": charts,
             "timings": timings,
+            # [model SPEC, the op's outcome in it, environment, model page slug]
+            "models": self.models_by_op.get(op.qualname, []),
         }
+
+    # -- models (conform model) -------------------------------------------------------------
+
+    models: list = []  # (ModelRow, [ModelOpRow]) of the newest verdicts, set by build_site
+    model_envs: dict = {}
+    models_by_op: dict = {}
+
+    def set_models(self, models, env_names: dict) -> None:
+        self.models, self.model_envs = models, env_names
+        self.models_by_op = {}
+        for row, ops in models:
+            for o in ops:
+                self.models_by_op.setdefault(o.op, []).append(
+                    [row.spec, o.outcome, env_names.get(row.environment_id, ""), model_slug(row)]
+                )
+
+    def model_pages(self) -> None:
+        """models.html (models x environments) and one page per model verdict."""
+        envs = sorted({row.environment_id for row, _ in self.models})
+        matrix = {}
+        for row, _ in self.models:
+            matrix.setdefault(row.spec, {})[row.environment_id] = row
+        self.render(
+            "models.html",
+            "models.html",
+            matrix=matrix,
+            envs=[(e, self.model_envs.get(e, str(e))) for e in envs],
+            slug=model_slug,
+            title="Models",
+        )
+        for row, ops in self.models:
+            total = sum(o.device_s or 0.0 for o in ops)
+            ordered = sorted(ops, key=lambda o: -(o.device_s or 0.0))
+            self.render(
+                f"models/{model_slug(row)}.html",
+                "model.html",
+                m=row,
+                ops=ordered,
+                total=total,
+                env=self.model_envs.get(row.environment_id, ""),
+                op_slugs={op.qualname: op.slug for op in self.data.ops.values()},
+                title=row.spec,
+            )
 
     def op_declared(self, op_id: int) -> dict:
         """Per declared release, oldest first: how the op reaches each backend key (null: the
@@ -550,10 +597,20 @@ def _num(x) -> str:
     return f"{x:,}"
 
 
+def model_slug(row) -> str:
+    """A file name for one model verdict: its SPEC, dtype, mode and environment."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", row.spec).strip("_")
+    return f"{base}-{row.dtype}-{'train' if row.train else 'eval'}-{row.environment_id}"
+
+
 def build_site(store, out: str | os.PathLike) -> BuildStats:
     started = time.perf_counter()
     data = site_data.load(store)
     b = Builder(data, Path(out))
+    from conform.store import model_results
+
+    latest = model_results.latest_models(store)
+    b.set_models([(r, model_results.model_ops(store, r.id)) for r in latest], model_results.environment_names(store))
     b.build()
     pages = [(r, n) for r, n in b.written if r.endswith(".html")]
     static = [(f"static/{p.name}", p.stat().st_size) for p in (Path(out) / "static").rglob("*") if p.is_file()]

@@ -682,6 +682,12 @@
           { text: t[7] ? t[7].toFixed(2) + "×" : "–", sort: t[7] || 0, cls: "num" }];
       }), true));
     }
+    if (op.models && op.models.length) {
+      page.appendChild(el("h2", null, "Models using it"));
+      page.appendChild(table([["model"], ["outcome in the model"], ["environment"]], op.models.map(function (m) {
+        return [{ node: el("a", { href: "models/" + m[3] + ".html" }, m[0]), sort: m[0] }, m[1], m[2]];
+      }), true));
+    }
     page.setAttribute("data-ready", "1");
   }
 
