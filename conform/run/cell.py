@@ -132,7 +132,12 @@ def run_cell(
         try:
             # gradients on the first few valid examples, and on every shrink step of a failure
             grad = settings.grad and (state["failing"] or result.examples_run < settings.grad_examples)
-            r = execute.run_case(op, case, backend, grad=grad)
+            # metamorphic relations and finite differences on the first examples, on those whose
+            # values make them informative (specials, extremes), and on every shrink step
+            relations = settings.relations and (
+                state["failing"] or result.examples_run < settings.relation_examples or _informative(case)
+            )
+            r = execute.run_case(op, case, backend, grad=grad, relations=relations)
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
             if (
@@ -141,7 +146,7 @@ def run_cell(
                 and not r.invalid
                 and (state["failing"] or state["out_variants_checked"] < 2)
             ):
-                checked, failure = execute.run_out_variants(op, case, backend)
+                checked, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
                 state["out_variants_checked"] += checked
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
@@ -387,6 +392,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
 # marginal below it (a rounding at the edge of the tolerance, 3.2e-5 for 1e-5).
 GROSS = 100.0
 _KIND_CLASSES = (
+    ("relation", "relation"),  # a metamorphic relation or finite differences: no expectation involved
     ("error", "error"),
     ("structure", "structure"),
     ("shape", "structure"),
@@ -414,6 +420,14 @@ def failure_class(r) -> tuple[str, str, str]:
     if lead == "values":
         lead = "values, gross" if getattr(r, "excess", 0.0) >= GROSS else "values, marginal"
     return (Outcome(r.outcome).value, r.phase or "", lead)
+
+
+def _informative(case) -> bool:
+    """Values where vector and scalar paths part: special values, edge patterns, extreme bands."""
+    return any(
+        s.edges is not None or s.values == "special" or s.magnitude in ("near_max", "sqrt_max", "beyond_sqrt")
+        for s in case.tensor_specs()
+    )
 
 
 def _case_key(case_json: dict) -> str:
