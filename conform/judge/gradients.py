@@ -71,7 +71,10 @@ def directional(fn, xs, vs, seed):
             scale = sum(float((v.abs() * (a - c).abs()).sum()) for v, a, c in zip(vs, fp, fm)) / (2 * h)
             diffs.append((plus, minus, scale))
     central = [(p + m) / 2 for p, m, _ in diffs]
-    spread = sum(abs(p - m) for p, m, _ in diffs) + abs(central[0] - central[1])
+    # float64 rounding of f itself, magnified by the smaller step: below it a difference is noise
+    # (atan2 of 1e30s moves f by less than its ulp, and the difference reads 0)
+    rounding = 8 * torch.finfo(torch.float64).eps * sum(float((v.abs() * f.abs()).sum()) for v, f in zip(vs, f0))
+    spread = sum(abs(p - m) for p, m, _ in diffs) + abs(central[0] - central[1]) + rounding / STEPS[0]
     scale = max(s for _, _, s in diffs)
     out = {"fd": central[0], "spread": spread, "scale": scale, "vjp": None, "jvp": None, "bad": "", "us": us}
 
