@@ -147,3 +147,17 @@ def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
 def test_correct_kernels_keep_every_relation(qualname, specs):
     _, r = _run(qualname, _case(qualname, *specs), relations=True, grad=True)
     assert r.outcome is Outcome.PASS, r.message
+
+
+def _alpha_doubled(func, args, kwargs):
+    """An in-place kernel that scales `other` twice (its functional is right)."""
+    return func(args[0], args[1], alpha=2 * kwargs.get("alpha", 1))
+
+
+def test_an_in_place_overload_that_disagrees_with_its_functional_is_found():
+    case = _case("aten::add_.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
+    _, plain = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=False)
+    assert plain.outcome is Outcome.PASS  # golden runs the same in-place kernel
+    op, r = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=True)
+    assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message
+    assert _replayed(op, case, r, _alpha_doubled, aten.add_.Tensor).startswith("verdict: mismatch")

@@ -10,7 +10,9 @@ device under test and holds the result against the drawn case's, so they hold on
 * position: an elementwise op gives each element the same value wherever it sits: inside full
   vector blocks, in a scalar tail, or read through a stride (the scalar loop);
 * out layout: an out= op writes the same values into a non-contiguous out as into a
-  contiguous one.
+  contiguous one;
+* forms: an in-place or out= overload gives what its functional overload returns for the same
+  inputs (DeepREL's value equivalence of equivalent APIs).
 
 Special values (NaN, +-inf, and for elementwise real results the sign of zero) must match
 exactly; finite values within the case's tolerance, never bitwise: a vectorised and a scalar
@@ -37,7 +39,7 @@ from conform.judge import verdict as oracle
 from conform.judge.compare import Record, compare, failures, leaves
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 
-LAYOUT, POSITION, OUT_LAYOUT = "layout", "position", "out_layout"
+LAYOUT, POSITION, OUT_LAYOUT, FORMS = "layout", "position", "out_layout", "forms"
 
 # elements a position relation picks from the drawn case, and how often each is repeated so
 # that it fills whole vector blocks of every CPU ISA and dtype (64 bytes x 2 unrolled, in
@@ -58,6 +60,7 @@ class Violation:
     other: Case
     index: list[int] | None = None
     first: Case | None = None  # the case held against `other` when it is not the drawn one
+    other_op: str | None = None  # the overload `other` calls, where it is not the drawn op's
     traceback: str = ""
     kinds: frozenset = frozenset()
     tolerance: tuple[float, float] | None = None  # (rtol, atol) of the leaf that broke it
@@ -70,6 +73,7 @@ class Violation:
             "other": self.other.to_json(),
             "index": self.index,
             "first": self.first.to_json() if self.first is not None else None,
+            "other_op": self.other_op,
         }
 
 
@@ -521,3 +525,53 @@ def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_
 
 def describe(v: Violation) -> str:
     return f"[{v.relation} relation] {v.message}"
+
+
+def functional_case(op, case: Case, functional) -> Case | None:
+    """The drawn in-place or out= case as a call of its functional overload `functional` (an
+    OpSpec): the same inputs, no out."""
+    if op.variant == "inplace":
+        return dataclasses.replace(case, op=functional.qualname)
+    names = _names(op)
+    outs = _out_names(op)
+    kwargs = {names[i]: v for i, v in enumerate(case.args) if i < len(names) and names[i] not in outs}
+    kwargs.update({k: v for k, v in case.kwargs.items() if k not in outs})
+    known = {a.name for a in functional.arguments}
+    if not set(kwargs) <= known:
+        return None
+    return Case(functional.qualname, (), kwargs, seed=case.seed)
+
+
+def check_forms(op, case: Case, observed, functional, sides: Sides, tol) -> Violation | None:
+    """An in-place or out= overload's result (the mutated self, the outs) against its functional
+    overload's on the same inputs, run on the device; `sides` run `functional`. The functional's
+    result is cast to the written tensor's dtype where the two differ (an in-place op keeps
+    self's dtype; an out= may be of a wider one)."""
+    if functional is None or not _hint(op, "forms_relation"):
+        return None
+    other = functional_case(op, case, functional)
+    if other is None:
+        return None
+    other_obs, err = sides.device(other)
+    if err is not None:
+        return None  # the functional may reject what an out= accepts (another result dtype): no opinion
+    mine = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
+    theirs = [t for t in leaves(other_obs[0]) if isinstance(t, torch.Tensor)]
+    if not mine or len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
+        return None
+    theirs = [b.to(a.dtype) if b.dtype != a.dtype else b for a, b in zip(mine, theirs)]
+    if identical((mine, {}), (theirs, {})):
+        return None
+    records = compare(mine, theirs, tolerance=tol, path="output")
+    if not failures(records):
+        return None
+    return Violation(
+        FORMS,
+        "mismatch",
+        f"the {op.variant} overload disagrees with its functional {functional.qualname} on the same inputs: "
+        f"{_first_diff(records)} (expected: the functional's result)",
+        other,
+        other_op=functional.qualname,
+        kinds=frozenset(r.kind for r in failures(records)),
+        tolerance=_tolerance(records),
+    )

@@ -401,6 +401,14 @@ def take(observed, index):
     return pick(observed[0]), {k: pick(v) for k, v in observed[1].items()}
 
 
+def cast_to(x, like):
+    if isinstance(x, torch.Tensor) and isinstance(like, torch.Tensor):
+        return x.to(like.dtype)
+    if isinstance(x, (list, tuple)) and isinstance(like, (list, tuple)):
+        return type(like)(cast_to(v, w) for v, w in zip(x, like))
+    return x
+
+
 def relation_verdict():
     """The device against itself: the drawn case (or the first of two out= layouts) and another
     case of the same values, in another layout or another position."""
@@ -420,6 +428,8 @@ def relation_verdict():
         return "pass (both raise)"
     if RELATION.get("index") is not None:
         a = take(a, RELATION["index"])
+    if RELATION["relation"] == "forms":  # the in-place or out= result against the functional's
+        a, b = (a[0], {}), (cast_to(b[0], a[0]), {})
     show("drawn", a[0])
     show("other", b[0])
     bad, meta = differ(b, a)
@@ -464,7 +474,8 @@ def _relation_code(op, relation: dict | None) -> str:
         return ""
     code = _RELATION_CODE
     if relation.get("other"):
-        code += "\n\n" + _function("call_other", op, Case.from_json(relation["other"]))
+        other_op = relation.get("other_op") or op
+        code += "\n\n" + _function("call_other", other_op, Case.from_json(relation["other"]))
     if relation.get("first"):
         code += "\n" + _function("call_first", op, Case.from_json(relation["first"]))
     if relation["relation"] == "finite_differences":

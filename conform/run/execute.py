@@ -573,6 +573,9 @@ def _run_case(op, case, backend, *, grad: bool, relations: bool = False) -> Case
         broken = metamorphic.check_layout(op, case, observed, sides, by_value, values=deterministic)
         if broken is None and (not nondet or deterministic and nondet == "seeded"):
             broken = metamorphic.check_position(op, case, observed, sides, tol)
+        functional = _functional_spec(op) if broken is None and not nondet else None
+        if functional is not None:
+            broken = metamorphic.check_forms(op, case, observed, functional, relation_sides(functional, backend), tol)
         if broken is not None:
             return violation_result(broken)
 
@@ -901,6 +904,28 @@ def _device_matches(fd, dev_grads, case, tol) -> bool:
 
 
 # -- relations --------------------------------------------------------------------------------
+
+
+def _functional_spec(op):
+    """The functional overload (an OpSpec) of an in-place or out= op, or None."""
+    import opdb
+
+    if op.variant == "inplace" and op.base_name.endswith("_"):
+        name = f"aten::{op.base_name[:-1]}" + (f".{op.overload}" if op.overload else "")
+    elif op.variant == "out":
+        from generators.backward import functional_of
+
+        fn = functional_of(op)
+        if fn is None:
+            return None
+        name = f"aten::{op.base_name}" + (f".{fn._overloadname}" if fn._overloadname != "default" else "")
+    else:
+        return None
+    try:
+        found = opdb.lookup(name)
+    except (KeyError, LookupError, ValueError):
+        return None
+    return found if found.variant == "functional" else None
 
 
 def _randomness_off(op, case) -> bool:
