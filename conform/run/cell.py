@@ -106,7 +106,13 @@ def run_cell(
         result.skip_reason = UNTESTABLE
         return result
 
-    state = {"failing": False, "first_invalid": "", "invalid_reasons": set(), "out_variants_checked": 0}
+    state = {
+        "failing": False,
+        "first_invalid": "",
+        "invalid_reasons": set(),
+        "out_variants_checked": 0,
+        "relation_runs": 0,
+    }
     _set_shrink_budget(settings.shrink_budget_s)
 
     def merge_errors(r: CaseResult) -> None:
@@ -132,12 +138,16 @@ def run_cell(
         try:
             # gradients on the first few valid examples, and on every shrink step of a failure
             grad = settings.grad and (state["failing"] or result.examples_run < settings.grad_examples)
-            # metamorphic relations and finite differences on the first examples, on those whose
-            # values make them informative (specials, extremes), and on every shrink step
+            # metamorphic relations and finite differences on the first valid example, then on one
+            # whose values make them informative (specials, extremes), and on every shrink step
             relations = settings.relations and (
-                state["failing"] or result.examples_run < settings.relation_examples or _informative(case)
+                state["failing"]
+                or state["relation_runs"] < settings.relation_examples
+                and (state["relation_runs"] == 0 or _informative(case))
             )
             r = execute.run_case(op, case, backend, grad=grad, relations=relations)
+            if relations and not state["failing"] and not r.invalid:
+                state["relation_runs"] += 1
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
             if (
