@@ -370,12 +370,16 @@ def _run_backward(
 # -- run_case ------------------------------------------------------------------------------
 
 
-def run_case(op, case, backend, *, grad: bool = True, relations: bool = False) -> CaseResult:
+def run_case(
+    op, case, backend, *, grad: bool = True, relations: bool = False, finite_differences: bool | None = None
+) -> CaseResult:
     """Run `case` of `op` on the CPU reference and on `backend`; never raises (see module doc).
     `relations`: hold the device against itself too (conform.judge.metamorphic) and its
-    gradients against finite differences (conform.judge.gradients)."""
+    gradients against finite differences (conform.judge.gradients; `finite_differences` None:
+    with the relations)."""
+    fd = relations if finite_differences is None else finite_differences
     try:
-        return _run_case(op, case, backend, grad=grad, relations=relations)
+        return _run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - a bug in conform must not kill the sweep
@@ -397,7 +401,9 @@ def is_plain_cpu(backend) -> bool:
     return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
 
 
-def _run_case(op, case, backend, *, grad: bool, relations: bool = False) -> CaseResult:
+def _run_case(
+    op, case, backend, *, grad: bool, relations: bool = False, finite_differences: bool = False
+) -> CaseResult:
     cpu = torch.device("cpu")
     device_is_cpu = torch.device(backend.device).type == "cpu"
     meta_only = bool(getattr(backend, "metadata_only", False))
@@ -601,7 +607,7 @@ def _run_case(op, case, backend, *, grad: bool, relations: bool = False) -> Case
             sign=sign,
             scales=(scale, back_second),
             want_golden=want_golden,
-            finite_differences=relations and nondet != "ties",
+            finite_differences=finite_differences and nondet != "ties",
         )
         if back is not None and back.outcome is not Outcome.PASS:
             return back
