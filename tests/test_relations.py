@@ -161,3 +161,31 @@ def test_an_in_place_overload_that_disagrees_with_its_functional_is_found():
     op, r = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=True)
     assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message
     assert _replayed(op, case, r, _alpha_doubled, aten.add_.Tensor).startswith("verdict: mismatch")
+
+
+class _RightSigmoidBackward(TorchDispatchMode):
+    """An accelerator whose sigmoid backward is right where the CPU's formula is not."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.sigmoid_backward.default:
+            grad, y = args
+            return grad * (y * (1 - y))
+        return func(*args, **(kwargs or {}))
+
+
+class RightSigmoidBackward(CPUBackend):
+    name = "right-sigmoid-backward"
+
+    def device_context(self):
+        return _RightSigmoidBackward()
+
+
+def test_an_accelerator_that_matches_finite_differences_is_not_failed_for_the_cpus_formula():
+    op = opdb.lookup("aten::sigmoid")
+    case = _case("aten::sigmoid", TensorSpec((4, 6), "float32", seed=1))
+    with _Kernel(aten.sigmoid_backward.default, _sign_flipped):
+        blamed = execute.run_case(op, case, RightSigmoidBackward(), grad=True, relations=False)
+        judged = execute.run_case(op, case, RightSigmoidBackward(), grad=True, relations=True)
+    assert blamed.outcome is Outcome.GRAD_MISMATCH  # golden shares the CPU's formula
+    assert judged.outcome is Outcome.PASS, judged.message
+    assert judged.finding and "finite differences disagree with autograd's formula" in judged.finding["message"]
