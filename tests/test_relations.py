@@ -59,7 +59,7 @@ def _one_ulp_from_16(func, args, kwargs):
 
 def _raises_transposed(func, args, kwargs):
     if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
-        raise RuntimeError("expected a contiguous tensor")
+        raise RuntimeError("failed to encode the kernel: 2 buffers bound where 1 was expected")
     return func(*args, **kwargs)
 
 
@@ -120,6 +120,20 @@ def test_an_error_only_a_transposed_operand_raises_is_found_both_ways():
     assert plain.invalid
     _, r = _run("aten::mul.Tensor", strided, _raises_transposed, aten.mul.Tensor, relations=True)
     assert r.outcome is Outcome.DEVICE_ERROR and "raises only in the drawn layout" in r.message, r.message
+
+
+def test_an_error_that_states_a_layout_requirement_is_no_alarm():
+    """native_group_norm checks "Expected X.is_contiguous(memory_format)": a precondition the
+    kernel states (group_norm meets it), not a result that depends on the layout."""
+
+    def states_it(func, args, kwargs):
+        if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
+            raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
+        return func(*args, **kwargs)
+
+    case = _case("aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
+    _, r = _run("aten::mul.Tensor", case, states_it, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.PASS, r.message
 
 
 def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
