@@ -29,6 +29,8 @@ class CellSettings:
     examples: int = 5  # valid examples wanted per cell (a full sweep has ~20k cells)
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
+    relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)
+    relation_examples: int = 2  # examples per cell they run on: the first, then ones with special or extreme values
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
     cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more

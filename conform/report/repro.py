@@ -15,6 +15,7 @@ import inspect
 import json
 import math
 
+from conform.judge import gradients
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
 from opdb.hints import hint
@@ -32,6 +33,10 @@ CONFORM_VERDICT = {verdict!r}
 GOLDEN_JUDGES = {golden_judges!r}  # False where opdb says float64 cannot be this op's expectation (nextafter)
 RTOL, ATOL = {rtol!r}, {atol!r}  # the tolerance conform used for the failing output
 SEED = {seed!r}
+# A metamorphic relation or finite differences, where conform's verdict came from one (else None):
+# the device against itself on another case of the same values (README, "Oracles")
+RELATION = {relation!r}
+SIGN = {sign!r}  # signed zeros told apart
 _GOLDEN = False  # True while the float64 golden run builds its inputs
 
 
@@ -110,6 +115,8 @@ def difference(a, b, name="output"):
             finite = torch.isfinite(a64) & torch.isfinite(b64)
             same_special = (a64 == b64) | (a64.isnan() & b64.isnan())
             off = (~finite & ~same_special) | (finite & ((a64 - b64).abs() > ATOL + RTOL * b64.abs()))
+            if SIGN and not a.is_complex():  # the relation holds the sign of zero too
+                off |= finite & (a64 == 0) & (b64 == 0) & (torch.signbit(a64) != torch.signbit(b64))
             if a.is_complex():
                 off = off.any(-1)
             bad = int(off.sum())
@@ -138,8 +145,9 @@ def difference(a, b, name="output"):
     return bad, meta
 
 
-def call(device, requires_grad=False):
-    """The op on `device`; returns (result, the arguments it wrote to)."""
+def call(device, requires_grad=False, replace=None):
+    """The op on `device`; returns (result, the arguments it wrote to). `replace`: tensors to
+    use instead of the floating inputs, in order (finite differences)."""
 {body}
 
 
@@ -152,14 +160,14 @@ def scribble(device):
             del t
 
 
-def run(device, golden=False):
+def run(device, golden=False, using=None):
     global _GOLDEN
     _GOLDEN = golden
     try:
         if device.type != "meta":
             scribble(device)
         with torch.no_grad():
-            return call(device)
+            return (using or call)(device)
     finally:
         _GOLDEN = False
 
@@ -270,16 +278,20 @@ def verdict():
     return "grad_mismatch" if gv in ("meta", "fail") else gv
 
 
+{relation_code}
+
+
 TRIES = 8  # a kernel that reads memory it never wrote (or races) fails on some runs only
 
 
 try:
-    VERDICT = verdict()
+    CHECK = relation_verdict if RELATION is not None else verdict
+    VERDICT = CHECK()
     for k in range(2, TRIES + 1):
         if not VERDICT.startswith("pass") or CONFORM_VERDICT in ("pass", "crash", "timeout"):
             break
         print(f"-- attempt {{k}} of {{TRIES}}: conform said {{CONFORM_VERDICT}}; the same calls again --")
-        VERDICT = verdict()
+        VERDICT = CHECK()
         if not VERDICT.startswith("pass"):
             VERDICT += f" (on attempt {{k}} of {{TRIES}}: the result varies from run to run)"
 except Exception as e:  # a bug of this script, not a verdict
@@ -341,32 +353,18 @@ def _given(value, default: float) -> float:
     return default if value is None else float(value)
 
 
-def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_expectation: bool | None = None) -> str:
-    """A standalone script (torch only) that recomputes what conform compared for `case` of `op`
-    and prints the verdict: the device against the CPU (and float64 golden where it judged), or
-    against golden when the plain CPU is under test; backward where the gradient failed.
-
-    `op` is an OpSpec or a qualname ("aten::add.Tensor"); `backend_name` the device under test
-    ("mps", "cuda:1", ...): a name torch does not know as a device runs on the CPU with a note.
-    `result` (an execute.CaseResult) gives the phase, the tolerance and conform's verdict.
-    """
+def _body_lines(op, case: Case) -> list[str]:
+    """The body of the script's call(device, requires_grad, replace) for `case`."""
     qualname = op if isinstance(op, str) else op.qualname
     base, _, overload = qualname.split("::", 1)[-1].partition(".")
     call = f"torch.ops.aten.{base}.{overload or 'default'}"
-    device = _DEVICES.get(backend_name.split(":", 1)[0], None)
-    note = ""
-    if device is None:
-        note = f"# {backend_name!r} is not a torch device name: set DEVICE to the device it tests.\n"
-        device = "cpu"
-    elif ":" in backend_name:
-        device = backend_name
     # a spec the case holds twice is one tensor (TorchScript looks a Dict[Tensor, t] key up by identity)
     shared = {id(s): f"shared[{i}]" for i, s in enumerate(shared_specs(case))}
     args = ", ".join(_expr(a, names=shared) for a in case.args)
     kwargs = ", ".join(f"{k}={_expr(v, names=shared)}" for k, v in case.kwargs.items())
     written = [a.name for a in op.arguments if a.is_write or a.is_out] if not isinstance(op, str) else []
     names = [a.name for a in op.arguments] if not isinstance(op, str) else []
-    body_lines = [
+    return [
         f"    torch.manual_seed({case.seed})",
         *([f"    shared = [{', '.join(_expr(s) for s in shared_specs(case))}]"] if shared else []),
         f"    args = ({args}{',' if len(case.args) == 1 else ''})",
@@ -375,7 +373,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         "        grads = []",
         "        def prep(v):",
         "            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):",
-        "                grads.append(v.detach().requires_grad_(True))",
+        "                grads.append(v.detach().requires_grad_(True) if replace is None else replace[len(grads)])",
         "                return grads[-1]",
         "            if isinstance(v, (list, tuple)):",
         "                return type(v)(prep(x) for x in v)",
@@ -387,6 +385,124 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         f"    bound = dict(zip({names!r}, args), **kwargs)",
         f"    return result, {{n: bound[n] for n in {written!r} if n in bound}}",
     ]
+
+
+_RELATION_CODE = '''
+def take(observed, index):
+    """The drawn case's values at the flat positions `index` (the position relation)."""
+    idx = torch.tensor(index)
+
+    def pick(x):
+        if isinstance(x, torch.Tensor):
+            return x.reshape(-1)[idx]
+        if isinstance(x, (list, tuple)):
+            return type(x)(pick(v) for v in x)
+        return x
+
+    return pick(observed[0]), {k: pick(v) for k, v in observed[1].items()}
+
+
+def cast_to(x, like):
+    if isinstance(x, torch.Tensor) and isinstance(like, torch.Tensor):
+        return x.to(like.dtype)
+    if isinstance(x, (list, tuple)) and isinstance(like, (list, tuple)):
+        return type(like)(cast_to(v, w) for v, w in zip(x, like))
+    return x
+
+
+def relation_verdict():
+    """The device against itself: the drawn case (or the first of two out= layouts) and another
+    case of the same values, in another layout or another position."""
+    global SIGN
+    if RELATION["relation"] == "finite_differences":
+        return gradient_verdict()
+    first = call_first if RELATION.get("first") else call
+    a, a_err = attempt(run, DEVICE, using=first)
+    b, b_err = attempt(run, DEVICE, using=call_other)
+    print(f"relation: {RELATION['relation']}")
+    for name, err in (("the drawn case", a_err), ("the other case", b_err)):
+        if err is not None:
+            print(f"{name} raised {type(err).__name__}: {err}")
+    if (a_err is None) != (b_err is None):
+        return "device_error"
+    if a_err is not None:
+        return "pass (both raise)"
+    if RELATION.get("index") is not None:
+        a = take(a, RELATION["index"])
+    if RELATION["relation"] == "forms":  # the in-place or out= result against the functional's
+        a, b = (a[0], {}), (cast_to(b[0], a[0]), {})
+    show("drawn", a[0])
+    show("other", b[0])
+    bad, meta = differ(b, a)
+    return "mismatch" if bad or meta else "pass"
+
+
+def gradient_verdict():
+    """float64 central differences against autograd's formulas in one random direction."""
+    global _GOLDEN
+    (_, gos), err = attempt(run_backward, torch.device("cpu"))
+    if err is not None:
+        return f"error (the backward raised {err})"
+    vs = [g.double() for g in gos]
+    _GOLDEN = True
+    try:
+        _, xs = call(torch.device("cpu"), requires_grad=True)
+        xs = [x.detach() for x in xs if x.dtype == torch.float64]
+
+        def fn(ins):
+            result, _ = call(torch.device("cpu"), requires_grad=True, replace=list(ins))
+            return [t for t in leaves(result) if t.dtype == torch.float64]
+
+        r = directional(fn, xs, vs, SEED + 3)
+    finally:
+        _GOLDEN = False
+    if r is None:
+        return "pass (finite differences cannot conclude here)"
+    print({k: v for k, v in r.items() if k != "us"})
+    return "grad_mismatch" if r["bad"] else "pass"
+'''
+
+
+def _function(name: str, op, case: Case) -> str:
+    head = f"def {name}(device, requires_grad=False, replace=None):\n"
+    return head + "\n".join(_body_lines(op, case)) + "\n\n"
+
+
+def _relation_code(op, relation: dict | None) -> str:
+    """What the script needs besides call() to replay a relation: the other case's call (and
+    the first's, for two out= layouts), or the finite-difference check's source."""
+    if relation is None:
+        return ""
+    code = _RELATION_CODE
+    if relation.get("other"):
+        other_op = relation.get("other_op") or op
+        code += "\n\n" + _function("call_other", other_op, Case.from_json(relation["other"]))
+    if relation.get("first"):
+        code += "\n" + _function("call_first", op, Case.from_json(relation["first"]))
+    if relation["relation"] == "finite_differences":
+        code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
+        code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"
+    return code
+
+
+def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_expectation: bool | None = None) -> str:
+    """A standalone script (torch only) that recomputes what conform compared for `case` of `op`
+    and prints the verdict: the device against the CPU (and float64 golden where it judged), or
+    against golden when the plain CPU is under test; backward where the gradient failed; the
+    device against itself where a metamorphic relation or finite differences decided.
+
+    `op` is an OpSpec or a qualname ("aten::add.Tensor"); `backend_name` the device under test
+    ("mps", "cuda:1", ...): a name torch does not know as a device runs on the CPU with a note.
+    `result` (an execute.CaseResult) gives the phase, the tolerance and conform's verdict.
+    """
+    device = _DEVICES.get(backend_name.split(":", 1)[0], None)
+    note = ""
+    if device is None:
+        note = f"# {backend_name!r} is not a torch device name: set DEVICE to the device it tests.\n"
+        device = "cpu"
+    elif ":" in backend_name:
+        device = backend_name
+    body_lines = _body_lines(op, case)
     header = (
         f'"""Reproduce {case.describe()} on {backend_name} (generated by conform).\n\n'
         f"Case: {json.dumps(case.to_json())}\n"
@@ -395,6 +511,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
     if golden_is_expectation is None:
         golden_is_expectation = backend_name == "cpu"
     outcome = getattr(getattr(result, "outcome", None), "value", getattr(result, "outcome", None)) or "unknown"
+    relation = getattr(result, "relation", None)
     prelude = _PRELUDE.format(
         device=device,
         body="\n".join(body_lines),
@@ -406,6 +523,10 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         # 0 is a tolerance (exactly determined results): only a missing one falls back to float32's
         rtol=_given(getattr(result, "rtol", None), 1.3e-6),
         atol=_given(getattr(result, "atol", None), 1e-5),
+        relation=None
+        if relation is None
+        else {"relation": relation["relation"], "index": relation.get("index"), "first": bool(relation.get("first"))},
+        sign=bool(relation and relation.get("sign")),
     )
     return (
         header
@@ -413,5 +534,5 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         + note
         + _tensor_builder_source()
         + prelude
-        + _EPILOGUE.format()
+        + _EPILOGUE.format(relation_code=_relation_code(op, relation))
     )

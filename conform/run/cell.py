@@ -55,6 +55,7 @@ class _Progress:
     invalid_reasons: set[str] = field(default_factory=set)  # invalid cases' messages, numbers blanked
     no_kernel: bool = False  # every invalid case said the CPU has no kernel for the dtype
     out_variants_checked: int = 0  # passing out= cases whose out variants ran
+    relation_runs: int = 0  # valid cases whose metamorphic relations ran
 
 
 class _CaseFailed(Exception):
@@ -142,7 +143,18 @@ def run_cell(
         try:
             # gradients on the first few valid examples, and on every shrink step of a failure
             grad = settings.grad and (progress.failing or result.examples_run < settings.grad_examples)
-            r = execute.run_case(op, case, backend, grad=grad)
+            # metamorphic relations and finite differences on the first valid example, then on one
+            # whose values make them informative (specials, extremes), and on every shrink step
+            relations = settings.relations and (
+                progress.failing
+                or progress.relation_runs < settings.relation_examples
+                and (progress.relation_runs == 0 or _informative(case))
+            )
+            # finite differences (five float64 forwards and two AD passes) on the first of them only
+            fd = relations and (progress.failing or progress.relation_runs == 0)
+            r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
+            if relations and not progress.failing and not r.invalid:
+                progress.relation_runs += 1
             # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
             # passing examples with non-trivial outs (they triple the cost) and every shrink step
             if (
@@ -151,7 +163,7 @@ def run_cell(
                 and not r.invalid
                 and (progress.failing or progress.out_variants_checked < 2)
             ):
-                checked, failure = execute.run_out_variants(op, case, backend)
+                checked, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
                 progress.out_variants_checked += checked
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
@@ -389,6 +401,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
 # marginal below it (a rounding at the edge of the tolerance, 3.2e-5 for 1e-5).
 GROSS = 100.0
 _KIND_CLASSES = (
+    ("relation", "relation"),  # a metamorphic relation or finite differences: no expectation involved
     ("error", "error"),
     ("structure", "structure"),
     ("shape", "structure"),
@@ -416,6 +429,14 @@ def failure_class(r) -> tuple[str, str, str]:
     if lead == "values":
         lead = "values, gross" if getattr(r, "excess", 0.0) >= GROSS else "values, marginal"
     return (Outcome(r.outcome).value, r.phase or "", lead)
+
+
+def _informative(case) -> bool:
+    """Values where vector and scalar paths part: special values, edge patterns, extreme bands."""
+    return any(
+        s.edges is not None or s.values == "special" or s.magnitude in ("near_max", "sqrt_max", "beyond_sqrt")
+        for s in case.tensor_specs()
+    )
 
 
 def _case_key(case_json: dict) -> str:

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conform.backends import CPUBackend
 from conform.errors import first_line
+from conform.judge import gradients, metamorphic
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -49,6 +50,7 @@ from conform.judge.tolerances import (
     is_inexact,
     loosest,
     numel_ratio,
+    tolerance_at,
     tolerance_for,
 )
 from conform.judge.verdict import cast_like, max_abs_vs
@@ -78,6 +80,7 @@ class CaseResult:
     variant_case: Any = None  # run_out_variants: the out= variant of the case that failed (a generators Case)
     kinds: frozenset = frozenset()  # the compare.Record kinds of the failing leaves ("nan", "values", ...)
     excess: float = 0.0  # the worst "values" difference, in multiples of the allowed one
+    relation: dict | None = None  # conform.judge.metamorphic.Violation.to_dict(): the relation broken
 
 
 # -- error classification ------------------------------------------------------------------
@@ -323,10 +326,16 @@ def _run_backward(
 # -- run_case ------------------------------------------------------------------------------
 
 
-def run_case(op, case, backend, *, grad: bool = True) -> CaseResult:
-    """Run `case` of `op` on the CPU reference and on `backend`; never raises (see module doc)."""
+def run_case(
+    op, case, backend, *, grad: bool = True, relations: bool = False, finite_differences: bool | None = None
+) -> CaseResult:
+    """Run `case` of `op` on the CPU reference and on `backend`; never raises (see module doc).
+    `relations`: hold the device against itself too (conform.judge.metamorphic) and its
+    gradients against finite differences (conform.judge.gradients; `finite_differences` None:
+    with the relations)."""
+    fd = relations if finite_differences is None else finite_differences
     try:
-        return _run_case(op, case, backend, grad=grad)
+        return _run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - a bug in conform must not kill the sweep
@@ -346,7 +355,9 @@ def is_plain_cpu(backend) -> bool:
     return type(backend) is CPUBackend and getattr(backend, "device_context", None) is None
 
 
-def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
+def _run_case(
+    op, case, backend, *, grad: bool, relations: bool = False, finite_differences: bool = False
+) -> CaseResult:
     cpu = torch.device("cpu")
     device_is_cpu = torch.device(backend.device).type == "cpu"
     meta_only = bool(getattr(backend, "metadata_only", False))
@@ -394,6 +405,13 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
             if gap and device_is_cpu:
                 # the CPU is the device under test and lacks the kernel golden float64 has
                 return _error_result(dev, backend, "forward")
+            if relations:
+                # an error that only the drawn layout raises is the device's, whatever the CPU says
+                broken = metamorphic.check_layout(
+                    op, case, None, relation_sides(op, backend), None, drawn_raised=dev.error
+                )
+                if broken is not None:
+                    return violation_result(broken)
             return CaseResult(
                 Outcome.PASS,
                 "forward",
@@ -502,6 +520,25 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
     if result.outcome is not Outcome.PASS:
         return result
 
+    if relations and not meta_only and nondet != "uninitialized":
+        sides = relation_sides(op, backend)
+        observed = (dev.result, dev.written)
+        deterministic = nondet != "seeded" or _randomness_off(op, case)
+        # a seeded op the case makes deterministic is held to its values, not its statistics
+        by_value = (
+            phase.compare
+            if nondet != "seeded"
+            else lambda a, e: _compare_all(_pairs(a, e, op), tol, sign=sign, meta_only=False)
+        )
+        broken = metamorphic.check_layout(op, case, observed, sides, by_value, values=deterministic)
+        if broken is None and (not nondet or deterministic and nondet == "seeded"):
+            broken = metamorphic.check_position(op, case, observed, sides, tol)
+        functional = _functional_spec(op) if broken is None and not nondet else None
+        if functional is not None:
+            broken = metamorphic.check_forms(op, case, observed, functional, relation_sides(functional, backend), tol)
+        if broken is not None:
+            return violation_result(broken)
+
     # -- backward ----------------------------------------------------------------------------
     # (gradients through sign-ambiguous outputs depend on the sign each kernel picked: not compared)
     if (
@@ -516,7 +553,15 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         # exp(x - y)): they are inputs of the backward that can cancel (see tolerances' docstring)
         back_second = input_scales((before, ref_result))[1]
         back = _backward(
-            op, case, backend, meta_only=meta_only, n=n, sign=sign, scales=(scale, back_second), want_golden=want_golden
+            op,
+            case,
+            backend,
+            meta_only=meta_only,
+            n=n,
+            sign=sign,
+            scales=(scale, back_second),
+            want_golden=want_golden,
+            finite_differences=finite_differences and nondet != "ties",
         )
         if back is not None and back.outcome is not Outcome.PASS:
             return back
@@ -643,7 +688,9 @@ def _error_result(side: _Side, backend, phase: str) -> CaseResult:
     return CaseResult(outcome, phase, first_line(side.error), traceback=side.traceback)
 
 
-def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_golden=True) -> CaseResult | None:
+def _backward(
+    op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_golden=True, finite_differences=False
+) -> CaseResult | None:
     """None when backward cannot be checked; else its CaseResult (pass with a finding, or a failure)."""
     cpu = torch.device("cpu")
     ref_grads, gos, ref_err, _ = _run_backward(op, case, to_device=_cpu_copy, device=cpu)
@@ -778,6 +825,22 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
     )
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
+    fd = gradients.check(op, case, vs=gold_gos) if finite_differences and not meta_only and want_golden else None
+    if fd is not None and fd["bad"]:
+        text = gradients.message(fd)
+        if plain:
+            # golden's formula is the expectation here: finite differences are the opinion it does not share
+            return CaseResult(
+                Outcome.GRAD_MISMATCH,
+                "backward",
+                text,
+                relation={"relation": "finite_differences", "other": None, "index": None, "first": None},
+                kinds=frozenset({"relation"}),
+            )
+        cpu_wrong = oracle.Finding(oracle.REFERENCE if not bad else oracle.CPU_WRONG, "backward", text)
+        finding = cpu_wrong.to_dict()
+        if bad and _device_matches(fd, dev_grads, case, tol):
+            bad = []  # the device matches finite differences: the formula golden ran is wrong, not the device
     if not bad:
         r = CaseResult(Outcome.PASS, "backward", finding=finding)
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
@@ -793,26 +856,135 @@ def _backward(op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_
     return result
 
 
+def _device_matches(fd, dev_grads, case, tol) -> bool:
+    """The device's gradients, in the direction finite differences took, give their value within
+    the case's precision (its dtype's rtol times the differences' scale)."""
+    rtol = max(
+        tolerance_at(tol, sp.torch_dtype, math.inf)[0] for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)
+    )
+    return gradients.device_agrees(fd, list(dev_grads.values()), rtol)
+
+
+# -- relations --------------------------------------------------------------------------------
+
+
+def _functional_spec(op):
+    """The functional overload (an OpSpec) of an in-place or out= op, or None."""
+    import opdb
+
+    if op.variant == "inplace" and op.base_name.endswith("_"):
+        name = f"aten::{op.base_name[:-1]}" + (f".{op.overload}" if op.overload else "")
+    elif op.variant == "out":
+        from generators.backward import functional_of
+
+        fn = functional_of(op)
+        if fn is None:
+            return None
+        name = f"aten::{op.base_name}" + (f".{fn._overloadname}" if fn._overloadname != "default" else "")
+    else:
+        return None
+    try:
+        found = opdb.lookup(name)
+    except (KeyError, LookupError, ValueError):
+        return None
+    return found if found.variant == "functional" else None
+
+
+def _randomness_off(op, case) -> bool:
+    """A seeded op whose randomness the case switches off (opdb hint seeded_arg: dropout_p = 0,
+    training = False): its values are a function of its inputs."""
+    arg = hints_of(op).get("seeded_arg")
+    if not arg:
+        return False
+    bound = bind_arguments(op, case.args, case.kwargs)
+    if arg in bound:
+        return not bound[arg]
+    default = next((a.default for a in op.arguments if a.name == arg), None)
+    return default in ("0.", "0.0", "0", "False")
+
+
+def hints_of(op) -> dict:
+    return getattr(op.rules, "hints", None) or {}
+
+
+def relation_sides(op, backend) -> metamorphic.Sides:
+    """How conform.judge.metamorphic runs a case: on the device under test, and on the CPU."""
+    cpu = torch.device("cpu")
+
+    def device(c):
+        if is_plain_cpu(backend):
+            side = _run_side(op, c, to_device=_cpu_copy, device=cpu)
+        else:
+            side = _run_side(
+                op,
+                c,
+                to_device=backend.to_device,
+                device=backend.device,
+                to_cpu=backend.to_cpu,
+                sync=backend.synchronize,
+                ctx=_device_context(backend),
+            )
+        return ((side.result, side.written) if side.error is None else None), side.error
+
+    def on_cpu(c, dtype):
+        return _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dtype))
+
+    return metamorphic.Sides(device, on_cpu)
+
+
+def violation_result(v: metamorphic.Violation) -> CaseResult:
+    r = CaseResult(Outcome(v.outcome), "forward", metamorphic.describe(v), traceback=v.traceback, relation=v.to_dict())
+    r.kinds = frozenset({"relation"} | set(v.kinds))
+    if v.tolerance is not None:
+        r.rtol, r.atol = v.tolerance
+    return r
+
+
 # -- out= variants ---------------------------------------------------------------------------
 
 
-def run_out_variants(op, case, backend, *, grad: bool = False) -> tuple[bool, CaseResult | None]:
+def run_out_variants(
+    op, case, backend, *, grad: bool = False, relations: bool = False
+) -> tuple[bool, CaseResult | None]:
     """Run an out= case again with the out tensors preallocated, wrongly sized (the op must
     resize them) and non-contiguous (the op must write through the strides): where backends
     slip. Returns (checked, failure): checked is False when the outs are too small for the
     variants to mean anything (0-d or single elements); failure is the first failing variant's
-    result, its message prefixed with the variant's name, or None."""
+    result, its message prefixed with the variant's name, or None. With `relations`, the
+    device's non-contiguous out is also held against its contiguous one (the layout relation:
+    the CPU reference and golden share a bug of the out's strides)."""
     shapes = _out_shapes(op, case)
     sizes = [math.prod(sh) for v in shapes.values() for sh in (v if isinstance(v, list) else [v])]
     if not sizes or max(sizes) <= 1:
         return False, None
-    for name, variant in out_variants(case, shapes).items():
+    variants = out_variants(case, shapes)
+    for name, variant in variants.items():
         if name == "as_drawn":
             continue
         r = run_case(op, variant, backend, grad=grad)
         if r.outcome is not Outcome.PASS and not r.invalid:
             r.message = f"[out= {name}] {r.message}"
             r.variant_case = variant
+            return True, r
+    nondet = _nondeterminism(op)
+    if relations and nondet != "uninitialized":
+
+        def out_compare(a, e):
+            n = numel_ratio(op, case, e[0])
+            tol = LeafTolerance(lambda dt, out: tolerance_for(op, dt, reduction_size=n, output_scale=out, case=case))
+            return _compare_all(_pairs(a, e, op), tol, sign=False, meta_only=False)
+
+        broken = metamorphic.check_out_layout(
+            op,
+            variants["preallocated"],
+            variants["noncontiguous"],
+            relation_sides(op, backend),
+            out_compare,
+            values=nondet != "seeded",
+        )
+        if broken is not None:
+            r = violation_result(broken)
+            r.variant_case = variants["noncontiguous"]
             return True, r
     return True, None
 

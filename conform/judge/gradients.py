@@ -1,0 +1,183 @@
+"""Gradients held against finite differences and forward-mode AD, not autograd's formulas alone.
+
+Golden's gradient is autograd's backward formula run in float64: a wrong formula is wrong in
+every dtype, and golden shares it. gradcheck's fast mode needs no formula: for one random
+direction u of the inputs and v of the outputs, v^T J u is a number that central differences
+of the forward in float64 give as well as the backward (<J^T v, u>) and forward-mode AD
+(<v, J u>). The forward is what conform already judges; if it is right, so is this number.
+
+Conditioning (the ∇Fuzz filter): finite differences are read at two steps, each both ways
+(f(x + h u) - f(x) and f(x) - f(x - h u)). At a kink or a jump the two one-sided differences
+part; near a pole the two steps do. A formula is called wrong only when its value is far from
+the central difference compared with all that spread, and the forward is finite at every
+point read. Complex inputs or results are left out (a non-holomorphic function's derivative
+is not one number).
+
+`directional` needs torch only: reproduction scripts embed its source.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
+SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
+FLOOR = 1e-5  # ... and this share of the sum of |v_j| |f_j'| (float64 rounding never gets near it)
+
+
+def directional(fn, xs, vs, seed):
+    """v^T J u of `fn` at `xs` (float64 tensors) three ways. `fn(list of tensors)` returns the
+    outputs (float64) that `vs` weigh. Returns a dict: "fd" (central difference), "spread" (how
+    far the one-sided differences and the two steps disagree), "scale", "vjp" and "jvp" (None
+    where forward-mode AD is not supported), "bad" (a reason, or "" when all agree), or None
+    where the forward is not finite at a point read."""
+    g = torch.Generator().manual_seed(seed)
+    us = []
+    for x in xs:
+        u = torch.randn(x.shape, generator=g, dtype=torch.float64) * x.detach().abs().clamp_min(1.0)
+        us.append(torch.where(torch.isfinite(x.detach()), u, torch.zeros_like(u)))
+    base = [x.detach() for x in xs]
+    leaves = [x.requires_grad_(True) for x in (b.clone() for b in base)]
+    with torch.enable_grad():
+        outs = fn(leaves)
+    keep = [i for i, o in enumerate(outs) if o.requires_grad]
+    if not keep:
+        return None
+    # `vs` weigh every output, or the differentiable ones only
+    vs = [vs[i] for i in keep] if len(vs) == len(outs) else list(vs)
+    if len(vs) != len(keep) or any(outs[i].shape != v.shape for i, v in zip(keep, vs)):
+        return None  # the result's structure depends on the values (nonzero, unique)
+    grads = torch.autograd.grad([outs[i] for i in keep], leaves, vs, allow_unused=True)
+    whole = fn
+
+    def fn(ins):  # the differentiable outputs only
+        found = whole(ins)
+        return [found[i] for i in keep]
+
+    with torch.no_grad():
+        f0 = fn(base)
+        if not all(bool(torch.isfinite(f).all()) for f in f0):
+            return None
+        diffs = []
+        for h in STEPS:
+            fp = fn([x + h * u for x, u in zip(base, us)])
+            fm = fn([x - h * u for x, u in zip(base, us)])
+            if not all(bool(torch.isfinite(f).all()) for f in fp + fm):
+                return None
+            plus = sum(float((v * (a - b)).sum()) for v, a, b in zip(vs, fp, f0)) / h
+            minus = sum(float((v * (b - c)).sum()) for v, b, c in zip(vs, f0, fm)) / h
+            scale = sum(float((v.abs() * (a - c).abs()).sum()) for v, a, c in zip(vs, fp, fm)) / (2 * h)
+            diffs.append((plus, minus, scale))
+    central = [(p + m) / 2 for p, m, _ in diffs]
+    # float64 rounding of f itself, magnified by the smaller step: below it a difference is noise
+    # (atan2 of 1e30s moves f by less than its ulp, and the difference reads 0)
+    rounding = 8 * torch.finfo(torch.float64).eps * sum(float((v.abs() * f.abs()).sum()) for v, f in zip(vs, f0))
+    spread = sum(abs(p - m) for p, m, _ in diffs) + abs(central[0] - central[1]) + rounding / STEPS[0]
+    scale = max(s for _, _, s in diffs)
+    out = {"fd": central[0], "spread": spread, "scale": scale, "vjp": None, "jvp": None, "bad": "", "us": us}
+
+    out["vjp"] = sum(float((gr * u)[u != 0].sum()) if gr is not None else 0.0 for gr, u in zip(grads, us))
+    try:
+        import torch.autograd.forward_ad as fwAD
+
+        with fwAD.dual_level():
+            duals = [fwAD.make_dual(x, u) for x, u in zip(base, us)]
+            tangents = [fwAD.unpack_dual(o).tangent for o in fn(duals)]
+        if all(t is not None for t in tangents):
+            out["jvp"] = sum(float((v * t).sum()) for v, t in zip(vs, tangents))
+    except (RuntimeError, NotImplementedError):
+        pass  # no forward-mode formula for some op on the way
+
+    def off(value):
+        if value is None:
+            return False
+        if not math.isfinite(value):
+            return spread <= 1e-3 * scale  # a NaN or inf formula where the differences are smooth
+        err = abs(value - central[0])
+        # the differences must agree with themselves first (a step spanning periods of sin(1e22)
+        # gives noise of the function's own size)
+        return spread <= 1e-2 * scale and err > SPREAD * spread and err > FLOOR * scale
+
+    if off(out["vjp"]):
+        out["bad"] = "vjp"
+    elif off(out["jvp"]):
+        out["bad"] = "jvp"
+    return out
+
+
+def message(r) -> str:
+    """What a finding says, for a result of `directional` that is off."""
+    fd, vjp, jvp = r["fd"], r["vjp"], r["jvp"]
+    if r["bad"] == "vjp":
+        head = "float64 finite differences disagree with autograd's formula"
+        got = vjp
+    else:
+        head = "float64 finite differences disagree with forward-mode AD"
+        got = jvp
+    return (
+        f"{head}: v^T J u is {fd:.6g} by central differences (spread {r['spread']:.2g} over steps "
+        f"{STEPS[0]:g} and {STEPS[1]:g}, both ways) and {got:.6g} by the "
+        f"{'backward (vjp)' if r['bad'] == 'vjp' else 'forward-mode (jvp)'} formula"
+        + (f"; forward-mode AD gives {jvp:.6g}" if r["bad"] == "vjp" and jvp is not None else "")
+    )
+
+
+def case_function(op, case, vs=None):
+    """(fn, xs, vs) for `directional` on one case of `op`, in float64 on the CPU, or None where
+    the check does not apply (no real floating input or output, complex values)."""
+    import torch.utils._pytree as pytree
+
+    from conform.judge.compare import leaves as result_leaves
+
+    args, kwargs = case.materialize(lambda t: t.clone(), torch.device("cpu"), dtype=torch.float64)
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    slots = [
+        i
+        for i, t in enumerate(flat)
+        if isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.layout == torch.strided
+    ]
+    if not slots or any(isinstance(t, torch.Tensor) and t.is_complex() for t in flat):
+        return None
+    call = op.resolve()
+
+    def fn(xs):
+        values = list(flat)
+        for i, x in zip(slots, xs):
+            values[i] = x
+        a, k = pytree.tree_unflatten(values, spec)
+        result = call(*a, **k)
+        return [t for t in result_leaves(result) if isinstance(t, torch.Tensor) and t.dtype == torch.float64]
+
+    xs = [flat[i].detach() for i in slots]
+    with torch.no_grad():
+        outs = fn(xs)
+    if not outs:
+        return None
+    if vs is None:
+        g = torch.Generator().manual_seed(case.seed + 2)
+        vs = [torch.randn(o.shape, generator=g, dtype=torch.float64) for o in outs]
+    return fn, xs, vs
+
+
+def check(op, case, vs=None):
+    """`directional` on one case (`vs`: the outputs' weights, seeded ones by default), or None
+    where it does not apply or cannot conclude."""
+    made = case_function(op, case, vs)
+    if made is None:
+        return None
+    fn, xs, vs = made
+    try:
+        return directional(fn, xs, vs, case.seed + 3)
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return None  # a perturbed input the op rejects (out of a domain it checks): no opinion
+
+
+def device_agrees(r, grads: list, rtol: float) -> bool:
+    """Whether gradients (one per input `directional` perturbed, in its order) give the central
+    difference in its direction within `rtol` of its scale (and the differences' spread)."""
+    if len(grads) != len(r["us"]):
+        return False
+    value = sum(float((g.detach().to(torch.float64) * u)[u != 0].sum()) for g, u in zip(grads, r["us"]))
+    return math.isfinite(value) and abs(value - r["fd"]) <= rtol * r["scale"] + SPREAD * r["spread"]

@@ -1,0 +1,598 @@
+"""Metamorphic relations: the device under test held against itself (DESIGN.md, "Oracles").
+
+Golden float64 runs the same ATen kernel, so it shares every bug of the algorithm, the layout
+or the vector path. These relations need no expectation at all; each runs the op again on the
+device under test and holds the result against the drawn case's, so they hold on any backend:
+
+* layout: the same values in another layout (contiguous inputs transposed, or sliced for a
+  vector; strided inputs made contiguous) give the same result, and the op raises on both or
+  on neither (DeepREL's status equivalence);
+* position: an elementwise op gives each element the same value wherever it sits: inside full
+  vector blocks, in a scalar tail, or read through a stride (the scalar loop);
+* out layout: an out= op writes the same values into a non-contiguous out as into a
+  contiguous one;
+* forms: an in-place or out= overload gives what its functional overload returns for the same
+  inputs (DeepREL's value equivalence of equivalent APIs).
+
+Special values (NaN, +-inf, and for elementwise real results the sign of zero) must match
+exactly; finite values within the case's tolerance, never bitwise: a vectorised and a scalar
+path of a correct kernel differ by an ulp. A difference beyond it is a violation only when it
+is no rounding of the case (clause 3 of the verdict rule): float64 golden shows the same
+dependence, or the other run is off golden beyond the case's conditioning. Which ops a relation
+does not apply to, and why, is in opdb/rules/relations.toml (hints `layout_relation`,
+`position_relation`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from conform.errors import first_line
+from conform.judge import verdict as oracle
+from conform.judge.compare import Record, compare, failures, leaves
+from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
+
+LAYOUT, POSITION, OUT_LAYOUT, FORMS = "layout", "position", "out_layout", "forms"
+
+# elements a position relation picks from the drawn case, and how often each is repeated so
+# that it fills whole vector blocks of every CPU ISA and dtype (64 bytes x 2 unrolled, in
+# float16 lanes). Odd, so that the copy after the blocks leaves a scalar tail at any width.
+PICKS = 13
+
+# An error that states the kernel's layout requirement ("Expected X.is_contiguous(memory_format)",
+# "slow_conv3d output must be contiguous", "Unsupported memory format"): a precondition the kernel
+# checks and says, which its public callers meet (group_norm makes its input contiguous before
+# native_group_norm), not a result that depends on the layout. A failure deeper in (a view over
+# strides it assumed: "view size is not compatible", a wrong size read from a strided tensor)
+# says no such thing and stays an alarm.
+STATED_LAYOUT = re.compile(
+    r"is_contiguous\(|must be contiguous|be contiguous|requires? (a )?contiguous|contiguous (input|tensor)"
+    r"|unsupported memory format",
+    re.IGNORECASE,
+)
+
+
+def stated_requirement(e: BaseException | None) -> bool:
+    return e is not None and bool(STATED_LAYOUT.search(str(e)))
+
+
+BLOCK = 64
+
+
+@dataclass
+class Violation:
+    """A relation the device broke: what a CaseResult needs, and what the repro script replays
+    (the other case it ran and, for the position relation, which output element each of the
+    other case's output elements is held against)."""
+
+    relation: str
+    outcome: str  # "mismatch" | "device_error"
+    message: str
+    other: Case
+    index: list[int] | None = None
+    first: Case | None = None  # the case held against `other` when it is not the drawn one
+    other_op: str | None = None  # the overload `other` calls, where it is not the drawn op's
+    traceback: str = ""
+    kinds: frozenset = frozenset()
+    tolerance: tuple[float, float] | None = None  # (rtol, atol) of the leaf that broke it
+    sign: bool = False  # signed zeros told apart
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "relation": self.relation,
+            "sign": self.sign,
+            "other": self.other.to_json(),
+            "index": self.index,
+            "first": self.first.to_json() if self.first is not None else None,
+            "other_op": self.other_op,
+        }
+
+
+@dataclass
+class Sides:
+    """How a relation runs a case. `device(case)` returns (observed, error) on the device under
+    test, observed as (result, written) on the CPU; `cpu(case, dtype)` the CPU's observed value
+    (float64: golden) or None where it raised."""
+
+    device: Callable[[Any], tuple[Any, BaseException | None]]
+    cpu: Callable[[Any, Any], Any]
+
+
+def _hint(op, name: str, default=True):
+    return (getattr(getattr(op, "rules", None), "hints", None) or {}).get(name, default)
+
+
+def _names(op) -> list[str]:
+    return [a.name for a in op.arguments]
+
+
+def _out_names(op) -> set[str]:
+    return {a.name for a in op.arguments if a.is_out}
+
+
+def _map_specs(case: Case, fn, skip: set[str], names: list[str]) -> Case:
+    """`case` with each TensorSpec (outside the arguments in `skip`) replaced by fn(spec, name);
+    one spec object in two places stays one."""
+    done: dict[int, Any] = {}
+
+    def walk(v, name):
+        if isinstance(v, TensorSpec):
+            if id(v) not in done:
+                done[id(v)] = fn(v, name)
+            return done[id(v)]
+        if isinstance(v, tuple):
+            return tuple(walk(x, name) for x in v)
+        if isinstance(v, list):
+            return [walk(x, name) for x in v]
+        return v
+
+    args = tuple(
+        v if (names[i] if i < len(names) else "") in skip else walk(v, names[i] if i < len(names) else f"arg{i}")
+        for i, v in enumerate(case.args)
+    )
+    kwargs = {k: v if k in skip else walk(v, k) for k, v in case.kwargs.items()}
+    return dataclasses.replace(case, args=args, kwargs=kwargs)
+
+
+def _plain_spec(spec: TensorSpec) -> bool:
+    return (
+        spec.layout not in STRIDELESS_LAYOUTS
+        and not spec.quantized
+        and spec.dtype != "complex32"
+        and spec.numel >= 1
+        and spec.axis is None
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _logical(spec: TensorSpec) -> torch.Tensor:
+    """The spec's values on the CPU (cached: the relations of one case read them several times;
+    callers never write to it)."""
+    return spec.materialize(lambda t: t).detach()
+
+
+def _with_values(spec: TensorSpec, values: torch.Tensor, layout: str, shape=None) -> TensorSpec:
+    return dataclasses.replace(
+        spec,
+        shape=tuple(values.shape) if shape is None else tuple(shape),
+        data=tuple(values.reshape(-1).tolist()),
+        layout=layout,
+        edges=None,
+        magnitude="",
+    )
+
+
+def other_layout(spec: TensorSpec) -> str | None:
+    """The layout a spec's values are held in for the layout relation, or None: a strided
+    tensor made contiguous; a contiguous matrix transposed (its last dim strided: attention's
+    q, k, v, a matmul operand), a contiguous vector sliced."""
+    if not _plain_spec(spec) or spec.numel < 2:
+        return None
+    if spec.layout != "contiguous":
+        return "contiguous"
+    shape = spec.shape
+    if len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1:
+        return "transposed"
+    if len(shape) >= 1 and shape[0] > 1:
+        return "sliced"
+    return None
+
+
+def layout_case(op, case: Case, *, dense_only: bool = False) -> tuple[Case, list[str]] | None:
+    """`case` with every input (not an out= argument) in `other_layout`, the same values; and
+    what changed, for the message ("self transposed"). `dense_only`: strided inputs made
+    contiguous, contiguous ones left alone. None when nothing can change."""
+    changed: list[str] = []
+    names = _names(op)
+
+    def relaid(spec, name):
+        layout = other_layout(spec)
+        if layout is None or dense_only and layout != "contiguous":
+            return spec
+        changed.append(f"{name} {layout}")
+        return _with_values(spec, _logical(spec), layout)
+
+    other = _map_specs(case, relaid, _out_names(op), names)
+    return (other, changed) if changed else None
+
+
+# -- running and judging a relation -------------------------------------------------------------
+
+
+def identical(a, b) -> bool:
+    """Bit for bit the same tensors (NaN and signed zeros included), leaf by leaf: most runs of
+    a relation are, and this spares them the comparison's cost."""
+    la, lb = list(leaves((a[0], list((a[1] or {}).values())))), list(leaves((b[0], list((b[1] or {}).values()))))
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            return False
+        if x.shape != y.shape or x.dtype != y.dtype or x.layout != torch.strided or y.layout != torch.strided:
+            return False
+        if x.is_quantized or y.is_quantized or x.device.type == "meta" or x.is_neg() or y.is_neg():
+            return False
+        x, y = x.detach().resolve_conj(), y.detach().resolve_conj()
+        if x.is_complex():
+            x, y = torch.view_as_real(x), torch.view_as_real(y)
+        if x.dtype.is_floating_point:
+            # NaN payloads differ between paths and mean nothing; signed zeros are compared
+            nan = x.isnan()
+            same = ((x == y) & (torch.signbit(x) == torch.signbit(y))) | (nan & y.isnan())
+            if not bool(same.all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def _first_diff(records: list[Record]) -> str:
+    r = failures(records)[0]
+    return r.message
+
+
+def _confirmed(op, sides: Sides, first: Case, first_obs, other: Case, other_obs, compare_fn, mapped) -> bool:
+    """Whether a difference between two runs of the device is the kernel's and not the case's
+    rounding: float64 golden shows the same dependence, or the other run is off its own golden
+    beyond the case's conditioning (the verdict rule's excuses). `mapped(obs)` takes a value of
+    `first`'s shape to the other's."""
+    g_first = sides.cpu(first, torch.float64)
+    g_other = sides.cpu(other, torch.float64)
+    ref_first, ref_other = sides.cpu(first, None), sides.cpu(other, None)
+    if g_first is None or g_other is None or ref_first is None or ref_other is None:
+        return True  # no float64 opinion (integer results are exact): the difference stands
+    expect_first = oracle.golden_pair(g_first, ref_first)
+    expect_other = oracle.golden_pair(g_other, ref_other)
+    if expect_first is None or expect_other is None:
+        return True
+    apart = failures(compare_fn(expect_other, mapped(expect_first) if mapped else expect_first))
+    if any(r.kind == "values" for r in apart) or (apart and not oracle._case_has_nonfinite(first)):
+        # golden, in the case's dtypes, depends on it too: the kernel's algorithm does. Only
+        # where NaN and infinity land when the inputs hold some may follow the algorithm a
+        # layout selects (a fused attention kernel or the math path): the verdict rule's
+        # specials excuse, through against_golden below, decides those
+        return True
+    phase = oracle.Phase(
+        "forward",
+        op,
+        other,
+        ref_other,
+        compare_fn,
+        run_cpu=lambda c, dt, tx=None: sides.cpu(c, dt),
+        expect=lambda raw: oracle.golden_pair(raw, ref_other),
+    )
+    phase.preset_golden(g_other)
+
+    def rerun(c, tx=None, scribble=False):
+        obs, err = sides.device(c)
+        return None if err is not None else obs
+
+    j = oracle.against_golden(phase, other_obs, rerun)
+    return not j.judged or not j.ok
+
+
+def _changed_text(changed: list[str]) -> str:
+    return ", ".join(changed)
+
+
+def check_layout(
+    op,
+    case: Case,
+    observed,
+    sides: Sides,
+    compare_fn,
+    *,
+    values: bool = True,
+    drawn_raised: BaseException | None = None,
+):
+    """The layout relation on one case; `observed` is the device's (result, written) for
+    `case`, or None with `drawn_raised` the device's error. `values` False checks the status
+    alone (random ops: another layout may draw in another order). A Violation or None."""
+    if not _hint(op, "layout_relation") or _hint(op, "layout", None):
+        return None
+    if drawn_raised is not None and not _strided(case):
+        return None
+    made = layout_case(op, case, dense_only=drawn_raised is not None)
+    if made is None:
+        return None
+    other, changed = made
+    other_obs, other_err = sides.device(other)
+    what = _changed_text(changed)
+    if drawn_raised is not None:
+        if other_err is not None or stated_requirement(drawn_raised):
+            return None
+        return Violation(
+            LAYOUT,
+            "device_error",
+            f"raises only in the drawn layout: {first_line(drawn_raised)}; the same values with {what} run "
+            "(the result depends on the inputs' layout)",
+            other,
+        )
+    if other_err is not None:
+        if stated_requirement(other_err):
+            return None
+        return Violation(
+            LAYOUT,
+            "device_error",
+            f"raises only with {what} (the same values): {first_line(other_err)}; the drawn layout runs",
+            other,
+            traceback=_tb(other_err),
+        )
+    if not values or identical(other_obs, observed):
+        return None
+    records = compare_fn(other_obs, observed)
+    if not failures(records):
+        return None
+    if not _confirmed(op, sides, case, observed, other, other_obs, compare_fn, None):
+        return None
+    return Violation(
+        LAYOUT,
+        "mismatch",
+        f"the result depends on the inputs' layout: with {what} (the same values), {_first_diff(records)}"
+        " (expected: the drawn layout's result)",
+        other,
+        kinds=frozenset(r.kind for r in failures(records)),
+        tolerance=_tolerance(records),
+    )
+
+
+def _tolerance(records: list[Record]) -> tuple[float, float] | None:
+    r = failures(records)[0]
+    return None if r.rtol is None else (r.rtol, r.atol or 0.0)
+
+
+def _strided(case: Case) -> bool:
+    return any(_plain_spec(s) and s.layout != "contiguous" and s.numel >= 2 for s in case.tensor_specs())
+
+
+def _tb(e: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(e))
+
+
+# -- position -----------------------------------------------------------------------------------
+
+
+def elementwise(op) -> bool:
+    return (op.family == "pointwise" or "pointwise" in (op.tags or ())) and bool(_hint(op, "position_relation"))
+
+
+def _picks(n: int, out_leaves: list[torch.Tensor], inputs: list[torch.Tensor], seed: int) -> list[int]:
+    """Up to PICKS flat positions: where the result or an input holds a special value or a
+    zero first, then the last (a row's tail), then positions drawn from the case's seed."""
+    if n <= PICKS:
+        return list(range(n))
+    flagged = torch.zeros(n, dtype=torch.bool)
+    for t in out_leaves + inputs:
+        if t.is_floating_point() or t.is_complex():
+            v = torch.view_as_real(t).reshape(n, -1) if t.is_complex() else t.reshape(n, 1)
+            flagged |= (~torch.isfinite(v) | (v == 0)).any(-1)
+    rng = random.Random(seed)
+    special = flagged.nonzero().reshape(-1).tolist()
+    rng.shuffle(special)
+    chosen = list(dict.fromkeys(special[: PICKS // 2] + [n - 1]))
+    rest = [i for i in rng.sample(range(n), min(n, 3 * PICKS)) if i not in chosen]
+    return sorted((chosen + rest)[:PICKS])
+
+
+def position_cases(op, case: Case, observed) -> list[tuple[Case, list[int], str]] | None:
+    """The position relation's cases: every input broadcast to the result's shape, the picked
+    elements (a) each repeated BLOCK times and once more after (vector bodies, then a scalar
+    tail) and (b) read through a stride of 2 (the scalar loop); with, for each, the flat
+    position in the drawn result of each of its output elements. None where the op's result is
+    not one shape of all its inputs."""
+    if op.variant not in ("functional", "inplace"):
+        return None
+    outs = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
+    if not outs or any(t.layout != torch.strided or t.shape != outs[0].shape for t in outs):
+        return None
+    shape = tuple(outs[0].shape)
+    n = outs[0].numel()
+    if n < 1:
+        return None
+    names = _names(op)
+    specs: dict[int, torch.Tensor] = {}
+    for spec in case.tensor_specs():
+        if not _plain_spec(spec) and spec.numel >= 1:
+            return None
+        if spec.numel == 0:
+            return None
+        t = _logical(spec)
+        if t.dim() == 0:
+            continue  # a 0-dim tensor is a scalar operand: it stays one
+        try:
+            if torch.broadcast_shapes(tuple(t.shape), shape) != shape:
+                return None
+        except RuntimeError:
+            return None
+        specs[id(spec)] = t.broadcast_to(shape).reshape(-1)
+    if not specs:
+        return None
+    picks = _picks(n, outs, list(specs.values()), case.seed)
+    where = torch.tensor(picks)
+    block = torch.cat([where.repeat_interleave(BLOCK), where])
+    made = []
+    for label, index, layout in (
+        (f"inside vector blocks of {BLOCK} and in the scalar tail", block, "contiguous"),
+        ("read through a stride (the scalar loop)", where, "sliced"),
+    ):
+
+        def relaid(spec, name, index=index, layout=layout):
+            if id(spec) not in specs:
+                return spec
+            return _with_values(spec, specs[id(spec)][index], layout)
+
+        made.append((_map_specs(case, relaid, _out_names(op), names), index.tolist(), label))
+    return made
+
+
+def _take(obs, index: list[int]):
+    """A drawn case's observed value at the flat positions `index`, leaf by leaf."""
+    idx = torch.tensor(index)
+
+    def take(x):
+        if isinstance(x, torch.Tensor):
+            return x.reshape(-1)[idx]
+        if isinstance(x, (list, tuple)):
+            return type(x)(take(v) for v in x)
+        if isinstance(x, dict):
+            return {k: take(v) for k, v in x.items()}
+        return x
+
+    return take(obs[0]), {k: take(v) for k, v in (obs[1] or {}).items()}
+
+
+def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | None:
+    """The position relation for an elementwise op (see position_cases)."""
+    if not elementwise(op):
+        return None
+    made = position_cases(op, case, observed)
+    if made is None:
+        return None
+    real = not any(s.torch_dtype.is_complex for s in case.tensor_specs())
+
+    def compare_fn(a, e):
+        out = compare(a[0], e[0], tolerance=tol, check_sign_of_zero=real, path="output")
+        for k, v in (e[1] or {}).items():
+            out += compare((a[1] or {}).get(k), v, tolerance=tol, check_sign_of_zero=real, path=f"{k} (written)")
+        return out
+
+    for other, index, label in made:
+        other_obs, err = sides.device(other)
+        if err is not None:
+            continue  # another shape is another case (a relation on values, not on errors)
+        want = _take(observed, index)
+        if identical(other_obs, want):
+            continue
+        records = compare_fn(other_obs, want)
+        if not failures(records):
+            continue
+        if not _confirmed(op, sides, case, observed, other, other_obs, compare_fn, lambda obs: _take(obs, index)):
+            continue
+        bad = failures(records)[0]
+        at = bad.index[0] if bad.index else 0
+        drawn = list(leaves(observed[0]))
+        where = _unravel(index[at], tuple(drawn[0].shape)) if drawn else ()
+        return Violation(
+            POSITION,
+            "mismatch",
+            f"the result depends on the element's position: the element at {where} computed {label} "
+            f"differs from the drawn case's: {bad.message}",
+            other,
+            index=index,
+            kinds=frozenset(r.kind for r in failures(records)),
+            tolerance=_tolerance(records),
+            sign=real,
+        )
+    return None
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        out.append(flat % max(s, 1))
+        flat //= max(s, 1)
+    return tuple(reversed(out))
+
+
+# -- out= layouts -------------------------------------------------------------------------------
+
+
+def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_fn, *, values=True) -> Violation | None:
+    """An out= op writes the same values into a non-contiguous out as into a contiguous one, and
+    raises for both or for neither (`values` False: the status alone)."""
+    if not _hint(op, "layout_relation"):
+        return None
+    a, a_err = sides.device(contiguous)
+    b, b_err = sides.device(strided)
+    if (a_err is None) != (b_err is None) and not stated_requirement(a_err or b_err):
+        err = a_err or b_err
+        which = "contiguous" if a_err is not None else "non-contiguous"
+        return Violation(
+            OUT_LAYOUT,
+            "device_error",
+            f"raises only with a {which} out=: {first_line(err)}; the other runs",
+            strided,
+            first=contiguous,
+            traceback=_tb(err),
+        )
+    if a_err is not None or b_err is not None or not values or identical(a, b):
+        return None
+    records = compare_fn(b, a)
+    if not failures(records):
+        return None
+    if not _confirmed(op, sides, contiguous, a, strided, b, compare_fn, None):
+        return None
+    return Violation(
+        OUT_LAYOUT,
+        "mismatch",
+        f"the result depends on the out= layout: a non-contiguous out gives {_first_diff(records)}"
+        " (expected: what a contiguous out holds)",
+        strided,
+        first=contiguous,
+        kinds=frozenset(r.kind for r in failures(records)),
+        tolerance=_tolerance(records),
+    )
+
+
+def describe(v: Violation) -> str:
+    return f"[{v.relation} relation] {v.message}"
+
+
+def functional_case(op, case: Case, functional) -> Case | None:
+    """The drawn in-place or out= case as a call of its functional overload `functional` (an
+    OpSpec): the same inputs, no out."""
+    if op.variant == "inplace":
+        return dataclasses.replace(case, op=functional.qualname)
+    names = _names(op)
+    outs = _out_names(op)
+    kwargs = {names[i]: v for i, v in enumerate(case.args) if i < len(names) and names[i] not in outs}
+    kwargs.update({k: v for k, v in case.kwargs.items() if k not in outs})
+    known = {a.name for a in functional.arguments}
+    if not set(kwargs) <= known:
+        return None
+    return Case(functional.qualname, (), kwargs, seed=case.seed)
+
+
+def check_forms(op, case: Case, observed, functional, sides: Sides, tol) -> Violation | None:
+    """An in-place or out= overload's result (the mutated self, the outs) against its functional
+    overload's on the same inputs, run on the device; `sides` run `functional`. The functional's
+    result is cast to the written tensor's dtype where the two differ (an in-place op keeps
+    self's dtype; an out= may be of a wider one)."""
+    if functional is None or not _hint(op, "forms_relation"):
+        return None
+    other = functional_case(op, case, functional)
+    if other is None:
+        return None
+    other_obs, err = sides.device(other)
+    if err is not None:
+        return None  # the functional may reject what an out= accepts (another result dtype): no opinion
+    mine = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
+    theirs = [t for t in leaves(other_obs[0]) if isinstance(t, torch.Tensor)]
+    if not mine or len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
+        return None
+    theirs = [b.to(a.dtype) if b.dtype != a.dtype else b for a, b in zip(mine, theirs)]
+    if identical((mine, {}), (theirs, {})):
+        return None
+    records = compare(mine, theirs, tolerance=tol, path="output")
+    if not failures(records):
+        return None
+    return Violation(
+        FORMS,
+        "mismatch",
+        f"the {op.variant} overload disagrees with its functional {functional.qualname} on the same inputs: "
+        f"{_first_diff(records)} (expected: the functional's result)",
+        other,
+        other_op=functional.qualname,
+        kinds=frozenset(r.kind for r in failures(records)),
+        tolerance=_tolerance(records),
+    )

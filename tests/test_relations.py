@@ -1,0 +1,205 @@
+"""Metamorphic relations and finite-difference gradients find what golden shares.
+
+A fault installed around the whole of run_case (a dispatch mode active for the reference, golden
+and the device alike) is a bug of the CPU kernel itself: golden float64 runs it too, so the
+verdict rule as such cannot see it. The relations must, and must keep quiet on a kernel whose
+vector and scalar paths differ by an ulp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import opdb
+from conform.backends import CPUBackend
+from conform.outcomes import Outcome
+from conform.report.repro import repro_script
+from conform.run import execute
+from generators.case import Case, TensorSpec
+
+aten = torch.ops.aten
+
+
+class _Kernel(TorchDispatchMode):
+    """Every call of `target` goes to `bug(func, args, kwargs)`."""
+
+    def __init__(self, target, bug):
+        super().__init__()
+        self.target, self.bug = target, bug
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        return self.bug(func, args, kwargs) if func is self.target else func(*args, **kwargs)
+
+
+def _nan_from_16(func, args, kwargs):
+    """A vector path that overflows: NaN at positions >= 16 of a contiguous row."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    if x.is_contiguous() and x.dim() and x.shape[-1] > 16:
+        out = out.clone()
+        out[..., 16:] = float("nan")
+    return out
+
+
+def _one_ulp_from_16(func, args, kwargs):
+    """A correct kernel: its vector body (positions >= 16 of a contiguous row) rounds the other way."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    if x.is_contiguous() and x.dim() and x.shape[-1] > 16:
+        out = out.clone()
+        out[..., 16:] = torch.nextafter(out[..., 16:], torch.full_like(out[..., 16:], float("inf")))
+    return out
+
+
+def _raises_transposed(func, args, kwargs):
+    if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
+        raise RuntimeError("failed to encode the kernel: 2 buffers bound where 1 was expected")
+    return func(*args, **kwargs)
+
+
+def _sign_flipped(func, args, kwargs):
+    return -func(*args, **kwargs)
+
+
+def _case(op, *specs, seed=5):
+    return Case(op, tuple(specs), {}, seed=seed)
+
+
+def _run(qualname, case, bug=None, target=None, *, relations, grad=False):
+    op = opdb.lookup(qualname)
+    mode = _Kernel(target, bug) if bug is not None else contextlib.nullcontext()
+    with mode:
+        return op, execute.run_case(op, case, CPUBackend(), grad=grad, relations=relations)
+
+
+def _replayed(op, case, result, bug, target) -> str:
+    """The repro script run in this process, with the CPU kernel's bug installed."""
+    script = repro_script(op, case, "cpu", result=result, golden_is_expectation=True)
+    out = io.StringIO()
+    with _Kernel(target, bug), contextlib.redirect_stdout(out):
+        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
+    return out.getvalue().strip().splitlines()[-1]
+
+
+def test_position_dependent_nan_shared_with_golden_is_found_by_the_position_relation():
+    case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
+    _, plain = _run("aten::exp", case, _nan_from_16, aten.exp.default, relations=False)
+    assert plain.outcome is Outcome.PASS  # golden runs the same kernel: no other opinion sees it
+    op, r = _run("aten::exp", case, _nan_from_16, aten.exp.default, relations=True)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "[position relation]" in r.message and "NaN" in r.message
+    assert _replayed(op, case, r, _nan_from_16, aten.exp.default).startswith("verdict: mismatch")
+
+
+def test_one_ulp_between_vector_and_scalar_paths_is_no_alarm():
+    for shape in ((3, 10), (2, 40)):
+        case = _case("aten::exp", TensorSpec(shape, "float32", seed=1))
+        _, r = _run("aten::exp", case, _one_ulp_from_16, aten.exp.default, relations=True)
+        assert r.outcome is Outcome.PASS, r.message
+
+
+def test_an_error_only_a_transposed_operand_raises_is_found_both_ways():
+    contiguous = _case("aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
+    _, plain = _run("aten::mul.Tensor", contiguous, _raises_transposed, aten.mul.Tensor, relations=False)
+    assert plain.outcome is Outcome.PASS
+    op, r = _run("aten::mul.Tensor", contiguous, _raises_transposed, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR, r.message
+    assert "raises only with self transposed" in r.message
+    assert _replayed(op, contiguous, r, _raises_transposed, aten.mul.Tensor).startswith("verdict: device_error")
+    # drawn transposed: the CPU reference raises too, which made the case merely invalid
+    strided = _case(
+        "aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1, layout="transposed"), TensorSpec((4, 5), "float32")
+    )
+    _, plain = _run("aten::mul.Tensor", strided, _raises_transposed, aten.mul.Tensor, relations=False)
+    assert plain.invalid
+    _, r = _run("aten::mul.Tensor", strided, _raises_transposed, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "raises only in the drawn layout" in r.message, r.message
+
+
+def test_an_error_that_states_a_layout_requirement_is_no_alarm():
+    """native_group_norm checks "Expected X.is_contiguous(memory_format)": a precondition the
+    kernel states (group_norm meets it), not a result that depends on the layout."""
+
+    def states_it(func, args, kwargs):
+        if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
+            raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
+        return func(*args, **kwargs)
+
+    case = _case("aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
+    _, r = _run("aten::mul.Tensor", case, states_it, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.PASS, r.message
+
+
+def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
+    case = _case("aten::sigmoid", TensorSpec((4, 6), "float32", seed=1))
+    _, plain = _run("aten::sigmoid", case, _sign_flipped, aten.sigmoid_backward.default, relations=False, grad=True)
+    assert plain.outcome is Outcome.PASS  # golden's backward runs the same formula
+    op, r = _run("aten::sigmoid", case, _sign_flipped, aten.sigmoid_backward.default, relations=True, grad=True)
+    assert r.outcome is Outcome.GRAD_MISMATCH, r.message
+    assert "float64 finite differences disagree with autograd's formula" in r.message
+    verdict = _replayed(op, case, r, _sign_flipped, aten.sigmoid_backward.default)
+    assert verdict.startswith("verdict: grad_mismatch"), verdict
+
+
+@pytest.mark.parametrize(
+    "qualname, specs",
+    [
+        ("aten::sigmoid", [TensorSpec((5, 37), "float32", seed=3)]),
+        ("aten::maximum", [TensorSpec((3, 40), "float32", edges=0), TensorSpec((3, 40), "float32", seed=4, edges=1)]),
+        ("aten::abs", [TensorSpec((50,), "float32", seed=3, edges=0)]),
+        ("aten::mm", [TensorSpec((5, 7), "float32", seed=3), TensorSpec((7, 3), "float32", seed=4)]),
+        ("aten::sum", [TensorSpec((50, 7), "bfloat16", seed=3, magnitude="moderate")]),
+        ("aten::mul.Tensor", [TensorSpec((9, 20), "bfloat16", edges=0), TensorSpec((20,), "bfloat16", edges=1)]),
+    ],
+)
+def test_correct_kernels_keep_every_relation(qualname, specs):
+    _, r = _run(qualname, _case(qualname, *specs), relations=True, grad=True)
+    assert r.outcome is Outcome.PASS, r.message
+
+
+def _alpha_doubled(func, args, kwargs):
+    """An in-place kernel that scales `other` twice (its functional is right)."""
+    return func(args[0], args[1], alpha=2 * kwargs.get("alpha", 1))
+
+
+def test_an_in_place_overload_that_disagrees_with_its_functional_is_found():
+    case = _case("aten::add_.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
+    _, plain = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=False)
+    assert plain.outcome is Outcome.PASS  # golden runs the same in-place kernel
+    op, r = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=True)
+    assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message
+    assert _replayed(op, case, r, _alpha_doubled, aten.add_.Tensor).startswith("verdict: mismatch")
+
+
+class _RightSigmoidBackward(TorchDispatchMode):
+    """An accelerator whose sigmoid backward is right where the CPU's formula is not."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.sigmoid_backward.default:
+            grad, y = args
+            return grad * (y * (1 - y))
+        return func(*args, **(kwargs or {}))
+
+
+class RightSigmoidBackward(CPUBackend):
+    name = "right-sigmoid-backward"
+
+    def device_context(self):
+        return _RightSigmoidBackward()
+
+
+def test_an_accelerator_that_matches_finite_differences_is_not_failed_for_the_cpus_formula():
+    op = opdb.lookup("aten::sigmoid")
+    case = _case("aten::sigmoid", TensorSpec((4, 6), "float32", seed=1))
+    with _Kernel(aten.sigmoid_backward.default, _sign_flipped):
+        blamed = execute.run_case(op, case, RightSigmoidBackward(), grad=True, relations=False)
+        judged = execute.run_case(op, case, RightSigmoidBackward(), grad=True, relations=True)
+    assert blamed.outcome is Outcome.GRAD_MISMATCH  # golden shares the CPU's formula
+    assert judged.outcome is Outcome.PASS, judged.message
+    assert judged.finding and "finite differences disagree with autograd's formula" in judged.finding["message"]
