@@ -85,6 +85,9 @@ HINTS: dict[str, Hint] = {
     "caller": Hint("str", None, "the public op whose forward/backward calls this internal op: its call is captured"),
     "contract_doc": Hint("names", (), "[where it is documented, the documented words]"),
     "contract_opinfo": Hint("str", None, "the OpInfo whose sample inputs all satisfy the contract"),
+    # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
+    "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
+    "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
     # what golden computes
     "quotient_rounded_first": Hint(
         "str", None, "with this argument, the quotient rounded to the result dtype before rounding_mode is right too"
