@@ -131,9 +131,26 @@ class Env(EnvironmentRow):
 # result and timing rows: named tuples (conform.store.queries), indexed by position where speed counts
 (R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD,
  R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(len(ResultRow._fields))  # fmt: skip
-(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT, T_RUN) = range(
-    len(TimingRow._fields)
-)
+(
+    T_OP,
+    T_DTYPE,
+    T_SIZE,
+    T_SHAPE,
+    T_NUMEL,
+    T_DEV,
+    T_DEV_IQR,
+    T_REF,
+    T_REF_IQR,
+    T_REPEATS,
+    T_LAYOUT,
+    T_RUN,
+    T_DEV_LOW,
+    T_DEV_HIGH,
+    T_DEV_STABLE,
+    T_REF_LOW,
+    T_REF_HIGH,
+    T_REF_STABLE,
+) = range(len(TimingRow._fields))
 
 
 @dataclass
