@@ -172,7 +172,7 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
         )
         c.execute("DELETE FROM conform_schema WHERE version > 2")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
     store.record_result(

@@ -1,6 +1,12 @@
-"""Which timings changed between two runs beyond the noise: a change counts only when the time
-moved by more than `pct` *and* by more than the two measurements' interquartile ranges added,
-since a change inside the measured spread is noise, however large its percentage.
+"""Which timings changed beyond the noise: the one rule for the gate and the site.
+
+`is_change`: a time moved only when it moved by more than `pct` (PCT) of the old time *and* the
+two timings' intervals do not overlap, since a change inside the measured spread is noise,
+however large its percentage. A timing's interval (`interval`) is what conform.timing.timer's
+`measure_stable` measured it in, widened to its median +- IQR (rows stored before intervals
+were: median +- IQR alone). An unstable timing has no median and never changes.
+The site's speedups follow the same rule (a device time against the CPU's): within the noise,
+no speedup or slowdown is shown.
 
 Pure functions over timing rows (conform.store.queries.timings_of), so two runs compare the same
 way whether they live in one database or two. `conform gate` fails on slowdowns.
@@ -50,17 +56,71 @@ class TimingChange:
         )
 
 
-def is_significant(old_s: float, old_iqr_s: float, new_s: float, new_iqr_s: float, *, pct: float = 0.10) -> bool:
-    """Whether old -> new is a real change: larger than `pct` of the old time *and* than the two
-    measurements' interquartile ranges added together."""
-    if not (old_s and old_s > 0 and new_s and new_s > 0):
+PCT = 0.10
+
+
+def interval(
+    median_s: float | None, iqr_s: float | None = None, low_s: float | None = None, high_s: float | None = None
+) -> tuple[float, float] | None:
+    """Where a timing lies: median +- IQR, widened to its measured interval; None without a median."""
+    if not median_s or median_s <= 0:
+        return None
+    spread = iqr_s or 0.0
+    lo, hi = median_s - spread, median_s + spread
+    return (min(lo, low_s) if low_s is not None else lo, max(hi, high_s) if high_s is not None else hi)
+
+
+def is_change(
+    old_s: float | None,
+    old_iqr_s: float | None,
+    new_s: float | None,
+    new_iqr_s: float | None,
+    *,
+    pct: float = PCT,
+    old_range: tuple[float | None, float | None] = (None, None),
+    new_range: tuple[float | None, float | None] = (None, None),
+) -> bool:
+    """Whether old -> new is a real change: by more than `pct` of the old time, and with the two
+    intervals apart (`*_range`: the measured (low, high), where stored)."""
+    a, b = interval(old_s, old_iqr_s, *old_range), interval(new_s, new_iqr_s, *new_range)
+    if a is None or b is None:
         return False
-    diff = abs(new_s - old_s)
-    return diff > pct * old_s and diff > (old_iqr_s or 0.0) + (new_iqr_s or 0.0)
+    return abs(new_s - old_s) > pct * old_s and (b[0] > a[1] or a[0] > b[1])
+
+
+def row_change(old: dict[str, Any], new: dict[str, Any], *, side: str = "device", pct: float = PCT) -> bool:
+    """`is_change` between two timing rows' `side` ("device" or "ref")."""
+    return is_change(
+        old.get(f"{side}_median_s"),
+        old.get(f"{side}_iqr_s"),
+        new.get(f"{side}_median_s"),
+        new.get(f"{side}_iqr_s"),
+        pct=pct,
+        old_range=(old.get(f"{side}_low_s"), old.get(f"{side}_high_s")),
+        new_range=(new.get(f"{side}_low_s"), new.get(f"{side}_high_s")),
+    )
+
+
+def speedup_is_real(row: dict[str, Any], *, pct: float = PCT) -> bool:
+    """Whether a row's device time differs from its CPU time beyond the noise (`is_change` from
+    the CPU's to the device's): only then is its speedup (or slowdown) one to show."""
+    return is_change(
+        row.get("ref_median_s"),
+        row.get("ref_iqr_s"),
+        row.get("device_median_s"),
+        row.get("device_iqr_s"),
+        pct=pct,
+        old_range=(row.get("ref_low_s"), row.get("ref_high_s")),
+        new_range=(row.get("device_low_s"), row.get("device_high_s")),
+    )
+
+
+# the name the gate used before the rule was shared
+is_significant = is_change
 
 
 def timing_changes(
-    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = PCT, side: str = "device"
 ) -> list[TimingChange]:
     """Significant changes (both directions) of `side` ("device" or "ref") times from one run's
     timing rows (conform.store.queries.timings_of) to another's, over the (op, dtype, size) timed
@@ -75,7 +135,7 @@ def timing_changes(
             continue  # not timed in both, or a different case: not comparable
         old, new = b[f"{side}_median_s"], r[f"{side}_median_s"]
         old_iqr, new_iqr = b[f"{side}_iqr_s"] or 0.0, r[f"{side}_iqr_s"] or 0.0
-        if is_significant(old, old_iqr, new, new_iqr, pct=pct):
+        if row_change(b, r, side=side, pct=pct):
             changes.append(
                 TimingChange(r["op"], r["dtype"], r["size_label"], tuple(r["shape"]), old, new, old_iqr, new_iqr)
             )
@@ -83,7 +143,7 @@ def timing_changes(
 
 
 def slowdowns(
-    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = 0.10, side: str = "device"
+    old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], *, pct: float = PCT, side: str = "device"
 ) -> list[TimingChange]:
     """The significant slowdowns among `timing_changes`, largest first."""
     return [c for c in timing_changes(old_rows, new_rows, pct=pct, side=side) if c.kind == "regression"]

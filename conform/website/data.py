@@ -19,6 +19,7 @@ from conform.outcomes import FAILING, SEVERITY
 from conform.report import declared
 from conform.store import Store, queries
 from conform.store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
+from conform.timing import changes
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -55,7 +56,9 @@ DTYPE_ORDER = [
     "none",
 ]
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
-REGRESSION_RATIO = 1.5  # device time grew by more than this factor between two environments
+# a timing changed between two environments, and a device time differs from the CPU's, by the one
+# rule of conform.timing.changes: by more than this share, outside both intervals
+TIMING_PCT = changes.PCT
 
 
 def outcome_rank(outcome: str) -> int:
@@ -319,21 +322,21 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
     for key in sorted(
         set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))
     ):
-        ta, tb = a.timings[key][T_DEV], b.timings[key][T_DEV]
-        if not ta or not tb:
-            continue
+        ra, rb = a.timings[key], b.timings[key]
+        ta, tb = ra[T_DEV], rb[T_DEV]
+        if not ta or not tb or not changes.row_change(ra._asdict(), rb._asdict(), pct=TIMING_PCT):
+            continue  # unstable on either side, or a difference within the noise
         item = (data.ops[key[0]], key[1], key[2], ta, tb, tb / ta)
-        if tb / ta > REGRESSION_RATIO:
-            out.regressions.append(item)
-        elif ta / tb > REGRESSION_RATIO:
-            out.improvements.append(item)
+        (out.regressions if tb > ta else out.improvements).append(item)
     out.regressions.sort(key=lambda x: -x[5])
     out.improvements.sort(key=lambda x: x[5])
     return out
 
 
 def speedups(env: Env) -> list[tuple]:
-    """Per (op, dtype): the speedup (CPU time / device time) at the largest size timed."""
+    """Per (op, dtype): the speedup (CPU time / device time) at the largest size timed, and
+    whether it is one (conform.timing.changes.speedup_is_real: else the two times are one within
+    the noise). Unstable timings have no median and no speedup."""
     best: dict[tuple[int, str], tuple] = {}
     for (op, d, _), t in env.timings.items():
         if not t[T_DEV] or not t[T_REF]:
@@ -341,7 +344,17 @@ def speedups(env: Env) -> list[tuple]:
         cur = best.get((op, d))
         if cur is None or (t[T_NUMEL], SIZE_ORDER.get(t[T_SIZE], 0)) > (cur[T_NUMEL], SIZE_ORDER.get(cur[T_SIZE], 0)):
             best[(op, d)] = t
-    return [(op, d, t, t[T_REF] / t[T_DEV]) for (op, d), t in best.items()]
+    return [
+        (op, d, t, t[T_REF] / t[T_DEV], changes.speedup_is_real(t._asdict(), pct=TIMING_PCT))
+        for (op, d), t in best.items()
+    ]
+
+
+def interval(t, side: str = "device") -> tuple[float, float] | None:
+    """A timing row's interval on `side` (conform.timing.changes.interval)."""
+    if side == "device":
+        return changes.interval(t[T_DEV], t[T_DEV_IQR], t[T_DEV_LOW], t[T_DEV_HIGH])
+    return changes.interval(t[T_REF], t[T_REF_IQR], t[T_REF_LOW], t[T_REF_HIGH])
 
 
 # -- declared beside measured ------------------------------------------------------------------

@@ -375,10 +375,14 @@
         var ta = t[name][ia], tb = t[name][ib];
         Object.keys(ta).sort().forEach(function (key) {
           if (!(key in tb) || !ta[key] || !tb[key]) return;
+          // [median, low, high]: conform.timing.changes.is_change, the rule the gate applies
+          var a = ta[key], b = tb[key];
+          var apart = b[1] > a[2] || a[1] > b[2];
+          if (!apart || Math.abs(b[0] - a[0]) <= idx.timing_pct * a[0]) return;
           var parts = key.split("/");
-          var item = [byName[name] || [name, name], parts[0], parts[1], ta[key], tb[key], tb[key] / ta[key]];
-          if (tb[key] / ta[key] > idx.regression_ratio) out.regressions.push(item);
-          else if (ta[key] / tb[key] > idx.regression_ratio) out.improvements.push(item);
+          var item = [byName[name] || [name, name], parts[0], parts[1], a[0], b[0], b[0] / a[0]];
+          if (b[0] > a[0]) out.regressions.push(item);
+          else out.improvements.push(item);
         });
       });
     });
@@ -402,8 +406,8 @@
       ["other-changes", "Other outcome changes", d.other_changes, "cells"],
       ["new-ops", "New ops", d.new_ops, "ops"],
       ["removed-ops", "Removed ops", d.removed_ops, "ops"],
-      ["regressions", "Timing regressions (device time grew more than " + idx.regression_ratio + "×)", d.regressions, "timings"],
-      ["improvements", "Faster (device time shrank more than " + idx.regression_ratio + "×)", d.improvements, "timings"],
+      ["regressions", "Timing regressions (device time grew by more than " + Math.round(idx.timing_pct * 100) + "%, outside both intervals)", d.regressions, "timings"],
+      ["improvements", "Faster (device time shrank by more than " + Math.round(idx.timing_pct * 100) + "%, outside both intervals)", d.improvements, "timings"],
     ];
     var counts = el("p", { class: "counts" });
     sections.forEach(function (s, i) {
@@ -677,7 +681,7 @@
       page.appendChild(table([["environment"], ["dtype"], ["size"], ["shape"], ["elements", "num"], ["device median", "num"], ["CPU median", "num"], ["speedup", "num"]], op.timings.map(function (t) {
         return [{ node: envNode(envs[t[0]]), sort: t[0] }, t[1], t[2], (t[3] || []).join("×"), { text: t[4].toLocaleString("en-US"), sort: t[4], cls: "num" },
           { text: t[5] ? fmtSeconds(t[5]) : "–", sort: t[5] || 0, cls: "num" }, { text: t[6] ? fmtSeconds(t[6]) : "–", sort: t[6] || 0, cls: "num" },
-          { text: t[7] ? t[7].toFixed(2) + "×" : "–", sort: t[7] || 0, cls: "num" }];
+          { text: t[7] ? t[7].toFixed(2) + "×" : t[8] || "–", sort: t[7] || 1, cls: "num" }];
       }), true));
     }
     page.setAttribute("data-ready", "1");
