@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 import generators
 import opdb
-
 from generators.case import TensorSpec
 from generators.seeding import seed_only
 
