@@ -181,13 +181,65 @@ def single_op(args: list[str]) -> tuple[float, float, int]:
     return wall, sum(seen.values()), proc.returncode
 
 
+def sweep_sample(n: int, examples: list[int], seed: int) -> dict[int, float]:
+    """CPU seconds of `n` cells drawn at random from a full CPU sweep's plan, at each count of
+    `examples`, each cell in a forked child (a kernel may kill its process): what a full sweep's
+    cell time scales by when the examples per cell change."""
+    import random
+
+    import opdb
+    from conform.config import CPU_DEFAULT_DTYPES
+    from conform.run import selection
+
+    plan = selection.plan_cells(opdb.catalog(), list(CPU_DEFAULT_DTYPES))
+    cells = random.Random(seed).sample(plan, n)
+    totals = dict.fromkeys(examples, 0.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        # warm, as a sweep's long-lived device process is (its fork server warms it the same way)
+        _cell_runner(1, Path(tmp) / "warm", seed)(("aten::add.Tensor", "float32"))
+        for cell in cells:
+            for e in examples:
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child: one cell, its CPU time to the parent
+                    os.close(read)
+                    try:
+                        run = _cell_runner(e, Path(tmp) / str(e), seed)
+                        start = time.process_time()
+                        run(cell)
+                        os.write(write, f"{time.process_time() - start}".encode())
+                    finally:
+                        os._exit(0)
+                os.close(write)
+                with os.fdopen(read) as f:
+                    spent = f.read()
+                os.waitpid(pid, 0)
+                totals[e] += float(spent or 0.0)
+    return totals
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="runs of each cell and each case; the median counts")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default="", help="comma list of the cells' ops (default: all eight)")
     ap.add_argument("--no-single-op", action="store_true", help="skip the single-op wall time")
+    ap.add_argument(
+        "--sweep-sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: CPU time of N random cells of a CPU sweep at --sample-examples each",
+    )
+    ap.add_argument("--sample-examples", default="5,10,20", help="examples per cell for --sweep-sample")
     a = ap.parse_args()
+    if a.sweep_sample:
+        counts = [int(x) for x in a.sample_examples.split(",")]
+        totals = sweep_sample(a.sweep_sample, counts, a.seed)
+        base = totals[counts[0]]
+        for e, t in totals.items():
+            print(f"{a.sweep_sample} random cells at {e} examples: {t:.1f} s CPU ({t / base:.2f}x {counts[0]})")
+        return
     names = [n for n in a.only.split(",") if n] or list(CELLS)
     print(f"per-example cost, float32 cells, CPU time, median of {a.repeats}, seed {a.seed}")
     print(f"{'cell':24} {'outcome':10} {'harness ms':>11} {'work ms':>9} {'ratio':>7}")
