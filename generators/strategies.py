@@ -109,7 +109,27 @@ _stress_rows_huge = memo.sampled_from(STRESS_ROWS_HUGE)
 _stress = contextvars.ContextVar("conform_stress", default=None)
 _stress_variants = memo.sampled_from(STRESS_VARIANTS)
 _edges_layouts = memo.sampled_from(EDGES_LAYOUTS)
-_stress_padding = memo.lists(memo.booleans(), min_size=STRESS_PADDING, max_size=STRESS_PADDING)
+
+
+class _Padding(memo.SearchStrategy):
+    """STRESS_PADDING boolean choices in one span: what makes a stress case longer to the shrinker.
+    Drawn as a list of booleans, each was a span of its own, and hypothesis's mutator (which
+    copies a span over another of the same label) spent most of its attempts copying one padding
+    boolean over another: the same case run again, over half of a cell's examples. In one span
+    they cost a third of the time and leave the mutator the case's real choices. Needs
+    ConjectureData.draw_boolean (hypothesis 6.1xx); without it, the list of booleans."""
+
+    def do_draw(self, data):
+        draw_boolean = getattr(data, "draw_boolean", None)
+        if draw_boolean is None:
+            return data.draw(_padding_list)
+        for _ in range(STRESS_PADDING):
+            draw_boolean()
+        return None
+
+
+_padding_list = memo.lists(memo.booleans(), min_size=STRESS_PADDING, max_size=STRESS_PADDING)
+_stress_padding = _Padding()
 _stress_empty = memo.sampled_from(range(6))  # empty from EMPTY_FROM (EMPTY_FROM_REDUCING for a reduction)
 # An empty outer dim in one stress shape of 6, of 3 for a reduction (plain shapes: 1 of 8): most
 # examples after a cell's first are stress cases, and without it an empty reduction (a NaN sum of

@@ -172,7 +172,7 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
         )
         c.execute("DELETE FROM conform_schema WHERE version > 2")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
     store.record_result(
@@ -197,7 +197,7 @@ def test_a_schema_3_database_gains_the_model_tables(tmp_path):
         c.execute("DELETE FROM conform_schema")
         c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     from conform.store.model_results import latest_models, record_model
 
     report = {

@@ -366,7 +366,7 @@ def test_a_regression_must_beat_both_the_percentage_and_the_spread(stored_run):
 
 
 def test_significance_needs_both_thresholds():
-    assert timing_changes.is_significant(1.0, 0.01, 1.2, 0.01, pct=0.1)
-    assert not timing_changes.is_significant(1.0, 0.15, 1.2, 0.1, pct=0.1)  # inside the spread
-    assert not timing_changes.is_significant(1.0, 0.0, 1.05, 0.0, pct=0.1)  # below the percentage
-    assert not timing_changes.is_significant(0.0, 0.0, 1.0, 0.0)  # no baseline
+    assert timing_changes.is_change(1.0, 0.01, 1.2, 0.01, pct=0.1)
+    assert not timing_changes.is_change(1.0, 0.15, 1.2, 0.1, pct=0.1)  # inside the spread
+    assert not timing_changes.is_change(1.0, 0.0, 1.05, 0.0, pct=0.1)  # below the percentage
+    assert not timing_changes.is_change(0.0, 0.0, 1.0, 0.0)  # no baseline

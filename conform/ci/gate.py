@@ -312,10 +312,11 @@ def timing_verdict(base: RunSide, current: RunSide, *, pct: float = PCT) -> tupl
     lacking = [label for label, n in counts.items() if not n]
     if lacking:
         return [], f"timings not compared: no timings in {' and '.join(lacking)} (`conform bench` records them)"
-    found = slowdowns(
-        queries.timings_of(base.store, base.run_id), queries.timings_of(current.store, current.run_id), pct=pct
-    )
-    return found, f"timings compared: {len(found)} slower beyond noise (> {pct:.0%} and beyond both spreads)"
+    base_rows, rows = queries.timings_of(base.store, base.run_id), queries.timings_of(current.store, current.run_id)
+    found = slowdowns(base_rows, rows, pct=pct)
+    unstable = sum(r.get("device_stable") is False for r in base_rows + rows)
+    note = f"timings compared: {len(found)} slower beyond noise (> {pct:.0%} and outside both intervals)"
+    return found, note + (f"; {unstable} unstable timings not compared" if unstable else "")
 
 
 # -- reports ------------------------------------------------------------------------------------

@@ -181,6 +181,19 @@ def run(workers, junitxml, bench, quiet, **options):
     click.echo(f"next: conform report --run {c.run_id}{db_arg}; conform site{db_arg} --out conform-site")
 
 
+# A run of at most this many cells runs them from the controller itself (xdist's -n 0) when the
+# worker count is automatic: each worker process imports torch and builds the op catalog (seconds
+# of CPU each, and more on a busy machine) before its first cell, which is longer than a few cells
+# take. Cells still run in clean device processes, so a crash takes only its own cell.
+SMALL_RUN_CELLS = 24
+
+
+def _workers_for(c, n: int | None) -> int:
+    if n is not None:
+        return n
+    return 0 if len(c.cells) <= SMALL_RUN_CELLS else _auto_workers(c.backend)
+
+
 def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
     """The pytest session `conform run` starts: conform's suite of cells over xdist workers."""
     # -p conform.plugin: conform's hooks join this pytest session only (there is no pytest11 entry point);
@@ -195,7 +208,7 @@ def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
         "-p",
         "xdist",
         "-n",
-        str(n or _auto_workers(c.backend)),
+        str(_workers_for(c, n)),
     ]
     args += [
         "--max-worker-restart",
@@ -208,6 +221,12 @@ def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
         "no:benchmark",
         "-p",
         "no:faulthandler",
+        # nothing in the suite asserts for pytest to explain: rewriting conform's modules as they
+        # are imported, and collecting garbage five times at exit to find unraisable exceptions,
+        # were seconds of every run's start and end (the heap holds the whole op catalog)
+        "--assert=plain",
+        "-p",
+        "no:unraisableexception",
     ]
     args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
     if junitxml is not None:

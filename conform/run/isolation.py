@@ -287,8 +287,11 @@ class Watchdog:
         _rewrite(self._fd, record)
         with self._lock:
             self._record = record
-            self._deadline = time.monotonic() + self.limit_s
-        self._wake.set()
+            idle, self._deadline = self._deadline is None, time.monotonic() + self.limit_s
+        if idle:
+            # a thread already watching a deadline looks again within a second and finds the
+            # new one (later, never earlier); waking it for every case cost a thread switch each
+            self._wake.set()
 
     def side(self, name: str, phase: str) -> None:
         """Which side of the armed case is about to run (conform.run.execute.on_side), so that a
@@ -323,7 +326,7 @@ class Watchdog:
                 self._wake.clear()
                 continue
             with self._lock:
-                if self._deadline is None:  # finished just in time
+                if self._deadline is None or self._deadline > time.monotonic():  # finished, or re-armed, just in time
                     continue
                 record = replace(self._record, timeout=True)
             _rewrite(self._fd, record)

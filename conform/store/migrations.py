@@ -35,6 +35,23 @@ def _add_model_results(conn: Connection) -> None:
     ModelOp.__table__.create(conn, checkfirst=True)
 
 
+TIMING_UNCERTAINTY = {
+    "device_low_s": "FLOAT",
+    "device_high_s": "FLOAT",
+    "device_stable": "BOOLEAN",
+    "ref_low_s": "FLOAT",
+    "ref_high_s": "FLOAT",
+    "ref_stable": "BOOLEAN",
+}
+
+
+def _add_timing_uncertainty(conn: Connection) -> None:
+    have = {c["name"] for c in inspect(conn).get_columns("timings")}
+    for name, kind in TIMING_UNCERTAINTY.items():
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE timings ADD COLUMN {name} {kind}"))
+
+
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
 MIGRATIONS: list[tuple[int, str, callable]] = [
     (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
@@ -44,6 +61,11 @@ MIGRATIONS: list[tuple[int, str, callable]] = [
         _add_findings_and_skip_reason,
     ),
     (4, "model_results and model_ops: per-model verdicts (conform model)", _add_model_results),
+    (
+        5,
+        "timings: each side's interval and whether it is stable (an unstable timing has no median)",
+        _add_timing_uncertainty,
+    ),
 ]
 
 

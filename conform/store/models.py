@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def utcnow() -> dt.datetime:
@@ -183,6 +183,15 @@ class Timing(Base):
     ref_median_s: Mapped[float | None] = mapped_column(Float, default=None)
     ref_iqr_s: Mapped[float | None] = mapped_column(Float, default=None)
     repeats: Mapped[int] = mapped_column(Integer, default=0)
+    # the uncertainty of each side's time (conform.timing.timer.measure_stable): the interval it
+    # lies in, and whether it is stable; an unstable side has no median, only where it was seen.
+    # None on timings stored before these were measured.
+    device_low_s: Mapped[float | None] = mapped_column(Float, default=None)
+    device_high_s: Mapped[float | None] = mapped_column(Float, default=None)
+    device_stable: Mapped[bool | None] = mapped_column(default=None)
+    ref_low_s: Mapped[float | None] = mapped_column(Float, default=None)
+    ref_high_s: Mapped[float | None] = mapped_column(Float, default=None)
+    ref_stable: Mapped[bool | None] = mapped_column(default=None)
 
     @property
     def speedup(self) -> float | None:

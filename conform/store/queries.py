@@ -228,6 +228,12 @@ TIMING_FIELDS = (
     "ref_median_s",
     "ref_iqr_s",
     "repeats",
+    "device_low_s",
+    "device_high_s",
+    "device_stable",
+    "ref_low_s",
+    "ref_high_s",
+    "ref_stable",
 )
 
 
@@ -320,6 +326,12 @@ class TimingRow(NamedTuple):
     repeats: int
     layout: str
     run_id: int
+    device_low_s: float | None
+    device_high_s: float | None
+    device_stable: bool | None
+    ref_low_s: float | None
+    ref_high_s: float | None
+    ref_stable: bool | None
 
 
 @dataclass

@@ -37,7 +37,7 @@ def record_timings(store, run_id: int, rows: list[dict[str, Any]]) -> None:
                     op_id=ids[r["op"]],
                     dtype=r["dtype"],
                     size_label=r["size_label"],
-                    **{k: r[k] for k in TIMING_FIELDS},
+                    **{k: r.get(k) for k in TIMING_FIELDS},
                 )
             )
 

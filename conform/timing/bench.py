@@ -29,7 +29,7 @@ from conform.run.isolation import ChildDied, ChildTimedOut, CleanChild, Isolatio
 from conform.store import queries
 from conform.store.timings import record_timings
 from conform.timing.inputs import NotTimeable, SeedPool, bound_call, sized_case
-from conform.timing.timer import Measurement, device_events, measure
+from conform.timing.timer import Measurement, device_events, measure_stable
 
 DEFAULT_SIZES: dict[str, int] = {"small": 1_000, "medium": 100_000, "large": 1_000_000}
 DEFAULT_MIN_RUN_TIME = 0.05  # seconds of timed blocks per side and size
@@ -116,18 +116,21 @@ def time_cell(
             warnings.simplefilter("ignore")
             try:
                 with _device_context(backend):
-                    dev = measure(
+                    dev = measure_stable(
                         bound_call(op, sc.case, backend.to_device, backend.device),
                         synchronize=backend.synchronize,
                         events=events,
                         min_run_time=min_run_time,
+                        on_cpu=torch.device(backend.device).type == "cpu",
                     )
             except Exception as e:
                 result.skipped.append((label, f"device raised {first_line(e, 200)}"))
                 continue
             ref: Measurement | None
             try:
-                ref = measure(bound_call(op, sc.case, lambda t: t, torch.device("cpu")), min_run_time=min_run_time)
+                ref = measure_stable(
+                    bound_call(op, sc.case, lambda t: t, torch.device("cpu")), min_run_time=min_run_time, on_cpu=True
+                )
             except Exception:
                 ref = None  # the CPU has no kernel for this dtype: the device time still counts
         result.rows.append(
@@ -138,18 +141,30 @@ def time_cell(
                 "shape": list(sc.shape),
                 "layout": sc.layout,
                 "numel": sc.numel,
-                "device_median_s": dev.median,
-                "device_iqr_s": dev.iqr,
+                # a timing the rule could not make stable is stored as unstable, never as a number:
+                # its interval says where it was seen (conform.timing.timer.measure_stable)
+                **_figures("device", dev),
                 # the stored name predates the label: this is device-event time, not kernel time
                 # (conform.timing.timer: launch spacing on CUDA at small sizes, encoding + commit on MPS)
                 "device_kernel_s": dev.event_median,
                 "device_event_error": dev.event_error,
-                "ref_median_s": ref.median if ref else None,
-                "ref_iqr_s": ref.iqr if ref else None,
+                **_figures("ref", ref),
                 "repeats": dev.repeats,
             }
         )
     return result
+
+
+def _figures(side: str, m: Measurement | None) -> dict[str, Any]:
+    if m is None:
+        return {f"{side}_{k}": None for k in ("median_s", "iqr_s", "low_s", "high_s")} | {f"{side}_stable": None}
+    return {
+        f"{side}_median_s": m.median if m.stable else None,
+        f"{side}_iqr_s": m.iqr if m.stable else None,
+        f"{side}_low_s": m.low,
+        f"{side}_high_s": m.high,
+        f"{side}_stable": m.stable,
+    }
 
 
 # -- the pass ------------------------------------------------------------------------------

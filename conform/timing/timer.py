@@ -21,6 +21,23 @@ Why each step is there:
   synchronised) is the primary one; an event failure costs only the event figure.
 
 The same timer times the device and the CPU reference, so their ratio is like against like.
+
+On a busy machine (a browser open on a Mac, other jobs on a shared runner) one measurement can be
+wrong by orders of magnitude while looking tidy: every block slowed alike. `measure_stable` takes
+the measurement in rounds and trusts it only when it knows it is right (rule in
+docs/timing.md):
+
+(a) a round is clean when its blocks agree (IQR within SPREAD of the median), no block ran far
+    faster than the median (a minimum more than FAST_BLOCK below it: the median was slowed),
+    the clock held still (the two halves' medians within SPREAD: no frequency change midway),
+    and, for work on the CPU, this thread ran for at least SCHEDULED of the wall time;
+(b) the timing is two clean rounds whose medians agree within AGREE, the fastest such pair:
+    interference only ever adds time;
+(c) otherwise, after MAX_ROUNDS rounds, the timing is *unstable*: stored as such with the range
+    it was seen in, never as a number.
+
+Its interval (`low`, `high`: the outer quartiles of the two rounds) is the uncertainty stored with
+the timing; two timings differ only where their intervals do (conform.timing.changes).
 """
 
 from __future__ import annotations
@@ -42,6 +59,12 @@ OVERHEAD_FACTOR = 100
 TARGET_BLOCKS = 20
 # single calls timed with device events, for the device-event time
 EVENT_SAMPLES = 50
+# measure_stable's rule (see the module doc)
+SPREAD = 0.10
+FAST_BLOCK = 0.25
+SCHEDULED = 0.85
+AGREE = 0.10
+MAX_ROUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -56,6 +79,12 @@ class Measurement:
     event_iqr: float | None = None
     event_error: str = ""  # why the events gave no figure, when they failed
     wall_s: float = 0.0  # everything measure() spent: warm-up, calibration and the blocks
+    scheduled: float = 1.0  # this thread's CPU time over the blocks' wall time
+    stable: bool = True  # measure_stable: the rule found it trustworthy (measure alone: not checked)
+    low: float | None = None  # the interval the per-call time lies in (measure_stable)
+    high: float | None = None
+    rounds: int = 1
+    why: str = ""  # why a round was not clean, or why the timing is unstable
 
     @property
     def blocks(self) -> int:
@@ -181,6 +210,7 @@ def measure(
 
     times: list[float] = []
     total = 0.0
+    thread0, wall0 = time.thread_time(), time.perf_counter()
     while True:
         elapsed = block(number)
         times.append(elapsed / number)
@@ -189,6 +219,8 @@ def measure(
             break
         if total >= max_run_time and len(times) >= min(3, min_blocks):
             break
+    blocks_wall = time.perf_counter() - wall0
+    scheduled = (time.thread_time() - thread0) / blocks_wall if blocks_wall > 0 else 1.0
 
     # Device-event time: an event pair around each single call, recorded on the device's stream.
     # Unlike the blocks above it leaves out host time in which the stream is idle.
@@ -209,7 +241,80 @@ def measure(
         event_iqr=eiqr,
         event_error=event_error,
         wall_s=time.perf_counter() - wall_start,
+        scheduled=scheduled,
     )
+
+
+def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
+    """Why one round is not clean (rule (a) of the module doc), or "" when it is."""
+    if m.median <= 0:
+        return "no time measured"
+    if m.iqr > SPREAD * m.median:
+        return f"blocks spread {m.iqr / m.median:.0%} of the median"
+    if min(m.times) < (1 - FAST_BLOCK) * m.median:
+        return f"a block ran {1 - min(m.times) / m.median:.0%} faster than the median"
+    half = len(m.times) // 2
+    if half >= 2:
+        first, second = statistics.median(m.times[:half]), statistics.median(m.times[half:])
+        if abs(second - first) > SPREAD * min(first, second):
+            return f"the clock moved: halves {abs(second / first - 1):.0%} apart"
+    if on_cpu and m.scheduled < SCHEDULED:
+        return f"this thread ran {m.scheduled:.0%} of the time"
+    return ""
+
+
+def measure_stable(
+    fn: Callable[[], object], *, on_cpu: bool = False, max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.05, **kw
+) -> Measurement:
+    """`measure` in rounds of `min_run_time / 2`, until two clean rounds agree (the module doc's
+    rule); `stable` False when none do within `max_rounds`. `on_cpu`: the work runs on this
+    process's CPU, so a thread that was not scheduled is interference."""
+    rounds: list[Measurement] = []
+    whys: list[str] = []
+    for _ in range(max_rounds):
+        m = measure(fn, min_run_time=min_run_time / 2, **kw)
+        rounds.append(m)
+        whys.append(unclean(m, on_cpu=on_cpu))
+        clean = sorted((r for r, w in zip(rounds, whys) if not w), key=lambda r: r.median)
+        for a, b in zip(clean, clean[1:]):
+            if b.median - a.median <= AGREE * a.median:
+                return _combined((a, b), rounds, stable=True, why="")
+    why = next((w for w in whys if w), f"no two rounds agreed within {AGREE:.0%}")
+    return _combined(tuple(rounds), rounds, stable=False, why=f"unstable after {len(rounds)} rounds: {why}")
+
+
+def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, stable: bool, why: str) -> Measurement:
+    times = [t for m in chosen for t in m.times]
+    median, iqr = _median_iqr(times)
+    if stable:
+        low = min(_median_iqr_bounds(m)[0] for m in chosen)
+        high = max(_median_iqr_bounds(m)[1] for m in chosen)
+    else:
+        low, high = min(m.median for m in rounds), max(m.median for m in rounds)
+    first = chosen[0]
+    return Measurement(
+        median=median,
+        iqr=iqr,
+        number=first.number,
+        times=tuple(times),
+        event_median=first.event_median,
+        event_iqr=first.event_iqr,
+        event_error=first.event_error,
+        wall_s=sum(m.wall_s for m in rounds),
+        scheduled=min(m.scheduled for m in chosen),
+        stable=stable,
+        low=low,
+        high=high,
+        rounds=len(rounds),
+        why=why,
+    )
+
+
+def _median_iqr_bounds(m: Measurement) -> tuple[float, float]:
+    if len(m.times) < 2:
+        return m.median, m.median
+    q1, _, q3 = statistics.quantiles(m.times, n=4, method="inclusive")
+    return q1, q3
 
 
 def _event_times(fn, sync, events, samples: int) -> tuple[list[float], str]:

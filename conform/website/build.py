@@ -24,7 +24,8 @@ import jinja2
 from conform import __version__
 from conform.outcomes import SEVERITY
 from conform.report.declared import BACKEND_KEYS, how_on
-from conform.timing.changes import describe_rule, significant_js
+from conform.timing import changes
+from conform.timing.changes import change_js, describe_rule
 from conform.website import charts as site_charts
 from conform.website import data as site_data
 from conform.website.data import (
@@ -36,9 +37,10 @@ from conform.website.data import (
     R_SKIP,
     SIZE_ORDER,
     T_DEV,
-    T_DEV_IQR,
+    T_DEV_STABLE,
     T_NUMEL,
     T_REF,
+    T_REF_STABLE,
     SiteData,
 )
 
@@ -177,7 +179,7 @@ class Builder:
             title="Diff",
             timing_rule=describe_rule(),
         )
-        self.render("perf.html", "perf.html", perf=self.perf(), title="Performance")
+        self.render("perf.html", "perf.html", perf=self.perf(), timing_pct=site_data.TIMING_PCT, title="Performance")
         self.render("op.html", "op.html", title="Op")
         self.render("findings.html", "findings.html", findings=site_data.findings(self.data), title="Findings")
         self.model_pages()
@@ -370,7 +372,7 @@ class Builder:
         """Device medians and IQRs per (op, dtype/size) per column, per family, and the rule of
         what counts as a change (conform.timing.changes): the diff page's timing changes for any
         two columns."""
-        rule = f"{{describe:{json.dumps(describe_rule())},significant:{significant_js()}}}"
+        rule = f"{{describe:{json.dumps(describe_rule())},significant:{change_js()}}}"
         self.write(
             "data/timing-rule.js",
             f'window.CONFORM_DATA=window.CONFORM_DATA||{{}};window.CONFORM_DATA["timing-rule"]={rule};\n',
@@ -381,7 +383,9 @@ class Builder:
         for i, e in enumerate(self.data.envs):
             for (op, d, size), t in e.timings.items():
                 if t[T_DEV]:
-                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = [t[T_DEV], t[T_DEV_IQR] or 0]
+                    # the median and its interval: conform.js tells a change from noise by the same rule
+                    lo, hi = site_data.interval(t)
+                    by_op.setdefault(op, [{} for _ in self.data.envs])[i][f"{d}/{size}"] = [t[T_DEV], lo, hi]
         per_family: dict[str, dict] = {}
         for op_id, per_env in by_op.items():
             op = self.data.ops[op_id]
@@ -479,6 +483,7 @@ class Builder:
                 )
             )
         for e, k, t in sorted(timed, key=lambda x: (col[x[0].key], x[1][1], x[2][T_NUMEL])):
+            real = bool(t[T_DEV] and t[T_REF]) and changes.speedup_is_real(t._asdict(), pct=site_data.TIMING_PCT)
             timings.append(
                 [
                     col[e.key],
@@ -488,7 +493,16 @@ class Builder:
                     t[T_NUMEL],
                     t[T_DEV],
                     t[T_REF],
-                    (t[T_REF] / t[T_DEV]) if t[T_DEV] and t[T_REF] else None,
+                    (t[T_REF] / t[T_DEV]) if real else None,
+                    # why no speedup is shown (conform.timing.changes): the times are one within
+                    # the noise, or one of them could not be made stable
+                    ""
+                    if real
+                    else "unstable"
+                    if t[T_DEV_STABLE] is False or t[T_REF_STABLE] is False
+                    else "within noise"
+                    if t[T_DEV] and t[T_REF]
+                    else "",
                 ]
             )
         return {
@@ -565,22 +579,40 @@ class Builder:
     def perf(self) -> list[dict]:
         out = []
         for e in self.data.envs:
+            unstable = sum(1 for t in e.timings.values() if t[T_DEV_STABLE] is False or t[T_REF_STABLE] is False)
             sp = site_data.speedups(e)
-            if not sp:
+            if not sp and not unstable:
                 continue
-            sp.sort(key=lambda x: x[3])
+            # a speedup within the noise is shown as none (conform.timing.changes)
+            sp.sort(key=lambda x: x[3] if x[4] else 1.0)
             slowest = [
-                {"op": self.data.ops[op], "dtype": d, "t": t, "speedup": s} for op, d, t, s in sp[:SLOWEST_PER_ENV]
+                {
+                    "op": self.data.ops[op],
+                    "dtype": d,
+                    "t": t,
+                    "speedup": s,
+                    "real": real,
+                    "device": site_data.interval(t, "device"),
+                    "cpu": site_data.interval(t, "ref"),
+                }
+                for op, d, t, s, real in sp[:SLOWEST_PER_ENV]
             ]
-            values = [s for *_, s in sp]
-            values_sorted = sorted(values)
+            values = sorted(s if real else 1.0 for *_, s, real in sp)
+            # the device under test is the CPU itself: its "speedup" over the CPU is noise by
+            # construction, said so instead of drawn
+            itself = e.backend == "cpu"
             out.append(
                 {
                     "env": e,
+                    "itself": itself,
                     "count": len(sp),
-                    "median": values_sorted[len(values_sorted) // 2],
-                    "slower": sum(1 for v in values if v < 1),
-                    "chart": site_charts.histogram(values, title=f"{e.label}: speedup per op and dtype (largest size)"),
+                    "unstable": unstable,
+                    "median": values[len(values) // 2] if values else 1.0,
+                    "slower": sum(1 for *_, s, real in sp if real and s < 1),
+                    "faster": sum(1 for *_, s, real in sp if real and s > 1),
+                    "chart": ""
+                    if itself or not values
+                    else site_charts.histogram(values, title=f"{e.label}: speedup per op and dtype (largest size)"),
                     "slowest": slowest,
                 }
             )

@@ -19,7 +19,7 @@ from conform.outcomes import FAILING, SEVERITY
 from conform.report import declared
 from conform.store import Store, queries
 from conform.store.queries import EnvironmentRow, OpRow, ResultRow, TimingRow
-from conform.timing.changes import is_significant
+from conform.timing import changes
 
 # One letter per outcome: the matrix data files stay small (a cell is one character per dtype).
 CODES = {
@@ -56,6 +56,9 @@ DTYPE_ORDER = [
     "none",
 ]
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
+# a timing changed between two environments, and a device time differs from the CPU's, by the one
+# rule of conform.timing.changes: by more than this share, outside both intervals
+TIMING_PCT = changes.PCT
 
 
 def outcome_rank(outcome: str) -> int:
@@ -131,9 +134,26 @@ class Env(EnvironmentRow):
 # result and timing rows: named tuples (conform.store.queries), indexed by position where speed counts
 (R_ID, R_OP, R_DTYPE, R_OUTCOME, R_PHASE, R_EXAMPLES, R_PASSED, R_ABS, R_REL, R_ULP, R_RTOL, R_ATOL, R_DEV_GOLD, R_REF_GOLD,
  R_MESSAGE, R_DURATION, R_FINDINGS, R_SKIP, R_RUN) = range(len(ResultRow._fields))  # fmt: skip
-(T_OP, T_DTYPE, T_SIZE, T_SHAPE, T_NUMEL, T_DEV, T_DEV_IQR, T_REF, T_REF_IQR, T_REPEATS, T_LAYOUT, T_RUN) = range(
-    len(TimingRow._fields)
-)
+(
+    T_OP,
+    T_DTYPE,
+    T_SIZE,
+    T_SHAPE,
+    T_NUMEL,
+    T_DEV,
+    T_DEV_IQR,
+    T_REF,
+    T_REF_IQR,
+    T_REPEATS,
+    T_LAYOUT,
+    T_RUN,
+    T_DEV_LOW,
+    T_DEV_HIGH,
+    T_DEV_STABLE,
+    T_REF_LOW,
+    T_REF_HIGH,
+    T_REF_STABLE,
+) = range(len(TimingRow._fields))
 
 
 @dataclass
@@ -302,9 +322,10 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
     for key in sorted(
         set(a.timings) & set(b.timings), key=lambda k: (data.ops[k[0]].qualname, k[1], SIZE_ORDER.get(k[2], 9))
     ):
-        ta, tb = a.timings[key][T_DEV], b.timings[key][T_DEV]
-        if not ta or not tb or not is_significant(ta, a.timings[key][T_DEV_IQR], tb, b.timings[key][T_DEV_IQR]):
-            continue
+        ra, rb = a.timings[key], b.timings[key]
+        ta, tb = ra[T_DEV], rb[T_DEV]
+        if not ta or not tb or not changes.row_change(ra._asdict(), rb._asdict(), pct=TIMING_PCT):
+            continue  # unstable on either side, or a difference within the noise
         item = (data.ops[key[0]], key[1], key[2], ta, tb, tb / ta)
         (out.regressions if tb > ta else out.improvements).append(item)
     out.regressions.sort(key=lambda x: -x[5])
@@ -313,7 +334,9 @@ def diff(data: SiteData, a: Env, b: Env) -> Diff:
 
 
 def speedups(env: Env) -> list[tuple]:
-    """Per (op, dtype): the speedup (CPU time / device time) at the largest size timed."""
+    """Per (op, dtype): the speedup (CPU time / device time) at the largest size timed, and
+    whether it is one (conform.timing.changes.speedup_is_real: else the two times are one within
+    the noise). Unstable timings have no median and no speedup."""
     best: dict[tuple[int, str], tuple] = {}
     for (op, d, _), t in env.timings.items():
         if not t[T_DEV] or not t[T_REF]:
@@ -321,7 +344,17 @@ def speedups(env: Env) -> list[tuple]:
         cur = best.get((op, d))
         if cur is None or (t[T_NUMEL], SIZE_ORDER.get(t[T_SIZE], 0)) > (cur[T_NUMEL], SIZE_ORDER.get(cur[T_SIZE], 0)):
             best[(op, d)] = t
-    return [(op, d, t, t[T_REF] / t[T_DEV]) for (op, d), t in best.items()]
+    return [
+        (op, d, t, t[T_REF] / t[T_DEV], changes.speedup_is_real(t._asdict(), pct=TIMING_PCT))
+        for (op, d), t in best.items()
+    ]
+
+
+def interval(t, side: str = "device") -> tuple[float, float] | None:
+    """A timing row's interval on `side` (conform.timing.changes.interval)."""
+    if side == "device":
+        return changes.interval(t[T_DEV], t[T_DEV_IQR], t[T_DEV_LOW], t[T_DEV_HIGH])
+    return changes.interval(t[T_REF], t[T_REF_IQR], t[T_REF_LOW], t[T_REF_HIGH])
 
 
 # -- declared beside measured ------------------------------------------------------------------

@@ -376,8 +376,9 @@
         var ta = t[name][ia], tb = t[name][ib];
         Object.keys(ta).sort().forEach(function (key) {
           if (!(key in tb)) return;
-          var a = ta[key], b = tb[key];  // [median, IQR]
-          if (!a[0] || !b[0] || !significant(a[0], a[1], b[0], b[1])) return;
+          // [median, low, high]: conform.timing.changes.is_change, written by the build
+          var a = ta[key], b = tb[key];
+          if (!significant(a, b)) return;
           var parts = key.split("/");
           var item = [byName[name] || [name, name], parts[0], parts[1], a[0], b[0], b[0] / a[0]];
           (b[0] > a[0] ? out.regressions : out.improvements).push(item);
@@ -679,7 +680,7 @@
       page.appendChild(table([["environment"], ["dtype"], ["size"], ["shape"], ["elements", "num"], ["device median", "num"], ["CPU median", "num"], ["speedup", "num"]], op.timings.map(function (t) {
         return [{ node: envNode(envs[t[0]]), sort: t[0] }, t[1], t[2], (t[3] || []).join("×"), { text: t[4].toLocaleString("en-US"), sort: t[4], cls: "num" },
           { text: t[5] ? fmtSeconds(t[5]) : "–", sort: t[5] || 0, cls: "num" }, { text: t[6] ? fmtSeconds(t[6]) : "–", sort: t[6] || 0, cls: "num" },
-          { text: t[7] ? t[7].toFixed(2) + "×" : "–", sort: t[7] || 0, cls: "num" }];
+          { text: t[7] ? t[7].toFixed(2) + "×" : t[8] || "–", sort: t[7] || 1, cls: "num" }];
       }), true));
     }
     if (op.models && op.models.length) {

@@ -1,0 +1,259 @@
+"""What one example costs the harness, against the work it checks; and a single-op run's wall time.
+
+Per-example cost: eight float32 cells (sinh, add.Tensor, mul.Tensor, sum, _softmax, mm, cumsum,
+exp) run in this process through the device process's own code path (conform.run.cell's
+`cell_process`: in-flight record, watchdog, run_cell, execute.run_case), once at --examples 5
+and once at --examples 50, on the plain CPU. The per-example cost of a cell is
+
+    (time at 50 - time at 5) / 45
+
+and its raw work is the same difference for the work itself: every case the cell ran
+(execute.run_case), timed alone on inputs built beforehand: forward and backward (where the op
+is differentiable) on the device, on the CPU reference and in float64 (golden), three sides
+as on an accelerator, whatever the plain CPU's harness shares between them. Times are the
+process's CPU time (torch runs one thread here, as in a device process), so that other
+processes on the machine change them little. The ratio is harness / work.
+
+Single-op wall time: `python -m conform.cli run --ops aten::abs --no-bench` in a fresh folder,
+wall clock and the CPU time of its whole process tree.
+
+    python benchmarks/example_cost.py [--repeats 3] [--no-single-op] [--only sinh,mm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CELLS = ("sinh", "add.Tensor", "mul.Tensor", "sum", "_softmax", "mm", "cumsum", "exp")
+FEW, MANY = 5, 50
+
+
+def _cell_runner(examples: int, folder: Path, seed: int):
+    from conform.config import CellSettings, RunConfig, WorkerSetup
+    from conform.run.cell import cell_process
+
+    (folder / "inflight").mkdir(parents=True, exist_ok=True)
+    config = RunConfig(device="cpu", cell=CellSettings(examples=examples, seed=seed, hypothesis_db=None))
+    setup = WorkerSetup(config, "cpu", str(folder), str(folder / "crashers.txt"), None)
+    return cell_process(setup, str(folder / "inflight" / f"bench-{examples}.json"))
+
+
+class _Recorder:
+    """Every case execute.run_case is asked to run, with whether it compared gradients."""
+
+    def __init__(self):
+        from conform.run import execute
+
+        self.execute, self.original, self.cases = execute, execute.run_case, []
+
+    def __enter__(self):
+        def run_case(op, case, backend, *, grad=True):
+            self.cases.append((op, case, grad))
+            return self.original(op, case, backend, grad=grad)
+
+        self.execute.run_case = run_case
+        return self
+
+    def __exit__(self, *exc):
+        self.execute.run_case = self.original
+
+
+def _work(op, case) -> float:
+    """CPU seconds of the case's own work: forward and backward on the device, the CPU and in
+    float64; inputs built beforehand. 0 for a case the op rejects."""
+    import torch
+
+    from conform.run.execute import _grad_inputs, leaves
+
+    cpu = torch.device("cpu")
+    total = 0.0
+    fn = op.resolve()
+    for dtype in (None, None, torch.float64):
+        try:
+            args, kwargs = case.materialize(lambda t: t, cpu, dtype=dtype)
+            args, kwargs, inputs = _grad_inputs(op, args, kwargs)
+            start = time.process_time()
+            with torch.enable_grad():
+                out = fn(*args, **kwargs)
+                if inputs:
+                    outs = [t for t in leaves(out) if t.requires_grad]
+                    if outs:
+                        torch.autograd.grad(outs, [t for _, t in inputs], [torch.ones_like(o) for o in outs])
+            total += time.process_time() - start
+        except Exception:  # noqa: BLE001 - an invalid case: the reference rejects it, nothing to time
+            pass
+    return total
+
+
+def _median_work(cases, repeats: int) -> float:
+    return sum(statistics.median(_work(op, c) for _ in range(repeats)) for op, c, _ in cases)
+
+
+def per_example(names, repeats: int, seed: int) -> list[dict]:
+    import torch
+
+    import opdb
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        runners = {n: _cell_runner(n, Path(tmp), seed) for n in (FEW, MANY)}
+        torch.set_num_threads(1)
+        for name in names:
+            cell = (opdb.lookup(f"aten::{name}").qualname, "float32")
+            runners[FEW](cell)  # warm: first calls build strategies and load kernels
+            harness, work = {}, {}
+            for n in (FEW, MANY):
+                times, cases = [], []
+                for _ in range(repeats):
+                    with _Recorder() as rec:
+                        start = time.process_time()
+                        result, _ = runners[n](cell)
+                        times.append(time.process_time() - start)
+                    cases = rec.cases
+                harness[n] = statistics.median(times)
+                work[n] = _median_work(cases, repeats)
+            rows.append(
+                {
+                    "cell": f"{name}[float32]",
+                    "outcome": result.outcome,
+                    "examples": result.examples_run,
+                    "harness_ms": (harness[MANY] - harness[FEW]) / (MANY - FEW) * 1e3,
+                    "work_ms": (work[MANY] - work[FEW]) / (MANY - FEW) * 1e3,
+                }
+            )
+    return rows
+
+
+def _tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """Record the CPU seconds of `root` and its descendants so far, from /proc (Linux)."""
+    parents, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    for pid, t in cpu.items():
+        p = pid
+        while p in parents and p != root:
+            p = parents[p]
+        if p == root:
+            seen[pid] = max(seen.get(pid, 0.0), t)
+
+
+def single_op(args: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process tree, exit status) of `conform run` in a fresh folder. The CPU
+    time is sampled from /proc every 0.1 s (the fork server's children are nobody's to wait for,
+    so getrusage would miss them); on a busy machine it is the steadier number."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen: dict[int, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "conform.cli", "run", *args],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while proc.poll() is None:
+            _tree_cpu(proc.pid, seen)
+            time.sleep(0.1)
+        wall = time.perf_counter() - start
+        out, err = proc.communicate()
+    if proc.returncode:
+        print(out[-2000:], err[-2000:], sep="\n")
+    return wall, sum(seen.values()), proc.returncode
+
+
+def sweep_sample(n: int, examples: list[int], seed: int) -> dict[int, float]:
+    """CPU seconds of `n` cells drawn at random from a full CPU sweep's plan, at each count of
+    `examples`, each cell in a forked child (a kernel may kill its process): what a full sweep's
+    cell time scales by when the examples per cell change."""
+    import random
+
+    import opdb
+    from conform.config import CPU_DEFAULT_DTYPES
+    from conform.run import selection
+
+    plan = selection.plan_cells(opdb.catalog(), list(CPU_DEFAULT_DTYPES))
+    cells = random.Random(seed).sample(plan, n)
+    totals = dict.fromkeys(examples, 0.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        # warm, as a sweep's long-lived device process is (its fork server warms it the same way)
+        _cell_runner(1, Path(tmp) / "warm", seed)(("aten::add.Tensor", "float32"))
+        for cell in cells:
+            for e in examples:
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child: one cell, its CPU time to the parent
+                    os.close(read)
+                    try:
+                        run = _cell_runner(e, Path(tmp) / str(e), seed)
+                        start = time.process_time()
+                        run(cell)
+                        os.write(write, f"{time.process_time() - start}".encode())
+                    finally:
+                        os._exit(0)
+                os.close(write)
+                with os.fdopen(read) as f:
+                    spent = f.read()
+                os.waitpid(pid, 0)
+                totals[e] += float(spent or 0.0)
+    return totals
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each cell and each case; the median counts")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma list of the cells' ops (default: all eight)")
+    ap.add_argument("--no-single-op", action="store_true", help="skip the single-op wall time")
+    ap.add_argument(
+        "--sweep-sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: CPU time of N random cells of a CPU sweep at --sample-examples each",
+    )
+    ap.add_argument("--sample-examples", default="5,10,20", help="examples per cell for --sweep-sample")
+    a = ap.parse_args()
+    if a.sweep_sample:
+        counts = [int(x) for x in a.sample_examples.split(",")]
+        totals = sweep_sample(a.sweep_sample, counts, a.seed)
+        base = totals[counts[0]]
+        for e, t in totals.items():
+            print(f"{a.sweep_sample} random cells at {e} examples: {t:.1f} s CPU ({t / base:.2f}x {counts[0]})")
+        return
+    names = [n for n in a.only.split(",") if n] or list(CELLS)
+    print(f"per-example cost, float32 cells, CPU time, median of {a.repeats}, seed {a.seed}")
+    print(f"{'cell':24} {'outcome':10} {'harness ms':>11} {'work ms':>9} {'ratio':>7}")
+    rows = per_example(names, a.repeats, a.seed)
+    for r in rows:
+        ratio = r["harness_ms"] / r["work_ms"] if r["work_ms"] > 0 else float("inf")
+        print(f"{r['cell']:24} {r['outcome']:10} {r['harness_ms']:11.2f} {r['work_ms']:9.3f} {ratio:6.1f}x")
+    harness = statistics.mean(r["harness_ms"] for r in rows)
+    work = statistics.mean(r["work_ms"] for r in rows)
+    print(f"per example: harness {harness:.2f} ms, work {work:.3f} ms: {harness / work:.1f}x the work")
+    if not a.no_single_op:
+        wall, cpu, rc = single_op(["--ops", "aten::abs", "--no-bench"])
+        print(f"single op (conform run --ops aten::abs --no-bench): {wall:.1f} s wall, {cpu:.1f} s CPU, exit {rc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Timings that know when they are wrong: measure_stable's rule, the one change rule
+(conform.timing.changes) that the gate and the site share, and where both are stored and shown.
+
+The timer runs on a fake clock here: each call of the timed function advances it by a cost the
+test chooses, so a round's blocks, an interference and a drifting clock are exact, not timed."""
+
+import sqlite3
+
+from sqlalchemy import text
+
+import sitedata
+from conform.store import SCHEMA_VERSION, Store
+from conform.store.timings import record_timings
+from conform.timing import changes, timer
+from conform.website import data as site_data
+from conform.website.build import build_site
+
+
+class FakeClock:
+    """A clock that moves by 1 ns per read and by `cost(call)` per call of `fn`."""
+
+    def __init__(self, cost):
+        self.now, self.calls, self.cost = 0.0, 0, cost
+
+    def __call__(self):
+        self.now += 1e-9
+        return self.now
+
+    def fn(self):
+        self.calls += 1
+        self.now += self.cost(self.calls)
+
+
+def _stable(cost, **kw):
+    clock = FakeClock(cost)
+    return timer.measure_stable(clock.fn, clock=clock, min_run_time=0.02, warmup=0.0, **kw)
+
+
+def test_a_steady_function_is_stable_after_two_rounds_with_its_interval():
+    m = _stable(lambda n: 1e-4)
+    assert m.stable and m.rounds == 2 and not m.why
+    assert abs(m.median - 1e-4) < 1e-6 and m.low <= m.median <= m.high
+
+
+def test_a_timing_that_never_settles_is_unstable_and_says_why():
+    # every other call 30x slower: blocks disagree in every round
+    m = _stable(lambda n: 3e-3 if n % 7 < 3 else 1e-4)  # (a busy neighbour, never leaving)
+    assert not m.stable and m.rounds == timer.MAX_ROUNDS
+    assert m.why.startswith("unstable after") and m.low <= m.high
+
+
+def test_interference_in_early_rounds_is_measured_again_and_left_out():
+    # the machine is busy for the first 30 ms (calls 50x slower, and uneven), then quiet
+    clock = FakeClock(lambda n: (5e-3 + (n % 3) * 2e-3) if clock.now < 0.03 else 1e-4)
+    m = timer.measure_stable(clock.fn, clock=clock, min_run_time=0.02, warmup=0.0)
+    assert m.stable and abs(m.median - 1e-4) < 1e-6 and m.rounds > 2
+
+
+def test_a_moving_clock_makes_a_round_unclean():
+    # a frequency change midway through the blocks: the halves disagree
+    times = (1e-4,) * 10 + (1.5e-4,) * 10
+    m = timer.Measurement(median=1.25e-4, iqr=0.0, number=1, times=times)
+    assert "clock moved" in timer.unclean(m)
+    fast = timer.Measurement(median=1e-4, iqr=0.0, number=1, times=(1e-4,) * 9 + (5e-5,))
+    assert "faster than the median" in timer.unclean(fast)
+    descheduled = timer.Measurement(median=1e-4, iqr=0.0, number=1, times=(1e-4,) * 10, scheduled=0.5)
+    assert timer.unclean(descheduled) == "" and "ran 50%" in timer.unclean(descheduled, on_cpu=True)
+
+
+def test_a_change_needs_both_the_share_and_intervals_apart():
+    assert changes.is_change(1e-3, 1e-5, 1.5e-3, 1e-5)
+    assert not changes.is_change(1e-3, 1e-5, 1.05e-3, 1e-5)  # within 10%
+    assert not changes.is_change(1e-3, 4e-4, 1.5e-3, 2e-4)  # 50% slower, inside the spreads
+    # the measured interval widens median +- IQR: overlapping intervals are noise
+    assert not changes.is_change(1e-3, 1e-5, 1.5e-3, 1e-5, new_range=(0.9e-3, 1.6e-3))
+    assert not changes.is_change(None, None, 1.5e-3, 1e-5)  # an unstable timing never changes
+
+
+def test_speedups_within_the_noise_are_none():
+    row = {"device_median_s": 1e-4, "device_iqr_s": 1e-6, "ref_median_s": 1.05e-4, "ref_iqr_s": 1e-6}
+    assert not changes.speedup_is_real(row)
+    assert changes.speedup_is_real({**row, "ref_median_s": 3e-4})
+    assert not changes.speedup_is_real({**row, "ref_median_s": 3e-4, "device_low_s": 5e-5, "device_high_s": 4e-4})
+
+
+def test_the_gate_ignores_unstable_timings_and_noise():
+    base = {"op": "aten::mm", "dtype": "float32", "size_label": "small", "shape": [4]}
+    old = [{**base, "device_median_s": 1e-4, "device_iqr_s": 1e-6}]
+    assert [c.kind for c in changes.slowdowns(old, [{**base, "device_median_s": 3e-4, "device_iqr_s": 1e-6}])] == [
+        "regression"
+    ]
+    unstable = {**base, "device_median_s": None, "device_iqr_s": None, "device_stable": False}
+    assert not changes.slowdowns(old, [unstable])
+    noisy = {**base, "device_median_s": 3e-4, "device_iqr_s": 1e-6, "device_low_s": 5e-5, "device_high_s": 4e-4}
+    assert not changes.slowdowns(old, [noisy])
+
+
+def test_a_schema_3_database_gains_timing_intervals(tmp_path):
+    path = tmp_path / "c.db"
+    Store(path).close()
+    with sqlite3.connect(path) as c:  # as conform before schema 4 wrote it
+        for name in ("device_low_s", "device_high_s", "device_stable", "ref_low_s", "ref_high_s", "ref_stable"):
+            c.execute(f"ALTER TABLE timings DROP COLUMN {name}")
+        c.execute("DELETE FROM conform_schema WHERE version > 3")
+        c.execute(
+            "INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')"
+        )
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 4
+    run = sitedata.add_run(store, sitedata.env("2.13.0"), sitedata.OPS_213, {("aten::mm", "float32"): "pass"})
+    row = {"op": "aten::mm", "dtype": "float32", "size_label": "small", "shape": [4], "layout": "contiguous"}
+    row |= {"numel": 4, "device_median_s": None, "device_iqr_s": None, "device_stable": False, "repeats": 10}
+    record_timings(store, run, [row | {"device_low_s": 1e-5, "device_high_s": 9e-5}])
+    with store.engine.connect() as c:
+        median, stable, low = c.execute(text("SELECT device_median_s, device_stable, device_low_s FROM timings")).one()
+    assert median is None and not stable and low == 1e-5
+
+
+def _site(tmp_path, backend: str, timings: dict):
+    store = Store(tmp_path / "c.db")
+    outcomes = {(q, d): "pass" for q, d, _ in timings}
+    sitedata.add_run(store, sitedata.env("2.13.0", backend=backend), sitedata.OPS_213, outcomes, timings=timings)
+    store.close()
+    store = Store(tmp_path / "c.db", readonly=True)
+    build_site(store, tmp_path / "out")
+    store.close()
+    return (tmp_path / "out/perf.html").read_text()
+
+
+def test_a_cpu_run_says_its_device_is_the_cpu_instead_of_drawing_speedups(tmp_path):
+    page = _site(tmp_path, "cpu", {("aten::mm", "float32", "small"): (1e-4, 2e-4)})
+    assert "The device under test is the CPU itself" in page and "<svg" not in page
+
+
+def test_a_device_run_shows_speedups_beyond_the_noise_only(tmp_path):
+    timings = {("aten::mm", "float32", "small"): (1e-4, 1.05e-4), ("aten::relu", "float32", "small"): (1e-4, 4e-4)}
+    page = _site(tmp_path, "mps", timings)
+    assert "<svg" in page and "within noise" in page and "4×" in page
+    assert "0 slower and 1 faster than the CPU beyond the noise" in page
+
+
+def test_site_speedups_follow_the_rule():
+    assert site_data.TIMING_PCT == changes.PCT
