@@ -41,6 +41,7 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conform.errors import first_line
+from conform.judge import references
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -524,6 +525,8 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         rerun_device=rerun_ref if is_plain_cpu(backend) else _forward_rerun(op, backend),
         rerun_reference=rerun_ref,
     )
+    if ref.error is None and dtype_checked and not meta_only and not nondet:
+        v = references.second_opinion(phase, (dev.result, dev.written), v, tol=tol, plain=is_plain_cpu(backend))
     records = v.records
     result = CaseResult(Outcome.PASS, "forward")
     _fill_errors(result, records)
