@@ -201,8 +201,11 @@ def reference_for(op) -> Reference | None:
 
 
 def _origin(expr: str) -> str:
-    head = expr.split("(", 1)[0].strip()
-    return head or expr
+    """The first library function an expression names ("numpy.cumsum")."""
+    import re
+
+    m = re.search(r"\b(?:numpy|scipy\.special|math|torch)(?:\.[A-Za-z_]\w*)+", expr)
+    return m.group(0) if m else expr
 
 
 # -- evaluating -----------------------------------------------------------------------------
@@ -358,6 +361,7 @@ class Opinion:
     ignore: torch.Tensor | None
     moved: dict = dataclasses.field(default_factory=dict)  # unit dtype -> the reference on moved inputs
     _rerun: object = None  # unit dtype -> [the reference on the inputs moved up, and down]
+    _rounded: object = None  # () -> the reference with the Python scalars rounded to the result's dtype
 
     def leaves(self, actual):
         """(actual leaf, reference leaf, position) triples that line up, or None where they do not."""
@@ -386,6 +390,11 @@ class Opinion:
             scale = leaf_scale(r) if is_inexact(r.dtype) else 0.0
             rtol, atol = tolerance_at(tol, a.dtype, scale) if is_inexact(a.dtype) else (0.0, 0.0)
             m = _off(a, r, ms, rtol, atol, self.reference.sign_of_zero)
+            if bool(m.any()) and self._rounded is not None:
+                # a kernel may read its Python scalars in its own dtype (eps, alpha): either reading stands
+                alt = _leaf(self._alternative(), i)
+                if alt is not None and alt.shape == r.shape:
+                    m &= _off(a, alt, [], rtol, atol, self.reference.sign_of_zero)
             if self.ignore is not None and m.numel():
                 try:
                     m = m & ~torch.broadcast_to(self.ignore.to(torch.bool), m.shape)
@@ -395,6 +404,11 @@ class Opinion:
                 m = m & ~skip[i]
             masks.append(m)
         return masks
+
+    def _alternative(self):
+        if not isinstance(self._rounded, tuple):
+            self._rounded = (self._rounded(),)
+        return self._rounded[0]
 
     def _moved(self, unit):
         if unit not in self.moved:
@@ -514,31 +528,84 @@ def _moved_inputs(dt: torch.dtype, direction: float):
     return move
 
 
-def opinion(op, case, ref: Reference | None = None) -> Opinion | None:
+def _as_the_kernel_reads(case, result_dtype):
+    """A transform of the float64 inputs into what the kernel computes with, by torch's promotion:
+    an integer or bool input of a floating result is first that floating dtype (sin of int32
+    2147483631 is sin(2147483648.0) in float32), and a 0-dim integer tensor beside dimensioned
+    integer ones is first their dtype (int32 % 0-dim int64 wraps the divisor to int32); NumPy
+    promotes neither way."""
+    specs = case.tensor_specs()
+    ints = [sp.torch_dtype for sp in specs if len(sp.shape) and not is_inexact(sp.torch_dtype)]
+    dimmed = None
+    for d in ints:
+        dimmed = d if dimmed is None else torch.promote_types(dimmed, d)
+
+    def tx(t):
+        if not isinstance(t, torch.Tensor) or is_inexact(t.dtype) or t.layout != torch.strided:
+            return t
+        if result_dtype is not None and is_inexact(result_dtype) and not result_dtype.is_complex:
+            return t.to(result_dtype).to(torch.float64)
+        if t.dim() == 0 and dimmed is not None and t.dtype != torch.bool and dimmed != torch.bool:
+            return t.to(dimmed)
+        return t
+
+    return tx
+
+
+def opinion(op, case, ref: Reference | None = None, result_dtype: torch.dtype | None = None) -> Opinion | None:
     """The reference on `case` (float64 inputs); None where the op has no reference or it has
     nothing to say about this case. The reference on moved inputs is computed on first use."""
     ref = ref if ref is not None else reference_for(op)
     if ref is None:
         return None
     cpu = torch.device("cpu")
+    promote = _as_the_kernel_reads(case, result_dtype)
     try:
         args, kwargs = case.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
+        args, kwargs = oracle._map_tensors(args, promote), {k: oracle._map_tensors(v, promote) for k, v in kwargs.items()}
         result, mask = evaluate(ref, op, args, kwargs)
     except Exception:  # noqa: BLE001 - a case the reference cannot be run on: no opinion, never a crash
         return None
 
+    def run(c, tx=None):
+        a2, k2 = c.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
+        a2, k2 = oracle._map_tensors(a2, promote), {k: oracle._map_tensors(v, promote) for k, v in k2.items()}
+        if tx is not None:
+            a2, k2 = oracle._map_tensors(a2, tx), {k: oracle._map_tensors(v, tx) for k, v in k2.items()}
+        return evaluate(ref, op, a2, k2)[0]
+
     def rerun(dt):
         out = []
         for s in (1.0, -1.0):
-            moved = oracle.TransformedCase(case, _moved_inputs(dt, s))
             try:
-                a2, k2 = moved.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-                out.append(evaluate(ref, op, a2, k2)[0])
+                out.append(run(case, _moved_inputs(dt, s)))
             except Exception:  # noqa: BLE001 - no movement known there
                 out.append(None)
         return out
 
-    return Opinion(ref, result, mask, _rerun=rerun)
+    def rounded():
+        dt = result_dtype if result_dtype is not None and result_dtype.is_floating_point else None
+        c = _scalars_rounded(op, case, dt) if dt is not None and dt != torch.float64 else None
+        try:
+            return run(c) if c is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    return Opinion(ref, result, mask, _rerun=rerun, _rounded=rounded)
+
+
+def _scalars_rounded(op, case, dt):
+    """`case` with its floating Python scalars (Scalar, float) rounded to `dt`, or None."""
+    names = {a.name for a in op.arguments if a.base_type in ("Scalar", "float", "Scalar?", "float?")}
+    if not names:
+        return None
+    arg_names = [a.name for a in op.arguments]
+    fix = lambda n, v: oracle._round_scalar(v, dt) if n in names and isinstance(v, float) else v  # noqa: E731
+    args = tuple(fix(arg_names[i] if i < len(arg_names) else "", v) for i, v in enumerate(case.args))
+    kwargs = {k: fix(k, v) for k, v in case.kwargs.items()}
+    if args == tuple(case.args) and kwargs == dict(case.kwargs):
+        return None
+    return dataclasses.replace(case, args=args, kwargs=kwargs)
 
 
 # -- the second opinion in the verdict -------------------------------------------------------
@@ -559,18 +626,22 @@ def second_opinion(phase, device, v, *, tol, plain: bool):
     ref = reference_for(op)
     if ref is None or phase.reference is None:
         return v
-    op_ = opinion(op, case, ref)
+    dts = [t.dtype for t in leaves(phase.reference[0]) if isinstance(t, torch.Tensor)]
+    op_ = opinion(op, case, ref, dts[0] if dts else None)
     if op_ is None:
         return v
     golden = phase.golden
     expectation = golden[0] if golden is not None else phase.reference[0]
-    unit = oracle.rounding_dtype(case)
+    result_dtype = dts[0] if dts else None
+    unit = oracle.rounding_dtype(case) or (result_dtype if result_dtype is not None and result_dtype.is_floating_point else None)
     # golden (float64) against the reference: first without movement (cheap, and enough where
     # they agree), then with the reference's movement over one float64 unit of the inputs
     quick = op_.off(expectation, tol, unit=None)
     if quick is None or not any(bool(m.any()) for m in quick):
         return v
-    wide = torch.float64 if golden is not None else unit
+    # golden upcasts floating inputs only: for integer inputs it computes in the result's dtype
+    in_float64 = golden is not None and any(t.dtype == torch.float64 for t in leaves(expectation))
+    wide = torch.float64 if in_float64 else unit
     golden_off = op_.off(expectation, tol, unit=wide)
     if golden_off is None or not any(bool(m.any()) for m in golden_off):
         return v
