@@ -132,7 +132,10 @@ def test_a_wrong_device_still_fails_where_the_cpu_is_right():
         ("aten::sign", (TensorSpec((3,), "float32", data=(float("nan"), -0.0, 2.0)),)),
         ("aten::angle", (TensorSpec((3,), "float32", data=(-0.0, -1.0, 2.0)),)),
         ("aten::sin", (TensorSpec((3,), "int32", data=(2147483631, -7, 0)),)),
-        ("aten::remainder.Tensor", (TensorSpec((2,), "int32", data=(1, 5)), TensorSpec((), "int64", data=(-2147483634,)))),
+        (
+            "aten::remainder.Tensor",
+            (TensorSpec((2,), "int32", data=(1, 5)), TensorSpec((), "int64", data=(-2147483634,))),
+        ),
     ],
 )
 def test_documented_differences_raise_no_alarm(qualname, args):
@@ -161,6 +164,8 @@ def test_the_repro_script_recomputes_the_reference(tmp_path):
         "M().__enter__()\n"
     )
     path = tmp_path / "repro.py"
-    path.write_text(script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1))
+    path.write_text(
+        script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
+    )
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
     assert "verdict: mismatch" in out, out[-800:]

@@ -557,7 +557,15 @@ def _as_the_kernel_reads(case, result_dtype):
     return tx
 
 
-def opinion(op, case, ref: Reference | None = None, result_dtype: torch.dtype | None = None) -> Opinion | None:
+def _upcast(t):
+    if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.layout == torch.strided and not t.is_quantized:
+        return t.detach().to(torch.complex128 if t.is_complex() else torch.float64)
+    return t
+
+
+def opinion(
+    op, case, ref: Reference | None = None, result_dtype: torch.dtype | None = None, inputs=None
+) -> Opinion | None:
     """The reference on `case` (float64 inputs); None where the op has no reference or it has
     nothing to say about this case. The reference on moved inputs is computed on first use."""
     ref = ref if ref is not None else reference_for(op)
@@ -566,8 +574,19 @@ def opinion(op, case, ref: Reference | None = None, result_dtype: torch.dtype | 
     cpu = torch.device("cpu")
     promote = _as_the_kernel_reads(case, result_dtype)
     try:
-        args, kwargs = case.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-        args, kwargs = oracle._map_tensors(args, promote), {k: oracle._map_tensors(v, promote) for k, v in kwargs.items()}
+        if inputs:
+            # the case's inputs as the CPU reference received them, upcast as golden's are (its
+            # tensors are drawn in the case's dtype and then cast): no second materialisation
+            args, kwargs = (
+                oracle._map_tensors(inputs[0], _upcast),
+                {k: oracle._map_tensors(v, _upcast) for k, v in inputs[1].items()},
+            )
+        else:
+            args, kwargs = case.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
+        args, kwargs = (
+            oracle._map_tensors(args, promote),
+            {k: oracle._map_tensors(v, promote) for k, v in kwargs.items()},
+        )
         result, mask = evaluate(ref, op, args, kwargs)
     except Exception:  # noqa: BLE001 - a case the reference cannot be run on: no opinion, never a crash
         return None
@@ -616,7 +635,7 @@ def _scalars_rounded(op, case, dt):
 # -- the second opinion in the verdict -------------------------------------------------------
 
 
-def second_opinion(phase, device, v, *, tol, plain: bool):
+def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
     """`v`, the verdict of the forward phase on `device`'s observed value, with the independent
     reference's say (see the module docstring, 3). The reference runs where it can change the
     verdict: every case on the plain CPU; on an accelerator, where the device failed or passed
@@ -632,13 +651,15 @@ def second_opinion(phase, device, v, *, tol, plain: bool):
     if ref is None or phase.reference is None:
         return v
     dts = [t.dtype for t in leaves(phase.reference[0]) if isinstance(t, torch.Tensor)]
-    op_ = opinion(op, case, ref, dts[0] if dts else None)
+    op_ = opinion(op, case, ref, dts[0] if dts else None, inputs=inputs)
     if op_ is None:
         return v
     golden = phase.golden
     expectation = golden[0] if golden is not None else phase.reference[0]
     result_dtype = dts[0] if dts else None
-    unit = oracle.rounding_dtype(case) or (result_dtype if result_dtype is not None and result_dtype.is_floating_point else None)
+    unit = oracle.rounding_dtype(case) or (
+        result_dtype if result_dtype is not None and result_dtype.is_floating_point else None
+    )
     # golden (float64) against the reference: first without movement (cheap, and enough where
     # they agree), then with the reference's movement over one float64 unit of the inputs
     quick = op_.off(expectation, tol, unit=None)

@@ -529,7 +529,11 @@ def _independent_prelude(op, case: Case, result) -> str:
             v = references._default(a)
             if isinstance(v, (int, float, bool, list, tuple, str)) or v is None:
                 defaults[a.name] = v
-    ints = [sp.torch_dtype for sp in case.tensor_specs() if len(sp.shape) and not sp.torch_dtype.is_floating_point and not sp.torch_dtype.is_complex]
+    ints = [
+        sp.torch_dtype
+        for sp in case.tensor_specs()
+        if len(sp.shape) and not sp.torch_dtype.is_floating_point and not sp.torch_dtype.is_complex
+    ]
     int_dtype = None
     for d in ints:
         int_dtype = d if int_dtype is None else __import__("torch").promote_types(int_dtype, d)

@@ -526,7 +526,9 @@ def _run_case(op, case, backend, *, grad: bool) -> CaseResult:
         rerun_reference=rerun_ref,
     )
     if ref.error is None and dtype_checked and not meta_only and not nondet:
-        v = references.second_opinion(phase, (dev.result, dev.written), v, tol=tol, plain=is_plain_cpu(backend))
+        v = references.second_opinion(
+            phase, (dev.result, dev.written), v, tol=tol, plain=is_plain_cpu(backend), inputs=before
+        )
     records = v.records
     result = CaseResult(Outcome.PASS, "forward")
     _fill_errors(result, records)
