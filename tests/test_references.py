@@ -169,3 +169,23 @@ def test_the_repro_script_recomputes_the_reference(tmp_path):
     )
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
     assert "verdict: mismatch" in out, out[-800:]
+
+
+class _IndicesPastTheInput(TorchDispatchMode):
+    """max_pool2d_with_indices whose indices count the padded plane: past the input's last element."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.max_pool2d_with_indices.default:
+            values, indices = out
+            return values, indices + args[0].shape[-1] * args[0].shape[-2]
+        return out
+
+
+def test_indices_outside_the_input_fail_even_where_golden_shares_them():
+    op = opdb.lookup("aten::max_pool2d_with_indices")
+    case = Case(op.qualname, (TensorSpec((1, 4, 4), "float32", seed=3), [2, 2]), {}, seed=1)
+    assert run_case(op, case, CPUBackend(), grad=False).outcome is Outcome.PASS
+    with _IndicesPastTheInput():
+        r = run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome is Outcome.MISMATCH and "index lies outside the input" in r.message

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from conform.judge import invariants
 from conform.judge import verdict as oracle
 from conform.judge.compare import Record, _spacing, bind_arguments, failures, leaves
 from conform.judge.tolerances import is_inexact, leaf_scale, tolerance_at
@@ -636,14 +637,18 @@ def _scalars_rounded(op, case, dt):
 
 
 def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
-    """`v`, the verdict of the forward phase on `device`'s observed value, with the independent
-    reference's say (see the module docstring, 3). The reference runs where it can change the
+    """`v`, the verdict of the forward phase on `device`'s observed value, with the documented
+    invariants (conform.judge.invariants) and the independent reference's say (see the module
+    docstring, 3). The reference runs where it can change the
     verdict: every case on the plain CPU; on an accelerator, where the device failed or passed
     only as a precision edge."""
     op, case = phase.op, phase.case
     bad = failures(v.records)
     if any(r.kind in oracle.META_KINDS for r in bad):
         return v
+    broken = invariants.index_records(op, inputs, device[0])
+    if broken:
+        return dataclasses.replace(v, records=list(v.records) + broken, finding=None)
     edge = v.finding is not None and v.finding.kind == oracle.PRECISION_EDGE
     if not plain and not bad and not edge:
         return v
