@@ -189,3 +189,28 @@ def test_indices_outside_the_input_fail_even_where_golden_shares_them():
     with _IndicesPastTheInput():
         r = run_case(op, case, CPUBackend(), grad=False)
     assert r.outcome is Outcome.MISMATCH and "index lies outside the input" in r.message
+
+
+def test_exp_like_ops_draw_values_near_their_own_overflow():
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+
+    import generators
+
+    warnings.simplefilter("ignore")
+    op = opdb.lookup("aten::exp")
+    drawn = []
+
+    @settings(max_examples=30, database=None, suppress_health_check=list(HealthCheck), deadline=None)
+    @given(generators.from_schema(op, "float16"))
+    def draw(case):
+        drawn.append(case)
+
+    draw()
+    near = 0
+    for case in drawn:
+        (x,), _ = case.materialize(lambda t: t, torch.device("cpu"))
+        finite = x[torch.isfinite(x)].double().abs()
+        near += bool(((finite >= 8) & (finite <= 11.1)).any())
+    assert near >= len(drawn) // 3, f"{near} of {len(drawn)} cases reach exp's float16 overflow band"
