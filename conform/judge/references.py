@@ -205,8 +205,19 @@ def _origin(expr: str) -> str:
     """The first library function an expression names ("numpy.cumsum")."""
     import re
 
-    m = re.search(r"\b(?:numpy|scipy\.special|math|torch)(?:\.[A-Za-z_]\w*)+", expr)
-    return m.group(0) if m else expr
+    found = re.findall(r"\b(?:numpy|scipy\.special|math|torch)(?:\.[A-Za-z_]\w*)+", expr)
+    ns = namespace()
+    for name in found:
+        obj = ns.get(name.split(".")[0])
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        if callable(obj) and name.rsplit(".", 1)[-1] not in _HELPERS:
+            return name
+    return found[0] if found else expr
+
+
+# functions an expression uses around its reference, never the reference itself
+_HELPERS = frozenset({"isnan", "isposinf", "isfinite", "iscomplexobj", "ones_like", "zeros_like", "asarray", "signbit"})
 
 
 # -- evaluating -----------------------------------------------------------------------------
