@@ -324,11 +324,12 @@ def evaluate(ref: Reference, op, args, kwargs):
             raise _NoOpinion("the decomposition calls the op itself")
         with torch.no_grad():
             result = _to_torch(fn(*args, **kwargs))
+            mask = _to_torch(eval(ref.ignore, namespace(), dict(bound))) if ref.ignore else None  # noqa: S307
         if ref.output is not None:
             result = _pick(result, ref.output)
             if result is None:
                 raise _NoOpinion("one output where several were expected")
-        return result, None
+        return result, mask
     ns = namespace()
     values = {k: _to_numpy(v) for k, v in bound.items()} if ref.uses_numpy else dict(bound)
     import numpy
@@ -393,7 +394,7 @@ class Opinion:
                 return None
         return [(a, r, i) for i, (a, r) in enumerate(zip(ga, wa))]
 
-    def off(self, actual, tol, *, unit: torch.dtype | None, skip=None):
+    def off(self, actual, tol, *, unit: torch.dtype | None, skip=None, values: bool = True):
         """Per leaf, the elements where `actual` disagrees with the reference beyond `tol` and
         beyond the reference's own movement when its nonzero inputs move by one unit of `unit`
         (None: not moved), except where the masks of `skip` say; None: no opinion."""
@@ -406,12 +407,12 @@ class Opinion:
             ms = [_leaf(m, i) for m in moved]
             scale = leaf_scale(r) if is_inexact(r.dtype) else 0.0
             rtol, atol = tolerance_at(tol, a.dtype, scale) if is_inexact(a.dtype) else (0.0, 0.0)
-            m = _off(a, r, ms, rtol, atol, self.reference.sign_of_zero)
+            m = _off(a, r, ms, rtol, atol, self.reference.sign_of_zero, values=values)
             if bool(m.any()) and self._rounded is not None:
                 # a kernel may read its Python scalars in its own dtype (eps, alpha): either reading stands
                 alt = _leaf(self._alternative(), i)
                 if alt is not None and alt.shape == r.shape:
-                    m &= _off(a, alt, [], rtol, atol, self.reference.sign_of_zero)
+                    m &= _off(a, alt, [], rtol, atol, self.reference.sign_of_zero, values=values)
             if self.ignore is not None and m.numel():
                 try:
                     m = m & ~torch.broadcast_to(self.ignore.to(torch.bool), m.shape)
@@ -481,7 +482,9 @@ def _unravel(flat: int, shape: tuple) -> tuple:
     return tuple(reversed(out))
 
 
-def _off(a: torch.Tensor, r: torch.Tensor, moved: list, rtol: float, atol: float, sign: bool) -> torch.Tensor:
+def _off(
+    a: torch.Tensor, r: torch.Tensor, moved: list, rtol: float, atol: float, sign: bool, *, values: bool = True
+) -> torch.Tensor:
     """Elements of `a` that disagree with the reference `r` (float64, rounded to a's dtype):
     another special value (NaN, an infinity of either sign) unless a moved reference changes
     class there too, another sign of zero where `sign`, or a finite value beyond rtol/atol and
@@ -495,7 +498,7 @@ def _off(a: torch.Tensor, r: torch.Tensor, moved: list, rtol: float, atol: float
             rf, rr.nan_to_num(0.0, 0.0, 0.0).pow(2).sum(-1).sqrt(), torch.zeros((), dtype=torch.float64)
         )
         diff = (ar - rr).abs().amax(-1)
-        return (af != rf) | (af & rf & (diff > atol + rtol * modulus))
+        return (af != rf) | (af & rf & (diff > atol + rtol * modulus) & values)
     if not is_inexact(a.dtype):
         if a.dtype == torch.bool:
             return a != (r != 0)
@@ -518,7 +521,7 @@ def _off(a: torch.Tensor, r: torch.Tensor, moved: list, rtol: float, atol: float
         edge |= cls(m) != cls(rc)
     class_off = (cls(a64) != cls(rc)) & ~edge
     finite = torch.isfinite(a64) & torch.isfinite(rc)
-    value_off = finite & ((a64 - rc).abs() > atol + rtol * rc.abs())
+    value_off = finite & ((a64 - rc).abs() > atol + rtol * rc.abs()) & values
     if ms:
         spread = torch.stack([(m - rc).abs() for m in ms]).amax(0).nan_to_num(0.0, 0.0, 0.0)
         lo = torch.stack([rc, *ms]).amin(0) - spread
@@ -560,8 +563,9 @@ def _as_the_kernel_reads(case, result_dtype):
     def tx(t):
         if not isinstance(t, torch.Tensor) or is_inexact(t.dtype) or t.layout != torch.strided:
             return t
-        if result_dtype is not None and is_inexact(result_dtype) and not result_dtype.is_complex:
-            return t.to(result_dtype).to(torch.float64)
+        if result_dtype is not None and is_inexact(result_dtype):
+            # a complex result (fft of int32) reads its integers in the real dtype under it
+            return t.to(result_dtype.to_real() if result_dtype.is_complex else result_dtype).to(torch.float64)
         if t.dim() == 0 and dimmed is not None and t.dtype != torch.bool and dimmed != torch.bool:
             return t.to(dimmed)
         return t
@@ -678,7 +682,12 @@ def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
     )
     # golden (float64) against the reference: first without movement (cheap, and enough where
     # they agree), then with the reference's movement over one float64 unit of the inputs
-    quick = op_.off(expectation, tol, unit=None)
+    # golden upcasts floating inputs only: for integer inputs it computes in the result's dtype,
+    # whose rounding (an FFT of int32 values near 2**31) the reference's moved inputs do not
+    # model; there only special values and signs of zero speak
+    in_float64 = golden is not None and _floating_inputs(op, case, inputs)
+    values = in_float64 or not any(is_inexact(t.dtype) for t in leaves(expectation) if isinstance(t, torch.Tensor))
+    quick = op_.off(expectation, tol, unit=None, values=values)
     if quick is None:
         return v
     if not any(bool(m.any()) for m in quick):
@@ -693,10 +702,8 @@ def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
                 rec = dataclasses.replace(rec, message=f"{msg}: {rec.message}")
                 return dataclasses.replace(v, records=list(v.records) + [rec], finding=None)
         return v
-    # golden upcasts floating inputs only: for integer inputs it computes in the result's dtype
-    in_float64 = golden is not None and any(t.dtype == torch.float64 for t in leaves(expectation))
     wide = torch.float64 if in_float64 else unit
-    golden_off = op_.off(expectation, tol, unit=wide)
+    golden_off = op_.off(expectation, tol, unit=wide, values=values)
     if golden_off is None or not any(bool(m.any()) for m in golden_off):
         return v
     said = f"independent reference ({ref.origin})"
@@ -705,7 +712,7 @@ def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
     # the side under judgement against the reference, where golden disagrees with it; moved by
     # one unit of the case's dtype (the conditioning of a result computed in that dtype)
     agree = [~m for m in golden_off]
-    device_off = op_.off(device[0], tol, unit=unit or torch.float64, skip=agree)
+    device_off = op_.off(device[0], tol, unit=unit or torch.float64, skip=agree, values=values)
     if device_off is None:
         return v
     device_wrong = any(bool(m.any()) for m in device_off)
@@ -744,6 +751,21 @@ def second_opinion(phase, device, v, *, tol, plain: bool, inputs=None):
         v.ref_golden_err,
     )
     return dataclasses.replace(v, records=[r for r in v.records if r.ok], finding=f, attribution="")
+
+
+def _floating_inputs(op, case, inputs) -> bool:
+    """Whether some floating tensor is an input of the case (not an out= argument): golden runs
+    those in float64; with integer inputs alone it computes in the result's own dtype."""
+    outs = {a.name for a in op.out_args}
+    if inputs:
+        bound = bind_arguments(op, *inputs)
+        return any(
+            isinstance(t, torch.Tensor) and is_inexact(t.dtype)
+            for name, v in bound.items()
+            if name not in outs
+            for t in leaves(v)
+        )
+    return any(is_inexact(sp.torch_dtype) for sp in case.tensor_specs())
 
 
 @functools.cache

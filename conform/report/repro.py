@@ -259,8 +259,8 @@ def independent_verdict():
     def kernel_reads(t):  # torch's promotion, which numpy does not make (see conform's references)
         if not isinstance(t, torch.Tensor) or t.is_floating_point() or t.is_complex():
             return t
-        if result_dtype is not None and result_dtype.is_floating_point:
-            return t.to(result_dtype).to(torch.float64)
+        if result_dtype is not None and (result_dtype.is_floating_point or result_dtype.is_complex):
+            return t.to(result_dtype.to_real() if result_dtype.is_complex else result_dtype).to(torch.float64)
         return t.to(INT_DTYPE) if t.dim() == 0 and INT_DTYPE is not None and t.dtype != torch.bool else t
 
     def to_numpy(v):
