@@ -62,6 +62,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         tensors=len(op.tensor_args),
         huge_band=huge_band_for(op),
         reduces=op.family == "reduction",
+        op_range=(getattr(op.rules, "hints", None) or {}).get("op_range", ""),
     )
 
 

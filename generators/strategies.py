@@ -107,6 +107,8 @@ STRESS_ROWS = 3  # rows of the outer dims: successive rows' tails meet different
 STRESS_ROWS_HUGE = (STRESS_ROWS, 48)
 _stress_rows_huge = memo.sampled_from(STRESS_ROWS_HUGE)
 _stress = contextvars.ContextVar("conform_stress", default=None)
+# the op's own range band (opdb hint `op_range`, generators.tensor.OP_RANGES) while its case is drawn
+_op_range = contextvars.ContextVar("conform_op_range", default="")
 _stress_variants = memo.sampled_from(STRESS_VARIANTS)
 _edges_layouts = memo.sampled_from(EDGES_LAYOUTS)
 
@@ -148,7 +150,12 @@ def huge_role(tensors: int) -> memo.SearchStrategy[int]:
 
 
 def stressed(
-    cases: memo.SearchStrategy, *, tensors: int = 1, huge_band: str = "beyond_sqrt", reduces: bool = False
+    cases: memo.SearchStrategy,
+    *,
+    tensors: int = 1,
+    huge_band: str = "beyond_sqrt",
+    reduces: bool = False,
+    op_range: str = "",
 ) -> memo.SearchStrategy:
     """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
     of the case is drawn: shapes() and draw_tensor() read it. `tensors`: how many tensor
@@ -169,9 +176,11 @@ def stressed(
             state["huge_band"] = huge_band
             state["huge_drawn"] = not huge_band
         token = _stress.set(state)
+        range_token = _op_range.set(op_range)
         try:
             return draw(cases)
         finally:
+            _op_range.reset(range_token)
             _stress.reset(token)
 
     return build()
@@ -399,11 +408,20 @@ _byte_magnitudes = memo.sampled_from(("",) * 9 + ("int_extreme",))
 
 def _magnitudes(dtype: str, values: str):
     """The magnitude bands a tensor of `dtype` in domain `values` may draw, or None."""
+    op_range = _op_range.get()
+    if op_range and dtype in FLOAT_DTYPES and values == "small":
+        # an exp-like op keeps its inputs small, except in its own range band: two tensors in three
+        return _op_range_bands(op_range)
     if dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:  # not complex, not float8 (max 448)
         return _half_magnitudes if dtype == "float16" else _float_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
         return _byte_magnitudes if dtype in ("int8", "uint8") else _int_magnitudes
     return None
+
+
+@functools.cache
+def _op_range_bands(op_range: str) -> memo.SearchStrategy[str]:
+    return memo.sampled_from(("", op_range, op_range))
 
 
 @functools.cache

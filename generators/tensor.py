@@ -68,7 +68,20 @@ MAGNITUDES = (
     "apart_odd",
     "exponent",
     "mantissa",
+    "exp_range",
+    "exp2_range",
+    "cosh_range",
 )
+# "exp_range" / "exp2_range" / "cosh_range": values relative to an op's own range, found by
+# inverting the op where it is monotone: x whose exp (2**x, cosh) lies within a few binades of the
+# dtype's largest value, and, with the sign the kind drew, of its smallest (exp in float16 between
+# 8 and 11.1: a half-precision kernel overflows or flushes to zero early there; pytorch's own
+# OpInfos reach it rarely). The band is log(max) - 3 to just below log(max), through the op's inverse.
+OP_RANGES = {
+    "exp_range": lambda top: math.log(top),
+    "exp2_range": lambda top: math.log2(top),
+    "cosh_range": lambda top: math.log(2 * top),
+}
 MODERATE_BAND = (100.0, 4000.0)
 # "apart_even" / "apart_odd": the moderate band on the even (odd) columns of the innermost dim and
 # the kind's own range on the others, so that two tensors of a case given one each are apart in
@@ -570,6 +583,12 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
     if magnitude == "small_mantissa":
         return torch.finfo(dtype).smallest_normal, 2.0
     top = torch.finfo(dtype).max
+    if magnitude in OP_RANGES:
+        # just below the threshold: a result the dtype holds (beyond it the overflow is right,
+        # and a gradient formula that reads the overflowed result is no bug); the margin keeps x
+        # below it once rounded to the dtype (float16's spacing is 1/128 at 11, 1/64 at 16)
+        edge = OP_RANGES[magnitude](top)
+        return edge - 3.0, edge - 0.05
     if magnitude == "beyond_sqrt":
         return math.sqrt(top) * 4, math.sqrt(top) * 64
     if magnitude == "sqrt_max":

@@ -33,6 +33,7 @@ class Hint:
                 )
             ),
             "table": lambda v: isinstance(v, dict),
+            "any": lambda v: True,
         }[self.kind](value)
         return "" if ok else f"must be {_KIND_WORDS[self.kind]}, got {value!r}"
 
@@ -44,6 +45,7 @@ _KIND_WORDS = {
     "names": "a list of argument names",
     "bounds": "a table of argument name -> [low, high]",
     "table": "a table",
+    "any": "anything",
 }
 
 HINTS: dict[str, Hint] = {
@@ -88,6 +90,17 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    # independent references (conform/judge/references.py; opdb/rules/references.toml)
+    "reference": Hint("any", None, 'a Python expression over the arguments, "decomposition", or "" for none'),
+    "reference_ignore": Hint("str", None, "the elements a documented semantic difference leaves undecided"),
+    "reference_sign_of_zero": Hint(
+        "bool", False, "the op defines the sign of a zero result, and the reference computes it"
+    ),
+    "reference_output": Hint("any", None, "compare only this output of a tuple result"),
+    # draws relative to the op's own range (opdb/rules/ranges.toml)
+    "op_range": Hint(
+        "str", None, "the range (generators.tensor.OP_RANGES) whose overflow edge the op's inputs are drawn below"
+    ),
     # what golden computes
     "quotient_rounded_first": Hint(
         "str", None, "with this argument, the quotient rounded to the result dtype before rounding_mode is right too"

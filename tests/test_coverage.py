@@ -105,6 +105,7 @@ def test_selected_ops_are_exercised_with_their_valid_cases(run_db):
     add = ops["aten::add.Tensor"]
     assert add["exercised"] and add["valid_cases"] == 2 and add["reason"] == ""
     assert add["family"] == "pointwise" and add["variant"] == "functional"
+    assert add["reference"] == "numpy.add"  # the independent reference the verdict consults
     assert ops["aten::relu"]["exercised"] and ops["aten::relu.out"]["exercised"]
 
 
@@ -118,6 +119,7 @@ def test_unexercised_ops_say_why(run_db):
         "valid_cases": 0,
         "reason": "takes a synthetic argument",
         "status": "untestable",
+        "reference": "",
     }
     assert ops["aten::mul.Tensor"]["reason"] == "not in this run's op selection"
     # an op outside the selection that opdb marks untestable keeps its rule's reason

@@ -41,6 +41,15 @@ def is_public_functional(op: str, variant: str) -> bool:
     return not op.split("::", 1)[-1].startswith("_") and variant == "functional"
 
 
+def _reference_origin(qualname: str) -> str:
+    try:
+        from conform.judge.references import origin_of
+
+        return origin_of(qualname)
+    except Exception:  # no opdb for this run's torch: none known
+        return ""
+
+
 def _rule_reason(qualname: str) -> str:
     try:
         import opdb  # torch: reports are read without it
@@ -96,6 +105,8 @@ def coverage(store: Store, run_id: int) -> dict:
                 "valid_cases": n,
                 "reason": reason,
                 "status": status(n, reason, cells.get(qualname)),
+                # the second expectation that does not run the op's kernel (conform.judge.references)
+                "reference": _reference_origin(qualname),
                 **({"skipped": skips[qualname]} if qualname in skips else {}),
             }
         )
@@ -161,6 +172,9 @@ def totals(rows: list[dict]) -> dict:
         "reference_crash": statuses.get(REFERENCE_CRASH, 0),
         "other_outcome": statuses.get(OTHER, 0),
         "valid_cases": sum(r["valid_cases"] for r in rows),
+        # exercised ops with an independent reference (NumPy, SciPy, a decomposition), of all exercised
+        "independent_reference": sum(bool(r.get("reference")) for r in rows if r["exercised"]),
+        "public_functional_independent_reference": sum(bool(r.get("reference")) for r in pub if r["exercised"]),
         "reasons": dict(reasons.most_common()),
         # skipped cells by kind: no CPU kernel for the dtype is not "no valid case was found"
         "skipped_cells": dict(
@@ -210,6 +224,9 @@ def render(report: dict, fmt: str, *, full: bool = False) -> str:
         f"{t['public_functional_runnable']} ({t['public_functional_runnable_pct']}%)",
         f"public functional exercised, of the whole catalog's:       {t['public_functional_exercised']} / "
         f"{t['public_functional']} ({t['public_functional_pct']}%)",
+        f"with an independent reference, of the exercised ops:      {t.get('independent_reference', 0)} / {t['exercised']}",
+        f"  of the exercised public functional ops:                  "
+        f"{t.get('public_functional_independent_reference', 0)} / {t['public_functional_exercised']}",
         f"no valid case (a generator defect: listed first above):    {t['no_valid_case']}",
         f"untestable by nature (the op's reason):                    {t['untestable']}",
         f"no kernel here (not counted among the runnable ops):       {t['no_kernel_here']}",

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conform.backends import CPUBackend
 from conform.errors import first_line
-from conform.judge import gradients, metamorphic
+from conform.judge import gradients, metamorphic, references
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -497,6 +497,10 @@ def _run_case(
         rerun_device=rerun_ref if is_plain_cpu(backend) else _forward_rerun(op, backend),
         rerun_reference=rerun_ref,
     )
+    if ref.error is None and dtype_checked and not meta_only and nondet not in ("seeded", "uninitialized"):
+        v = references.second_opinion(
+            phase, (dev.result, dev.written), v, tol=tol, plain=is_plain_cpu(backend), inputs=before
+        )
     records = v.records
     result = CaseResult(Outcome.PASS, "forward")
     _fill_errors(result, records)

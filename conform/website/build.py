@@ -186,6 +186,17 @@ class Builder:
         for op in self.data.ops.values():
             self.write(f"data/op/{op.slug}.js", _js_data(f"op/{op.slug}", self.op_payload(op)))
 
+    def referenced_share(self, env) -> float:
+        """The share of the environment's exercised ops that have an independent reference
+        (conform.judge.references): a second expectation that does not run the op's kernel."""
+        from conform.judge.references import origin_of
+
+        exercised = {op for (op, _), row in env.cells.items() if row[site_data.R_EXAMPLES] > 0}
+        if not exercised:
+            return 0.0
+        names = [self.data.ops[i].qualname for i in exercised if i in self.data.ops]
+        return sum(bool(origin_of(q)) for q in names) / len(exercised)
+
     def overview_rows(self) -> list[dict]:
         rows = []
         for e in self.data.envs:
@@ -197,6 +208,7 @@ class Builder:
                     "counts": counts,
                     "cells": total,
                     "coverage": e.ops_exercised() / e.ops_total if e.ops_total else 0.0,
+                    "referenced": self.referenced_share(e),
                     "pass": counts.get("pass", 0) / total if total else 0.0,
                     "timed": len({k[0] for k in e.timings}),
                     "vs": self.declared_vs.get(e.id),

@@ -1,0 +1,216 @@
+"""Independent references: the table, and the verdict when golden shares a kernel's bug."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import opdb
+from conform.backends import CPUBackend
+from conform.judge import references
+from conform.outcomes import Outcome
+from conform.report.repro import repro_script
+from conform.run.execute import run_case
+from generators.case import Case, TensorSpec
+
+aten = torch.ops.aten
+
+
+def _ref(qualname):
+    return references.reference_for(opdb.lookup(qualname))
+
+
+def test_table_names_library_functions():
+    assert _ref("aten::atan2").origin == "numpy.arctan2"
+    assert _ref("aten::atan2").sign_of_zero
+    assert _ref("aten::lgamma").origin == "scipy.special.gammaln"
+    assert _ref("aten::cumsum").origin == "numpy.cumsum"
+    assert _ref("aten::special_i1e").origin == "scipy.special.i1e"
+    assert _ref("aten::mse_loss").origin == "torch._decomp"
+
+
+def test_discovery_by_name_and_its_exclusions():
+    exp = _ref("aten::exp")
+    assert exp.discovered and exp.expression == "numpy.exp(self)"
+    assert _ref("aten::lt.Tensor").origin == "numpy.less"
+    # same name, another meaning: never discovered
+    assert _ref("aten::nextafter") is None
+    assert _ref("aten::equal") is None
+    # documented differences are entries with their reason
+    sign = _ref("aten::sign")
+    assert sign.ignore and "NaN" in sign.why
+
+
+def test_every_table_expression_names_a_real_function():
+    ns = references.namespace()
+    for op in opdb.catalog():
+        hints = op.rules.hints or {}
+        expr = hints.get("reference")
+        if not expr or expr == references.DECOMPOSITION:
+            continue
+        origin = references._origin(expr)
+        obj = ns[origin.split(".")[0]]
+        for part in origin.split(".")[1:]:
+            obj = getattr(obj, part)  # raises on a misspelt function
+        assert callable(obj), (op.qualname, origin)
+
+
+def test_decompositions_that_call_the_op_itself_are_refused():
+    op = opdb.lookup("aten::mse_loss")
+    case = Case(op.qualname, (TensorSpec((3,), "float32", seed=1), TensorSpec((3,), "float32", seed=2)), {}, seed=1)
+    assert references.opinion(op, case) is not None
+    assert references._INDEPENDENT["aten::mse_loss"] is True
+
+
+def _atan2_case():
+    y = TensorSpec((4,), "float32", data=(0.0, -0.0, 0.0, 1.0))
+    x = TensorSpec((4,), "float32", data=(-0.0, -1.0, 2.0, 1.0))
+    return Case("aten::atan2", (y, x), {}, seed=1)
+
+
+class _ZeroQuadrantLost(TorchDispatchMode):
+    """atan2 that loses the quadrant of a zero numerator: atan2(+-0, x < 0) gives 0, not +-pi."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.atan2.default:
+            out = torch.where(args[0] == 0, torch.zeros_like(out), out)
+        return out
+
+
+class _RightAtan2(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.atan2.default:
+            y, x = args
+            return torch.from_numpy(np.arctan2(y.double().numpy(), x.double().numpy())).to(y.dtype)
+        return func(*args, **(kwargs or {}))
+
+
+class _RightDevice(CPUBackend):
+    name = "right-atan2"
+
+    def device_context(self):
+        return _RightAtan2()
+
+
+def test_a_bug_golden_shares_is_found_on_the_cpu():
+    op = opdb.lookup("aten::atan2")
+    assert run_case(op, _atan2_case(), CPUBackend()).outcome is Outcome.PASS
+    with _ZeroQuadrantLost():  # the CPU wrong in every dtype: golden float64 too
+        r = run_case(op, _atan2_case(), CPUBackend())
+    assert r.outcome is Outcome.MISMATCH
+    assert "independent reference (numpy.arctan2) disagrees with the CPU kernel" in r.message
+
+
+def test_a_right_device_is_not_failed_where_the_cpu_is_wrong():
+    op = opdb.lookup("aten::atan2")
+    with _ZeroQuadrantLost():
+        r = run_case(op, _atan2_case(), _RightDevice())
+    assert r.outcome is Outcome.PASS
+    assert r.finding["kind"] == "cpu_wrong" and "numpy.arctan2" in r.finding["message"]
+
+
+def test_a_wrong_device_still_fails_where_the_cpu_is_right():
+    class WrongDevice(CPUBackend):
+        name = "wrong-atan2"
+
+        def device_context(self):
+            return _ZeroQuadrantLost()
+
+    r = run_case(opdb.lookup("aten::atan2"), _atan2_case(), WrongDevice())
+    assert r.outcome is Outcome.MISMATCH
+
+
+@pytest.mark.parametrize(
+    "qualname, args",
+    [
+        ("aten::sign", (TensorSpec((3,), "float32", data=(float("nan"), -0.0, 2.0)),)),
+        ("aten::angle", (TensorSpec((3,), "float32", data=(-0.0, -1.0, 2.0)),)),
+        ("aten::sin", (TensorSpec((3,), "int32", data=(2147483631, -7, 0)),)),
+        (
+            "aten::remainder.Tensor",
+            (TensorSpec((2,), "int32", data=(1, 5)), TensorSpec((), "int64", data=(-2147483634,))),
+        ),
+    ],
+)
+def test_documented_differences_raise_no_alarm(qualname, args):
+    op = opdb.lookup(qualname)
+    r = run_case(op, Case(qualname, args, {}, seed=1), CPUBackend())
+    assert r.outcome is Outcome.PASS, r.message
+
+
+def test_the_repro_script_recomputes_the_reference(tmp_path):
+    op = opdb.lookup("aten::atan2")
+    with _ZeroQuadrantLost():
+        r = run_case(op, _atan2_case(), CPUBackend())
+    script = repro_script(op, _atan2_case(), "cpu", result=r)
+    assert "REFERENCE = 'numpy.arctan2(self, other)'" in script
+    # the script runs in a fresh process with the same fault: its own torch must be wrong too
+    fault = (
+        "import torch\n"
+        "_orig = torch.ops.aten.atan2.default\n"
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "class M(TorchDispatchMode):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+        "        out = func(*args, **(kwargs or {}))\n"
+        "        if func is torch.ops.aten.atan2.default:\n"
+        "            out = torch.where(args[0] == 0, torch.zeros_like(out), out)\n"
+        "        return out\n"
+        "M().__enter__()\n"
+    )
+    path = tmp_path / "repro.py"
+    path.write_text(
+        script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
+    )
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    assert "verdict: mismatch" in out, out[-800:]
+
+
+class _IndicesPastTheInput(TorchDispatchMode):
+    """max_pool2d_with_indices whose indices count the padded plane: past the input's last element."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.max_pool2d_with_indices.default:
+            values, indices = out
+            return values, indices + args[0].shape[-1] * args[0].shape[-2]
+        return out
+
+
+def test_indices_outside_the_input_fail_even_where_golden_shares_them():
+    op = opdb.lookup("aten::max_pool2d_with_indices")
+    case = Case(op.qualname, (TensorSpec((1, 4, 4), "float32", seed=3), [2, 2]), {}, seed=1)
+    assert run_case(op, case, CPUBackend(), grad=False).outcome is Outcome.PASS
+    with _IndicesPastTheInput():
+        r = run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome is Outcome.MISMATCH and "index lies outside the input" in r.message
+
+
+def test_exp_like_ops_draw_values_near_their_own_overflow():
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+
+    import generators
+
+    warnings.simplefilter("ignore")
+    op = opdb.lookup("aten::exp")
+    drawn = []
+
+    @settings(max_examples=30, database=None, suppress_health_check=list(HealthCheck), deadline=None, derandomize=True)
+    @given(generators.from_schema(op, "float16"))
+    def draw(case):
+        drawn.append(case)
+
+    draw()
+    near = 0
+    for case in drawn:
+        (x,), _ = case.materialize(lambda t: t, torch.device("cpu"))
+        finite = x[torch.isfinite(x)].double().abs()
+        near += bool(((finite >= 8) & (finite <= 11.1)).any())
+    assert near >= len(drawn) // 3, f"{near} of {len(drawn)} cases reach exp's float16 overflow band"
