@@ -31,6 +31,7 @@ from conform.ci import expectations
 from conform.errors import ConformError, first_line
 from conform.outcomes import Outcome
 from conform.store import Store, database_url, queries
+from conform.store.model_results import model_history
 from conform.timing.changes import PCT, slowdowns
 
 PASS = Outcome.PASS.value
@@ -643,7 +644,6 @@ class ModelGateResult:
 
 
 def _model_verdicts(store, spec: str) -> list:
-    from conform.store.model_results import model_history
 
     return model_history(store, spec)
 
@@ -651,7 +651,6 @@ def _model_verdicts(store, spec: str) -> list:
 def model_gate(baseline: str, specs: list[str], *, db: str | None = None) -> ModelGateResult:
     """Compare the newest stored verdict of each model SPEC in `db` with `baseline` (a database
     path or URL: its newest verdict of the SPEC; the same database: the verdict before the newest)."""
-    from conform.store import Store, database_url
 
     store = Store(db, readonly=True, create=False)
     where = baseline.rpartition("#")[0] if "#" in baseline else baseline

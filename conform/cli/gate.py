@@ -11,7 +11,9 @@ import click
 from conform.ci.gate import (
     gate,
     junit_xml,
+    model_gate,
     render_markdown,
+    render_model_gate,
     render_text,
 )
 from conform.errors import ConformError
@@ -64,8 +66,6 @@ def gate_command(baseline, run_id, summary_path, junitxml, timing_pct, no_timing
     Exit status: 0 nothing regressed, 1 regressions, 2 bad input.
     """
     if models:
-        from conform.ci.gate import model_gate, render_model_gate
-
         model_result = model_gate(baseline, list(models), db=db)
         click.echo(render_model_gate(model_result))
         if summary_path:

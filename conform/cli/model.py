@@ -6,7 +6,15 @@ import sys
 
 import click
 
-from conform.errors import ConformError
+from conform import __version__
+from conform.backends import resolve
+from conform.environment import capture
+from conform.errors import ConformError, first_line
+from conform.model import backendbench
+from conform.model import spec as spec_mod
+from conform.model.verdict import PASSING, check_model, render
+from conform.store import Store
+from conform.store.model_results import record_model
 
 
 @click.command("model")
@@ -41,10 +49,6 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
     package.module:factory (a callable returning (model, example_inputs)).
     Exit status: 0 runs (with or without fallback), 1 fails or diverges, 2 bad input.
     """
-    from conform import __version__
-    from conform.backends import resolve
-    from conform.model import spec as spec_mod
-    from conform.model.verdict import PASSING, check_model, render
 
     spec_mod.parse(spec)  # a malformed SPEC is one line before anything is imported or built
     if dtype != "float32" and train:
@@ -52,8 +56,6 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
     backend = resolve(device)
     store = None
     if store_it:  # a database that cannot be written is said before the model runs, not after
-        from conform.store import Store
-
         store = Store(db)
 
     def progress(message: str) -> None:
@@ -67,7 +69,7 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
         if fmt != "text" or not sys.stderr.isatty():
             return
         if bar is None:
-            from tqdm import tqdm
+            from tqdm import tqdm  # here, not at the top: the progress bar is only loaded when it is shown
 
             bar = tqdm(total=total, unit="case", dynamic_ncols=True, file=sys.stderr, leave=False)
         bar.update(1)
@@ -81,21 +83,14 @@ def model_command(spec, device, dtype, train, timing, fmt, store_it, export_trac
     except ConformError:
         raise
     except Exception as e:  # building the model itself failed: the SPEC, not the device
-        from conform.errors import first_line
-
         raise ConformError(f"model {spec!r} could not be built and run on the CPU: {first_line(e, 300)}") from None
     finally:
         if bar is not None:
             bar.close()
     if export_trace:
-        from conform.model import backendbench
-
         with open(export_trace, "w", encoding="utf-8") as f:
             f.write(backendbench.dumps(report.trace))
     if store is not None:
-        from conform.environment import capture
-        from conform.store.model_results import record_model
-
         repros = {o.op: o.failing.repro for o in report.ops if o.failing is not None and o.failing.repro}
         div = report.whole.divergence if report.whole else None
         record_model(

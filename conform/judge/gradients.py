@@ -21,6 +21,10 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.autograd.forward_ad as fwAD
+import torch.utils._pytree as pytree
+
+from conform.judge.compare import leaves as result_leaves
 
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
@@ -80,8 +84,6 @@ def directional(fn, xs, vs, seed):
 
     out["vjp"] = sum(float((gr * u)[u != 0].sum()) if gr is not None else 0.0 for gr, u in zip(grads, us))
     try:
-        import torch.autograd.forward_ad as fwAD
-
         with fwAD.dual_level():
             duals = [fwAD.make_dual(x, u) for x, u in zip(base, us)]
             tangents = [fwAD.unpack_dual(o).tangent for o in fn(duals)]
@@ -127,9 +129,6 @@ def message(r) -> str:
 def case_function(op, case, vs=None):
     """(fn, xs, vs) for `directional` on one case of `op`, in float64 on the CPU, or None where
     the check does not apply (no real floating input or output, complex values)."""
-    import torch.utils._pytree as pytree
-
-    from conform.judge.compare import leaves as result_leaves
 
     args, kwargs = case.materialize(lambda t: t.clone(), torch.device("cpu"), dtype=torch.float64)
     flat, spec = pytree.tree_flatten((args, kwargs))

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import random
 import re
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -354,7 +355,6 @@ def _strided(case: Case) -> bool:
 
 
 def _tb(e: BaseException) -> str:
-    import traceback
 
     return "".join(traceback.format_exception(e))
 

@@ -28,11 +28,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import warnings
 from dataclasses import dataclass
 
+import numpy
 import torch
 
+import opdb
 from conform.judge import invariants
 from conform.judge import verdict as oracle
 from conform.judge.compare import Record, _spacing, bind_arguments, failures, leaves
@@ -146,8 +149,7 @@ def _value_inputs(op) -> tuple[str, ...] | None:
 
 
 def _function(path: str):
-    import numpy
-    import scipy.special
+    import scipy.special  # here, not at the top: scipy loads in about half a second: only cells with a SciPy reference pay it
 
     mod, _, name = path.rpartition(".")
     root = {"numpy": numpy, "scipy.special": scipy.special}.get(mod)
@@ -157,7 +159,6 @@ def _function(path: str):
 def discovered(op) -> Reference | None:
     """A reference found by name: a NumPy ufunc or scipy.special function of the op's name (or
     its reviewed alias in ALIASES) taking as many inputs as the op's schema has."""
-    import numpy
 
     names = _value_inputs(op)
     if names is None or op.family in ("torchscript", "quantized", "sparse"):
@@ -203,7 +204,6 @@ def reference_for(op) -> Reference | None:
 
 def _origin(expr: str) -> str:
     """The first library function an expression names ("numpy.cumsum")."""
-    import re
 
     found = re.findall(r"\b(?:numpy|scipy\.special|math|torch)(?:\.[A-Za-z_]\w*)+", expr)
     ns = namespace()
@@ -224,7 +224,7 @@ _HELPERS = frozenset({"isnan", "isposinf", "isfinite", "iscomplexobj", "ones_lik
 
 
 def _decomposition(qualname: str):
-    import torch._decomp
+    import torch._decomp  # here, not at the top: torch._decomp loads every decomposition: only ops whose reference is one pay it
 
     name, _, overload = qualname.split("::", 1)[1].partition(".")
     packet = getattr(torch.ops.aten, name, None)
@@ -260,7 +260,6 @@ def _calls_itself(op, fn, args, kwargs) -> bool:
 
 
 def _to_numpy(v):
-    import numpy
 
     if isinstance(v, torch.Tensor):
         t = v.detach()
@@ -279,7 +278,6 @@ def _to_numpy(v):
 
 
 def _to_torch(v):
-    import numpy
 
     if isinstance(v, torch.Tensor):
         return v.detach()
@@ -299,8 +297,7 @@ class _NoOpinion(Exception):
 
 def namespace():
     """What an expression may name: the libraries, and nothing of conform's."""
-    import numpy
-    import scipy.special
+    import scipy.special  # here, not at the top: scipy loads in about half a second: only cells with a SciPy reference pay it
 
     scipy_ns = type("scipy", (), {"special": scipy.special})
     return {"numpy": numpy, "scipy": scipy_ns, "math": math, "torch": torch}
@@ -332,7 +329,6 @@ def evaluate(ref: Reference, op, args, kwargs):
         return result, mask
     ns = namespace()
     values = {k: _to_numpy(v) for k, v in bound.items()} if ref.uses_numpy else dict(bound)
-    import numpy
 
     with warnings.catch_warnings(), numpy.errstate(all="ignore"), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -772,8 +768,6 @@ def _floating_inputs(op, case, inputs) -> bool:
 def origin_of(qualname: str) -> str:
     """The origin of `qualname`'s reference ("numpy.arctan2"), or "" (coverage's column)."""
     try:
-        import opdb
-
         ref = reference_for(opdb.lookup(qualname))
     except Exception:  # noqa: BLE001 - an op of another torch: none known
         return ""

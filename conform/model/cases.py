@@ -23,6 +23,11 @@ import opdb
 from conform.errors import first_line
 from conform.model.trace import TensorMeta, Trace, TracedCall
 from conform.outcomes import Outcome, worst
+from conform.report.repro import repro_script
+from conform.run import execute
+from conform.run.execute import run_case
+from conform.timing.inputs import bound_call
+from conform.timing.timer import measure
 from generators.case import Case
 from generators.tensor import EXPLICIT_LAYOUT, VALUE_KINDS, TensorSpec
 
@@ -36,7 +41,6 @@ TRACED_OUTPUT_NUMEL = 1 << 28
 
 @contextlib.contextmanager
 def _traced_output_caps():
-    from conform.run import execute
 
     saved = execute.MAX_OUTPUT_NUMEL, execute.MAX_OUTPUT_TENSORS
     execute.MAX_OUTPUT_NUMEL, execute.MAX_OUTPUT_TENSORS = TRACED_OUTPUT_NUMEL, 1 << 16
@@ -216,8 +220,6 @@ def _device_context(backend):
 def judge_call(call: TracedCall, backend, *, timing: bool = True) -> CaseOutcome:
     """Run one traced call as a case on `backend` (run_case), its repro script for any verdict
     but pass, and its time on the device and the CPU."""
-    from conform.report.repro import repro_script
-    from conform.run.execute import run_case
 
     try:
         op = opdb.lookup(call.op)
@@ -244,8 +246,6 @@ def judge_call(call: TracedCall, backend, *, timing: bool = True) -> CaseOutcome
 
 def time_case(op, case: Case, backend) -> tuple[float | None, float | None]:
     """Median seconds of one call on the device and on the CPU (conform.timing.timer)."""
-    from conform.timing.inputs import bound_call
-    from conform.timing.timer import measure
 
     def timed(to_device, device, sync, ctx):
         try:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from pathlib import Path
+
+import torch
 
 from conform.errors import ConformError
 
@@ -51,7 +54,6 @@ def torchvision():
     """torchvision, importable beside torch's CPU build (see the module docstring)."""
     if importlib.util.find_spec("torchvision") is None:
         raise MissingLibrary(f"torchvision is not installed; the model libraries are an extra: {EXTRA}")
-    import sys
 
     if "torchvision" not in sys.modules:
         _stub_missing_ops()
@@ -62,14 +64,12 @@ def torchvision():
 
 
 def _torch_version() -> str:
-    import torch
 
     return torch.__version__
 
 
 def compiled_ops_load() -> bool:
     """Whether torchvision's compiled ops library loads beside this torch."""
-    import torch
 
     spec = importlib.util.find_spec("torchvision")
     folder = Path(next(iter(spec.submodule_search_locations)))
@@ -85,7 +85,6 @@ def compiled_ops_load() -> bool:
 
 def _stub_missing_ops() -> None:
     global _stub_library
-    import torch
 
     if _stub_library is not None or compiled_ops_load():
         return

@@ -161,6 +161,7 @@ def _encode(v, device_type: str, tensors: list):
 
 
 def _value_range(t: torch.Tensor) -> tuple[int, int] | None:
+    # here, not at the top: fake tensors are only needed when a model is traced without data
     from torch._subclasses.fake_tensor import FakeTensor
 
     if isinstance(t, FakeTensor) or t.device.type == "meta" or t.numel() == 0:
@@ -228,6 +229,7 @@ def trace_on(
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if fake:
+            # here, not at the top: fake tensors are only needed when a model is traced without data
             from torch._subclasses.fake_tensor import FakeTensorMode
 
             mode = stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))

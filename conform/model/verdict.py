@@ -14,6 +14,7 @@ not hidden in the verdict.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from conform.model import backendbench
 from conform.model import cases as cases_mod
 from conform.model import spec as spec_mod
 from conform.model import trace as trace_mod
@@ -154,7 +156,6 @@ _STOPS = (Outcome.NOT_IMPLEMENTED, Outcome.UNSUPPORTED_DTYPE, Outcome.DEVICE_ERR
 def _check_trace(model_spec, backend, *, dtype, train, timing, say, started, case_progress) -> ModelReport:
     """An imported trace: its calls judged; fails where an op cannot run, else runs (with
     fallback); no whole model to compare, so never diverges."""
-    from conform.model import backendbench
 
     try:
         with open(model_spec.name, encoding="utf-8") as f:
@@ -214,7 +215,6 @@ def _headline(r: ModelReport) -> str:
 
 
 def render(r: ModelReport, fmt: str) -> str:
-    import json
 
     if fmt == "json":
         return json.dumps(r.to_dict(), indent=1, default=str)

@@ -28,9 +28,13 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
+import opdb
 from conform.errors import first_line
+from conform.judge.tolerances import input_scales, tolerance_for
+from conform.model.cases import to_case
 from conform.model.spec import Built, floating_leaves, prepare, step
 from conform.model.trace import Recorder, TracedCall, _encode, move_inputs, op_name
+from conform.report.repro import repro_script
 
 # the device's error may be this many times the CPU's float32 error before the model diverges
 DIVERGENCE_FACTOR = 32.0
@@ -213,7 +217,6 @@ def _device_context(backend):
 
 def _skipped(func) -> bool:
     """Ops whose output is not a function of their inputs' values (random, uninitialised)."""
-    import opdb
 
     tags = getattr(func, "tags", ()) or ()
     if torch.Tag.nondeterministic_seeded in tags:
@@ -273,8 +276,6 @@ class Shadow(TorchDispatchMode):
         return out
 
     def _judge(self, func, name, args, kwargs, out, cpu32, golden, cpu_args, cpu_kwargs):
-        import opdb
-        from conform.judge.tolerances import input_scales, tolerance_for
 
         leaves = [
             (d, c, g)
@@ -322,7 +323,6 @@ class Shadow(TorchDispatchMode):
                 return
 
     def _divergence(self, func, name, args, kwargs, device_err, cpu_err, allowed) -> Divergence:
-        from conform.model.cases import to_case
 
         tensors: list[torch.Tensor] = []
         enc_args = tuple(_encode(a, self.device_type, tensors) for a in args)
@@ -334,9 +334,6 @@ class Shadow(TorchDispatchMode):
         call.phase = "backward" if self.tracker.is_bw else "forward"
         div = Divergence(name, call.module, call.phase, call.describe(), device_err, cpu_err, allowed)
         try:
-            import opdb
-            from conform.report.repro import repro_script
-
             spec = opdb.lookup(name)
             case = to_case(call, spec)
             div.case = case.to_json()

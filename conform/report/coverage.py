@@ -29,6 +29,7 @@ import json
 import re
 from collections import Counter
 
+from conform.judge.references import origin_of
 from conform.outcomes import REFERENCE_CRASH as CRASH_SKIP
 from conform.store import Store, queries
 
@@ -43,8 +44,6 @@ def is_public_functional(op: str, variant: str) -> bool:
 
 def _reference_origin(qualname: str) -> str:
     try:
-        from conform.judge.references import origin_of
-
         return origin_of(qualname)
     except Exception:  # no opdb for this run's torch: none known
         return ""

@@ -15,7 +15,7 @@ import inspect
 import json
 import math
 
-from conform.judge import gradients
+from conform.judge import gradients, references
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
 from opdb.hints import hint
@@ -638,7 +638,6 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
 def _independent_prelude(op, case: Case, result) -> str:
     """The independent reference's settings: set where conform's verdict came from it (its
     message names it), else REFERENCE is empty and the script does not recompute it."""
-    from conform.judge import references
 
     ref = None
     if not isinstance(op, str) and "independent reference" in (getattr(result, "message", "") or ""):

@@ -24,6 +24,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import opdb
 from conform.backends import CPUBackend
 from conform.errors import first_line
 from conform.judge import gradients, metamorphic, references
@@ -56,6 +57,7 @@ from conform.judge.tolerances import (
 from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
+from generators.backward import functional_of
 from generators.variants import out_variants
 from opdb.hints import hint
 
@@ -874,13 +876,10 @@ def _device_matches(fd, dev_grads, case, tol) -> bool:
 
 def _functional_spec(op):
     """The functional overload (an OpSpec) of an in-place or out= op, or None."""
-    import opdb
 
     if op.variant == "inplace" and op.base_name.endswith("_"):
         name = f"aten::{op.base_name[:-1]}" + (f".{op.overload}" if op.overload else "")
     elif op.variant == "out":
-        from generators.backward import functional_of
-
         fn = functional_of(op)
         if fn is None:
             return None

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+import opdb
 from conform.store.models import Environment, ModelOp, ModelResult, Op
 
 
@@ -22,7 +23,6 @@ def record_model(
     """Store one model verdict (`conform.model.verdict.ModelReport.to_dict()`) on `env` (an
     environment as conform.environment.capture makes it); `repros` maps an op to the repro script
     of its failing case. Returns the new row's id."""
-    import opdb
 
     env_id = store.environment_id(env)
     specs = []

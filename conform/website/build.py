@@ -22,8 +22,10 @@ from pathlib import Path
 import jinja2
 
 from conform import __version__
+from conform.judge.references import origin_of
 from conform.outcomes import SEVERITY
 from conform.report.declared import BACKEND_KEYS, how_on
+from conform.store import model_results
 from conform.timing import changes
 from conform.timing.changes import change_js, describe_rule
 from conform.website import charts as site_charts
@@ -189,7 +191,6 @@ class Builder:
     def referenced_share(self, env) -> float:
         """The share of the environment's exercised ops that have an independent reference
         (conform.judge.references): a second expectation that does not run the op's kernel."""
-        from conform.judge.references import origin_of
 
         exercised = {op for (op, _), row in env.cells.items() if row[site_data.R_EXAMPLES] > 0}
         if not exercised:
@@ -651,7 +652,6 @@ def build_site(store, out: str | os.PathLike) -> BuildStats:
     started = time.perf_counter()
     data = site_data.load(store)
     b = Builder(data, Path(out))
-    from conform.store import model_results
 
     latest = model_results.latest_models(store)
     b.set_models([(r, model_results.model_ops(store, r.id)) for r in latest], model_results.environment_names(store))
