@@ -1,4 +1,4 @@
-"""Metamorphic relations: the device under test held against itself (DESIGN.md, "Oracles").
+"""Metamorphic relations: the device under test held against itself (docs/verdict-rule.md).
 
 Golden float64 runs the same ATen kernel, so it shares every bug of the algorithm, the layout
 or the vector path. These relations need no expectation at all; each runs the op again on the
