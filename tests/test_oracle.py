@@ -18,12 +18,35 @@ from conform.run.execute import run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
 from tests.cpu_kernels import CPUKernels
-from tests.faulty import FaultyBackend, aten
+from tests.faulty import FaultyBackend, _FaultMode, aten
 
 INF = math.inf
-# gelu's vectorised float32 path gives NaN for +-inf (its tanh-free erf polynomial meets
-# inf * 0); the scalar path and float64 give inf / 0: a CPU bug that depends on position
+# sinh's vectorised float32 path overflows where the result fits: sinh(89) is 2.24e38, below
+# float32's largest value, but the vector loop forms exp(89) first and gives inf, while the scalar
+# tail and float64 give 2.24e38: a CPU bug that depends on the element's position (AVX2 and
+# AVX-512 alike; gelu's NaN for inf, used before, shows on AVX-512 only)
+SINH_BIG = Case("aten::sinh", (T((36,), "float32", data=(89.0, 1.0, -89.0) * 12),))
+# gelu's float32 vector loop gives NaN for +-inf on AVX-512 builds (its erf polynomial meets
+# inf * 0) while the scalar tail and float64 give inf / 0. Not every CPU shows it, so the plain
+# CPU's tests install that bug exactly: NaN for inf in the full 8-element blocks, float32 only
 GELU_INF = Case("aten::gelu", (T((36,), "float32", data=(INF, -INF, 1.0) * 12),))
+
+
+def _gelu_vector_nan(func, args, kwargs):
+    out = func(*args, **kwargs)
+    x = args[0]
+    if x.dtype != torch.float32 or x.numel() < 8:
+        return out
+    flat = x.reshape(-1)
+    blocks = flat.numel() - flat.numel() % 8
+    hit = torch.zeros(flat.shape, dtype=torch.bool)
+    hit[:blocks] = flat[:blocks].isinf()
+    return torch.where(hit.reshape(out.shape), torch.full_like(out, float("nan")), out)
+
+
+def _cpu_with_gelu_vector_nan():
+    """The plain CPU (golden against it), with gelu's vector-path bug whatever this CPU's ISA."""
+    return _FaultMode(frozenset({aten.gelu.default}), _gelu_vector_nan)
 
 
 def _backend(name, targets, bug):
@@ -31,21 +54,22 @@ def _backend(name, targets, bug):
 
 
 def test_device_agreeing_with_the_cpu_passes_and_the_cpu_deviation_is_a_reference_finding():
-    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUKernels())
+    r = run_case(opdb.lookup("aten::sinh"), SINH_BIG, CPUKernels())
     assert r.outcome == O.PASS, r.message
     assert r.finding["kind"] == oracle.REFERENCE and r.finding["phase"] == "forward"
-    assert "NaN mismatch" in r.finding["message"] and r.finding["ref_golden_err"] == INF
+    assert "infinity mismatch" in r.finding["message"] and r.finding["ref_golden_err"] == INF
 
 
 def test_the_cpu_under_test_is_still_held_against_golden_and_position_dependence_is_named():
-    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUBackend())
+    with _cpu_with_gelu_vector_nan():
+        r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUBackend())
     assert r.outcome == O.MISMATCH
     assert "computed alone" in r.message and "depends on its position" in r.message
 
 
 def test_device_right_where_the_cpu_is_wrong_passes_with_a_cpu_wrong_finding():
-    in_double = _backend("gelu-f64", {aten.gelu.default}, lambda f, a, k: f(a[0].double(), *a[1:], **k).to(a[0].dtype))
-    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, in_double)
+    in_double = _backend("sinh-f64", {aten.sinh.default}, lambda f, a, k: f(a[0].double(), *a[1:], **k).to(a[0].dtype))
+    r = run_case(opdb.lookup("aten::sinh"), SINH_BIG, in_double)
     assert r.outcome == O.PASS, r.message
     assert r.finding["kind"] == oracle.CPU_WRONG and "CPU reference is wrong here" in r.message
 
@@ -439,8 +463,9 @@ def test_a_reduction_along_a_dim_is_not_blamed_for_position():
     r = run_case(opdb.lookup("aten::_masked_softmax_backward"), case, CPUBackend())
     assert "depends on its position" not in r.message
     assert r.outcome == O.PASS, r.message
-    # an elementwise kernel's position bug is still named (gelu's vectorised NaN for inf)
-    r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUBackend())
+    # an elementwise kernel's position bug is still named (gelu's vector-path NaN for inf)
+    with _cpu_with_gelu_vector_nan():
+        r = run_case(opdb.lookup("aten::gelu"), GELU_INF, CPUBackend())
     assert r.outcome == O.MISMATCH and "depends on its position" in r.message
 
 
@@ -469,7 +494,19 @@ def test_nan_from_a_zero_scalar_factor_meeting_inf_is_the_algorithms():
         ),
     )
     r = run_case(opdb.lookup("aten::slow_conv3d_forward"), conv, CPUBackend())
-    assert r.outcome == O.GRAD_MISMATCH and "NaN mismatch" in r.message, r.message
+    if _slow_conv3d_bf16_backward_nan():
+        assert r.outcome == O.GRAD_MISMATCH and "NaN mismatch" in r.message, r.message
+    else:  # a CPU whose bfloat16 kernel does not show the bug: nothing to excuse, nothing to blame
+        assert r.outcome == O.PASS, r.message
+
+
+def _slow_conv3d_bf16_backward_nan() -> bool:
+    """Whether this CPU's bfloat16 slow_conv3d backward gives NaN for an element no window reads."""
+    x = torch.zeros(1, 1, 3, 1, 3, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.ones(2, 1, 3, 1, 2, dtype=torch.bfloat16)
+    y = torch.ops.aten.slow_conv3d_forward(x, w, [3, 1, 2], None, [1, 1, 2], [0, 0, 0])
+    (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    return bool(g.isnan().any())
 
 
 def test_grid_sampler_half_coordinates_are_its_precision_but_a_half_pixel_shift_is_not():
