@@ -59,12 +59,13 @@ def test_the_script_of_a_failing_out_variant_rebuilds_that_variant(tmp_path):
 
 
 def test_a_device_that_agrees_with_the_cpu_reproduces_as_pass_by_parity(tmp_path):
-    inf = float("inf")
-    case = Case("aten::gelu", (T((36,), "float32", data=(inf, -inf, 1.0) * 12),))
-    script = repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=False)
+    # sinh's float32 vector loop overflows at 89 (2.24e38 fits): the CPU is off golden, a device
+    # that agrees with the CPU passes by parity, the CPU under test does not
+    case = Case("aten::sinh", (T((36,), "float32", data=(89.0, 1.0, -89.0) * 12),))
+    script = repro_script(opdb.lookup("aten::sinh"), case, "cpu", golden_is_expectation=False)
     assert _script_verdict(tmp_path, script) == "pass"
     assert (
-        _script_verdict(tmp_path, repro_script(opdb.lookup("aten::gelu"), case, "cpu", golden_is_expectation=True))
+        _script_verdict(tmp_path, repro_script(opdb.lookup("aten::sinh"), case, "cpu", golden_is_expectation=True))
         == "mismatch"
     )
 
@@ -174,9 +175,11 @@ def test_a_gradient_verdict_is_reproduced(tmp_path):
     )
     op = opdb.lookup("aten::_convolution")
     r = run_case(op, case, CPUBackend())
-    assert r.outcome.value == "grad_mismatch", r.message
+    # the NaN comes from the bfloat16 kernel's vector path, which not every CPU takes: where this
+    # one computes the gradient right, the script must say pass as the verdict did
+    assert r.outcome.value in ("grad_mismatch", "pass"), r.message
     script = repro_script(op, case, "cpu", result=r, golden_is_expectation=True)
-    assert _script_verdict(tmp_path, script) == "grad_mismatch"
+    assert _script_verdict(tmp_path, script) == r.outcome.value
 
 
 def test_a_gradient_verdict_stays_the_scripts_where_the_forward_differs(tmp_path):
