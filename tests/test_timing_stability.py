@@ -98,7 +98,7 @@ def test_the_gate_ignores_unstable_timings_and_noise():
 def test_a_schema_3_database_gains_timing_intervals(tmp_path):
     path = tmp_path / "c.db"
     Store(path).close()
-    with sqlite3.connect(path) as c:  # as conform before schema 4 wrote it
+    with sqlite3.connect(path) as c:  # as conform before schema 5 wrote it (the model tables stay)
         for name in ("device_low_s", "device_high_s", "device_stable", "ref_low_s", "ref_high_s", "ref_stable"):
             c.execute(f"ALTER TABLE timings DROP COLUMN {name}")
         c.execute("DELETE FROM conform_schema WHERE version > 3")
@@ -106,7 +106,7 @@ def test_a_schema_3_database_gains_timing_intervals(tmp_path):
             "INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')"
         )
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     run = sitedata.add_run(store, sitedata.env("2.13.0"), sitedata.OPS_213, {("aten::mm", "float32"): "pass"})
     row = {"op": "aten::mm", "dtype": "float32", "size_label": "small", "shape": [4], "layout": "contiguous"}
     row |= {"numel": 4, "device_median_s": None, "device_iqr_s": None, "device_stable": False, "repeats": 10}
