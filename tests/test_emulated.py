@@ -286,12 +286,25 @@ def test_python_scalars_reach_native_kernels_as_cpu_float64_without_a_dtype_refu
 GELU_INF = Case("aten::gelu", (T((36,), "float32", data=(float("inf"), float("-inf"), 1.0) * 12),))
 
 
+def _cpu_gelu_nan_for_inf() -> bool:
+    """Whether this CPU's float32 gelu vector loop gives NaN for +inf (AVX-512 builds do; AVX2
+    gives inf, as float64 does): the reference findings below need a CPU reference off golden."""
+    return bool(torch.nn.functional.gelu(torch.full((64,), float("inf")))[0].isnan())
+
+
+needs_gelu_cpu_bug = pytest.mark.skipif(
+    not _cpu_gelu_nan_for_inf(),
+    reason="this CPU's float32 gelu agrees with float64 at inf (no AVX-512 vector loop): no CPU deviation to find",
+)
+
+
 def _emu_gelu(flavour):
     import tests.emu_kernels as k
 
     return {"cpu": k.EmuCPUGelu, "exact": k.EmuExactGelu, "off": k.EmuOffGelu}[flavour]()
 
 
+@needs_gelu_cpu_bug
 def test_device_agreeing_with_the_cpu_passes_where_golden_disagrees_with_a_reference_finding(emu, fallback_off):
     # fallback off: the cell can only pass through the device's own gelu and gelu_backward kernels
     r = run_case(opdb.lookup("aten::gelu"), GELU_INF, _emu_gelu("cpu"))
@@ -300,6 +313,7 @@ def test_device_agreeing_with_the_cpu_passes_where_golden_disagrees_with_a_refer
     assert r.finding["ref_golden_err"] == float("inf") and "NaN" in r.finding["message"]
 
 
+@needs_gelu_cpu_bug
 def test_device_disagreeing_with_the_cpu_but_close_to_golden_passes_and_names_the_cpu(emu, fallback_off):
     r = run_case(opdb.lookup("aten::gelu"), GELU_INF, _emu_gelu("exact"))
     assert r.outcome == O.PASS, r.message
@@ -312,7 +326,7 @@ def test_device_far_from_the_cpu_and_from_golden_fails(emu, fallback_off):
     for case in (GELU_INF, Case("aten::gelu", (f32(4, 9),))):
         r = run_case(opdb.lookup("aten::gelu"), case, _emu_gelu("off"))
         assert r.outcome == O.MISMATCH and r.phase == "forward", r.message
-        assert "(golden float64)" in r.message and r.device_golden_err >= 0.5, r.message
+        assert "(golden float64)" in r.message and r.device_golden_err >= 0.5 - 1e-6, r.message
 
 
 def _findings(db):
@@ -326,6 +340,7 @@ def _findings(db):
     return [(q, dt, outcome, sorted({f["kind"] for f in json.loads(fs or "[]")}), m) for q, dt, outcome, fs, m in rows]
 
 
+@needs_gelu_cpu_bug
 @pytest.mark.parametrize(("flavour", "kind"), [("cpu", "reference"), ("exact", "cpu_wrong")])
 def test_conform_run_on_the_emulated_device_stores_the_finding_parity_first_gives(emu, tmp_path, flavour, kind):
     # the whole path: fork server, clean device processes, hypothesis finding infinities in a
