@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 import opdb
 from cli_helpers import cells, conform_env
