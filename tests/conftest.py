@@ -1,10 +1,20 @@
 # Shared fixtures. PostgreSQL (a throwaway server, or $CONFORM_TEST_POSTGRES_URL): see tests/pg.py.
 import inspect
+import os
 import re
 
 import pytest
 
 from pg import postgres_server, postgres_url  # noqa: F401
+
+
+def pytest_configure(config):
+    """The tests run in pytest-xdist workers (-n auto), and the conform runs they start are pytest
+    sessions of their own: those must not read this worker's variables as theirs (conform's timing
+    pass refuses to run inside a parallel worker, and rightly, for conform's own workers)."""
+    if hasattr(config, "workerinput"):
+        for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
+            del os.environ[name]
 
 
 def pytest_collection_finish(session):

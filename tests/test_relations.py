@@ -171,9 +171,11 @@ def _alpha_doubled(func, args, kwargs):
 def test_an_in_place_overload_that_disagrees_with_its_functional_is_found():
     case = _case("aten::add_.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
     _, plain = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=False)
-    assert plain.outcome is Outcome.PASS  # golden runs the same in-place kernel
+    # golden runs the same in-place kernel: without relations only the independent reference sees it
+    assert plain.outcome is Outcome.PASS or "independent reference" in plain.message, plain.message
     op, r = _run("aten::add_.Tensor", case, _alpha_doubled, aten.add_.Tensor, relations=True)
-    assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "[forms relation]" in r.message or "independent reference" in r.message, r.message
     assert _replayed(op, case, r, _alpha_doubled, aten.add_.Tensor).startswith("verdict: mismatch")
 
 

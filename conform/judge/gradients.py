@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.autograd.forward_ad as fwAD
 import torch.utils._pytree as pytree
 
 from conform.judge.compare import leaves as result_leaves
@@ -84,6 +83,9 @@ def directional(fn, xs, vs, seed):
 
     out["vjp"] = sum(float((gr * u)[u != 0].sum()) if gr is not None else 0.0 for gr, u in zip(grads, us))
     try:
+        # inside the function: reproduction scripts embed its source (conform.report.repro)
+        import torch.autograd.forward_ad as fwAD
+
         with fwAD.dual_level():
             duals = [fwAD.make_dual(x, u) for x, u in zip(base, us)]
             tangents = [fwAD.unpack_dual(o).tangent for o in fn(duals)]
