@@ -41,7 +41,10 @@ def test_abort_and_hang_are_recorded_and_the_sweep_finishes(tmp_path):
     assert outcome[("aten::abs", "bfloat16")] == "crash"
     assert outcome[("aten::neg", "float32")] == "timeout"
     assert outcome[("aten::neg", "bfloat16")] == "timeout"
-    others = {k: v for k, v in outcome.items() if k[1] != "none" and k[0] not in ("aten::abs", "aten::neg")}
+    # abs.out's and abs_'s cells run the functional abs on the device too (the forms relation holds
+    # an out= or in-place overload against its functional): the trapped kernel reaches them as well
+    trapped = ("aten::abs", "aten::neg")
+    others = {k: v for k, v in outcome.items() if k[1] != "none" and not k[0].startswith(trapped)}
     assert others and all(v == "pass" for v in others.values()), others
     with sqlite3.connect(db) as c:
         case, repro = c.execute(
