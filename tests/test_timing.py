@@ -237,7 +237,10 @@ def test_bench_stores_every_size_of_each_passing_cell(stored_run):
         assert target / 3 <= r["numel"] <= target * 3
         assert r["numel"] == __import__("math").prod(r["shape"])
         assert r["layout"] == "contiguous" and r["dtype"] == "float32"
-        assert r["device_median_s"] > 0 and r["ref_median_s"] > 0 and r["repeats"] >= 5
+        # a timing the machine's load kept from settling is stored as unstable, with no number
+        for side in ("device", "ref"):
+            assert (r[f"{side}_median_s"] or 0) > 0 or r.get(f"{side}_stable") is False, r
+        assert r["repeats"] >= 5
         assert r["speedup"] == pytest.approx(r["ref_median_s"] / r["device_median_s"])
     # timing again replaces, never duplicates
     bench.bench(store, run, CPUBackend(), ops=["aten::relu"], sizes={"small": 64}, min_run_time=0.002, isolate=False)
