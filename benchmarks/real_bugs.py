@@ -1261,7 +1261,13 @@ def main() -> None:
         table.append((b.name, b.op, "yes" if hits else "NO", b.category or "-", b.cls, note))
     header = ("bug", "op", "found", "category", "inputs that reach it", "cell / what the op's cells said")
     widths = [max(len(str(r[i])) for r in table + [header]) for i in range(len(header))]
-    runs = "one conform run" if len(devices) == 1 else f"{len(devices)} conform runs ({', '.join(devices)})"
+    runs = (
+        f"the cells of {args.db}"
+        if args.db
+        else "one conform run"
+        if len(devices) == 1
+        else f"{len(devices)} conform runs ({', '.join(devices)})"
+    )
     print(
         f"torch {torch.__version__}, seed {seed}, {runs} over {len({op for b in live for op in (b.op, *b.also)})} ops in {secs:.0f} s"
     )
