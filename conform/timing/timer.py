@@ -100,7 +100,7 @@ class Measurement:
     median: float
     iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
     number: int  # calls per timed block
-    times: tuple[float, ...]  # per-call time of each block
+    times: tuple[float, ...]  # per-call time of each block (measure_stable on the CPU: each unpreempted one)
     event_median: float | None = None  # device-event time per call (see the module doc), if it has events
     event_iqr: float | None = None
     event_error: str = ""  # why the events gave no figure, when they failed
@@ -255,6 +255,7 @@ def measure(
 
     times: list[float] = []
     switched: list[int] = []
+    unswitched = 0
     total = 0.0
     thread0, wall0 = time.thread_time(), time.perf_counter()
     while True:
@@ -264,9 +265,10 @@ def measure(
             before = switches()
             elapsed = block(number)
             switched.append(switches() - before)
+            unswitched += switched[-1] == 0
         times.append(elapsed / number)
         total += elapsed
-        if total >= min_run_time and len(times) >= min_blocks and switched.count(0) >= min_unpreempted:
+        if total >= min_run_time and len(times) >= min_blocks and unswitched >= min_unpreempted:
             break
         if total >= max_run_time and len(times) >= min(3, min_blocks):
             break
