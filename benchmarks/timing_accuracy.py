@@ -4,7 +4,7 @@ For each of 36 representative ATen ops (pointwise, reductions, matmul, convoluti
 norms, indexing, sort, scan, shape ops; float32 on the CPU, one shape each), this script times
 the same callable with the same inputs twice, side by side in one run:
 
-* conform: `conform.timing.timer.measure(fn)` (the timer `conform bench` uses), and
+* conform: `conform.timing.timer.measure_stable(fn)` (the timer `conform bench` uses), and
 * the anchor: `torch.utils.benchmark.Timer("fn()").blocked_autorange()` with the same thread
   count (Timer defaults to one thread; conform times with torch's default).
 
@@ -17,15 +17,22 @@ included. The last line states the result as "N/M within 10%".
 
 conform's figure is what `conform bench` stores: `measure_stable`, which re-measures until two
 clean rounds agree and otherwise marks the timing unstable (stored as such, never as a number).
-`--busy` starts one busy-looping process per core for the whole run, the way a browser or another
-job loads a user's machine; the output says so. The last lines state "N/M within 10%" and how
-many stored timings are off by more than 2x without being marked unstable (the target is none).
+`--busy` starts one busy-looping process per core, the way a browser or another job loads a
+user's machine, and keeps them running while conform measures; while the anchor measures they
+are stopped (SIGSTOP, then SIGCONT), so that the anchor is the machine's quiet time, as quiet as
+the rest of the machine lets it be (an anchor measured under the load is no anchor: it can be
+orders of magnitude off). The anchor is taken ANCHOR_REPEATS times and its lowest median kept
+(interference only adds time); where its repeats disagree by more than 10%, the machine was not
+quiet even for the anchor, and the output counts such rows. The output says so. The last lines state "N/M within 10%" and how many
+stored timings are off by more than 2x without being marked unstable (the target is none).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import time
 
@@ -38,6 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from conform.timing.timer import measure_stable  # noqa: E402
 
 aten = torch.ops.aten
+ANCHOR_REPEATS = 3
 
 
 def _cases(dev):
@@ -124,6 +132,18 @@ def start_load(n: int) -> list:
     return procs
 
 
+@contextlib.contextmanager
+def paused(procs: list):
+    """The load processes stopped meanwhile (SIGSTOP), then resumed (SIGCONT)."""
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for p in procs:
+            os.kill(p.pid, signal.SIGCONT)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -141,13 +161,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     load = start_load(os.cpu_count() or 1) if args.busy else []
     try:
-        return _run(args)
+        return _run(args, load)
     finally:
         for p in load:
             p.terminate()
 
 
-def _run(args) -> int:
+def _run(args, load: list) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
@@ -157,9 +177,12 @@ def _run(args) -> int:
 
     print(f"torch {torch.__version__}, device {dev}, {threads} threads, load average {os.getloadavg()[0]:.2f}")
     if args.busy:
-        print(f"busy machine: {os.cpu_count()} other processes keep all {os.cpu_count()} cores busy throughout")
+        print(
+            f"busy machine: {len(load)} other processes keep all {os.cpu_count()} cores busy while conform measures;"
+            " they are stopped while the anchor measures"
+        )
     print(f"{'op':<26} {'shape':<34} {'conform':>10} {'anchor':>10} {'ratio':>6} {'conf wall':>9} {'anch wall':>9} ok")
-    within = unstable = gross = 0
+    within = unstable = gross = unsure = gross_unsure = gross_above = 0
     wall_conform = wall_anchor = 0.0
     for i, (name, shape, fn) in enumerate(cases):
 
@@ -169,31 +192,51 @@ def _run(args) -> int:
             return m, time.perf_counter() - t0
 
         def run_anchor():
-            t0 = time.perf_counter()
-            m = Timer("fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(
-                min_run_time=args.anchor_min_time
-            )
-            return m.median, time.perf_counter() - t0
+            with paused(load):
+                t0 = time.perf_counter()
+                medians = [
+                    Timer("fn()", globals={"fn": fn}, num_threads=threads)
+                    .blocked_autorange(min_run_time=args.anchor_min_time)
+                    .median
+                    for _ in range(ANCHOR_REPEATS)
+                ]
+                return medians, time.perf_counter() - t0
 
         if i % 2 == 0:
-            (m, cw), (a, aw) = run_conform(), run_anchor()
+            (m, cw), (medians, aw) = run_conform(), run_anchor()
         else:
-            (a, aw), (m, cw) = run_anchor(), run_conform()
+            (medians, aw), (m, cw) = run_anchor(), run_conform()
+        a = min(medians)
+        anchor_unsure = max(medians) > 1.10 * a
+        unsure += anchor_unsure
         c = m.median
         ratio = c / a
         ok = m.stable and abs(ratio - 1) <= 0.10
         within += ok
         unstable += not m.stable
-        gross += m.stable and not 0.5 <= ratio <= 2.0
+        off = m.stable and not 0.5 <= ratio <= 2.0
+        gross += off
+        gross_unsure += off and anchor_unsure
+        gross_above += off and ratio > 2.0
         wall_conform += cw
         wall_anchor += aw
         shown = f"{c * 1e6:>8.1f}us" if m.stable else f"{'unstable':>10}"
         verdict = "yes" if ok else "NO" if m.stable else f"unstable ({m.low * 1e6:.1f}-{m.high * 1e6:.1f} us)"
+        verdict += " (anchor repeats disagree)" if anchor_unsure else ""
         print(f"{name:<26} {shape:<34} {shown} {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {verdict}")
     print(
         f"wall time: conform {wall_conform:.1f} s, anchor {wall_anchor:.1f} s (conform {'<=' if wall_conform <= wall_anchor else '>'} anchor)"
     )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores)")
+    print(
+        f"anchors whose {ANCHOR_REPEATS} repeats disagreed by more than 10% (not quiet for the anchor either): {unsure}"
+        f" ({gross_unsure} of them among the rows off by more than 2x)"
+    )
     print(f"marked unstable (stored without a number): {unstable}")
+    print(
+        f"of the rows off by more than 2x, conform above the anchor: {gross_above} (interference only adds time:"
+        f" conform's errors), below it: {gross - gross_above} (the anchor slowed, or conform too low)"
+    )
     print(f"stored off by more than 2x without being marked unstable: {gross}")
     print(f"{within}/{len(cases)} within 10%")
     return 0 if within >= 0.9 * len(cases) and not gross else 1

@@ -4,6 +4,7 @@
 The timer runs on a fake clock here: each call of the timed function advances it by a cost the
 test chooses, so a round's blocks, an interference and a drifting clock are exact, not timed."""
 
+import dataclasses
 import sqlite3
 
 from sqlalchemy import text
@@ -65,6 +66,70 @@ def test_a_moving_clock_makes_a_round_unclean():
     assert "faster than the median" in timer.unclean(fast)
     descheduled = timer.Measurement(median=1e-4, iqr=0.0, number=1, times=(1e-4,) * 10, scheduled=0.5)
     assert timer.unclean(descheduled) == "" and "ran 50%" in timer.unclean(descheduled, on_cpu=True)
+
+
+class PreemptedClock(FakeClock):
+    """A FakeClock whose process the scheduler preempts: `preempt(call)` seconds are added to a
+    call, during which another process had the core (one involuntary context switch)."""
+
+    def __init__(self, cost, preempt):
+        super().__init__(cost)
+        self.preempt, self.switched = preempt, 0
+
+    def fn(self):
+        super().fn()
+        lost = self.preempt(self.calls)
+        if lost:
+            self.now += lost
+            self.switched += 1
+
+    def switches(self):
+        return self.switched
+
+
+def _on_cpu(cost, preempt):
+    clock = PreemptedClock(cost, preempt)
+    return timer.measure_stable(
+        clock.fn, clock=clock, switches=clock.switches, on_cpu=True, min_run_time=0.02, warmup=0.0
+    )
+
+
+def _kernel(n):  # a kernel of 100-102 us
+    return 1e-4 * (1 + 0.01 * (n % 3))
+
+
+def test_preempted_calls_are_left_out_and_the_kernel_time_recovered():
+    # three calls in five lose a 1 ms time slice to a busy neighbour: most blocks are 11x slower,
+    # and so is their median
+    m = _on_cpu(_kernel, lambda n: 1e-3 if n % 5 < 3 else 0.0)
+    assert m.stable and abs(m.median / 1.01e-4 - 1) < 0.02, m
+    assert m.low <= 1.01e-4 <= m.high and m.high < 1.1e-4
+    assert m.unpreempted >= 2 * timer.UNPREEMPTED_MIN
+
+
+def test_a_quiet_distribution_keeps_its_median():
+    # nothing preempted: the figure is the median of all blocks, what rule (a) alone gives
+    def spread(n):
+        return 1e-4 * (1 + 0.05 * (n % 7))
+
+    counted = _on_cpu(spread, lambda n: 0.0)
+    plain = _stable(spread)
+    assert counted.stable and plain.stable
+    assert abs(counted.median / plain.median - 1) < 0.02 and counted.low <= plain.median <= counted.high
+
+
+def test_a_kernel_preempted_in_every_call_is_unstable():
+    m = _on_cpu(_kernel, lambda n: 4e-3)
+    assert not m.stable and m.rounds == timer.MAX_ROUNDS and "preempted in" in m.why
+    assert m.low <= m.high
+
+
+def test_a_round_with_too_few_unpreempted_blocks_is_not_figured():
+    times = (1e-4,) * 9 + (5e-3,) * 91
+    m = timer.Measurement(median=5e-3, iqr=0.0, number=1, times=times, switches=(0,) * 9 + (1,) * 91)
+    assert timer.unpreempted(m).why == "preempted in 91 of 100 blocks"
+    kept = timer.unpreempted(dataclasses.replace(m, switches=(0,) * 10 + (1,) * 90))
+    assert not kept.why and kept.unpreempted == 10
 
 
 def test_a_change_needs_both_the_share_and_intervals_apart():

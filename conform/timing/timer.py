@@ -30,7 +30,8 @@ docs/timing.md):
 (a) a round is clean when its blocks agree (IQR within SPREAD of the median), no block ran far
     faster than the median (a minimum more than FAST_BLOCK below it: the median was slowed),
     the clock held still (the two halves' medians within SPREAD: no frequency change midway),
-    and, for work on the CPU, this thread ran for at least SCHEDULED of the wall time;
+    and, for work on the CPU where context switches are not counted, this thread ran for at
+    least SCHEDULED of the wall time (where they are counted, "On the CPU" below replaces (a));
 (b) the timing is two clean rounds whose medians agree within AGREE, the fastest such pair:
     interference only ever adds time;
 (c) otherwise, after MAX_ROUNDS rounds, the timing is *unstable*: stored as such with the range
@@ -38,10 +39,24 @@ docs/timing.md):
 
 Its interval (`low`, `high`: the outer quartiles of the two rounds) is the uncertainty stored with
 the timing; two timings differ only where their intervals do (conform.timing.changes).
+
+On the CPU (`on_cpu`, where getrusage counts context switches) the kernel shares the cores with
+whatever else runs: the scheduler time-slices our threads with other processes, and a block in
+which one of them was switched out measures the neighbour's time slice, not the kernel. Under load
+every long block is hit alike (rule (a) then never passes), but a short one often runs whole. So
+CPU rounds are taken in blocks of about SHORT_BLOCK, the involuntary context switches of the
+process (all its threads, torch's intra-op threads included) are counted around each block, and a
+round's figure is the median of the blocks that saw none, its quartiles their quartiles. On a quiet
+machine that is every block: the plain median. A round with fewer than UNPREEMPTED_MIN such
+blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped would be the short
+ones: a biased figure), is not clean: it says in how many blocks the process was preempted, and
+rule (b) and (c) go on as above. A parallel kernel whose threads were switched out in every call
+thus ends unstable: nothing tells its own time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -50,6 +65,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+try:
+    import resource
+except ImportError:  # no getrusage (Windows): CPU rounds are judged by rule (a) alone
+    resource = None
 
 # a timed block lasts at least this many times the clock's effective resolution ...
 RESOLUTION_FACTOR = 1000
@@ -65,6 +85,12 @@ FAST_BLOCK = 0.25
 SCHEDULED = 0.85
 AGREE = 0.10
 MAX_ROUNDS = 6
+# CPU work (see the module doc, "On the CPU"): blocks this short (or the clock's floor, if longer),
+# so that most of them run without the scheduler taking a core away ...
+SHORT_BLOCK = 50e-6
+# ... and a round's figure needs at least this many unpreempted blocks, at least this share of all
+UNPREEMPTED_MIN = 8
+UNPREEMPTED_SHARE = 0.10
 
 
 @dataclass(frozen=True)
@@ -74,7 +100,7 @@ class Measurement:
     median: float
     iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
     number: int  # calls per timed block
-    times: tuple[float, ...]  # per-call time of each block
+    times: tuple[float, ...]  # per-call time of each block (measure_stable on the CPU: each unpreempted one)
     event_median: float | None = None  # device-event time per call (see the module doc), if it has events
     event_iqr: float | None = None
     event_error: str = ""  # why the events gave no figure, when they failed
@@ -85,6 +111,10 @@ class Measurement:
     high: float | None = None
     rounds: int = 1
     why: str = ""  # why a round was not clean, or why the timing is unstable
+    # involuntary context switches of this process (any of its threads) during each block, where
+    # counted: a block with none ran without the scheduler taking a core from the kernel
+    switches: tuple[int, ...] = ()
+    unpreempted: int | None = None  # blocks the figure comes from, where it comes from unpreempted ones
 
     @property
     def blocks(self) -> int:
@@ -104,6 +134,12 @@ def _fmt(s: float) -> str:
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
     return f"{s / 1e-9:.3g} ns"
+
+
+def involuntary_switches() -> int:
+    """Involuntary context switches of this process so far, all its threads (torch's intra-op
+    threads included): the scheduler took a core away from one of them."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
 
 _resolution_cache: dict[Callable, float] = {}
@@ -155,6 +191,9 @@ def measure(
     warmup: float = 0.005,
     min_blocks: int = 5,
     clock: Callable[[], float] = time.perf_counter,
+    switches: Callable[[], int] | None = None,
+    block_time: float | None = None,
+    min_unpreempted: int = 0,
 ) -> Measurement:
     """Time `fn()`: median and IQR of its per-call time over blocks of calibrated length.
 
@@ -163,6 +202,9 @@ def measure(
     wall-clock figure stands and `event_error` says why.
     Blocks are taken until `min_run_time` seconds of blocks and `min_blocks` blocks are done, or,
     for very slow calls, `max_run_time` (default 20 x min_run_time, at least 1 s) and 3 blocks.
+    `switches` (see `involuntary_switches`) is read around each block, and blocks go on until
+    `min_unpreempted` of them saw no switch (or `max_run_time`); `block_time` replaces the
+    min_run_time / TARGET_BLOCKS floor of a block's length (the clock's floors stay).
     """
     if min_run_time <= 0:
         raise ValueError("min_run_time must be positive")
@@ -192,7 +234,8 @@ def measure(
         sync()
         overheads.append(clock() - a)
     overhead = statistics.median(overheads)
-    target = max(RESOLUTION_FACTOR * clock_resolution(clock), OVERHEAD_FACTOR * overhead, min_run_time / TARGET_BLOCKS)
+    floor = min_run_time / TARGET_BLOCKS if block_time is None else block_time
+    target = max(RESOLUTION_FACTOR * clock_resolution(clock), OVERHEAD_FACTOR * overhead, floor)
 
     # warm-up, then calibrate: grow the block until it lasts `target`
     end_warmup = time.perf_counter() + warmup
@@ -202,6 +245,8 @@ def measure(
     number = 1
     while True:
         elapsed = block(number)
+        if elapsed >= target and switches is not None:
+            elapsed = min(elapsed, block(number))  # where preemption is looked for, a second block confirms
         if elapsed >= target:
             break
         per_call = elapsed / number
@@ -209,13 +254,21 @@ def measure(
         number = min(number * 100, max(number * 2, want))
 
     times: list[float] = []
+    switched: list[int] = []
+    unswitched = 0
     total = 0.0
     thread0, wall0 = time.thread_time(), time.perf_counter()
     while True:
-        elapsed = block(number)
+        if switches is None:
+            elapsed = block(number)
+        else:
+            before = switches()
+            elapsed = block(number)
+            switched.append(switches() - before)
+            unswitched += switched[-1] == 0
         times.append(elapsed / number)
         total += elapsed
-        if total >= min_run_time and len(times) >= min_blocks:
+        if total >= min_run_time and len(times) >= min_blocks and unswitched >= min_unpreempted:
             break
         if total >= max_run_time and len(times) >= min(3, min_blocks):
             break
@@ -242,6 +295,7 @@ def measure(
         event_error=event_error,
         wall_s=time.perf_counter() - wall_start,
         scheduled=scheduled,
+        switches=tuple(switched),
     )
 
 
@@ -263,18 +317,43 @@ def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
     return ""
 
 
+def unpreempted(m: Measurement) -> Measurement:
+    """A round's figure from its unpreempted blocks alone (the module doc, "On the CPU"): `m`
+    with only those blocks, or `m` with `why` set when too few of its blocks ran unpreempted."""
+    kept = [t for t, n in zip(m.times, m.switches) if n == 0]
+    if len(kept) < max(UNPREEMPTED_MIN, UNPREEMPTED_SHARE * len(m.times)):
+        return dataclasses.replace(m, why=f"preempted in {len(m.times) - len(kept)} of {len(m.times)} blocks")
+    median, iqr = _median_iqr(kept)
+    return dataclasses.replace(m, median=median, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
+
+
 def measure_stable(
-    fn: Callable[[], object], *, on_cpu: bool = False, max_rounds: int = MAX_ROUNDS, min_run_time: float = 0.05, **kw
+    fn: Callable[[], object],
+    *,
+    on_cpu: bool = False,
+    max_rounds: int = MAX_ROUNDS,
+    min_run_time: float = 0.05,
+    switches: Callable[[], int] | None = None,
+    **kw,
 ) -> Measurement:
     """`measure` in rounds of `min_run_time / 2`, until two clean rounds agree (the module doc's
     rule); `stable` False when none do within `max_rounds`. `on_cpu`: the work runs on this
-    process's CPU, so a thread that was not scheduled is interference."""
+    process's CPU, so its rounds are taken in short blocks and figured from the unpreempted ones
+    (`switches` counts involuntary context switches; default `involuntary_switches`)."""
+    if on_cpu and switches is None and resource is not None:
+        switches = involuntary_switches
+    counted = on_cpu and switches is not None
+    if counted:
+        kw = {"block_time": SHORT_BLOCK, "min_unpreempted": UNPREEMPTED_MIN, "max_run_time": 2 * min_run_time} | kw
+        kw["switches"] = switches
     rounds: list[Measurement] = []
     whys: list[str] = []
     for _ in range(max_rounds):
         m = measure(fn, min_run_time=min_run_time / 2, **kw)
+        if counted:
+            m = unpreempted(m)
         rounds.append(m)
-        whys.append(unclean(m, on_cpu=on_cpu))
+        whys.append(m.why if counted else unclean(m, on_cpu=on_cpu))
         clean = sorted((r for r, w in zip(rounds, whys) if not w), key=lambda r: r.median)
         for a, b in zip(clean, clean[1:]):
             if b.median - a.median <= AGREE * a.median:
@@ -307,6 +386,7 @@ def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, sta
         high=high,
         rounds=len(rounds),
         why=why,
+        unpreempted=sum(m.unpreempted for m in chosen) if all(m.unpreempted for m in chosen) else None,
     )
 
 
