@@ -12,6 +12,7 @@ reproduce on the machine, the test that needs one is skipped.
 from __future__ import annotations
 
 import contextlib
+import io
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ import opdb
 from conform.backends import CPUBackend
 from conform.judge import metamorphic
 from conform.outcomes import Outcome
+from conform.report.repro import repro_script
 from conform.run import execute
 from generators.case import Case, TensorSpec
 from tests.faulty import BACKENDS, _FaultMode
@@ -152,6 +154,13 @@ def test_bfloat16_rsqrt_scalar_path_rounding_twice_is_found():
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "[position relation]" in r.message and "31.625" in r.message and "31.75" in r.message, r.message
     assert "is the correctly rounded value" in r.message, r.message
+    # the reproduction script replays it bit for bit
+    op = opdb.lookup("aten::rsqrt")
+    script = repro_script(op, Case("aten::rsqrt", (x,), {}, seed=5), "cpu", result=r, golden_is_expectation=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
+    assert out.getvalue().strip().splitlines()[-1].startswith("verdict: mismatch")
 
 
 def _tail_rounds_up(func, args, kwargs):
