@@ -508,7 +508,7 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
     edges = None
     given = magnitude
     if stress["variant"] == "edges":
-        # an exponent in its band keeps it everywhere: the pattern's specials at 7 slots in 11
+        # an exponent in its band keeps it everywhere: the pattern's specials at 10 slots in 13
         # would leave it one slot where both it and its mantissa are finite
         edge_kinds = given != "exponent"
         if edge_kinds and (

@@ -103,10 +103,10 @@ MODERATE_BAND = (100.0, 4000.0)
 # An aligned edge pattern (TensorSpec.edges): special values at fixed positions of the logical
 # tensor's flattened elements, chosen by position modulo EDGE_PERIOD and by the tensor's role (its
 # order among the case's tensors, so a[i] and b[i] are extremes together: a finite value over a
-# subnormal, INT_MIN over -1, NaN over NaN). The period is prime, so along a row of a vector-width
-# length the specials fall in every lane of the full vector blocks and in the scalar tail, and
-# successive rows' tails meet different slots. None: the drawn value stays.
-EDGE_PERIOD = 11
+# subnormal, INT_MIN over -1, NaN over NaN, +0 against -0). The period is prime, so along a row of
+# a vector-width length the specials fall in every lane of the full vector blocks and in the
+# scalar tail, and successive rows' tails meet different slots. None: the drawn value stays.
+EDGE_PERIOD = 13
 _FLOAT_EDGES = (  # (role 0, role 1 and later) per slot
     ("nan", None),
     ("nan", "nan"),
@@ -118,7 +118,12 @@ _FLOAT_EDGES = (  # (role 0, role 1 and later) per slot
     (None, "nan"),
     ("-0", "-inf"),
     (None, "0"),
-    ("0", None),  # +0 as well as -0 in the first tensor: neg(+0) must be -0 (sign-of-zero bugs)
+    ("0", "-0"),  # +0 as well as -0 in the first tensor: neg(+0) must be -0 (sign-of-zero bugs)
+    # zeros of opposite signs at the same position of two operands (minimum(+0, -0), clamp(-0,
+    # min=+0): the sign IEEE leaves to the kernel must not depend on where the element sits), and
+    # an exact multiple of mixed signs, whose remainder is an exact zero of a defined sign
+    ("-0", "0"),
+    (-2, 1),
 )
 _INT_EDGES = (
     ("min", -1),
@@ -132,13 +137,15 @@ _INT_EDGES = (
     (None, None),
     ("min", 2),
     (None, None),
+    (None, None),
+    (None, None),
 )
 # the edge tokens each value kind admits (a restricted domain keeps its contract)
 _EDGE_TOKENS = {
     "real": None,  # all
     "small": None,
     "special": None,
-    "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -1, 1, 2),
+    "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -2, -1, 1, 2),
     "positive": ("sub",),
     "nonnegative": ("sub", "0"),
 }
@@ -623,7 +630,7 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
         # integers there, x + 0.5 not representable, odd integers lost above: where a rounding,
         # a floor division or an integer conversion of a half type goes one off (else the
         # band's log-uniform draw leaves them 1 element in 5, and an edge pattern's 3 finite
-        # slots in 11 rarely hold one)
+        # slots in 13 rarely hold one)
         in_octaves = _log_uniform(x.shape, octaves, g)
         mag = torch.where(torch.rand(x.shape, generator=g) < 0.5, in_octaves, mag)
     return torch.sign(x) * mag

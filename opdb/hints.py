@@ -52,7 +52,9 @@ HINTS: dict[str, Hint] = {
     # how conform compares
     "golden": Hint("bool", True, "compute float64 golden for this op's cases (false: no golden judge)"),
     "strides": Hint("bool", True, "compare the output's strides with the reference's"),
-    "sign_of_zero": Hint("bool", False, "-0.0 and 0.0 differ in the result (real dtypes)"),
+    "sign_of_zero": Hint(
+        "any", False, '-0.0 and 0.0 differ in the result and its gradients (real dtypes); "result": the result only'
+    ),
     "exact_only_with": Hint("str", None, "the argument whose presence makes the op exact (div's rounding_mode)"),
     "unit_floor": Hint(
         "number", None, "the unit of an input is at least the dtype's unit at this magnitude (x + 1 in the dtype)"
@@ -90,6 +92,10 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    "position_exact": Hint(
+        "names", (), "dtypes in which the op's result is exactly determined: equal bit for bit at every position"
+    ),
+    "position_exact_when": Hint("table", None, "argument -> the value it must have (or be absent) for position_exact"),
     # independent references (conform/judge/references.py; opdb/rules/references.toml)
     "reference": Hint("any", None, 'a Python expression over the arguments, "decomposition", or "" for none'),
     "reference_ignore": Hint("str", None, "the elements a documented semantic difference leaves undecided"),

@@ -183,6 +183,12 @@ def _sign_of_zero(func, args, kwargs):
     return torch.zeros_like(args[0]) - args[0]
 
 
+@fault("product_zero_sign", aten.mul.Tensor)
+def _product_zero_sign(func, args, kwargs):
+    """x * y + 0.0 (a kernel that adds a zero bias): the product of 0 and -3 is +0.0, not -0.0."""
+    return func(*args, **kwargs) + 0.0
+
+
 @fault("empty_reduction", aten.sum.default, aten.sum.dim_IntList)
 def _empty_reduction(func, args, kwargs):
     """The sum of nothing is NaN (0 / 0 in a mean-then-scale kernel) instead of 0."""

@@ -30,7 +30,7 @@ def test_the_scalar_rounded_reading_is_chosen_by_elements_off_not_by_an_infinite
         opdb.lookup("aten::remainder.Scalar_Tensor"), Case("aten::remainder.Scalar_Tensor", (2.727, x)), CPUBackend()
     )
     assert r.outcome == O.MISMATCH
-    assert r.message.startswith("Mismatched elements: 9 / 123") and "NaN mismatch" in r.message, r.message
+    assert r.message.startswith("Mismatched elements: 7 / 123") and "NaN mismatch" in r.message, r.message
     # without the subnormal the scalar's rounding is the whole difference: a pass
     ok = T((70,), "bfloat16", data=(2.53125, -0.89453125) * 35)
     r = run_case(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import random
 import re
 import traceback
@@ -39,7 +40,10 @@ import torch
 from conform.errors import first_line
 from conform.judge import verdict as oracle
 from conform.judge.compare import Record, compare, failures, leaves
+from conform.judge.tolerances import exactly_determined
+from conform.judge.trees import bind_arguments
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
+from generators.tensor import dtype_name
 
 LAYOUT, POSITION, OUT_LAYOUT, FORMS = "layout", "position", "out_layout", "forms"
 
@@ -240,11 +244,13 @@ def _first_diff(records: list[Record]) -> str:
     return r.message
 
 
-def _confirmed(op, sides: Sides, first: Case, first_obs, other: Case, other_obs, compare_fn, mapped) -> bool:
+def _confirmed(
+    op, sides: Sides, first: Case, first_obs, other: Case, other_obs, compare_fn, mapped, decided=("values",)
+) -> bool:
     """Whether a difference between two runs of the device is the kernel's and not the case's
-    rounding: float64 golden shows the same dependence, or the other run is off its own golden
-    beyond the case's conditioning (the verdict rule's excuses). `mapped(obs)` takes a value of
-    `first`'s shape to the other's."""
+    rounding: float64 golden shows the same dependence (a difference of a kind in `decided`), or
+    the other run is off its own golden beyond the case's conditioning (the verdict rule's
+    excuses). `mapped(obs)` takes a value of `first`'s shape to the other's."""
     g_first = sides.cpu(first, torch.float64)
     g_other = sides.cpu(other, torch.float64)
     ref_first, ref_other = sides.cpu(first, None), sides.cpu(other, None)
@@ -255,7 +261,7 @@ def _confirmed(op, sides: Sides, first: Case, first_obs, other: Case, other_obs,
     if expect_first is None or expect_other is None:
         return True
     apart = failures(compare_fn(expect_other, mapped(expect_first) if mapped else expect_first))
-    if any(r.kind == "values" for r in apart) or (apart and not oracle._case_has_nonfinite(first)):
+    if any(r.kind in decided for r in apart) or (apart and not oracle._case_has_nonfinite(first)):
         # golden, in the case's dtypes, depends on it too: the kernel's algorithm does. Only
         # where NaN and infinity land when the inputs hold some may follow the algorithm a
         # layout selects (a fused attention kernel or the math path): the verdict rule's
@@ -366,9 +372,31 @@ def elementwise(op) -> bool:
     return (op.family == "pointwise" or "pointwise" in (op.tags or ())) and bool(_hint(op, "position_relation"))
 
 
+def _zero_meets(n: int, out_leaves: list[torch.Tensor], inputs: list[torch.Tensor]) -> torch.Tensor:
+    """The flat positions where the sign of a zero is at stake: zeros of both signs among the
+    inputs and the result (minimum(+0, -0), clamp(-0, min=+0), neg(+0)), or a zero result of
+    nonzero inputs (an exact multiple's remainder, x - x)."""
+    plus, minus = torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
+    nonzero_in = torch.ones(n, dtype=torch.bool)
+    zero_out = torch.zeros(n, dtype=torch.bool)
+    for k, t in enumerate(out_leaves + inputs):
+        if not t.is_floating_point():
+            continue
+        v = t.reshape(n)
+        zero = v == 0
+        plus |= zero & ~torch.signbit(v)
+        minus |= zero & torch.signbit(v)
+        if k < len(out_leaves):
+            zero_out |= zero
+        else:
+            nonzero_in &= ~zero
+    return (plus & minus) | (zero_out & nonzero_in & bool(inputs))
+
+
 def _picks(n: int, out_leaves: list[torch.Tensor], inputs: list[torch.Tensor], seed: int) -> list[int]:
-    """Up to PICKS flat positions: where the result or an input holds a special value or a
-    zero first, then the last (a row's tail), then positions drawn from the case's seed."""
+    """Up to PICKS flat positions: where the sign of a zero is at stake (_zero_meets) first,
+    then where the result or an input holds another special value or a zero, then the last (a
+    row's tail), then positions drawn from the case's seed."""
     if n <= PICKS:
         return list(range(n))
     flagged = torch.zeros(n, dtype=torch.bool)
@@ -377,9 +405,13 @@ def _picks(n: int, out_leaves: list[torch.Tensor], inputs: list[torch.Tensor], s
             v = torch.view_as_real(t).reshape(n, -1) if t.is_complex() else t.reshape(n, 1)
             flagged |= (~torch.isfinite(v) | (v == 0)).any(-1)
     rng = random.Random(seed)
-    special = flagged.nonzero().reshape(-1).tolist()
+    meets = _zero_meets(n, out_leaves, inputs)
+    first = meets.nonzero().reshape(-1).tolist()
+    special = (flagged & ~meets).nonzero().reshape(-1).tolist()
+    rng.shuffle(first)
     rng.shuffle(special)
-    chosen = list(dict.fromkeys(special[: PICKS // 2] + [n - 1]))
+    first = first[: PICKS // 3]
+    chosen = list(dict.fromkeys(first + special[: PICKS // 2 - len(first)] + [n - 1]))
     rest = [i for i in rng.sample(range(n), min(n, 3 * PICKS)) if i not in chosen]
     return sorted((chosen + rest)[:PICKS])
 
@@ -451,14 +483,91 @@ def _take(obs, index: list[int]):
     return take(obs[0]), {k: take(v) for k, v in (obs[1] or {}).items()}
 
 
+def exact_dtypes(op, case: Case) -> frozenset[str]:
+    """The result dtypes in which `case`'s result is exactly determined at every position
+    (opdb/rules/positions.toml: `position_exact`, under `position_exact_when`)."""
+    dtypes = frozenset(_hint(op, "position_exact", ()) or ())
+    when = _hint(op, "position_exact_when", None) or {}
+    if dtypes and when:
+        bound = bind_arguments(op, case.args, case.kwargs)
+        if any(bound.get(k) is not None and bound.get(k) != v for k, v in when.items()):
+            return frozenset()
+    return dtypes
+
+
+def _bitwise_same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: the same value and sign, or both NaN (payloads mean nothing)."""
+    return ((a == b) & (torch.signbit(a) == torch.signbit(b))) | (a.isnan() & b.isnan())
+
+
+def _float_leaves(obs) -> list[torch.Tensor]:
+    return [t for t in leaves(obs[0]) if isinstance(t, torch.Tensor)]
+
+
+def _rounded(sides: Sides, other: Case) -> list[torch.Tensor] | None:
+    """The correctly rounded result of `other`: float64 golden rounded to the result's dtypes."""
+    g, ref = sides.cpu(other, torch.float64), sides.cpu(other, None)
+    if g is None or ref is None:
+        return None
+    pair = oracle.golden_pair(g, ref)
+    return None if pair is None else _float_leaves(pair)
+
+
+def _which_rounded(got: float, drawn: float, rounded: float | None, dtype: str) -> str:
+    """Which of two positions' values is the correctly rounded one, where that is known."""
+    if rounded is None:
+        return ""
+    same = [math.isnan(x) and math.isnan(rounded) or x == rounded for x in (got, drawn)]
+    if same[0] == same[1]:
+        return f"; the correctly rounded value (float64 golden rounded to {dtype}) is {rounded!r}"
+    right = "the other position's" if same[0] else "the drawn case's"
+    return f"; {right} is the correctly rounded value (float64 golden rounded to {dtype}: {rounded!r})"
+
+
+def _inexact_position(sides: Sides, other: Case, other_obs, want, exact: frozenset[str]):
+    """For an exactly determined op, the first element whose bits differ between two positions
+    while one of them is the correctly rounded value and the other is not: (flat index in
+    `other`'s result, its value, the drawn case's, the rounded value, the dtype), else None. Where
+    neither is (a kernel that rounds twice on every path), the position does not decide it."""
+    got, drawn = _float_leaves(other_obs), _float_leaves(want)
+    apart = [
+        (k, a, d)
+        for k, (a, d) in enumerate(zip(got, drawn))
+        if a.dtype == d.dtype
+        and a.shape == d.shape
+        and a.is_floating_point()
+        and dtype_name(a.dtype) in exact
+        and not bool(_bitwise_same(a, d).all())
+    ]
+    if not apart:
+        return None
+    rounded = _rounded(sides, other)
+    if rounded is None or len(rounded) != len(got):
+        return None
+    for k, a, d in apart:
+        r = rounded[k]
+        if r.shape != a.shape or r.dtype != a.dtype:
+            continue
+        a, d, r = a.reshape(-1), d.reshape(-1), r.reshape(-1)
+        blamed = ~_bitwise_same(a, d) & ((a == r) != (d == r)) & torch.isfinite(r)
+        if bool(blamed.any()):
+            j = int(blamed.nonzero()[0])
+            return j, a[j].item(), d[j].item(), r[j].item(), dtype_name(a.dtype)
+    return None
+
+
 def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | None:
-    """The position relation for an elementwise op (see position_cases)."""
+    """The position relation for an elementwise op (see position_cases). Where the op is
+    exactly determined in the result's dtype (exact_dtypes), two positions must agree bit for
+    bit, and a difference within the tolerance alarms when one of them is the correctly rounded
+    value and the other is not."""
     if not elementwise(op):
         return None
     made = position_cases(op, case, observed)
     if made is None:
         return None
     real = not any(s.torch_dtype.is_complex for s in case.tensor_specs())
+    exact = exact_dtypes(op, case)
 
     def compare_fn(a, e):
         out = compare(a[0], e[0], tolerance=tol, check_sign_of_zero=real, path="output")
@@ -466,6 +575,8 @@ def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | N
             out += compare((a[1] or {}).get(k), v, tolerance=tol, check_sign_of_zero=real, path=f"{k} (written)")
         return out
 
+    drawn = list(leaves(observed[0]))
+    shape = tuple(drawn[0].shape) if drawn else ()
     for other, index, label in made:
         other_obs, err = sides.device(other)
         if err is not None:
@@ -475,18 +586,35 @@ def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | N
             continue
         records = compare_fn(other_obs, want)
         if not failures(records):
-            continue
-        if not _confirmed(op, sides, case, observed, other, other_obs, compare_fn, lambda obs: _take(obs, index)):
+            found = _inexact_position(sides, other, other_obs, want, exact) if exact else None
+            if found is None:
+                continue
+            j, got, was, rounded, dtype = found
+            return Violation(
+                POSITION,
+                "mismatch",
+                f"the result depends on the element's position: the element at {_unravel(index[j], shape)} "
+                f"computed {label} is {got!r}, the drawn case's {was!r}{_which_rounded(got, was, rounded, dtype)}"
+                f" (an exactly determined result in {dtype}, held bit for bit at every position)",
+                other,
+                index=index,
+                kinds=frozenset({"values"}),
+                tolerance=(0.0, 0.0),
+                sign=real,
+            )
+        # golden's zeros taking another sign at another position is the kernel's dependence too:
+        # no NaN or infinity of the inputs decides the sign of a zero
+        mapped = lambda obs: _take(obs, index)  # noqa: E731
+        if not _confirmed(op, sides, case, observed, other, other_obs, compare_fn, mapped, ("values", "sign")):
             continue
         bad = failures(records)[0]
         at = bad.index[0] if bad.index else 0
-        drawn = list(leaves(observed[0]))
-        where = _unravel(index[at], tuple(drawn[0].shape)) if drawn else ()
+        where = _unravel(index[at], shape) if drawn else ()
         return Violation(
             POSITION,
             "mismatch",
             f"the result depends on the element's position: the element at {where} computed {label} "
-            f"differs from the drawn case's: {bad.message}",
+            f"differs from the drawn case's: {bad.message}{_rounded_note(op, sides, other, other_obs, want, bad, exact)}",
             other,
             index=index,
             kinds=frozenset(r.kind for r in failures(records)),
@@ -494,6 +622,26 @@ def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | N
             sign=real,
         )
     return None
+
+
+def _rounded_note(op, sides: Sides, other: Case, other_obs, want, bad: Record, exact: frozenset[str]) -> str:
+    """Which of the two positions holds the correctly rounded value, for an exactly determined
+    op's single tensor result (the verdict already judges others against golden)."""
+    got, drawn = _float_leaves(other_obs), _float_leaves(want)
+    if len(got) != 1 or len(drawn) != 1 or bad.path != "output" or not bad.index or bad.kind == "sign":
+        return ""
+    a, d = got[0], drawn[0]
+    if not a.is_floating_point() or a.shape != d.shape:
+        return ""
+    if dtype_name(a.dtype) not in exact and not exactly_determined(op, other):
+        return ""
+    rounded = _rounded(sides, other)
+    if not rounded or len(rounded) != 1 or rounded[0].shape != a.shape:
+        return ""
+    j = bad.index[0]
+    return _which_rounded(
+        a.reshape(-1)[j].item(), d.reshape(-1)[j].item(), rounded[0].reshape(-1)[j].item(), dtype_name(a.dtype)
+    )
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

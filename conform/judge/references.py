@@ -451,7 +451,8 @@ class Opinion:
             return Record(
                 where,
                 kind,
-                f"Mismatched elements: {n} / {total}; at index {idx}: {got!r} vs {want!r} expected [{where}]",
+                f"Mismatched elements: {n} / {total}; {'sign of zero differs ' if kind == 'sign' else ''}at index {idx}:"
+                f" {got!r} vs {want!r} expected [{where}]",
                 index=idx,
                 mismatched=n,
                 total=total,
