@@ -29,11 +29,19 @@ def _weighted(loss, weight):
 
 
 def indeterminate(value, *inputs):
-    """Where `value` is NaN while no input holds a NaN: 0 * inf or inf - inf in the formula, a
-    point that its documentation leaves open (reduced results: all or nothing)."""
+    """Where `value` is NaN while no input holds a NaN there (anywhere, for a reduced value):
+    0 * inf or inf - inf in the formula, a point that its documentation leaves open."""
     value = numpy.asarray(value)
-    nan_in = any(bool(numpy.isnan(numpy.asarray(x, dtype=numpy.float64)).any()) for x in inputs if x is not None)
-    return numpy.isnan(value) & (not nan_in)
+    nan_in = numpy.zeros(value.shape, dtype=bool)
+    for x in inputs:
+        if x is None:
+            continue
+        nan = numpy.isnan(numpy.asarray(x, dtype=numpy.float64))
+        try:
+            nan_in = nan_in | numpy.broadcast_to(nan, value.shape)
+        except ValueError:
+            nan_in = nan_in | bool(nan.any())
+    return numpy.isnan(value) & ~nan_in
 
 
 def binary_cross_entropy_with_logits(x, y, weight=None, pos_weight=None, reduction=1):
