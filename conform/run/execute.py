@@ -860,8 +860,10 @@ def _backward(
             bad = []  # the device matches finite differences: the formula golden ran is wrong, not the device
     eq = gradients.equivalent(op, case, vs=gold_gos) if equivalents and not meta_only and want_golden else None
     if eq is not None and eq["bad"]:
-        if plain:
-            # golden's formula is the expectation here: the equivalent API's gradient does not share it
+        agrees = gradients.equivalent_agrees(eq, dev_grads, _case_rtol(case, tol))
+        if plain and not agrees:
+            # golden's formula is the expectation here, and the CPU in the case's dtype sides with
+            # it: the equivalent API's gradient does not share it
             return CaseResult(
                 Outcome.GRAD_MISMATCH,
                 "backward",
@@ -870,7 +872,7 @@ def _backward(
                 kinds=frozenset({"relation"}),
             )
         finding = oracle.Finding(oracle.REFERENCE if not bad else oracle.CPU_WRONG, "backward", eq["bad"]).to_dict()
-        if bad and gradients.equivalent_agrees(eq, dev_grads, _case_rtol(case, tol)):
+        if bad and agrees:
             bad = []  # the device matches the equivalent API: the formula golden ran is wrong, not the device
     if not bad:
         r = CaseResult(Outcome.PASS, "backward", finding=finding)
