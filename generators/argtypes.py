@@ -149,6 +149,9 @@ def draw_arg(arg, ctx):
     label = f"arg {arg.name}"
     # an exponent in its band is always given (generators.argtypes, "argument roles")
     role = arg.name in exponent_args(ctx) and exponent_case(ctx)
+    extreme = _extreme_scale(arg, ctx, label) if b in ("Scalar", "float") else None
+    if extreme is not None:
+        return extreme  # a scale at its extreme is always given
     if _omittable(arg) and not role and not ctx.draw(memo.booleans(), label=f"{label} given"):
         return OMIT
     if optional and not role and b not in ("Tensor",) and ctx.draw(memo.integers(0, 3), label=f"{label} none") == 0:
@@ -762,6 +765,51 @@ _FLOAT_NAMED = {
 
 
 _ROUNDED_FLOATS = memo.floats(-2, 2, allow_nan=False, width=32).map(lambda x: round(x, 3))
+
+
+# Scale arguments: a softplus's beta and threshold, an activation's alpha or lambd, a loss's delta,
+# a norm's eps. Drawn from a few everyday values, they never reach the products a kernel forms
+# with them (exp(beta * x) overflows at beta = 1e30 where softplus's result is x): one case in three
+# draws the first of them at an extreme of the case's floating dtype, a power of two three
+# quarters of the way to its largest value or to its smallest normal one, and every later one of
+# the same case at the same extreme (so that beta and threshold are large together); a scale at
+# an extreme is always given, not left to its default.
+SCALE_ARGS = frozenset({"beta", "threshold", "alpha", "scale", "lambd", "delta", "eps", "temperature"})
+_scale_sides = memo.sampled_from(("",) * 4 + ("large", "tiny"))
+
+
+@functools.cache
+def scale_extremes(dtype: str) -> dict[str, float]:
+    """{"large": ..., "tiny": ...}: the extreme scale values for a floating dtype (float32:
+    2**96 and 2**-94)."""
+    info = torch.finfo(dtype_from_name(dtype))
+    return {
+        "large": 2.0 ** round(0.75 * math.log2(info.max)),
+        "tiny": 2.0 ** round(0.75 * math.log2(info.smallest_normal)),
+    }
+
+
+def _extreme_before(arg, ctx) -> float | None:
+    """The extreme an earlier scale argument of the case took, for a later one (always given)."""
+    if arg.name not in SCALE_ARGS or ctx.dtype not in FLOAT_DTYPES:
+        return None
+    extremes = scale_extremes(ctx.dtype).values()
+    return next((v for n in SCALE_ARGS if _is_number(v := ctx.drawn.get(n)) and v in extremes), None)
+
+
+def _extreme_scale(arg, ctx, label) -> float | None:
+    """A scale argument's extreme value for this case, or None (drawn as usual)."""
+    if arg.name not in SCALE_ARGS or ctx.dtype not in FLOAT_DTYPES:
+        return None
+    earlier = _extreme_before(arg, ctx)
+    if earlier is not None:
+        return earlier
+    if any(_is_number(ctx.drawn.get(name)) for name in SCALE_ARGS):
+        return None  # the case's earlier one is not (an omitted one leaves the next its own draw)
+    side = ctx.draw(_scale_sides, label=f"{label} extreme")
+    if side and arg.name in ("eps", "temperature"):
+        side = "tiny"  # a regulariser is meant small: its extreme is the tiny one
+    return scale_extremes(ctx.dtype)[side] if side else None
 
 
 def _draw_float(arg, ctx, label):

@@ -9,7 +9,7 @@ arguments; the generic strategies of this module fill the rest.
 
 from __future__ import annotations
 
-from generators import argtypes, backward, capture, contracts, families, memo
+from generators import argtypes, backward, capture, contracts, families, memo, op_ranges
 from generators.case import QUANTIZED_STORAGE, Case
 from generators.context import OMIT, VARARGS, Context, Untestable
 from generators.strategies import DEFAULT_MAX_NUMEL, DTYPE_NAMES, huge_band_for, shapes, stressed
@@ -29,8 +29,9 @@ def cell_dtypes(op, requested: list[str]) -> list[str]:
     return ["none"]
 
 
-def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.SearchStrategy[Case]:
+def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL, reference=None) -> memo.SearchStrategy[Case]:
     """Cases for `op` in the cell `dtype` (a dtype name, or "none"), at most `max_numel` elements each.
+    `reference(op, name)`: the op's independent float64 function, or None (generators.op_ranges).
 
     Raises `Untestable` when no case can be generated; the reason says why.
     """
@@ -57,13 +58,27 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL) -> memo.S
         if problem:
             raise Untestable(problem)
     # most examples after a cell's first are stress cases (generators.strategies.STRESS_VARIANTS)
+    op_range = op_range_for(op, dtype, reference)
     return stressed(
         _cases(op, dtype, max_numel, builder),
         tensors=len(op.tensor_args),
-        huge_band=huge_band_for(op),
+        # a unary op with a threshold of its own: a "huge" case's long rows in its range band (beyond
+        # sqrt(max) its results are inf or 0 everywhere; near its threshold a vector path that
+        # overflows early parts from the scalar tail)
+        huge_band=op_range if op_range.startswith(op_ranges.PREFIX) else huge_band_for(op),
         reduces=op.family == "reduction",
-        op_range=(getattr(op.rules, "hints", None) or {}).get("op_range", ""),
+        op_range=op_range,
     )
+
+
+def op_range_for(op, dtype: str, reference=None) -> str:
+    """The band of the op's own range its inputs are drawn in: the one opdb/rules/ranges.toml
+    names (hint `op_range`; "none": none), else the one computed from its threshold
+    (generators.op_ranges) in a floating cell."""
+    named = (getattr(op.rules, "hints", None) or {}).get("op_range")
+    if named is not None:
+        return "" if named == "none" else named
+    return op_ranges.computed(op, dtype, reference) if dtype in ("float32", "float64", "float16", "bfloat16") else ""
 
 
 def quantized_cell(op, cell: str) -> str | None:

@@ -412,6 +412,9 @@ def _magnitudes(dtype: str, values: str):
     if op_range and dtype in FLOAT_DTYPES and values == "small":
         # an exp-like op keeps its inputs small, except in its own range band: two tensors in three
         return _op_range_bands(op_range)
+    if op_range.startswith("range:") and dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:
+        # a computed range (generators.op_ranges) beside the dtype's own bands: one tensor in two
+        return _computed_bands(op_range, dtype == "float16")
     if dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:  # not complex, not float8 (max 448)
         return _half_magnitudes if dtype == "float16" else _float_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
@@ -422,6 +425,12 @@ def _magnitudes(dtype: str, values: str):
 @functools.cache
 def _op_range_bands(op_range: str) -> memo.SearchStrategy[str]:
     return memo.sampled_from(("", op_range, op_range))
+
+
+@functools.cache
+def _computed_bands(op_range: str, half: bool) -> memo.SearchStrategy[str]:
+    plain = ("",) * 6 + ("moderate",) * 3 + (("sqrt_max", "near_max") if half else ())
+    return memo.sampled_from(plain + (op_range,) * len(plain))
 
 
 @functools.cache

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from generators import op_ranges
+
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
 SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
@@ -229,7 +231,7 @@ class TensorSpec:
             raise ValueError(f"unknown layout {self.layout!r}")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"unknown value kind {self.values!r}")
-        if self.magnitude not in MAGNITUDES:
+        if self.magnitude not in MAGNITUDES and op_ranges.parse(self.magnitude) is None:
             raise ValueError(f"unknown magnitude {self.magnitude!r}")
         if self.quantized:
             if self.scale is None or not self.scale > 0:
@@ -607,6 +609,8 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
 
 def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     """`x` with each nonzero value moved into the band, log-uniformly, keeping its sign."""
+    if magnitude.startswith(op_ranges.PREFIX) and x.numel():
+        return op_ranges.in_band(x, magnitude, g)  # an op's computed range (generators.op_ranges)
     if magnitude in ("apart_even", "apart_odd") and x.numel():
         # by column, not row: a broadcast operand ((n,) against (rows, n)) keeps its alternation
         cols = torch.arange(x.numel()).reshape(x.shape) % (x.shape[-1] if x.dim() else 1)

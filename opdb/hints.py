@@ -103,9 +103,16 @@ HINTS: dict[str, Hint] = {
         "bool", False, "the op defines the sign of a zero result, and the reference computes it"
     ),
     "reference_output": Hint("any", None, "compare only this output of a tuple result"),
+    "gradient_equivalent": Hint(
+        "table",
+        None,
+        "input name -> its vector-Jacobian product by an equivalent API (expression over the arguments and grad)",
+    ),
     # draws relative to the op's own range (opdb/rules/ranges.toml)
     "op_range": Hint(
-        "str", None, "the range (generators.tensor.OP_RANGES) whose overflow edge the op's inputs are drawn below"
+        "str",
+        None,
+        "the range (generators.tensor.OP_RANGES) whose overflow edge the op's inputs are drawn below; none: no computed one",
     ),
     # what golden computes
     "quotient_rounded_first": Hint(

@@ -41,9 +41,9 @@ def test_discovery_by_name_and_its_exclusions():
     # same name, another meaning: never discovered
     assert _ref("aten::nextafter") is None
     assert _ref("aten::equal") is None
-    # documented differences are entries with their reason
-    sign = _ref("aten::sign")
-    assert sign.ignore and "NaN" in sign.why
+    # documented differences are entries with their reason, citing the documentation
+    angle = _ref("aten::angle")
+    assert angle.ignore and "documentation" in angle.why
 
 
 def test_every_table_expression_names_a_real_function():
@@ -129,7 +129,7 @@ def test_a_wrong_device_still_fails_where_the_cpu_is_right():
 @pytest.mark.parametrize(
     "qualname, args",
     [
-        ("aten::sign", (TensorSpec((3,), "float32", data=(float("nan"), -0.0, 2.0)),)),
+        ("aten::sign", (TensorSpec((3,), "float32", data=(1.5, -0.0, -2.0)),)),
         ("aten::angle", (TensorSpec((3,), "float32", data=(-0.0, -1.0, 2.0)),)),
         ("aten::sin", (TensorSpec((3,), "int32", data=(2147483631, -7, 0)),)),
         (
@@ -214,3 +214,94 @@ def test_exp_like_ops_draw_values_near_their_own_overflow():
         finite = x[torch.isfinite(x)].double().abs()
         near += bool(((finite >= 8) & (finite <= 11.1)).any())
     assert near >= len(drawn) // 3, f"{near} of {len(drawn)} cases reach exp's float16 overflow band"
+
+
+# -- values at the op's own edges: NaN where the documentation defines none, infinite logits, ---
+# -- scales that overflow a naive formula, results just below overflow ----------------------
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _run(qualname, args, kwargs=None, backend=None, **kw):
+    op = opdb.lookup(qualname)
+    return run_case(op, Case(qualname, args, kwargs or {}, seed=1), backend or CPUBackend(), **kw)
+
+
+def _t(*values, dtype="float32"):
+    return TensorSpec((len(values),), dtype, data=values)
+
+
+@pytest.mark.parametrize(
+    "qualname, args, kwargs",
+    [
+        ("aten::sign", (_t(NAN, -0.0, 2.0),), {}),
+        ("aten::heaviside", (_t(NAN, -0.0, 2.0), _t(1.0, 1.0, 1.0)), {}),
+        # the documented formula costs +inf; the kernel's naive one gives NaN
+        ("aten::binary_cross_entropy_with_logits", (_t(-INF, 0.5), _t(0.9, 0.5)), {"reduction": 0}),
+        # beta x = 5e29 stays under the threshold: log1p(exp(beta x)) / beta is x, not inf
+        ("aten::softplus", (_t(0.5, -1.0, 2.0),), {"beta": 1e30, "threshold": 1e30}),
+        # I0(711) = 2.7e307 fits float64: the kernel overflows exp(x) first
+        ("aten::i0", (_t(711.0, 1.0, dtype="float64"),), {}),
+        ("aten::special_i1", (_t(711.0, 1.0, dtype="float64"),), {}),
+    ],
+)
+def test_a_kernel_golden_shares_fails_at_the_ops_edges(qualname, args, kwargs):
+    r = _run(qualname, args, kwargs, grad=False)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference" in r.message and "disagrees with the CPU kernel" in r.message
+
+
+@pytest.mark.parametrize(
+    "qualname, args, kwargs",
+    [
+        ("aten::sign", (_t(1.5, -0.0, -2.0, INF),), {}),
+        ("aten::binary_cross_entropy_with_logits", (_t(-INF, INF, 0.3), _t(0.0, 1.0, 0.4)), {"reduction": 0}),
+        ("aten::binary_cross_entropy_with_logits", (_t(INF, -2.0, 0.3), _t(0.9, 0.1, 0.4)), {}),
+        ("aten::binary_cross_entropy", (_t(0.0, 1.0, 0.3), _t(1.0, 0.0, 0.4)), {"reduction": 0}),
+        ("aten::soft_margin_loss", (_t(-INF, 3.0, 0.3), _t(-1.0, 1.0, -1.0)), {"reduction": 2}),
+        ("aten::huber_loss", (_t(1e30, 3.0, 0.3), _t(-1.0, 1.0, -1.0)), {"delta": 0.5}),
+        ("aten::smooth_l1_loss", (_t(1e30, 3.0, 0.3), _t(-1.0, 1.0, -1.0)), {"beta": 0.0}),
+        ("aten::poisson_nll_loss", (_t(-INF, 3.0, 0.3), _t(0.0, 2.0, 4.0), True, True, 1e-8, 0), {}),
+        ("aten::kl_div", (_t(-INF, -1.0, -0.3), _t(0.0, 0.5, 0.2)), {"reduction": 0}),
+        ("aten::softplus", (_t(0.5, -1.0, INF, -INF),), {"beta": 2.0, "threshold": 20}),
+        ("aten::i0", (_t(89.0, -3.0, INF, dtype="float64"),), {}),
+    ],
+)
+def test_formula_references_raise_no_alarm_where_the_kernel_is_right(qualname, args, kwargs):
+    r = _run(qualname, args, kwargs, grad=False)
+    assert r.outcome is Outcome.PASS, r.message
+
+
+class _NaNSign(TorchDispatchMode):
+    """sign that propagates NaN, as NumPy does."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.sign.default:
+            out = torch.where(torch.isnan(args[0]), args[0], out)
+        return out
+
+
+class _NaNSignDevice(CPUBackend):
+    name = "nan-sign"
+
+    def device_context(self):
+        return _NaNSign()
+
+
+def test_a_device_that_matches_the_reference_is_not_failed_where_the_cpu_gives_nan_zero():
+    r = _run("aten::sign", (_t(NAN, -0.0, 2.0),), backend=_NaNSignDevice(), grad=False)
+    assert r.outcome is Outcome.PASS, r.message
+    assert r.finding["kind"] == "cpu_wrong" and "numpy.sign" in r.finding["message"]
+
+
+def test_a_formula_reference_is_recomputed_by_the_repro_script(tmp_path):
+    op = opdb.lookup("aten::softplus")
+    case = Case(op.qualname, (_t(0.5, 2.0),), {"beta": 1e30, "threshold": 1e30}, seed=1)
+    r = run_case(op, case, CPUBackend(), grad=False)
+    script = repro_script(op, case, "cpu", result=r)
+    assert "FORMULAS = " in script
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    assert "the independent reference" in out and "verdict: mismatch" in out, out[-800:]

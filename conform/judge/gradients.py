@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import torch
 import torch.utils._pytree as pytree
 
+from conform.judge import references
 from conform.judge.compare import leaves as result_leaves
+from conform.judge.trees import bind_arguments
 
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
@@ -182,3 +185,100 @@ def device_agrees(r, grads: list, rtol: float) -> bool:
         return False
     value = sum(float((g.detach().to(torch.float64) * u)[u != 0].sum()) for g, u in zip(grads, r["us"]))
     return math.isfinite(value) and abs(value - r["fd"]) <= rtol * r["scale"] + SPREAD * r["spread"]
+
+
+# -- an equivalent API's gradient, where finite differences cannot reach ------------------------
+#
+# At an infinite input no difference moves the forward, so `directional` has no opinion, and
+# golden's gradient is autograd's own formula: d logsumexp([inf, 1]) is (nan, 0) by the formula
+# (inf - inf inside it), where softmax, logsumexp's gradient, has the limit (1, 0). The opdb hint
+# `gradient_equivalent` gives, per input, the vector-Jacobian product by another API (an
+# expression over the schema's argument names and `grad`, the output's weights, evaluated in
+# float64 like an independent reference): held against golden's gradient elementwise, special
+# values exactly, where some input is infinite and the equivalent is not NaN there.
+
+EQUIVALENT_RTOL = 1e-6  # both sides are float64: far above their rounding, far below a wrong formula
+
+
+def equivalent(op, case, vs=None):
+    """{"bad": a message or "", "grads": {input name: the equivalent's gradient}} for a case of
+    an op with the `gradient_equivalent` hint and an infinite input; None where it does not apply
+    or cannot be evaluated."""
+    hint = (getattr(op.rules, "hints", None) or {}).get("gradient_equivalent")
+    if not hint:
+        return None
+    args, kwargs = case.materialize(lambda t: t.clone(), torch.device("cpu"), dtype=torch.float64)
+    bound = bind_arguments(op, args, kwargs)
+    for a in op.arguments:
+        if a.name not in bound and a.default is not None and not a.is_out:
+            bound[a.name] = references._default(a)
+    names = [n for n in hint if isinstance(bound.get(n), torch.Tensor) and bound[n].dtype == torch.float64]
+    if not names or not any(bool(torch.isinf(bound[n]).any()) for n in names):
+        return None  # finite inputs: finite differences decide
+    leaves_ = {n: bound[n].detach().clone().requires_grad_(True) for n in names}
+    swap = {id(bound[n]): leaves_[n] for n in names}  # the case's own tensors, by identity
+    call = op.resolve()
+    try:
+        with torch.enable_grad():
+            out = call(*[swap.get(id(a), a) for a in args], **{k: swap.get(id(v), v) for k, v in kwargs.items()})
+            outs = [t for t in result_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+            if vs is None or not outs or outs[0].shape != vs[0].shape:
+                return None
+            golden = torch.autograd.grad(outs[0], list(leaves_.values()), vs[0], allow_unused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    values = {k: references._to_numpy(v) for k, v in bound.items()}
+    values["grad"] = vs[0].detach().to(torch.float64).numpy()
+    grads, bad = {}, ""
+    for (name, gold), want_leaf in zip(zip(names, golden), leaves_.values()):
+        try:
+            with numpy.errstate(all="ignore"):
+                want = eval(hint[name], references.namespace(), dict(values))  # noqa: S307 - reviewed opdb rules
+            want = torch.as_tensor(numpy.asarray(want, dtype=numpy.float64))
+            want = torch.broadcast_to(want, want_leaf.shape)
+        except Exception:  # noqa: BLE001 - the expression rejects the case: no opinion
+            return None
+        grads[name] = want
+        gold = torch.zeros_like(want) if gold is None else gold.detach()
+        off = _equivalent_off(gold, want)
+        if not bad and bool(off.any()):
+            idx = tuple(int(i) for i in off.nonzero()[0]) if off.dim() else ()
+            bad = (
+                f"autograd's formula disagrees with the gradient of an equivalent API ({hint[name]}) at an "
+                f"infinite input, where finite differences cannot move the forward: "
+                f"{gold[idx].item()!r} vs {want[idx].item()!r} expected at index {idx} [grad[{name}]]"
+            )
+    return {"bad": bad, "grads": grads}
+
+
+def _equivalent_off(gold: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Where golden's gradient and the equivalent's part: another special value, or finite values
+    beyond EQUIVALENT_RTOL of the gradient's scale; nothing where the equivalent is NaN."""
+    decided = ~torch.isnan(want)
+    special = torch.isnan(gold) | (torch.isinf(gold) != torch.isinf(want))
+    special |= torch.isinf(gold) & torch.isinf(want) & (torch.sign(gold) != torch.sign(want))
+    finite = torch.isfinite(gold) & torch.isfinite(want)
+    value = finite & ((gold - want).abs() > EQUIVALENT_RTOL * max(_finite_scale(want), 1e-300))
+    return (special | value) & decided
+
+
+def _finite_scale(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+def equivalent_agrees(r, grads: dict, rtol: float) -> bool:
+    """Whether a device's gradients match the equivalent's within `rtol` of their scale."""
+    for name, want in r["grads"].items():
+        got = grads.get(name)
+        if got is None:
+            return False
+        got = got.detach().to(torch.float64)
+        if got.shape != want.shape:
+            return False
+        off = _equivalent_off(got, want)
+        finite = torch.isfinite(got) & torch.isfinite(want)
+        near = (got - want).abs() <= rtol * max(_finite_scale(want), 1e-300)
+        if bool((off & ~(finite & near)).any()):
+            return False
+    return True

@@ -136,7 +136,7 @@ class Reference:
 
     @property
     def uses_numpy(self) -> bool:
-        return any(m in self.expression for m in ("numpy.", "scipy.", "math."))
+        return any(m in self.expression for m in ("numpy.", "scipy.", "math.", "formulas."))
 
 
 def _value_inputs(op) -> tuple[str, ...] | None:
@@ -205,7 +205,7 @@ def reference_for(op) -> Reference | None:
 def _origin(expr: str) -> str:
     """The first library function an expression names ("numpy.cumsum")."""
 
-    found = re.findall(r"\b(?:numpy|scipy\.special|math|torch)(?:\.[A-Za-z_]\w*)+", expr)
+    found = re.findall(r"\b(?:numpy|scipy\.special|math|torch|formulas)(?:\.[A-Za-z_]\w*)+", expr)
     ns = namespace()
     for name in found:
         obj = ns.get(name.split(".")[0])
@@ -217,7 +217,9 @@ def _origin(expr: str) -> str:
 
 
 # functions an expression uses around its reference, never the reference itself
-_HELPERS = frozenset({"isnan", "isposinf", "isfinite", "iscomplexobj", "ones_like", "zeros_like", "asarray", "signbit"})
+_HELPERS = frozenset(
+    {"isnan", "isposinf", "isfinite", "iscomplexobj", "ones_like", "zeros_like", "asarray", "signbit", "indeterminate"}
+)
 
 
 # -- evaluating -----------------------------------------------------------------------------
@@ -295,12 +297,24 @@ class _NoOpinion(Exception):
     """The reference has nothing to say about this case (it raised, or cannot read it)."""
 
 
+def float64_function(op, name: str):
+    """numpy float64 array -> numpy float64 array for a unary op whose reference is a NumPy/SciPy
+    expression of its one argument `name`; None otherwise (generators.op_ranges' threshold search)."""
+    ref = reference_for(op)
+    if ref is None or not ref.uses_numpy or ref.output is not None:
+        return None
+    ns = namespace()
+    return lambda a: numpy.asarray(eval(ref.expression, ns, {name: a}), dtype=numpy.float64)  # noqa: S307
+
+
 def namespace():
-    """What an expression may name: the libraries, and nothing of conform's."""
+    """What an expression may name: the libraries, and conform's documented formulas (NumPy only)."""
     import scipy.special  # here, not at the top: scipy loads in about half a second: only cells with a SciPy reference pay it
 
+    from conform.judge import formulas
+
     scipy_ns = type("scipy", (), {"special": scipy.special})
-    return {"numpy": numpy, "scipy": scipy_ns, "math": math, "torch": torch}
+    return {"numpy": numpy, "scipy": scipy_ns, "math": math, "torch": torch, "formulas": formulas}
 
 
 def evaluate(ref: Reference, op, args, kwargs):
@@ -451,13 +465,16 @@ class Opinion:
             return Record(
                 where,
                 kind,
-                f"Mismatched elements: {n} / {total}; {'sign of zero differs ' if kind == 'sign' else ''}at index {idx}:"
-                f" {got!r} vs {want!r} expected [{where}]",
+                f"Mismatched elements: {n} / {total}; {_NAMED.get(kind, '')}at index {idx}: {got!r} vs {want!r} expected [{where}]",
                 index=idx,
                 mismatched=n,
                 total=total,
             )
         return Record(path)
+
+
+# what a record's message calls its kind, as the verdict's own messages do (compare.py)
+_NAMED = {"nan": "NaN mismatch ", "inf": "infinity mismatch ", "sign": "sign of zero differs "}
 
 
 def _pick(x, i):

@@ -15,7 +15,7 @@ import inspect
 import json
 import math
 
-from conform.judge import gradients, references
+from conform.judge import formulas, gradients, references
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
 from opdb.hints import hint
@@ -288,6 +288,10 @@ def independent_verdict():
     values = {{k: to_numpy(v) for k, v in bound.items()}}
     import scipy.special
     ns = {{"numpy": numpy, "scipy": type("scipy", (), {{"special": scipy.special}}), "math": math, "torch": torch}}
+    if globals().get("FORMULAS"):
+        # the documented formulas (conform.judge.formulas) the reference names, as conform has them
+        ns["formulas"] = type(numpy)("formulas")
+        exec(FORMULAS, ns["formulas"].__dict__)
     with numpy.errstate(all="ignore"):
         ref = eval(REFERENCE, ns, values)
         ignore = eval(REFERENCE_IGNORE, ns, values) if REFERENCE_IGNORE else None
@@ -670,4 +674,5 @@ def _independent_prelude(op, case: Case, result) -> str:
         f"OUTS = {[a.name for a in op.out_args]!r}\n"
         f"DEFAULTS = {defaults!r}\n"
         f"INT_DTYPE = {'torch.' + str(int_dtype).removeprefix('torch.') if int_dtype is not None else None}\n"
+        + (f"FORMULAS = {inspect.getsource(formulas)!r}\n" if "formulas." in ref.expression + ref.ignore else "")
     )

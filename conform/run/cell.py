@@ -28,6 +28,7 @@ import generators
 import opdb
 from conform import backends
 from conform.config import CellSettings, WorkerSetup
+from conform.judge import references
 from conform.judge.outcome import STICKY, skip_reason_of_case, skip_reason_of_empty_cell, sticky_error
 from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, UNTESTABLE, Outcome
 from conform.report.repro import repro_script
@@ -111,7 +112,9 @@ def run_cell(
         result.skip_reason = UNTESTABLE
         return result
     try:
-        strategy = generators.from_schema(op, dtype, max_numel=settings.max_numel)
+        strategy = generators.from_schema(
+            op, dtype, max_numel=settings.max_numel, reference=references.float64_function
+        )
     except Untestable as e:
         result.message = f"untestable: {e}"
         result.skip_reason = UNTESTABLE
@@ -141,8 +144,6 @@ def run_cell(
         if on_case:
             on_case(case)
         try:
-            # gradients on the first few valid examples, and on every shrink step of a failure
-            grad = settings.grad and (progress.failing or result.examples_run < settings.grad_examples)
             # metamorphic relations and finite differences on the first valid example, then on one
             # whose values make them informative (specials, extremes), and on every shrink step
             relations = settings.relations and (
@@ -150,6 +151,9 @@ def run_cell(
                 or progress.relation_runs < settings.relation_examples
                 and (progress.relation_runs == 0 or _informative(case))
             )
+            # gradients on the first few valid examples, on every shrink step of a failure, and on
+            # the informative one (an infinite input, where an equivalent API's gradient speaks)
+            grad = settings.grad and (progress.failing or result.examples_run < settings.grad_examples or relations)
             # finite differences (five float64 forwards and two AD passes) on the first of them only
             fd = relations and (progress.failing or progress.relation_runs == 0)
             r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)

@@ -570,6 +570,7 @@ def _run_case(
             scales=(scale, back_second),
             want_golden=want_golden,
             finite_differences=finite_differences and nondet != "ties",
+            equivalents=relations and nondet != "ties",
         )
         if back is not None and back.outcome is not Outcome.PASS:
             return back
@@ -697,7 +698,17 @@ def _error_result(side: _Side, backend, phase: str) -> CaseResult:
 
 
 def _backward(
-    op, case, backend, *, meta_only, n, sign, scales=(0.0, 0.0), want_golden=True, finite_differences=False
+    op,
+    case,
+    backend,
+    *,
+    meta_only,
+    n,
+    sign,
+    scales=(0.0, 0.0),
+    want_golden=True,
+    finite_differences=False,
+    equivalents=False,
 ) -> CaseResult | None:
     """None when backward cannot be checked; else its CaseResult (pass with a finding, or a failure)."""
     cpu = torch.device("cpu")
@@ -849,6 +860,22 @@ def _backward(
         finding = cpu_wrong.to_dict()
         if bad and _device_matches(fd, dev_grads, case, tol):
             bad = []  # the device matches finite differences: the formula golden ran is wrong, not the device
+    eq = gradients.equivalent(op, case, vs=gold_gos) if equivalents and not meta_only and want_golden else None
+    if eq is not None and eq["bad"]:
+        agrees = gradients.equivalent_agrees(eq, dev_grads, _case_rtol(case, tol))
+        if plain and not agrees:
+            # golden's formula is the expectation here, and the CPU in the case's dtype sides with
+            # it: the equivalent API's gradient does not share it
+            return CaseResult(
+                Outcome.GRAD_MISMATCH,
+                "backward",
+                eq["bad"],
+                relation={"relation": "gradient_equivalent", "other": None, "index": None, "first": None},
+                kinds=frozenset({"relation"}),
+            )
+        finding = oracle.Finding(oracle.REFERENCE if not bad else oracle.CPU_WRONG, "backward", eq["bad"]).to_dict()
+        if bad and agrees:
+            bad = []  # the device matches the equivalent API: the formula golden ran is wrong, not the device
     if not bad:
         r = CaseResult(Outcome.PASS, "backward", finding=finding)
         if v.finding is not None and v.finding.kind == oracle.CPU_WRONG:
@@ -867,10 +894,14 @@ def _backward(
 def _device_matches(fd, dev_grads, case, tol) -> bool:
     """The device's gradients, in the direction finite differences took, give their value within
     the case's precision (its dtype's rtol times the differences' scale)."""
-    rtol = max(
+    return gradients.device_agrees(fd, list(dev_grads.values()), _case_rtol(case, tol))
+
+
+def _case_rtol(case, tol) -> float:
+    """The loosest relative tolerance of the case's floating dtypes."""
+    return max(
         tolerance_at(tol, sp.torch_dtype, math.inf)[0] for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)
     )
-    return gradients.device_agrees(fd, list(dev_grads.values()), rtol)
 
 
 # -- relations --------------------------------------------------------------------------------

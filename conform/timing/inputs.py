@@ -30,6 +30,7 @@ from hypothesis.errors import Unsatisfiable
 
 import generators
 from conform.errors import first_line
+from conform.judge import references
 from generators import Case, TensorSpec
 
 SEED_MAX_NUMEL = 128  # elements per tensor of the small cases that are scaled up
@@ -101,7 +102,9 @@ class SeedPool:
         if self._drawn is None:
             self._drawn = []
             try:
-                strategy = generators.from_schema(self.op, self.dtype, max_numel=self.max_numel)
+                strategy = generators.from_schema(
+                    self.op, self.dtype, max_numel=self.max_numel, reference=references.float64_function
+                )
                 cases = _draw(strategy, self.count, f"timing/{self.op.qualname}/{self.dtype}")
             except Exception as e:  # Untestable, or a generator bug: the direct seeds may still serve
                 self.generator_error = first_line(e, 200)

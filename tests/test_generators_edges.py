@@ -1,0 +1,102 @@
+"""Values at an op's own edges: scale arguments at their extremes, and inputs whose results lie
+just inside the dtype's overflow and underflow thresholds, computed by inverting the op."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import opdb
+from conform.judge import references
+from generators import TensorSpec, from_schema, op_ranges
+from generators.argtypes import scale_extremes
+from tests.test_generators import _drawn
+
+
+def _cases(qualname: str, dtype: str, examples: int = 60) -> list:
+    return _drawn(from_schema(opdb.lookup(qualname), dtype), examples=examples)
+
+
+def _scalars(case) -> dict:
+    names = [a.name for a in opdb.lookup(case.op).arguments]
+    bound = dict(zip(names, case.args))
+    bound.update(case.kwargs)
+    return bound
+
+
+# -- scale arguments -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_scales_are_drawn_large_together(dtype):
+    large = scale_extremes(dtype)["large"]
+    cases = _cases("aten::softplus", dtype)
+    together = [c for c in cases if {_scalars(c).get(n) for n in ("beta", "threshold")} == {large}]
+    # beta x past exp's overflow while under the threshold: softplus's naive formula overflows there
+    assert len(together) >= 4, f"{len(together)} softplus cases with beta and threshold both at {large:g}"
+    assert math.log(large) > math.log(torch.finfo(getattr(torch, dtype)).max) / 2
+
+
+def test_a_regulariser_is_drawn_tiny_not_large():
+    eps = [_scalars(c).get("eps") for c in _cases("aten::native_layer_norm", "float32")]
+    tiny, large = scale_extremes("float32")["tiny"], scale_extremes("float32")["large"]
+    assert tiny in eps and large not in eps
+
+
+def test_ordinary_scales_stay_the_common_case():
+    extremes = set(scale_extremes("float32").values())
+    betas = [_scalars(c).get("beta") for c in _cases("aten::softplus", "float32")]
+    assert sum(b in extremes for b in betas) < len(betas) / 2
+
+
+# -- the op's own range, computed ---------------------------------------------------------------
+
+
+def _band(qualname: str, dtype: str):
+    # as a cell draws them: with conform's independent references
+    return op_ranges.parse(op_ranges.computed(opdb.lookup(qualname), dtype, references.float64_function))
+
+
+def test_thresholds_are_computed_by_inverting_the_op():
+    # i0(x) = max(float32) at 91.9: the band reaches past 88.72, where exp(x) alone overflows
+    (lo, hi), neg = _band("aten::i0", "float32")
+    assert lo < 88.72 < hi < 91.95 and neg == (lo, hi)
+    # float64: from the stable reference, not the float64 kernel (which overflows at 709.78)
+    (lo, hi), _ = _band("aten::i0", "float64")
+    assert lo < 709.78 and 712.0 < hi < 713.99
+    # exp: overflow for positive x, underflow below the smallest normal value for negative x
+    (lo, hi), (nlo, nhi) = _band("aten::exp", "float16")
+    assert lo < math.log(65504) < lo + 6 and hi < math.log(65504)
+    assert nlo < -math.log(torch.finfo(torch.float16).smallest_normal) < nhi
+    # erfcx overflows for negative x only
+    pos, (nlo, nhi) = _band("aten::special_erfcx", "float32")
+    assert pos is None and 9.0 < nlo < nhi < 9.4
+
+
+@pytest.mark.parametrize("qualname", ["aten::sin", "aten::abs", "aten::tan", "aten::sqrt", "aten::add.Tensor"])
+def test_ops_without_an_edge_of_their_own_get_no_band(qualname):
+    # sin(x) ~ x near zero, abs(x) = x: the input is at the dtype's edge itself; add is binary
+    assert op_ranges.computed(opdb.lookup(qualname), "float32") == ""
+
+
+def test_a_range_token_is_a_stored_magnitude_that_draws_inside_its_bands():
+    token = op_ranges.token(((86.0, 91.0), None))
+    spec = TensorSpec((64,), "float32", seed=5, magnitude=token)
+    x = spec.materialize(lambda t: t).double()
+    pos = x[x > 0]
+    assert pos.numel() and bool(((pos >= 86.0 * (1 - 1e-6)) & (pos <= 91.0 * (1 + 1e-6))).all())
+    assert bool((x[x < 0] > -3.5).all())  # no band on that side: the kind's own values
+    with pytest.raises(ValueError):
+        TensorSpec((3,), "float32", magnitude="range:1:2")
+
+
+def test_unary_op_cases_reach_their_premature_overflow():
+    cases = _cases("aten::i0", "float32")
+    reached = 0
+    for case in cases:
+        (x,), _ = case.materialize(lambda t: t, torch.device("cpu"))
+        finite = x[torch.isfinite(x)].double().abs()
+        reached += bool(((finite > 88.73) & (finite < 91.9)).any())
+    assert reached >= len(cases) // 6, f"{reached} of {len(cases)} i0 cases reach past exp's overflow"
