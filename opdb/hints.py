@@ -118,6 +118,9 @@ HINTS: dict[str, Hint] = {
     "quotient_rounded_first": Hint(
         "str", None, "with this argument, the quotient rounded to the result dtype before rounding_mode is right too"
     ),
+    "discontinuity": Hint(
+        "table", None, "where the op's step sits: at = input|computed, precision = math|dtype, period = argument"
+    ),
     "bin_edges": Hint("table", None, "counts judged against the edges the dtype computes: edges = op, counts = op"),
 }
 

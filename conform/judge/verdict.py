@@ -24,7 +24,7 @@ import torch
 from conform.judge.compare import Record, _spacing, _sparse_valid, compare_tensors, failures
 from conform.judge.outcome import META_KINDS
 from conform.judge.tolerances import exactly_determined, is_inexact
-from conform.judge.trees import dense, leaves
+from conform.judge.trees import bind_arguments, dense, leaves
 from opdb.hints import hint
 
 # Finding kinds: facts stored with a cell that are not its verdict.
@@ -243,14 +243,22 @@ def against_golden(phase: Phase, actual: Observed, rerun: Rerun) -> Judgement:
             golden,
             "precision edge: a point on a bin edge the data defines, counted by the edges the dtype computes",
         )
+    edge = _discontinuity(phase)
+    if edge.get("at") == "input" and (promoted := _at_the_promoted_inputs(phase, actual)) is not None:
+        if not failures(promoted):  # rule (6f): the inputs as the kernel's computation dtype holds them
+            return Judgement(promoted, golden)
     excuses = []
-    for excuse in (_specials_excused, _conditioning_excused):  # rules (4d), (4e), limited by (4f)
+    for excuse in (_specials_excused, _edge_excused, _conditioning_excused):  # rules (4d), (4e), limited by (4f)
         if not failures(records) or any(r.kind in META_KINDS or r.kind == "sign" for r in failures(records)):
             break
         if excuse is _specials_excused and not any(r.kind in ("nan", "inf") for r in failures(records)):
             continue  # no special value is off: nothing for that rule to say
-        if excuse is _conditioning_excused and _exactly_determined(phase):
-            continue  # the result is fixed by the inputs as given (round, floor_divide, indices): no precision to lose
+        if excuse is _edge_excused and edge.get("at") != "computed":
+            continue  # rule (6e) judges a step whose argument the kernel computes
+        if excuse is _conditioning_excused and (_exactly_determined(phase) or edge.get("at") == "input"):
+            # the result is fixed by the inputs as given (round, floor_divide, indices, x < y): no
+            # precision to lose, and a hull across a step at an input would pass either side (rule 6f)
+            continue
         patched, why = excuse(phase, actual, expected, golden)
         if patched is None:
             continue
@@ -602,6 +610,118 @@ def _conditioning_excused(phase: Phase, actual: Observed, expected: Observed, go
     )
 
 
+def _discontinuity(phase: Phase) -> dict:
+    """The op's discontinuity (opdb hint `discontinuity`, opdb/rules/discontinuities.toml): where
+    its step sits (`at`: "input", a value of an input as given; "computed", a value the kernel
+    computes from them), in which precision that value is computed (`precision`: "math", float32
+    for half precision, or "dtype"), and the argument whose multiple the result jumps by
+    (`period`); {} for a continuous op. Forward results only: a gradient has no step."""
+    if phase.name != "forward" or (hint(phase.op, "exact_only_with") and not _exactly_determined(phase)):
+        return {}  # div without a rounding mode is true division: continuous
+    return hint(phase.op, "discontinuity") or {}
+
+
+def _at_the_promoted_inputs(phase: Phase, actual: Observed) -> list[Record] | None:
+    """A step at an input value (a comparison, bucketize) is decided by the inputs as the kernel's
+    computation dtype holds them: lt(bfloat16 tensor, 0-dim float32 tensor) compares in bfloat16,
+    the 0-dim value rounded to it (type promotion). The records of `actual` against golden on
+    the inputs cast to the promoted dtype, or None where no input is wider than it."""
+    try:
+        args, kwargs = phase.case.materialize(lambda t: t, torch.device("cpu"))
+    except Exception:  # noqa: BLE001 - cannot tell: no second reading
+        return None
+    tensors = [t for t in leaves((args, kwargs)) if t.layout == torch.strided and t.device.type != "meta"]
+    if len(tensors) < 2:
+        return None
+    common = tensors[0]
+    for t in tensors[1:]:  # a 0-dim tensor does not widen a dimensioned one of its category
+        common = torch.empty((1,) if common.dim() or t.dim() else (), dtype=torch.result_type(common, t))
+    dt = common.dtype
+    if not dt.is_floating_point or not any(t.dtype.is_floating_point and t.dtype != dt for t in tensors):
+        return None
+
+    def cast(t):
+        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.device.type == "meta":
+            return t
+        return t.detach().to(dt).to(t.dtype)
+
+    raw = phase.run_cpu(TransformedCase(phase.case, cast), torch.float64)
+    expected = phase.expect(raw) if raw is not None else None
+    return phase.compare(actual, expected) if expected is not None else None
+
+
+def _edge_excused(phase: Phase, actual: Observed, expected: Observed, golden: Observed):
+    """A step whose argument the kernel computes (rule 6e: a quotient's floor, a bin position):
+    golden runs again with every floating input moved by one unit of the precision the op
+    computes that argument in; an element where a move lands golden on another side of a step
+    is right on either side, and its expectation is the value of the side it lies nearest to
+    (with `period`, golden shifted by the multiples of it the moves show). Elements no move
+    takes across a step keep golden's value: a value binned or rounded wrongly far from an edge
+    stays an alarm. `expected` so patched and the reason, or (None, "")."""
+    edge = _discontinuity(phase)
+    dt = rounding_dtype(phase.case)
+    if dt is None:
+        return None, ""
+    unit = torch.float32 if edge.get("precision", "math") == "math" and dt in HALF_PRECISION else dt
+    moved = [
+        phase.run_cpu(TransformedCase(phase.case, _nudge(unit, s, bit)), torch.float64)
+        for bit in (None, 0, 1)
+        for s in (1.0, -1.0)
+    ]
+    if any(m is None for m in moved):
+        return None, ""
+    period = _period(phase, edge.get("period"))
+
+    def nearest(a, e, g, *ms):
+        if e.is_complex() or any(m.shape != g.shape for m in ms):
+            return None
+        g = g.detach().to(torch.float64)
+        ms = [m.detach().to(torch.float64) for m in ms]
+        finite = torch.isfinite(g) & torch.stack([torch.isfinite(m) for m in ms]).all(0)
+        a64 = a.detach().to(torch.float64)
+        within = torch.zeros_like(g, dtype=torch.bool)
+        if period is not None:
+            p = torch.broadcast_to(period, g.shape).abs()
+            shifts = [torch.round((m - g) / p).nan_to_num(0.0) for m in ms]
+            crossing = torch.stack([s != 0 for s in shifts]).any(0)
+            sides = [g, *(g + s * p for s in shifts)]
+            # the other side's value is computed (a - b * k) and as conditioned as golden's own:
+            # it stands within the moves' spread around that side (rule 6a, one side at a time)
+            spread = torch.stack([(m - c).abs() for m, c in zip(ms, sides[1:])]).amax(0).nan_to_num(0.0)
+            slack = spread + _spacing(a64, a.dtype)
+            within = torch.stack([(s != 0) & ((a64 - c).abs() <= slack) for s, c in zip(shifts, sides[1:])]).any(0)
+        else:
+            crossing = torch.stack([m.to(a.dtype) != g.to(a.dtype) for m in ms]).any(0)
+            sides = [g, *ms]
+        sides = torch.stack([x.to(a.dtype).to(torch.float64) for x in sides])
+        pick = (sides - a64).abs().nan_to_num(math.inf).argmin(0, keepdim=True)
+        near = torch.where(within, a64, sides.gather(0, pick)[0]).to(e.dtype)
+        return torch.where(crossing & finite, near, e)
+
+    patched = _patch(actual, expected, golden, tuple(moved), nearest, replace=True)
+    return (
+        patched,
+        f"on a step's edge (the value the step decides moves to another side when the inputs move by one "
+        f"{str(unit).removeprefix('torch.')} unit): either side is right",
+    )
+
+
+def _period(phase: Phase, name: str | None) -> torch.Tensor | None:
+    """The argument `name` of the case as a float64 tensor (a remainder's divisor), or None."""
+    if not name:
+        return None
+    try:
+        args, kwargs = phase.case.materialize(lambda t: t, torch.device("cpu"))
+    except Exception:  # noqa: BLE001 - cannot tell: no shifted sides
+        return None
+    v = bind_arguments(phase.op, args, kwargs).get(name)
+    if isinstance(v, torch.Tensor) and v.layout == torch.strided and not v.is_complex() and v.device.type != "meta":
+        return v.detach().to(torch.float64)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return torch.tensor(float(v), dtype=torch.float64)
+    return None
+
+
 def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: float | None = None):
     """Every floating input moved by one unit of `dt` in `direction`. With `bit`, element i of
     the case's n-th floating input moves the other way when bit `bit` of i plus n is odd: two
@@ -637,11 +757,14 @@ def _nudge(dt: torch.dtype, direction: float, bit: int | None = None, floor: flo
     return move
 
 
-def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse, *, complex_parts=False):
+def _patch(
+    actual: Observed, expected: Observed, golden: Observed, others: tuple, excuse, *, complex_parts=False, replace=False
+):
     """`others`: more observed values (or None) passed on to `excuse`, leaf by leaf. `expected` with the
     side's own values wherever `excuse(actual, expected, golden, *others)` says the element is excused
     (leaf by leaf; leaves it cannot line up are left alone). With `complex_parts`, a complex leaf is
-    judged as its real and imaginary parts (torch.view_as_real), each excused on its own."""
+    judged as its real and imaginary parts (torch.view_as_real), each excused on its own. With
+    `replace`, `excuse` returns the leaf's new expectation itself (or None: left alone)."""
     a_l, e_l, g_l = (list(leaves(_flat(x))) for x in (actual, expected, golden))
     o_l = [list(leaves(_flat(o))) if o is not None else [None] * len(e_l) for o in others]
     if not (len(a_l) == len(e_l) == len(g_l)) or any(len(x) != len(e_l) for x in o_l):
@@ -667,6 +790,9 @@ def _patch(actual: Observed, expected: Observed, golden: Observed, others: tuple
             out.append(torch.view_as_complex(patched.contiguous()))
             continue
         mask = excuse(a, e, g, *(o[i] for o in o_l)) if ok else None
+        if replace:
+            out.append(mask if mask is not None else e)
+            continue
         out.append(torch.where(mask, a.detach(), e) if mask is not None and bool(mask.any()) else e)
     it = iter(out)
     main, written = _replace_leaves(expected[0], it), _replace_leaves(expected[1] or {}, it)
