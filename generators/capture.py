@@ -13,6 +13,11 @@ must not inherit). The captured float64 values, rounded to the captured dtypes, 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import re
+from pathlib import Path
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -50,28 +55,100 @@ def _same(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+# hint `caller = "autograd"`: the callers are the ops whose derivative formula calls the op
+AUTOGRAD = "autograd"
+_FORMULA_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+@functools.cache
+def _derivatives() -> list[dict]:
+    """The entries of PyTorch's derivatives.yaml (shipped in torchgen/packaged/autograd); [] where
+    torchgen is not installed."""
+    import yaml
+
+    spec = importlib.util.find_spec("torchgen")
+    path = Path(list(spec.submodule_search_locations)[0]) / "packaged/autograd/derivatives.yaml" if spec else None
+    return yaml.safe_load(path.read_text()) if path is not None and path.exists() else []
+
+
+_NOT_INPUTS = ("name", "output_differentiability", "dispatch", "result")
+
+
+def differentiable_inputs(qualname: str) -> set[str] | None:
+    """The argument names an op's derivative formula differentiates (a batch norm's input, weight
+    and bias, not its running statistics), or None where derivatives.yaml has no entry."""
+    for entry in _derivatives():
+        forward = entry["name"].split("(", 1)[0]
+        if f"aten::{forward}" in (qualname, qualname.removesuffix(".default")):
+            # result0, result1: forward-mode formulas, not inputs
+            names = {n.strip() for key in entry if key not in _NOT_INPUTS for n in key.split(",")}
+            return {n for n in names if not re.fullmatch(r"result\d*", n)}
+    return None
+
+
+@functools.cache
+def autograd_callers() -> dict[str, tuple[str, ...]]:
+    """Internal op base name -> the ops (qualnames) whose derivative formula in PyTorch's
+    derivatives.yaml calls it: the only way autograd reaches a backward kernel."""
+    found: dict[str, list[str]] = {}
+
+    def formulas(x):
+        if isinstance(x, str):
+            yield x
+        elif isinstance(x, (dict, list)):
+            for v in x.values() if isinstance(x, dict) else x:
+                yield from formulas(v)
+
+    for entry in _derivatives():
+        forward = entry["name"].split("(", 1)[0]
+        for key, value in entry.items():
+            if key in ("name", "output_differentiability"):
+                continue
+            for text in formulas(value):
+                for called in _FORMULA_CALL.findall(text):
+                    names = found.setdefault(called.removesuffix("_symint"), [])
+                    if f"aten::{forward}" not in names:
+                        names.append(f"aten::{forward}")
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def callers_of(op) -> list[str]:
+    """The qualnames of the ops that call `op` (hint `caller`: one named, or "autograd": derived
+    from the derivative formulas, less the op itself and those without a CPU kernel here)."""
+    import opdb
+
+    name = op.rules.hints["caller"]
+    if name != AUTOGRAD:
+        return [name]
+    found = []
+    for qualname in autograd_callers().get(op.base_name, ()):
+        try:
+            caller = opdb.lookup(qualname)
+        except opdb.UnknownOpError:
+            continue
+        if caller.base_name != op.base_name and not (caller.rules and caller.rules.untestable):
+            found.append(qualname)
+    return found
+
+
+# caller cases drawn before the op falls back to its own builder: a caller rejects some of its
+# own drawn cases (softmax's half_to_float on the CPU, an embedding index out of range)
+ATTEMPTS = 3
+
+
 def from_caller(ctx, cases) -> bool:
     """Fill `ctx.fixed` with what the op's caller (hint `caller`) passes it, drawing the caller's
     case with `cases(op, cell, max_numel, builder)` (the schema's strategy); False (nothing
-    filled) where the caller rejects its drawn case or never calls the op for it."""
-    import opdb
-    from generators import families
-
-    caller = opdb.lookup(ctx.hints["caller"])
-    case = ctx.draw(
-        cases(caller, ctx.cell, ctx.max_numel, families.builder_for(caller)), label=f"caller {caller.qualname}"
-    )
-    packet = getattr(torch.ops.aten, ctx.op.base_name)
-    try:
-        args, kwargs = case.materialize(_same, torch.device("cpu"))
-        low = _run_caller(caller, args, kwargs, packet, None, ctx)
-        if low is None:
-            return False
-        exact = _run_caller(caller, args, kwargs, packet, torch.float64, ctx, grad=low[1])
-    except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
+    filled) where the caller rejects its drawn cases or never calls the op for them."""
+    names = callers_of(ctx.op)
+    captured = None
+    for _ in range(ATTEMPTS if names else 0):
+        captured = _captured_once(ctx, cases, names)
+        if captured is not None:
+            break
+    if captured is None:
         return False
-    if exact is None:
-        return False
+    low, exact = captured
     (low_args, low_kwargs), _ = low
     (exact_args, exact_kwargs), _ = exact
     names = [a.name for a in ctx.op.arguments if not a.is_out]
@@ -93,6 +170,30 @@ def from_caller(ctx, cases) -> bool:
     return True
 
 
+def _captured_once(ctx, cases, names):
+    """One caller (of `names`) and its case drawn, run in the case's dtype and in float64 under
+    a capture of the op: (low, exact) as _run_caller returns them, or None."""
+    import opdb
+    from generators import families, memo
+
+    caller = opdb.lookup(
+        names[ctx.draw(memo.integers(0, len(names) - 1), label="caller")] if len(names) > 1 else names[0]
+    )
+    case = ctx.draw(
+        cases(caller, ctx.cell, ctx.max_numel, families.builder_for(caller)), label=f"caller {caller.qualname}"
+    )
+    packet = getattr(torch.ops.aten, ctx.op.base_name)
+    try:
+        args, kwargs = case.materialize(_same, torch.device("cpu"))
+        low = _run_caller(caller, args, kwargs, packet, None, ctx)
+        if low is None:
+            return None
+        exact = _run_caller(caller, args, kwargs, packet, torch.float64, ctx, grad=low[1])
+    except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
+        return None
+    return None if exact is None else (low, exact)
+
+
 def _layout_of(t: torch.Tensor) -> str:
     return "transposed" if t.dim() >= 2 and not t.is_contiguous() and t.mT.is_contiguous() else "contiguous"
 
@@ -101,14 +202,17 @@ def _run_caller(caller, args, kwargs, packet, dtype, ctx, grad=None):
     """Run `caller` forward and backward (with floating inputs cast to `dtype` when given) under
     a capture of `packet`: ((args, kwargs) of its call, the gradient used), or None."""
 
-    def cast(x):
+    wanted = differentiable_inputs(caller.qualname)
+
+    def cast(name, x):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             x = x.detach().to(dtype) if dtype is not None else x.detach().clone()
-            return x.requires_grad_(True)
+            return x.requires_grad_(wanted is None or name in wanted)
         return x
 
-    args = [cast(a) for a in args]
-    kwargs = {k: cast(v) for k, v in kwargs.items()}
+    names = [a.name for a in caller.arguments]
+    args = [cast(n, a) for n, a in zip(names, args)] + list(args[len(names) :])
+    kwargs = {k: cast(k, v) for k, v in kwargs.items()}
     leaves = [x for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor) and x.requires_grad]
     state = {}
 

@@ -13,6 +13,7 @@ import opdb
 from conform.backends import CPUBackend
 from conform.outcomes import Outcome as O
 from conform.run.execute import run_case
+from generators import capture
 from generators.case import Case
 from generators.case import TensorSpec as T
 from generators.schema import from_schema
@@ -160,7 +161,12 @@ def test_producers_and_callers_are_real_ops():
     for e in entries:
         hints = e.fields.get("hints", {})
         for qualname in filter(None, ((hints.get("produced_by") or {}).get("op"), hints.get("caller"))):
-            assert opdb.lookup(qualname).resolve() is not None, (e.key, qualname)
+            if qualname != capture.AUTOGRAD:
+                assert opdb.lookup(qualname).resolve() is not None, (e.key, qualname)
+    # a derived caller: every op the entry matches has one
+    for op in opdb.select("all"):
+        if op.rules and op.rules.hints.get("caller") == capture.AUTOGRAD:
+            assert capture.callers_of(op), op.qualname
 
 
 @pytest.mark.skip(
@@ -253,3 +259,50 @@ def test_a_contract_of_an_unknown_kind_or_a_producer_without_results_is_rejected
         (tmp_path / "c.toml").write_text(body)
         with pytest.raises(RulesError):
             load_entries(tmp_path)
+
+
+# -- internal ops fed as their callers feed them (caller = "autograd": derivatives.yaml) -------------
+
+
+def test_the_callers_of_a_backward_kernel_come_from_the_derivative_formulas():
+    assert "aten::_softmax" in capture.autograd_callers()["_softmax_backward_data"]
+    assert capture.callers_of(opdb.lookup("aten::native_batch_norm_backward"))
+    # an op's own double backward calls it too, and is not its caller
+    assert "aten::_softmax_backward_data" not in capture.callers_of(opdb.lookup("aten::_softmax_backward_data"))
+    # running statistics are not differentiated: the capture must not ask for their gradient
+    assert capture.differentiable_inputs("aten::native_batch_norm") == {"input", "weight", "bias"}
+
+
+def test_batch_norm_backward_gets_the_statistics_of_its_input():
+    # drawn apart, save_mean and save_invstd were any numbers: an invstd of 1e9 for an input of
+    # variance 1 is a backward no forward leads to
+    n = 0
+    for b in _drawn_args("aten::native_batch_norm_backward", "float32", n=20):
+        if not b["train"] or b["input"].numel() <= b["input"].shape[1] or not b["input"].isfinite().all():
+            continue
+        x = b["input"].double()
+        dims = [d for d in range(x.dim()) if d != 1]
+        mean = x.mean(dims)
+        torch.testing.assert_close(b["save_mean"].double(), mean, rtol=1e-5, atol=1e-5)
+        invstd = 1 / (x.var(dims, unbiased=False) + b["eps"]).sqrt()
+        torch.testing.assert_close(b["save_invstd"].double(), invstd, rtol=1e-4, atol=1e-5)
+        n += 1
+    assert n
+
+
+@pytest.mark.parametrize(("name", "to_probabilities"), [("_softmax", lambda y: y), ("_log_softmax", torch.exp)])
+def test_softmax_backward_gets_a_softmax(name, to_probabilities):
+    # the forward's own output: each row of probabilities sums to 1 along dim (an 'output' drawn as
+    # any tensor held infinities a log_softmax never returns)
+    n = 0
+    for b in _drawn_args(f"aten::{name}_backward_data", "float32", n=20):
+        y = to_probabilities(b["output"].double())
+        if y.dim() == 0:
+            y = y.reshape(1)
+        if y.shape[b["dim"]] == 0:
+            continue  # no row: nothing sums
+        sums = y.sum(b["dim"])
+        finite = sums.isfinite()  # a row with a NaN or an infinity in its input has none
+        torch.testing.assert_close(sums[finite], torch.ones_like(sums[finite]), rtol=1e-4, atol=1e-4)
+        n += int(finite.sum())
+    assert n
