@@ -120,6 +120,16 @@ def test_a_comparison_with_a_wider_0_dim_tensor_compares_in_the_promoted_dtype(g
     assert r.outcome == O.PASS, r.message
 
 
+def test_an_integer_compared_with_a_float_is_compared_as_the_float_dtype_holds_it(golden_alone):
+    # lt(float32, int64) promotes to float32, where 16777217 is 16777216: 16777216 < 16777217 is
+    # False as the kernel computes it, True in float64
+    op = opdb.lookup("aten::lt.Tensor")
+    a = T((4,), "float32", data=(16777216.0, 3.0, -16777216.0, 16777220.0))
+    case = Case(op.qualname, (a, T((4,), "int64", data=(16777217,) * 4)))
+    r = run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome == O.PASS, r.message
+
+
 def test_a_tie_rounded_away_from_even_alarms():
     # round(2.5) is 2: the step sits at the input as given, which no precision moves
     op = opdb.lookup("aten::round")

@@ -637,13 +637,14 @@ def _at_the_promoted_inputs(phase: Phase, actual: Observed) -> list[Record] | No
     for t in tensors[1:]:  # a 0-dim tensor does not widen a dimensioned one of its category
         common = torch.empty((1,) if common.dim() or t.dim() else (), dtype=torch.result_type(common, t))
     dt = common.dtype
-    if not dt.is_floating_point or not any(t.dtype.is_floating_point and t.dtype != dt for t in tensors):
+    if not dt.is_floating_point or all(t.dtype in (dt, torch.bool) for t in tensors):
         return None
 
     def cast(t):
-        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.device.type == "meta":
+        # an integer operand is cast to the floating dtype too (int64 16777217 is float32 16777216)
+        if not isinstance(t, torch.Tensor) or t.dtype in (torch.bool, dt) or t.is_complex() or t.device.type == "meta":
             return t
-        return t.detach().to(dt).to(t.dtype)
+        return t.detach().to(dt).to(t.dtype) if t.dtype.is_floating_point else t.to(dt)
 
     raw = phase.run_cpu(TransformedCase(phase.case, cast), torch.float64)
     expected = phase.expect(raw) if raw is not None else None
