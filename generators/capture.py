@@ -162,6 +162,8 @@ def from_caller(ctx, cases) -> bool:
             exact_v = values[name]
             v = exact_v.to(v.dtype) if exact_v.is_floating_point() and v.is_floating_point() else v
             ctx.fixed[name] = as_spec(v, layout=_layout_of(given[name]))
+        elif isinstance(v, torch.dtype):  # a ScalarType, as a case stores one (generators.argtypes)
+            ctx.fixed[name] = {"dtype": str(v).removeprefix("torch.")}
         else:
             ctx.fixed[name] = v
     first = next((v for v in ctx.fixed.values() if isinstance(v, TensorSpec)), None)

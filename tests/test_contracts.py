@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 
 import pytest
 import torch
@@ -306,3 +307,11 @@ def test_softmax_backward_gets_a_softmax(name, to_probabilities):
         torch.testing.assert_close(sums[finite], torch.ones_like(sums[finite]), rtol=1e-4, atol=1e-4)
         n += int(finite.sum())
     assert n
+
+
+def test_a_captured_scalar_type_is_stored_as_a_case_stores_one():
+    # _softmax_backward_data's input_dtype came back from the capture as a torch.dtype, which a
+    # case cannot be written as (every cell of it was conform's internal error)
+    op = opdb.lookup("aten::_softmax_backward_data")
+    for case in _drawn(from_schema(op, "float32"), examples=5):
+        assert json.loads(json.dumps(case.to_json()))["args"][-1] == {"dtype": "float32"}, case
