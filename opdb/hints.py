@@ -90,6 +90,9 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    "layout_precondition": Hint(
+        "bool", False, "raising in one layout with a text that states the layout requirement is the documented contract"
+    ),
     # independent references (conform/judge/references.py; opdb/rules/references.toml)
     "reference": Hint("any", None, 'a Python expression over the arguments, "decomposition", or "" for none'),
     "reference_ignore": Hint("str", None, "the elements a documented semantic difference leaves undecided"),

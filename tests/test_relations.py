@@ -122,18 +122,33 @@ def test_an_error_only_a_transposed_operand_raises_is_found_both_ways():
     assert r.outcome is Outcome.DEVICE_ERROR and "raises only in the drawn layout" in r.message, r.message
 
 
-def test_an_error_that_states_a_layout_requirement_is_no_alarm():
-    """native_group_norm checks "Expected X.is_contiguous(memory_format)": a precondition the
-    kernel states (group_norm meets it), not a result that depends on the layout."""
+def _states_it(func, args, kwargs):
+    if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
+        raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
+    return func(*args, **kwargs)
 
-    def states_it(func, args, kwargs):
-        if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
-            raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
-        return func(*args, **kwargs)
 
+def test_an_error_that_states_a_layout_requirement_is_found_unless_it_is_the_ops_precondition():
+    """PyTorch's OpInfo tests expect non-contiguous samples to run: a kernel that says why it
+    raises on a transposed input still raises where the same values contiguous run."""
     case = _case("aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
-    _, r = _run("aten::mul.Tensor", case, states_it, aten.mul.Tensor, relations=True)
+    _, r = _run("aten::mul.Tensor", case, _states_it, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "raises only with self transposed" in r.message, r.message
+    # _pdist_forward's "requires contiguous input" is its precondition (pdist makes it contiguous)
+    pdist = _case("aten::_pdist_forward", TensorSpec((5, 4), "float32", seed=1), 2.0)
+    _, r = _run("aten::_pdist_forward", pdist, relations=True)
     assert r.outcome is Outcome.PASS, r.message
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_native_group_norm_raising_on_a_strided_input_is_found(layout):
+    """The real kernel (an expected failure of PyTorch's test_noncontiguous_samples): it raises
+    "Expected X.is_contiguous(memory_format)" on a transposed input whose contiguous copy runs."""
+    x = TensorSpec((4, 6, 5), "float64", seed=1, layout=layout)
+    case = _case("aten::native_group_norm", x, None, None, 4, 6, 5, 2, 1e-5)
+    _, r = _run("aten::native_group_norm", case, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "[layout relation]" in r.message, r.message
+    assert "is_contiguous" in r.message
 
 
 def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
