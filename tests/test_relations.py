@@ -220,3 +220,39 @@ def test_an_accelerator_that_matches_finite_differences_is_not_failed_for_the_cp
     assert blamed.outcome is Outcome.GRAD_MISMATCH  # golden shares the CPU's formula
     assert judged.outcome is Outcome.PASS, judged.message
     assert judged.finding and "finite differences disagree with autograd's formula" in judged.finding["message"]
+
+
+# -- random ops, re-seeded identically before each run ------------------------------------------
+
+
+def test_randn_into_a_permuted_out_under_a_fixed_seed_is_found():
+    """The real kernel (an expected failure of PyTorch's test_out for randn on the CPU): it draws
+    in the out's memory order, so a transposed out holds other values than a contiguous one."""
+    op = opdb.lookup("aten::randn.out")
+    case = Case("aten::randn.out", ([4, 5],), {"out": TensorSpec((0,), "float32")}, seed=3)
+    checked, r = execute.run_out_variants(op, case, CPUBackend(), relations=True)
+    assert checked and r is not None and r.outcome is Outcome.MISMATCH, r and r.message
+    assert "[out_layout relation]" in r.message
+    assert not r.variant_case.kwargs["out"].layout == "contiguous"
+
+
+@pytest.mark.parametrize("qualname", ["aten::uniform.out", "aten::exponential.out"])
+def test_a_random_op_that_draws_in_logical_order_keeps_the_out_layout_relation(qualname):
+    op = opdb.lookup(qualname)
+    case = Case(qualname, (TensorSpec((4, 5), "float32", seed=1),), {"out": TensorSpec((0,), "float32")}, seed=3)
+    checked, r = execute.run_out_variants(op, case, CPUBackend(), relations=True)
+    assert checked and r is None, r and r.message
+
+
+def _one_draw_more(func, args, kwargs):
+    """An in-place random fill that consumes one draw of the generator before its own."""
+    torch.empty(1).uniform_()
+    return func(*args, **kwargs)
+
+
+def test_a_random_in_place_fill_that_draws_otherwise_than_its_functional_is_found():
+    case = _case("aten::exponential_", TensorSpec((4, 5), "float32", seed=1), seed=3)
+    _, healthy = _run("aten::exponential_", case, relations=True)
+    assert healthy.outcome is Outcome.PASS, healthy.message
+    _, r = _run("aten::exponential_", case, _one_draw_more, aten.exponential_.default, relations=True)
+    assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message

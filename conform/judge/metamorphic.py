@@ -566,11 +566,12 @@ def functional_case(op, case: Case, functional) -> Case | None:
     return Case(functional.qualname, (), kwargs, seed=case.seed)
 
 
-def check_forms(op, case: Case, observed, functional, sides: Sides, tol) -> Violation | None:
+def check_forms(op, case: Case, observed, functional, sides: Sides, tol, *, same_dtype=False) -> Violation | None:
     """An in-place or out= overload's result (the mutated self, the outs) against its functional
     overload's on the same inputs, run on the device; `sides` run `functional`. The functional's
     result is cast to the written tensor's dtype where the two differ (an in-place op keeps
-    self's dtype; an out= may be of a wider one)."""
+    self's dtype; an out= may be of a wider one); `same_dtype`: no opinion where they differ (a
+    random op's draw in another dtype is another draw)."""
     if functional is None or not _hint(op, "forms_relation"):
         return None
     other = functional_case(op, case, functional)
@@ -582,6 +583,8 @@ def check_forms(op, case: Case, observed, functional, sides: Sides, tol) -> Viol
     mine = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
     theirs = [t for t in leaves(other_obs[0]) if isinstance(t, torch.Tensor)]
     if not mine or len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
+        return None
+    if same_dtype and any(a.dtype != b.dtype for a, b in zip(mine, theirs)):
         return None
     theirs = [b.to(a.dtype) if b.dtype != a.dtype else b for a, b in zip(mine, theirs)]
     if identical((mine, {}), (theirs, {})):
