@@ -90,6 +90,9 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    "batch_relation": Hint(
+        "any", None, "{argument: [item dim, result dim]}: the op applies per item along those dims (the batch relation)"
+    ),
     "seeded_relations": Hint(
         "bool", True, "a random op re-seeded identically draws the same values into any out layout and overload"
     ),

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import opdb
 from conform.backends import CPUBackend
 from conform.errors import first_line
-from conform.judge import gradients, metamorphic, references
+from conform.judge import batching, gradients, metamorphic, references
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -539,6 +539,8 @@ def _run_case(
         broken = metamorphic.check_layout(op, case, observed, sides, by_value, values=deterministic)
         if broken is None and (not nondet or deterministic and nondet == "seeded"):
             broken = metamorphic.check_position(op, case, observed, sides, tol)
+        if broken is None and not nondet:
+            broken = batching.check_batch(op, case, observed, sides, by_value)
         functional = _functional_spec(op) if broken is None and (not nondet or _seeded_alike(op)) else None
         if functional is not None and (not nondet or _nondeterminism(functional) == "seeded"):
             # a random overload and its random functional, each re-seeded identically, draw the same
