@@ -43,7 +43,7 @@ from conform.judge.compare import (
     tie_gradient_records,
     tie_records,
 )
-from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures
+from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures, sticky_error
 from conform.judge.tolerances import (
     LeafTolerance,
     gradient_tolerance,
@@ -157,6 +157,16 @@ def _to_cpu(x, to_cpu):
 # (conform.run.cell), for its in-flight record: a process the CPU reference kills (integer div
 # trunc on INT_MIN / -1 raises SIGFPE, pytorch#138425) is not the device's crash. None elsewhere.
 on_side: Callable[[str, str], None] | None = None
+
+
+# Told when the forms relation starts and ends running an op's functional overload on the device
+# (its qualname, then None), by the device process (conform.run.cell): a death or a hang there is
+# the functional's own failure, which its own cell records, never its sibling's. And asked whether
+# a functional already failed that way in this run: its siblings then hold no forms relation.
+on_functional: Callable[[str | None], None] | None = None
+functional_failed: Callable[[str], bool] = lambda qualname: False  # noqa: E731
+# Told that the functional's error poisoned the device context (its qualname, the error's line)
+on_functional_poisoned: Callable[[str, str], None] | None = None
 
 
 def _announce(to_device, dtype=None, phase="forward") -> None:
@@ -542,12 +552,22 @@ def _run_case(
         if broken is None and not nondet:
             broken = batching.check_batch(op, case, observed, sides, by_value)
         functional = _functional_spec(op) if broken is None and (not nondet or _seeded_alike(op)) else None
-        if functional is not None and (not nondet or _nondeterminism(functional) == "seeded"):
+        if (
+            functional is not None
+            and (not nondet or _nondeterminism(functional) == "seeded")
+            and not functional_failed(functional.qualname)
+        ):
             # a random overload and its random functional, each re-seeded identically, draw the same
             # values (in the same dtype: a float64 draw is another draw, not a rounding of it)
-            broken = metamorphic.check_forms(
-                op, case, observed, functional, relation_sides(functional, backend), tol, same_dtype=bool(nondet)
-            )
+            if on_functional is not None:
+                on_functional(functional.qualname)
+            try:
+                broken = metamorphic.check_forms(
+                    op, case, observed, functional, _poison_watch(functional, backend), tol, same_dtype=bool(nondet)
+                )
+            finally:
+                if on_functional is not None:
+                    on_functional(None)
         if broken is not None:
             return violation_result(broken)
 
@@ -897,6 +917,21 @@ def _functional_spec(op):
     except (KeyError, LookupError, ValueError):
         return None
     return found if found.variant == "functional" else None
+
+
+def _poison_watch(functional, backend) -> metamorphic.Sides:
+    """The functional's sides for the forms relation; an error of the functional that poisons the
+    device context (a sticky error) is handed to `on_functional_poisoned`, which ends the process
+    as the functional's failure: every later call would fail for it, and the cell is not to blame."""
+    sides = relation_sides(functional, backend)
+
+    def device(c):
+        obs, err = sides.device(c)
+        if err is not None and on_functional_poisoned is not None and sticky_error(backend, str(err)):
+            on_functional_poisoned(functional.qualname, first_line(err))
+        return obs, err
+
+    return metamorphic.Sides(device, sides.cpu)
 
 
 def _seeded_alike(op) -> bool:
