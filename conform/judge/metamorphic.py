@@ -510,6 +510,14 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 # -- out= layouts -------------------------------------------------------------------------------
 
 
+def _out_layouts(op, case: Case) -> str:
+    """The layouts of `case`'s out= arguments, in words ("transposed")."""
+    outs = _out_names(op)
+    specs = [v for k, v in case.kwargs.items() if k in outs]
+    found = [s.layout for v in specs for s in (v if isinstance(v, list) else [v]) if isinstance(s, TensorSpec)]
+    return ", ".join(dict.fromkeys(found)) or "strided"
+
+
 def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_fn, *, values=True) -> Violation | None:
     """An out= op writes the same values into a non-contiguous out as into a contiguous one, and
     raises for both or for neither (`values` False: the status alone)."""
@@ -519,7 +527,7 @@ def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_
     b, b_err = sides.device(strided)
     if (a_err is None) != (b_err is None) and not stated_requirement(op, a_err or b_err):
         err = a_err or b_err
-        which = "contiguous" if a_err is not None else "non-contiguous"
+        which = "contiguous" if a_err is not None else f"non-contiguous ({_out_layouts(op, strided)})"
         return Violation(
             OUT_LAYOUT,
             "device_error",
@@ -538,7 +546,8 @@ def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_
     return Violation(
         OUT_LAYOUT,
         "mismatch",
-        f"the result depends on the out= layout: a non-contiguous out gives {_first_diff(records)}"
+        f"the result depends on the out= layout: a non-contiguous ({_out_layouts(op, strided)}) out gives "
+        f"{_first_diff(records)}"
         " (expected: what a contiguous out holds)",
         strided,
         first=contiguous,
