@@ -278,6 +278,18 @@ def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
     assert died_result(cell, replace(record, side="reference", failed=True), "mps").outcome == "crash"
 
 
+def test_a_death_in_the_forms_relations_functional_is_the_functionals_not_the_cells():
+    from conform.plugin import died_result
+    from conform.run.isolation import InFlight
+
+    cell = ("aten::abs.out", "float32")
+    record = InFlight(op=cell[0], dtype=cell[1], case={"op": cell[0]}, describe="abs.out(float32[3])", passed=2)
+    assert died_result(cell, record, "cpu", "(signal 6)").outcome == "crash"  # its own kernel: its crash
+    r = died_result(cell, InFlight(**{**record.to_dict(), "functional": "aten::abs"}), "cpu", "(signal 6)")
+    assert (r.outcome, r.examples_passed, r.case) == ("pass", 2, None), r.message
+    assert "aten::abs died (signal 6) on the device" in r.message and "not this overload's" in r.message
+
+
 def test_the_in_flight_record_round_trips_and_writes_only_what_is_set(tmp_path):
     from conform.run.isolation import InFlight, mark_idle, read_record
 
