@@ -50,6 +50,8 @@ from conform.run import interrupts, selection
 from conform.run.cell import cell_process
 from conform.run.execute import is_plain_cpu
 from conform.run.isolation import (
+    CRASHED_OPS,
+    POISONED_EXIT_STATUS,
     ChildDied,
     CleanChild,
     InFlight,
@@ -57,6 +59,7 @@ from conform.run.isolation import (
     Monitor,
     killed_for_time,
     mark_idle,
+    op_base,
     read_record,
     start_server,
 )
@@ -405,7 +408,6 @@ class Controller:
         interrupts.release()  # Ctrl-C now ends whatever follows (pytest's shutdown, the timing pass)
 
 
-CRASHED_OPS = "crashed-ops.txt"
 PLAN = "plan.json"
 
 
@@ -428,10 +430,7 @@ def _isolated(qualname: str) -> bool:
         return False
 
 
-def _op_base(qualname: str) -> str:
-    """aten::native_batch_norm.out -> aten::native_batch_norm: overloads share their kernels,
-    and so their crashes."""
-    return qualname.split(".", 1)[0]
+_op_base = op_base
 
 
 def died_result(cell, inflight: InFlight | None, device: str | None, detail: str = "") -> CellResult:
@@ -448,6 +447,8 @@ def died_result(cell, inflight: InFlight | None, device: str | None, detail: str
             r.message = f"the process died while running {desc}"
         if reference_death(inflight):
             return _reference_died(r, inflight, detail)
+        if inflight.functional and not inflight.failed:
+            return _functional_died(r, inflight, detail)
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
             # the case's own op: the functional an out= cell's generator was running, if that died
@@ -476,6 +477,29 @@ def _reference_died(r: CellResult, inflight: InFlight, detail: str) -> CellResul
         r.message = f"{passed} examples passed; then {message}"
     else:
         r.message = message
+    return r
+
+
+FUNCTIONAL_DIED = "the functional overload"
+
+
+def _functional_died(r: CellResult, inflight: InFlight, detail: str) -> CellResult:
+    """The forms relation was running the cell's functional overload on the device when the
+    process died or hung: that is the functional's own failure, which its own cell records. The
+    cell is what its completed cases said, with a finding naming the functional; it is drawn again
+    without that case, and without the forms relation (conform.run.execute.functional_failed)."""
+    what = "hung" if r.outcome == Outcome.TIMEOUT.value else f"died {detail}".strip()
+    message = (
+        f"{FUNCTIONAL_DIED} {inflight.functional} {what} on the device (the forms relation runs it on "
+        f"{inflight.describe}): its own cell's failure, not this overload's"
+    )
+    passed = int(inflight.passed or 0)
+    r.findings = [Finding(REFERENCE, "forward", message).to_dict()]
+    r.case = None  # (a stored case makes a failure row: this is no failure of this overload)
+    outcome, r.skip_reason = of_reference_death(passed)  # the other op's death: as the reference's
+    r.outcome = outcome.value
+    r.examples_run = r.examples_passed = passed
+    r.message = f"{passed} examples passed; then {message}" if passed else message
     return r
 
 
@@ -563,7 +587,8 @@ class WorkerContext:
         if excluded:
             result.findings = before.findings + [f for f in result.findings if f not in before.findings]
             if death is None:
-                result.message += f" (drawn again without the case the CPU reference died on: {before.message})"
+                who = "the forms relation's functional" if FUNCTIONAL_DIED in before.message else "the CPU reference"
+                result.message += f" (drawn again without the case {who} died on: {before.message})"
         return result
 
     def _run_once(self, child, cell, excluded: list) -> tuple[CellResult, dict | None]:
@@ -580,11 +605,19 @@ class WorkerContext:
             if inflight and inflight.timeout and not killed_for_time(e.exitcode):
                 # it died of its own (an abort still dumping core when the monitor looked)
                 inflight = dataclasses.replace(inflight, timeout=False)
-            if child is self.device and inflight and inflight.running(cell):
+            functional = inflight.functional if inflight and inflight.running(cell) and not inflight.failed else ""
+            if functional:
+                # the forms relation's functional killed it: that op is the crasher, and the
+                # cell is drawn again without the case, its siblings without the forms relation
+                # (a context it poisoned is an error, not a crash: this run's list only)
+                self._remember_crash(functional, across_runs=e.exitcode != POISONED_EXIT_STATUS)
+            elif child is self.device and inflight and inflight.running(cell):
                 # the op's own case killed the shared process (not its start-up, not isolation):
                 # its later cells run isolated
                 self._remember_crash(cell[0])
             result = died_result(cell, inflight, self.device_name, f"({e})")
+            if functional:
+                return result, inflight.case or {"functional": functional}
             # also after a case had failed: its failure died with the process (a shrink step the
             # reference crashed on), and drawn again without that case it is found and shrunk
             if not (inflight and inflight.side in ("reference", "golden")):
@@ -594,10 +627,10 @@ class WorkerContext:
             child.kill()  # a fresh device process serves the next cell
         return result, None
 
-    def _remember_crash(self, qualname: str) -> None:
+    def _remember_crash(self, qualname: str, across_runs: bool = True) -> None:
         """Later cells of the op run isolated (this run's list) and so do the next runs' (the
         crashers file of this torch and device)."""
-        for path in (self.rundir / CRASHED_OPS, self.crashers_path):
+        for path in (self.rundir / CRASHED_OPS, self.crashers_path)[: 2 if across_runs else 1]:
             try:
                 with open(path, "a") as f:
                     f.write(qualname + "\n")

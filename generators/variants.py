@@ -3,7 +3,9 @@
 The runner runs an out= case several ways, because out handling is where backends slip: with
 the out tensor the generator drew (empty: the op resizes it), preallocated to the exact result
 shape, wrongly sized (the op must resize it, with a warning), and non-contiguous (the op must
-write through the strides, or copy back). Only the runner knows the result shapes (from the
+write through the strides, or copy back): rows sliced, and permuted (its last dim strided, its
+memory order not the logical one: a kernel that writes in memory order, as the CPU's random
+fills do, or that assumes a unit last stride, as avg_pool3d's does, slips there). Only the runner knows the result shapes (from the
 reference run), so it passes them in.
 """
 
@@ -13,7 +15,9 @@ import dataclasses
 
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 
-OUT_VARIANTS = ("as_drawn", "preallocated", "wrong_size", "noncontiguous")
+OUT_VARIANTS = ("as_drawn", "preallocated", "wrong_size", "noncontiguous", "permuted")
+# the variants whose outs are not contiguous, held against the preallocated one
+STRIDED_OUT_VARIANTS = ("noncontiguous", "permuted")
 
 
 def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tuple[int, ...]]]) -> dict[str, Case]:
@@ -33,6 +37,8 @@ def out_variants(case: Case, result_shapes: dict[str, tuple[int, ...] | list[tup
             elif isinstance(spec, TensorSpec):
                 kwargs[name] = _out_spec(spec, tuple(shape), variant)
         variants[variant] = dataclasses.replace(case, kwargs=kwargs)
+    if variants["permuted"] == variants["noncontiguous"]:
+        del variants["permuted"]  # no out with two dims to swap: the same case again
     return variants
 
 
@@ -61,6 +67,13 @@ def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorS
             "transposed" if len(shape) >= 2 and shape[0] <= 1 and shape[-1] > 1 else "sliced" if shape else "offset"
         )
         return dataclasses.replace(spec, shape=shape, layout=layout)
+    if variant == "permuted":
+        swap = len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1
+        return (
+            _out_spec(spec, shape, "noncontiguous")
+            if not swap
+            else dataclasses.replace(spec, shape=shape, layout="transposed")
+        )
     raise ValueError(f"unknown out variant {variant!r}")
 
 

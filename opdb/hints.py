@@ -96,6 +96,15 @@ HINTS: dict[str, Hint] = {
         "names", (), "dtypes in which the op's result is exactly determined: equal bit for bit at every position"
     ),
     "position_exact_when": Hint("table", None, "argument -> the value it must have (or be absent) for position_exact"),
+    "batch_relation": Hint(
+        "any", None, "{argument: [item dim, result dim]}: the op applies per item along those dims (the batch relation)"
+    ),
+    "seeded_relations": Hint(
+        "bool", True, "a random op re-seeded identically draws the same values into any out layout and overload"
+    ),
+    "layout_precondition": Hint(
+        "bool", False, "raising in one layout with a text that states the layout requirement is the documented contract"
+    ),
     # independent references (conform/judge/references.py; opdb/rules/references.toml)
     "reference": Hint("any", None, 'a Python expression over the arguments, "decomposition", or "" for none'),
     "reference_ignore": Hint("str", None, "the elements a documented semantic difference leaves undecided"),

@@ -348,11 +348,15 @@ def test_out_variants_are_preallocated_wrongly_sized_and_non_contiguous():
         kwargs={"out": TensorSpec((0,), "float32")},
     )
     variants = out_variants(case, {"out": (3, 4)})
-    assert set(variants) == {"as_drawn", "preallocated", "wrong_size", "noncontiguous"}
+    assert set(variants) == {"as_drawn", "preallocated", "wrong_size", "noncontiguous", "permuted"}
     out = lambda v: _materialize(variants[v])[1]["out"]  # noqa: E731
     assert out("preallocated").shape == (3, 4) and out("preallocated").is_contiguous()
     assert out("wrong_size").shape != (3, 4)
     assert out("noncontiguous").shape == (3, 4) and not out("noncontiguous").is_contiguous()
+    # permuted: the last dim strided, memory order not the logical one
+    assert out("permuted").shape == (3, 4) and out("permuted").stride()[-1] != 1
+    # a vector has no two dims to swap: no second strided variant to run
+    assert "permuted" not in out_variants(case, {"out": (12,)})
 
 
 def test_int_enum_arguments_take_only_their_members():

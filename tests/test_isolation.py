@@ -77,9 +77,10 @@ def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
     assert proc.returncode == 0, proc.stderr
     outcome = {(op, dt): o for op, dt, o in cells(db)}
     assert outcome.pop(("aten::abs", "float32")) == "device_error"
-    # abs.out's cell runs the functional abs on the device too (the forms relation): it meets the
-    # same fault; every other cell passes, so the poisoned device process was replaced each time
-    outcome.pop(("aten::abs.out", "float32"), None)
+    # abs.out's cell runs the functional abs on the device too (the forms relation): the poisoned
+    # context is the functional's failure, so abs.out passes on its own kernel, with a finding
+    # at most; every other cell passes, so the poisoned device process was replaced each time
+    assert ("aten::abs.out", "float32") in outcome
     assert outcome and all(o == "pass" for o in outcome.values()), outcome
     message = _messages(db)[("aten::abs", "float32")]
     assert "device-side assert triggered" in message and "poisoned the device context" in message
@@ -275,6 +276,18 @@ def test_a_death_on_the_reference_side_keeps_what_the_completed_cases_said():
     # the device's own death, or one after the device had failed a case, stays its crash
     assert died_result(cell, replace(record, side="device"), "mps", "(signal 11)").outcome == "crash"
     assert died_result(cell, replace(record, side="reference", failed=True), "mps").outcome == "crash"
+
+
+def test_a_death_in_the_forms_relations_functional_is_the_functionals_not_the_cells():
+    from conform.plugin import died_result
+    from conform.run.isolation import InFlight
+
+    cell = ("aten::abs.out", "float32")
+    record = InFlight(op=cell[0], dtype=cell[1], case={"op": cell[0]}, describe="abs.out(float32[3])", passed=2)
+    assert died_result(cell, record, "cpu", "(signal 6)").outcome == "crash"  # its own kernel: its crash
+    r = died_result(cell, InFlight(**{**record.to_dict(), "functional": "aten::abs"}), "cpu", "(signal 6)")
+    assert (r.outcome, r.examples_passed, r.case) == ("pass", 2, None), r.message
+    assert "aten::abs died (signal 6) on the device" in r.message and "not this overload's" in r.message
 
 
 def test_the_in_flight_record_round_trips_and_writes_only_what_is_set(tmp_path):

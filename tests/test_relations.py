@@ -122,18 +122,33 @@ def test_an_error_only_a_transposed_operand_raises_is_found_both_ways():
     assert r.outcome is Outcome.DEVICE_ERROR and "raises only in the drawn layout" in r.message, r.message
 
 
-def test_an_error_that_states_a_layout_requirement_is_no_alarm():
-    """native_group_norm checks "Expected X.is_contiguous(memory_format)": a precondition the
-    kernel states (group_norm meets it), not a result that depends on the layout."""
+def _states_it(func, args, kwargs):
+    if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
+        raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
+    return func(*args, **kwargs)
 
-    def states_it(func, args, kwargs):
-        if any(isinstance(a, torch.Tensor) and a.dim() >= 2 and not a.is_contiguous() for a in args):
-            raise RuntimeError("Expected X.is_contiguous(memory_format) to be true, but got false.")
-        return func(*args, **kwargs)
 
+def test_an_error_that_states_a_layout_requirement_is_found_unless_it_is_the_ops_precondition():
+    """PyTorch's OpInfo tests expect non-contiguous samples to run: a kernel that says why it
+    raises on a transposed input still raises where the same values contiguous run."""
     case = _case("aten::mul.Tensor", TensorSpec((4, 5), "float32", seed=1), TensorSpec((4, 5), "float32", seed=2))
-    _, r = _run("aten::mul.Tensor", case, states_it, aten.mul.Tensor, relations=True)
+    _, r = _run("aten::mul.Tensor", case, _states_it, aten.mul.Tensor, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "raises only with self transposed" in r.message, r.message
+    # _pdist_forward's "requires contiguous input" is its precondition (pdist makes it contiguous)
+    pdist = _case("aten::_pdist_forward", TensorSpec((5, 4), "float32", seed=1), 2.0)
+    _, r = _run("aten::_pdist_forward", pdist, relations=True)
     assert r.outcome is Outcome.PASS, r.message
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_native_group_norm_raising_on_a_strided_input_is_found(layout):
+    """The real kernel (an expected failure of PyTorch's test_noncontiguous_samples): it raises
+    "Expected X.is_contiguous(memory_format)" on a transposed input whose contiguous copy runs."""
+    x = TensorSpec((4, 6, 5), "float64", seed=1, layout=layout)
+    case = _case("aten::native_group_norm", x, None, None, 4, 6, 5, 2, 1e-5)
+    _, r = _run("aten::native_group_norm", case, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "[layout relation]" in r.message, r.message
+    assert "is_contiguous" in r.message
 
 
 def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
@@ -206,3 +221,39 @@ def test_an_accelerator_that_matches_finite_differences_is_not_failed_for_the_cp
     assert blamed.outcome is Outcome.GRAD_MISMATCH  # golden shares the CPU's formula
     assert judged.outcome is Outcome.PASS, judged.message
     assert judged.finding and "finite differences disagree with autograd's formula" in judged.finding["message"]
+
+
+# -- random ops, re-seeded identically before each run ------------------------------------------
+
+
+def test_randn_into_a_permuted_out_under_a_fixed_seed_is_found():
+    """The real kernel (an expected failure of PyTorch's test_out for randn on the CPU): it draws
+    in the out's memory order, so a transposed out holds other values than a contiguous one."""
+    op = opdb.lookup("aten::randn.out")
+    case = Case("aten::randn.out", ([4, 5],), {"out": TensorSpec((0,), "float32")}, seed=3)
+    checked, r = execute.run_out_variants(op, case, CPUBackend(), relations=True)
+    assert checked and r is not None and r.outcome is Outcome.MISMATCH, r and r.message
+    assert "[out_layout relation]" in r.message
+    assert not r.variant_case.kwargs["out"].layout == "contiguous"
+
+
+@pytest.mark.parametrize("qualname", ["aten::uniform.out", "aten::exponential.out"])
+def test_a_random_op_that_draws_in_logical_order_keeps_the_out_layout_relation(qualname):
+    op = opdb.lookup(qualname)
+    case = Case(qualname, (TensorSpec((4, 5), "float32", seed=1),), {"out": TensorSpec((0,), "float32")}, seed=3)
+    checked, r = execute.run_out_variants(op, case, CPUBackend(), relations=True)
+    assert checked and r is None, r and r.message
+
+
+def _one_draw_more(func, args, kwargs):
+    """An in-place random fill that consumes one draw of the generator before its own."""
+    torch.empty(1).uniform_()
+    return func(*args, **kwargs)
+
+
+def test_a_random_in_place_fill_that_draws_otherwise_than_its_functional_is_found():
+    case = _case("aten::exponential_", TensorSpec((4, 5), "float32", seed=1), seed=3)
+    _, healthy = _run("aten::exponential_", case, relations=True)
+    assert healthy.outcome is Outcome.PASS, healthy.message
+    _, r = _run("aten::exponential_", case, _one_draw_more, aten.exponential_.default, relations=True)
+    assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message

@@ -528,6 +528,9 @@ def relation_verdict():
         return "pass (both raise)"
     if RELATION.get("index") is not None:
         a = take(a, RELATION["index"])
+        if RELATION["relation"] == "batch":  # the taken items in the other result's shape
+            a = (type(b[0])(x.reshape(y.shape) for x, y in zip(a[0], b[0])) if isinstance(b[0], (list, tuple))
+                 else a[0].reshape(b[0].shape), a[1])  # fmt: skip
     if RELATION["relation"] == "forms":  # the in-place or out= result against the functional's
         a, b = (a[0], {}), (cast_to(b[0], a[0]), {})
     show("drawn", a[0])

@@ -35,7 +35,7 @@ from conform.report.repro import repro_script
 from conform.results import CellResult
 from conform.run import execute
 from conform.run.execute import CaseResult, is_plain_cpu
-from conform.run.isolation import InFlight, Watchdog, apply_memory_limit
+from conform.run.isolation import InFlight, Watchdog, apply_memory_limit, crashed_ops, op_base
 from generators import Untestable
 from generators import backward as generators_backward
 from generators.seeding import seed_only
@@ -312,6 +312,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
         # (on the plain CPU it is: its death there stays the device's crash)
         execute.on_side = watchdog.side
         generator_side = {"side": "reference", "phase": "forward"}
+    # the forms relation runs a sibling's functional on the device: a death or hang there is the
+    # functional's (conform.plugin), and once it failed so, the siblings do not run it again
+    execute.on_functional = watchdog.functional
+    execute.on_functional_poisoned = watchdog.functional_poisoned
+    execute.functional_failed = lambda qualname: op_base(qualname) in crashed_ops(Path(setup.run_dir))
 
     def poisoned_by(r):
         """Stop the cell at a sticky error (what follows it would fail for that reason alone and

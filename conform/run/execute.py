@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import opdb
 from conform.backends import CPUBackend
 from conform.errors import first_line
-from conform.judge import gradients, metamorphic, references
+from conform.judge import batching, gradients, metamorphic, references
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -43,7 +43,7 @@ from conform.judge.compare import (
     tie_gradient_records,
     tie_records,
 )
-from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures
+from conform.judge.outcome import META_KINDS, golden_runs, is_kernel_gap, of_error, of_failures, sticky_error
 from conform.judge.tolerances import (
     LeafTolerance,
     gradient_tolerance,
@@ -58,7 +58,7 @@ from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of
-from generators.variants import out_variants
+from generators.variants import STRIDED_OUT_VARIANTS, out_variants
 from opdb.hints import hint
 
 
@@ -157,6 +157,16 @@ def _to_cpu(x, to_cpu):
 # (conform.run.cell), for its in-flight record: a process the CPU reference kills (integer div
 # trunc on INT_MIN / -1 raises SIGFPE, pytorch#138425) is not the device's crash. None elsewhere.
 on_side: Callable[[str, str], None] | None = None
+
+
+# Told when the forms relation starts and ends running an op's functional overload on the device
+# (its qualname, then None), by the device process (conform.run.cell): a death or a hang there is
+# the functional's own failure, which its own cell records, never its sibling's. And asked whether
+# a functional already failed that way in this run: its siblings then hold no forms relation.
+on_functional: Callable[[str | None], None] | None = None
+functional_failed: Callable[[str], bool] = lambda qualname: False  # noqa: E731
+# Told that the functional's error poisoned the device context (its qualname, the error's line)
+on_functional_poisoned: Callable[[str, str], None] | None = None
 
 
 def _announce(to_device, dtype=None, phase="forward") -> None:
@@ -539,9 +549,25 @@ def _run_case(
         broken = metamorphic.check_layout(op, case, observed, sides, by_value, values=deterministic)
         if broken is None and (not nondet or deterministic and nondet == "seeded"):
             broken = metamorphic.check_position(op, case, observed, sides, tol)
-        functional = _functional_spec(op) if broken is None and not nondet else None
-        if functional is not None:
-            broken = metamorphic.check_forms(op, case, observed, functional, relation_sides(functional, backend), tol)
+        if broken is None and not nondet:
+            broken = batching.check_batch(op, case, observed, sides, by_value)
+        functional = _functional_spec(op) if broken is None and (not nondet or _seeded_alike(op)) else None
+        if (
+            functional is not None
+            and (not nondet or _nondeterminism(functional) == "seeded")
+            and not functional_failed(functional.qualname)
+        ):
+            # a random overload and its random functional, each re-seeded identically, draw the same
+            # values (in the same dtype: a float64 draw is another draw, not a rounding of it)
+            if on_functional is not None:
+                on_functional(functional.qualname)
+            try:
+                broken = metamorphic.check_forms(
+                    op, case, observed, functional, _poison_watch(functional, backend), tol, same_dtype=bool(nondet)
+                )
+            finally:
+                if on_functional is not None:
+                    on_functional(None)
         if broken is not None:
             return violation_result(broken)
 
@@ -926,6 +952,27 @@ def _functional_spec(op):
     return found if found.variant == "functional" else None
 
 
+def _poison_watch(functional, backend) -> metamorphic.Sides:
+    """The functional's sides for the forms relation; an error of the functional that poisons the
+    device context (a sticky error) is handed to `on_functional_poisoned`, which ends the process
+    as the functional's failure: every later call would fail for it, and the cell is not to blame."""
+    sides = relation_sides(functional, backend)
+
+    def device(c):
+        obs, err = sides.device(c)
+        if err is not None and on_functional_poisoned is not None and sticky_error(backend, str(err)):
+            on_functional_poisoned(functional.qualname, first_line(err))
+        return obs, err
+
+    return metamorphic.Sides(device, sides.cpu)
+
+
+def _seeded_alike(op) -> bool:
+    """A random op that, re-seeded identically, draws the same values into any out layout and
+    overload (opdb hint seeded_relations; PyTorch's test_out expects it of every random op)."""
+    return _nondeterminism(op) == "seeded" and bool(hint(op, "seeded_relations"))
+
+
 def _randomness_off(op, case) -> bool:
     """A seeded op whose randomness the case switches off (opdb hint seeded_arg: dropout_p = 0,
     training = False): its values are a function of its inputs."""
@@ -1010,18 +1057,24 @@ def run_out_variants(
             tol = LeafTolerance(lambda dt, out: tolerance_for(op, dt, reduction_size=n, output_scale=out, case=case))
             return _compare_all(_pairs(a, e, op), tol, sign=False, meta_only=False)
 
-        broken = metamorphic.check_out_layout(
-            op,
-            variants["preallocated"],
-            variants["noncontiguous"],
-            relation_sides(op, backend),
-            out_compare,
-            values=nondet != "seeded",
-        )
-        if broken is not None:
-            r = violation_result(broken)
-            r.variant_case = variants["noncontiguous"]
-            return True, r
+        for name in STRIDED_OUT_VARIANTS:
+            if name not in variants:
+                continue
+            broken = metamorphic.check_out_layout(
+                op,
+                variants["preallocated"],
+                variants[name],
+                relation_sides(op, backend),
+                out_compare,
+                # a random op re-seeded identically before each run draws the same values into
+                # either out (PyTorch's test_out expects it; randn's, randint's and normal's CPU
+                # kernels are its expected failures), unless a rule says its draws follow the layout
+                values=nondet != "seeded" or _seeded_alike(op),
+            )
+            if broken is not None:
+                r = violation_result(broken)
+                r.variant_case = variants[name]
+                return True, r
     return True, None
 
 

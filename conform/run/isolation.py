@@ -224,6 +224,27 @@ class CleanChild:
 # -- in-flight records and the hang watchdog -----------------------------------------------
 
 
+# The run's list of ops that killed a device process, one a line (in the run's directory): their
+# later cells run isolated, and the forms relation of their siblings is not held
+CRASHED_OPS = "crashed-ops.txt"
+# how a device process ends itself when the forms relation's functional poisoned its context
+POISONED_EXIT_STATUS = 76
+
+
+def op_base(qualname: str) -> str:
+    """aten::native_batch_norm.out -> aten::native_batch_norm: overloads share their kernels,
+    and so their crashes."""
+    return qualname.split(".", 1)[0]
+
+
+def crashed_ops(run_dir: Path) -> set[str]:
+    """Base names of the ops that killed a device process in this run."""
+    try:
+        return {op_base(q) for q in (Path(run_dir) / CRASHED_OPS).read_text().split()}
+    except OSError:
+        return set()
+
+
 @dataclass(frozen=True)
 class InFlight:
     """What a device process is running: written before each case, read by its parent when the
@@ -238,6 +259,7 @@ class InFlight:
     failed: bool = False  # one of them failed
     side: str = ""  # "device", "reference" or "golden": named where the device is not the CPU
     phase: str = ""  # "forward" or "backward", with the side
+    functional: str = ""  # the functional overload the forms relation runs on the device, while it runs
     limit_s: float | None = None  # the case's time limit
     pid: int | None = None
     started: float | None = None  # time.time() when the case started
@@ -301,6 +323,27 @@ class Watchdog:
                 return
             self._record = record = replace(self._record, side=name, phase=phase)
         _rewrite(self._fd, record)
+
+    def functional(self, qualname: str | None) -> None:
+        """The forms relation runs `qualname` on the device (None: it is done), so that a death or
+        a hang there is told apart as that functional's (conform.run.execute.on_functional)."""
+        with self._lock:
+            if self._deadline is None:
+                return
+            self._record = record = replace(self._record, functional=qualname or "")
+        _rewrite(self._fd, record)
+
+    def functional_poisoned(self, qualname: str, error: str) -> None:
+        """The functional's error poisoned the device context: the process ends as the
+        functional's failure (conform.run.execute.on_functional_poisoned); its parent replaces it."""
+        with self._lock:
+            record = replace(
+                self._record,
+                functional=qualname,
+                describe=f"{self._record.describe}; its error poisoned the device context: {error}",
+            )
+        _rewrite(self._fd, record)
+        os._exit(POISONED_EXIT_STATUS)
 
     def disarm(self) -> None:
         with self._lock:
