@@ -69,14 +69,3 @@ def pytest_collection_modifyitems(config, items):
             source = ""
         if _E2E_SOURCE.search(source) or _E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-
-
-@pytest.fixture(autouse=True)
-def _backend_flags_settable():
-    """Importing PyTorch's own test suite (tests/test_contracts.py reads its OpInfo samples)
-    forbids setting torch.backends flags for the rest of the process; the CUDA backend's tests
-    set them, as conform does, so each test starts with them settable again."""
-    import torch
-
-    vars(torch.backends)["__allow_nonbracketed_mutation_flag"] = True
-    yield
