@@ -5,14 +5,14 @@ Schemas come from `torch._C._jit_get_all_schemas()`. Each is parsed with torchge
 ("ScalarType?", "int[2]", "SymInt[]"), out arguments and the functional / inplace / out kind.
 About 300 TorchScript builtins on Python values ("aten::append.t", "aten::len.Dict_float") are
 outside that grammar; their arguments come from the JIT schema and `parsed` is False.
-
-`kernels` lists the dispatch keys of `KERNEL_KEYS` that have a kernel registered in *this
-process*. It describes the install, not the operator: a CPU-only build does not register the CUDA,
-MPS or XPU kernels, so those keys are absent there even for ops that have them in a CUDA or macOS
-build (the torch 2.13 CPU wheel shows two strays: aten::_foreach_mm on CUDA and
-aten::linalg_lu_solve.out on MPS). Ask the device under test, not this field, what it implements.
-TorchScript-only builtins (not known to the c10 dispatcher) have no kernels at all.
 """
+
+# `kernels` lists the dispatch keys of `KERNEL_KEYS` that have a kernel registered in *this
+# process*. It describes the install, not the operator: a CPU-only build does not register the CUDA,
+# MPS or XPU kernels, so those keys are absent there even for ops that have them in a CUDA or macOS
+# build (the torch 2.13 CPU wheel shows two strays: aten::_foreach_mm on CUDA and
+# aten::linalg_lu_solve.out on MPS). Ask the device under test, not this field, what it implements.
+# TorchScript-only builtins (not known to the c10 dispatcher) have no kernels at all.
 
 from __future__ import annotations
 
@@ -282,7 +282,7 @@ def _build_catalog(schemas) -> tuple[OpSpec, ...]:
 # of every `conform run` paid again. The key holds all that the build reads: the torch build, the
 # aten schemas and the kernel registrations of this process (a library that registers ops or
 # kernels changes them), the rules files and opdb's own code. CONFORM_CATALOG_CACHE names
-# another folder, or "off".
+# another folder, or "off" (docs/ci.md, "Caches").
 CACHE_ENV = "CONFORM_CATALOG_CACHE"
 
 
