@@ -1,22 +1,21 @@
-"""`conform gate`: compare a run with a baseline, cell by cell, and give CI a verdict.
+"""`conform gate`: compare a run with a baseline, cell by cell, and give CI a verdict."""
 
-The baseline is a stored run or an expectations file (see conform.ci.expectations). Each cell (op x
-dtype) of the current run falls in one class:
-
-* regression: expected to pass (the baseline passed, or the file expects "pass"), now anything
-  else. Any regression makes the gate fail (exit 1);
-* fixed: expected to fail, now passes. Against an expectations file this is a **stale
-  expectation**: the entry should go. Reported, not failing;
-* changed: expected one failure, now a different one (not_implemented -> mismatch). Reported;
-* expected: as expected (pass, or the known failure);
-* new: the baseline does not cover the cell (a new op, or a new dtype of a known op).
-
-Baseline cells the run lacks are reported as missing ops (no cell of the op ran) or missing cells.
-When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
-fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
-
-The gate reads the store only; it never imports torch.
-"""
+# The baseline is a stored run or an expectations file (see conform.ci.expectations). Each cell (op x
+# dtype) of the current run falls in one class:
+#
+# * regression: expected to pass (the baseline passed, or the file expects "pass"), now anything
+#   else. Any regression makes the gate fail (exit 1);
+# * fixed: expected to fail, now passes. Against an expectations file this is a **stale
+#   expectation**: the entry should go. Reported, not failing;
+# * changed: expected one failure, now a different one (not_implemented -> mismatch). Reported;
+# * expected: as expected (pass, or the known failure);
+# * new: the baseline does not cover the cell (a new op, or a new dtype of a known op).
+#
+# Baseline cells the run lacks are reported as missing ops (no cell of the op ran) or missing cells.
+# When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
+# fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
+#
+# The gate reads the store only; it never imports torch.
 
 from __future__ import annotations
 
