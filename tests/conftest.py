@@ -1,5 +1,6 @@
 # Shared fixtures. PostgreSQL (a throwaway server, or $CONFORM_TEST_POSTGRES_URL): see tests/pg.py.
 import inspect
+import json
 import os
 import re
 
@@ -69,3 +70,21 @@ def pytest_collection_modifyitems(config, items):
             source = ""
         if _E2E_SOURCE.search(source) or _E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+
+
+def once_per_session(request, tmp_path_factory, name: str, make):
+    """`make(folder)` run once in the whole test session, by whichever pytest-xdist worker asks
+    first: the others wait for it and get the same folder and result (which must be JSON). For an
+    expensive fixture (a whole conform run) whose tests only read what it made, and which
+    pytest-xdist would otherwise rebuild in each worker that runs one of them."""
+    from filelock import FileLock  # torch's own dependency
+
+    root = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # the workers' folders share their parent
+        root = root.parent
+    folder, done = root / name, root / f"{name}.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(make(folder)))
+    return folder, json.loads(done.read_text())

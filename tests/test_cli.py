@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import cells, conform, conform_env, damaged_database
+from conftest import once_per_session
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
 CLEAN_OPS = (
@@ -30,27 +31,31 @@ FAILING = {
 
 
 @pytest.fixture(scope="module")
-def clean_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("clean")
-    proc = conform(
-        "run",
-        "--ops",
-        CLEAN_OPS,
-        "--dtypes",
-        "float32,bfloat16,int64",
-        "--device",
-        "cpu",
-        "--examples",
-        "5",
-        "--seed",
-        "3",
-        "-n",
-        "2",
-        "--db",
-        tmp / "c.db",
-        cwd=tmp,
-    )
-    return tmp, proc
+def clean_run(request, tmp_path_factory):
+    def make(tmp):
+        proc = conform(
+            "run",
+            "--ops",
+            CLEAN_OPS,
+            "--dtypes",
+            "float32,bfloat16,int64",
+            "--device",
+            "cpu",
+            "--examples",
+            "5",
+            "--seed",
+            "3",
+            "-n",
+            "2",
+            "--db",
+            tmp / "c.db",
+            cwd=tmp,
+        )
+        return [proc.returncode, proc.stdout, proc.stderr]
+
+    # one run for the whole session: its tests only read its database
+    tmp, (code, out, err) = once_per_session(request, tmp_path_factory, "clean-run", make)
+    return tmp, subprocess.CompletedProcess([], code, out, err)
 
 
 def test_clean_cpu_run_has_no_false_alarm(clean_run):
