@@ -93,6 +93,26 @@ def test_report_markdown_and_table(clean_run):
     assert "exercised" in table and "pass" in table
 
 
+def test_report_and_merge_start_without_torch(clean_run):
+    # they read the store only: importing torch (and building the op catalog) was most of their
+    # start-up, paid again by every such command a script or a CI job runs
+    tmp, _ = clean_run
+    code = (
+        "import sys\n"
+        "from conform import cli\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+    )
+    for args in (["report", "--db", str(tmp / "c.db")], ["merge", str(tmp / "c.db"), "-o", str(tmp / "merged.db")]):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=tmp, env=conform_env(), capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "torch imported: False" in proc.stderr, (args, proc.stderr)
+
+
 def test_run_records_the_environment_and_seed(clean_run):
     tmp, _ = clean_run
     with sqlite3.connect(tmp / "c.db") as c:
