@@ -3,25 +3,25 @@
 Loaded only where it is asked for: `conform run` passes `-p conform.plugin`, and so does
 `pytest -p conform.plugin --pyargs conform.suite`; it has no pytest11 entry point, so it never
 joins another project's pytest sessions. Each hook also returns at once outside a conform session.
-
-Roles:
-* the **controller** (the pytest process you start; with -n 0 also the only worker) is the
-  `Controller` plugin object, registered as "conform-controller": it resolves the backend,
-  selects ops, opens the store, starts or resumes the run, writes the plan of cells, and is the
-  only process that writes results. `conform run` builds it from a `conform.config.RunConfig`
-  and passes it to pytest; under plain pytest, `pytest_configure` builds it from the
-  `--conform-*` options;
-* **workers** get a `conform.config.WorkerSetup` through `workerinput`, run cells, and send each
-  `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json()).
-  A worker never touches the device: its cells run in clean child processes
-  (conform.run.isolation, `WorkerContext`).
-
-A device process that dies (segfault, abort, our own hang watchdog) or whose device context an
-error poisoned is replaced by its worker, which records the cell as `crash`, `timeout` or
-`device_error`, with the case that was in flight, read from the file the process wrote before
-running it. Should a worker itself die, xdist replaces it and the controller records its cell
-from the same file.
 """
+
+# Roles:
+# * the **controller** (the pytest process you start; with -n 0 also the only worker) is the
+#   `Controller` plugin object, registered as "conform-controller": it resolves the backend,
+#   selects ops, opens the store, starts or resumes the run, writes the plan of cells, and is the
+#   only process that writes results. `conform run` builds it from a `conform.config.RunConfig`
+#   and passes it to pytest; under plain pytest, `pytest_configure` builds it from the
+#   `--conform-*` options;
+# * **workers** get a `conform.config.WorkerSetup` through `workerinput`, run cells, and send each
+#   `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json()).
+#   A worker never touches the device: its cells run in clean child processes
+#   (conform.run.isolation, `WorkerContext`).
+#
+# A device process that dies (segfault, abort, our own hang watchdog) or whose device context an
+# error poisoned is replaced by its worker, which records the cell as `crash`, `timeout` or
+# `device_error`, with the case that was in flight, read from the file the process wrote before
+# running it. Should a worker itself die, xdist replaces it and the controller records its cell
+# from the same file.
 
 from __future__ import annotations
 

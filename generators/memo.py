@@ -7,10 +7,10 @@ draw; profiled over a sweep, that was a third of all generation time. A strategy
 description, so the same arguments can share one object: each constructor here returns the cached
 strategy for its arguments (lists become tuples so that they hash). Anything not memoised here
 (`composite`, `data`, ...) is hypothesis's own.
-
-Use as ``from generators import memo`` (``memo.integers(...)``): the name ``st`` stays
-hypothesis's own ``strategies``, so the two are never mistaken for each other.
 """
+
+# Use as ``from generators import memo`` (``memo.integers(...)``): the name ``st`` stays
+# hypothesis's own ``strategies``, so the two are never mistaken for each other.
 
 from __future__ import annotations
 

@@ -5,28 +5,33 @@ Schemas come from `torch._C._jit_get_all_schemas()`. Each is parsed with torchge
 ("ScalarType?", "int[2]", "SymInt[]"), out arguments and the functional / inplace / out kind.
 About 300 TorchScript builtins on Python values ("aten::append.t", "aten::len.Dict_float") are
 outside that grammar; their arguments come from the JIT schema and `parsed` is False.
-
-`kernels` lists the dispatch keys of `KERNEL_KEYS` that have a kernel registered in *this
-process*. It describes the install, not the operator: a CPU-only build does not register the CUDA,
-MPS or XPU kernels, so those keys are absent there even for ops that have them in a CUDA or macOS
-build (the torch 2.13 CPU wheel shows two strays: aten::_foreach_mm on CUDA and
-aten::linalg_lu_solve.out on MPS). Ask the device under test, not this field, what it implements.
-TorchScript-only builtins (not known to the c10 dispatcher) have no kernels at all.
 """
+
+# `kernels` lists the dispatch keys of `KERNEL_KEYS` that have a kernel registered in *this
+# process*. It describes the install, not the operator: a CPU-only build does not register the CUDA,
+# MPS or XPU kernels, so those keys are absent there even for ops that have them in a CUDA or macOS
+# build (the torch 2.13 CPU wheel shows two strays: aten::_foreach_mm on CUDA and
+# aten::linalg_lu_solve.out on MPS). Ask the device under test, not this field, what it implements.
+# TorchScript-only builtins (not known to the c10 dispatcher) have no kernels at all.
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
 import functools
+import hashlib
+import os
+import pickle
 import re
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import torch
 
 from opdb.families import FAMILY_NAMES, family_of
-from opdb.rules import matching_entries, merge_rules
+from opdb.rules import RULES_DIR, matching_entries, merge_rules
 from opdb.spec import VARIANTS, ArgSpec, OpSpec
 
 KERNEL_KEYS = (
@@ -257,9 +262,7 @@ def _build(schema, rule_hits, no_cpu: set[str] = frozenset()) -> OpSpec:
     )
 
 
-@functools.cache
-def _catalog() -> tuple[OpSpec, ...]:
-    schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
+def _build_catalog(schemas) -> tuple[OpSpec, ...]:
     qualnames = [f"{s.name}.{s.overload_name}" if s.overload_name else s.name for s in schemas]
     rule_hits = matching_entries(qualnames)
     no_cpu = _without_cpu_kernel(
@@ -272,6 +275,66 @@ def _catalog() -> tuple[OpSpec, ...]:
     specs = [_build(s, rule_hits, no_cpu) for s in schemas]
     specs.sort(key=lambda s: s.qualname)
     return tuple(specs)
+
+
+# The built catalog is kept on disk: building it parses every schema with torchgen and asks the
+# dispatcher about each kernel, 1-2 s of CPU that the controller, each worker and the fork server
+# of every `conform run` paid again. The key holds all that the build reads: the torch build, the
+# aten schemas and the kernel registrations of this process (a library that registers ops or
+# kernels changes them), the rules files and opdb's own code. CONFORM_CATALOG_CACHE names
+# another folder, or "off" (docs/ci.md, "Caches").
+CACHE_ENV = "CONFORM_CATALOG_CACHE"
+
+
+def _cache_file(schemas) -> Path | None:
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting.lower() in ("off", "0", "no", "false"):
+        return None
+    folder = (
+        Path(setting)
+        if setting
+        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "conform" / "catalog"
+    )
+    h = hashlib.sha256()
+    for part in (torch.__version__, torch.version.git_version, torch.__file__, sys.version):
+        h.update(f"{part}\n".encode())
+    h.update("\n".join(map(str, schemas)).encode())
+    for key in dict.fromkeys(KERNEL_KEYS + _CPU_KEYS):
+        h.update(f"\n[{key}]\n".encode())
+        h.update("\n".join(sorted(torch._C._dispatch_get_registrations_for_dispatch_key(key))).encode())
+    here = Path(__file__).parent
+    for path in sorted(here.glob("*.py")) + sorted(RULES_DIR.glob("*.toml")):
+        h.update(f"\n{path.name}\n".encode())
+        h.update(path.read_bytes())
+    return folder / f"{torch.__version__.replace('+', '-')}-{h.hexdigest()[:24]}.pickle"
+
+
+@functools.cache
+def _catalog() -> tuple[OpSpec, ...]:
+    schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")]
+    try:
+        path = _cache_file(schemas)
+    except (OSError, RuntimeError):
+        path = None
+    if path is not None:
+        try:
+            cached = pickle.loads(path.read_bytes())
+            if isinstance(cached, tuple) and all(isinstance(s, OpSpec) for s in cached):
+                return cached
+        except Exception:  # noqa: BLE001 - absent, damaged or from an older OpSpec: built again
+            pass
+    specs = _build_catalog(schemas)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # written whole under another name, then renamed: a reader never sees half a file
+            data = pickle.dumps(specs, protocol=pickle.HIGHEST_PROTOCOL)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+                f.write(data)
+            os.replace(f.name, path)
+        except OSError:
+            pass  # a read-only or full disk: the catalog is built each time, as before
+    return specs
 
 
 def catalog() -> list[OpSpec]:

@@ -3,35 +3,38 @@
 Each file is a table of tables; a key is a qualname ("aten::empty.memory_format") or a glob
 matched against the qualname with `fnmatch` ("aten::sort*"). A key may also list alternatives in
 braces, as shells do: "aten::log{,_}{,.*}" is "aten::log", "aten::log.*", "aten::log_" and "aten::log_.*"
-(every overload of log and log_, but not log_softmax or logit). The fields map onto `OpRules`:
-
-```toml
-["aten::log{,_}{,.*}"]
-domain = "positive"
-reason = "log is real-valued only on (0, inf)"   # why; kept with the field it explains
-
-["aten::mm"]
-tolerances = { float16 = [1e-2, 1e-2] }         # dtype name (or "*") -> [rtol, atol]
-tolerance_reason = "accumulation order differs between BLAS libraries"
-```
-
-`reason` explains the entry; it becomes the `untestable` text when `untestable = true`, and is
-kept as `hints["reasons"][field]` for the other fields it set (`{"domain": "log is ..."}`), so a
-report can say why a domain or a nondeterminism was chosen.
-
-Precedence: files are read in name order, entries in file order. For each field, the most
-specific matching key wins: an exact qualname beats any glob, and among globs the one with more
-literal (non-wildcard) characters wins; on a tie the later entry wins. So `"aten::sort.stable"`
-overrides `"aten::sort*"`, and a later file can override an earlier one with the same key.
-
-Automatic rules, applied beneath every file (a file can override them):
-  - ops tagged `nondeterministic_seeded` get `nondeterminism = "seeded"`;
-  - ops without any CPU kernel in this build get `untestable` with NO_CPU_KERNEL_REASON (the CPU
-    reference, which every comparison needs, cannot run them); see `opdb.catalog`.
-
-TorchScript builtins that the dispatcher does not know are testable: `OpSpec.resolve` runs them in
-a one-node TorchScript graph (opdb.script). `untestable.toml` lists the few that cannot run.
+(every overload of log and log_, but not log_softmax or logit). The fields map onto `OpRules`;
+`reason` says why, kept with each field it explains. Precedence and automatic rules: below.
 """
+
+# For example:
+#
+# ```toml
+# ["aten::log{,_}{,.*}"]
+# domain = "positive"
+# reason = "log is real-valued only on (0, inf)"   # why; kept with the field it explains
+#
+# ["aten::mm"]
+# tolerances = { float16 = [1e-2, 1e-2] }         # dtype name (or "*") -> [rtol, atol]
+# tolerance_reason = "accumulation order differs between BLAS libraries"
+# ```
+#
+# `reason` explains the entry; it becomes the `untestable` text when `untestable = true`, and is
+# kept as `hints["reasons"][field]` for the other fields it set (`{"domain": "log is ..."}`), so a
+# report can say why a domain or a nondeterminism was chosen.
+#
+# Precedence: files are read in name order, entries in file order. For each field, the most
+# specific matching key wins: an exact qualname beats any glob, and among globs the one with more
+# literal (non-wildcard) characters wins; on a tie the later entry wins. So `"aten::sort.stable"`
+# overrides `"aten::sort*"`, and a later file can override an earlier one with the same key.
+#
+# Automatic rules, applied beneath every file (a file can override them):
+#   - ops tagged `nondeterministic_seeded` get `nondeterminism = "seeded"`;
+#   - ops without any CPU kernel in this build get `untestable` with NO_CPU_KERNEL_REASON (the CPU
+#     reference, which every comparison needs, cannot run them); see `opdb.catalog`.
+#
+# TorchScript builtins that the dispatcher does not know are testable: `OpSpec.resolve` runs them in
+# a one-node TorchScript graph (opdb.script). `untestable.toml` lists the few that cannot run.
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 # Shared fixtures. PostgreSQL (a throwaway server, or $CONFORM_TEST_POSTGRES_URL): see tests/pg.py.
 import inspect
+import json
 import os
 import re
 
@@ -71,12 +72,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
-@pytest.fixture(autouse=True)
-def _backend_flags_settable():
-    """Importing PyTorch's own test suite (tests/test_contracts.py reads its OpInfo samples)
-    forbids setting torch.backends flags for the rest of the process; the CUDA backend's tests
-    set them, as conform does, so each test starts with them settable again."""
-    import torch
+def once_per_session(request, tmp_path_factory, name: str, make):
+    """`make(folder)` run once in the whole test session, by whichever pytest-xdist worker asks
+    first: the others wait for it and get the same folder and result (which must be JSON). For an
+    expensive fixture (a whole conform run) whose tests only read what it made, and which
+    pytest-xdist would otherwise rebuild in each worker that runs one of them."""
+    from filelock import FileLock  # torch's own dependency
 
-    vars(torch.backends)["__allow_nonbracketed_mutation_flag"] = True
-    yield
+    root = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # the workers' folders share their parent
+        root = root.parent
+    folder, done = root / name, root / f"{name}.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(make(folder)))
+    return folder, json.loads(done.read_text())

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import cells, conform, conform_env, damaged_database
+from conftest import once_per_session
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
 CLEAN_OPS = (
@@ -30,27 +31,31 @@ FAILING = {
 
 
 @pytest.fixture(scope="module")
-def clean_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("clean")
-    proc = conform(
-        "run",
-        "--ops",
-        CLEAN_OPS,
-        "--dtypes",
-        "float32,bfloat16,int64",
-        "--device",
-        "cpu",
-        "--examples",
-        "5",
-        "--seed",
-        "3",
-        "-n",
-        "2",
-        "--db",
-        tmp / "c.db",
-        cwd=tmp,
-    )
-    return tmp, proc
+def clean_run(request, tmp_path_factory):
+    def make(tmp):
+        proc = conform(
+            "run",
+            "--ops",
+            CLEAN_OPS,
+            "--dtypes",
+            "float32,bfloat16,int64",
+            "--device",
+            "cpu",
+            "--examples",
+            "5",
+            "--seed",
+            "3",
+            "-n",
+            "2",
+            "--db",
+            tmp / "c.db",
+            cwd=tmp,
+        )
+        return [proc.returncode, proc.stdout, proc.stderr]
+
+    # one run for the whole session: its tests only read its database
+    tmp, (code, out, err) = once_per_session(request, tmp_path_factory, "clean-run", make)
+    return tmp, subprocess.CompletedProcess([], code, out, err)
 
 
 def test_clean_cpu_run_has_no_false_alarm(clean_run):
@@ -86,6 +91,26 @@ def test_report_markdown_and_table(clean_run):
     assert md.startswith("| torch |") and "cpu" in md
     table = conform("report", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
     assert "exercised" in table and "pass" in table
+
+
+def test_report_and_merge_start_without_torch(clean_run):
+    # they read the store only: importing torch (and building the op catalog) was most of their
+    # start-up, paid again by every such command a script or a CI job runs
+    tmp, _ = clean_run
+    code = (
+        "import sys\n"
+        "from conform import cli\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+    )
+    for args in (["report", "--db", str(tmp / "c.db")], ["merge", str(tmp / "c.db"), "-o", str(tmp / "merged.db")]):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=tmp, env=conform_env(), capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "torch imported: False" in proc.stderr, (args, proc.stderr)
 
 
 def test_run_records_the_environment_and_seed(clean_run):

@@ -6,6 +6,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -170,17 +174,11 @@ def test_producers_and_callers_are_real_ops():
             assert capture.callers_of(op), op.qualname
 
 
-@pytest.mark.skip(
-    reason="importing PyTorch's test suite freezes torch.backends flags for the whole worker, which breaks the CUDA backend's tests; to move into a subprocess"
-)
-def test_contracts_agree_with_pytorchs_own_sample_inputs():
-    # the OpInfo database is PyTorch's record of each op's valid inputs: every sample satisfies a
-    # value contract that cites it, and a producer contract's sample function calls the producer
-    cmi = pytest.importorskip("torch.testing._internal.common_methods_invocations")
-    # importing PyTorch's test suite forbids setting torch.backends flags for the rest of the
-    # process (common_utils calls torch.backends.disable_global_flags()): later tests in this
-    # worker set them, as conform's CUDA backend does
-    vars(torch.backends)["__allow_nonbracketed_mutation_flag"] = True
+def opinfo_samples_check() -> int:
+    """Every OpInfo sample (PyTorch's record of each op's valid inputs) satisfies a value contract
+    that cites it, and a producer contract's sample function calls the producer. Returns the
+    number of checks made; an AssertionError names the contract that disagrees."""
+    cmi = importlib.import_module("torch.testing._internal.common_methods_invocations")
     infos = {(o.name if not o.variant_test_name else f"{o.name}.{o.variant_test_name}"): o for o in cmi.op_db}
     kinds = {
         "sign": lambda t: bool(((t == 1) | (t == -1)).all()),
@@ -209,7 +207,43 @@ def test_contracts_agree_with_pytorchs_own_sample_inputs():
                 if isinstance(t, torch.Tensor):
                     assert kinds[kind](t), (name, arg, t)
                     checked += 1
-    assert checked
+    return checked
+
+
+def _opinfo_check_in_a_child(contracts_dir=None) -> subprocess.CompletedProcess:
+    # in a process of its own: importing PyTorch's test suite forbids setting torch.backends flags
+    # for the rest of the process (common_utils calls torch.backends.disable_global_flags()), and
+    # the CUDA backend's tests in the same worker set them, as conform does
+    pytest.importorskip("expecttest")  # torch.testing._internal imports it (the test extra)
+    code = (
+        "import sys, tests.test_contracts as t\n"
+        "if len(sys.argv) > 1:\n"
+        "    from opdb.rules import load_entries\n"
+        "    t._contract_entries = lambda: [e for e in load_entries(sys.argv[1]) if e.source == 'contracts.toml']\n"
+        "print('checked', t.opinfo_samples_check())\n"
+    )
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    args = [str(contracts_dir)] if contracts_dir is not None else []
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_contracts_agree_with_pytorchs_own_sample_inputs():
+    proc = _opinfo_check_in_a_child()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) > 0, proc.stdout
+
+
+def test_a_contract_that_pytorchs_samples_break_fails_the_opinfo_check(tmp_path):
+    # nll_loss's OpInfo samples carry class indices, not signs: a contract claiming signs disagrees
+    (tmp_path / "contracts.toml").write_text(
+        '["aten::nll_loss"]\nreason = "a wrong contract"\n'
+        'hints = { argument_values = { target = "sign" }, contract_opinfo = "nn.functional.nll_loss" }\n'
+    )
+    proc = _opinfo_check_in_a_child(tmp_path)
+    assert proc.returncode != 0 and "AssertionError" in proc.stderr, (proc.stdout, proc.stderr[-2000:])
 
 
 # a point (0.5149...) exactly on the 17th of 25 edges float32 computes from the data's range,

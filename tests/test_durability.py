@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from cli_helpers import cells, conform, conform_env, popen_conform, run_states
 
 OPS = "aten::abs,aten::neg,aten::relu,aten::sin,aten::exp"
@@ -121,21 +123,30 @@ SLOW_ARGS = [
 
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):
     db = tmp_path / "killed.db"
-    proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=tmp_path)
-    _wait_for_results(db, 3, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    partial = cells(db)
-    assert run_states(db) == {1: "running"}
-    resumed = conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    final = cells(db)
-    assert len(final) == len(set(final)), "a resumed run duplicated cells"
-    assert set(partial) <= set(final), "resume lost recorded cells"
+    # the uninterrupted run to compare with, side by side (both mostly wait on the slow backend)
+    # (in a folder of its own: conform's work folder, with its hypothesis database, is per folder)
+    (tmp_path / "whole").mkdir()
+    reference_db = tmp_path / "whole" / "whole.db"
+    whole = popen_conform("run", *SLOW_ARGS, "--db", reference_db, cwd=tmp_path / "whole")
+    try:
+        proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=tmp_path)
+        _wait_for_results(db, 3, proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        partial = cells(db)
+        assert run_states(db) == {1: "running"}
+        resumed = conform("run", "--resume", "latest", "--db", db, cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+        final = cells(db)
+        assert len(final) == len(set(final)), "a resumed run duplicated cells"
+        assert set(partial) <= set(final), "resume lost recorded cells"
 
-    reference_db = tmp_path / "whole.db"
-    whole = conform("run", *SLOW_ARGS, "--db", reference_db, cwd=tmp_path)
-    assert whole.returncode == 0, whole.stderr
+        _, err = whole.communicate(timeout=300)
+        assert whole.returncode == 0, err
+    finally:
+        if whole.poll() is None:  # a failure above: the reference run is not left behind
+            os.killpg(whole.pid, signal.SIGKILL)
+            whole.wait()
     assert {(op, dt) for op, dt, _ in final} == {(op, dt) for op, dt, _ in cells(reference_db)}
     assert run_states(db) == {1: "finished"}
 
@@ -282,38 +293,48 @@ def test_ctrl_c_inside_exec_compiled_code_still_exits_130(tmp_path):
     assert (proc.returncode, proc.stderr.strip()) == (130, "conform: interrupted")
 
 
-def test_ctrl_c_at_any_moment_leaves_the_run_interrupted_with_an_exact_count(tmp_path):
-    def launched():
-        return True
+def _launched():
+    return True
 
-    # start-up (before the run exists; the moment it appears, while its catalog and plan are
-    # written; while the workers start), mid-sweep, and when the last cell is stored (shutdown)
-    points = {
-        "before the run": lambda db: _since(launched, 1.0),
-        "run appears": lambda db: lambda: _has_run(db),
-        "workers starting": lambda db: _since(lambda: _has_run(db), 1.0),
-        "mid-sweep": lambda db: lambda: _results(db) >= 3,
-        "shutdown": lambda db: lambda: _has_run(db) and _results(db) >= _planned(db),
-    }
-    seen = {}
-    for name, point in points.items():
-        db = tmp_path / f"{name.replace(' ', '-')}.db"
-        # (started with SIGINT blocked: on a loaded machine the interpreter's own start-up can
-        # outlast the first point's second, and no code of conform's runs there to take it)
-        proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=tmp_path, sigint_blocked=True)
-        out, err = _interrupt(proc, point(db))
-        try:
-            seen[name] = _check_stopped(db, proc, out, err, ({}, []))
-        except AssertionError as e:
-            raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
-    assert seen["run appears"] == seen["mid-sweep"] == "interrupted", seen
 
+# start-up (before the run exists; the moment it appears, while its catalog and plan are written;
+# while the workers start), mid-sweep, and when the last cell is stored (shutdown): one test each,
+# so that pytest-xdist runs them side by side (each is a whole `conform run`, mostly waiting)
+_POINTS = {
+    "before the run": lambda db: _since(_launched, 1.0),
+    "run appears": lambda db: lambda: _has_run(db),
+    "workers starting": lambda db: _since(lambda: _has_run(db), 1.0),
+    "mid-sweep": lambda db: lambda: _results(db) >= 3,
+    "shutdown": lambda db: lambda: _has_run(db) and _results(db) >= _planned(db),
+}
+
+
+def _interrupted_run(db, name, cwd) -> str | None:
+    # (started with SIGINT blocked: on a loaded machine the interpreter's own start-up can
+    # outlast the first point's second, and no code of conform's runs there to take it)
+    proc = popen_conform("run", *SLOW_ARGS, "--db", db, cwd=cwd, sigint_blocked=True)
+    out, err = _interrupt(proc, _POINTS[name](db))
+    try:
+        return _check_stopped(db, proc, out, err, ({}, []))
+    except AssertionError as e:
+        raise AssertionError(f"Ctrl-C at {name!r}: {e}") from None
+
+
+@pytest.mark.parametrize("name", list(_POINTS))
+def test_ctrl_c_at_any_moment_leaves_the_run_interrupted_with_an_exact_count(tmp_path, name):
+    state = _interrupted_run(tmp_path / "c.db", name, tmp_path)
+    if name in ("run appears", "mid-sweep"):  # the run exists and cells remain: never `finished`
+        assert state == "interrupted", state
+
+
+def test_ctrl_c_at_any_moment_of_a_resume_leaves_it_interrupted_and_a_last_resume_completes(tmp_path):
     # an interrupted --resume: before it takes the run over, the moment it marks it running
-    # again (today: "database is locked", the run left `running`), and mid-way; then one that
+    # again (once: "database is locked", the run left `running`), and mid-way; then one that
     # completes
-    db = tmp_path / "mid-sweep.db"
+    db = tmp_path / "c.db"
+    assert _interrupted_run(db, "mid-sweep", tmp_path) == "interrupted"
     resume_points = {
-        "resume starting": lambda: _since(launched, 1.0),
+        "resume starting": lambda: _since(_launched, 1.0),
         "resume takes the run": lambda: lambda: _snapshot(db)[0] == {1: "running"},
         "resume mid-way": lambda: (lambda base: lambda: _results(db) >= base + 2)(_results(db)),
     }

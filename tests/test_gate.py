@@ -22,6 +22,7 @@ from conform.cli.main import main
 from conform.run.cell import CellSettings, run_cell
 from conform.store import Store
 from conform.store.timings import record_timings
+from conftest import once_per_session
 from test_expectations import make_run
 from tests.faulty import FaultyBackend
 
@@ -78,22 +79,26 @@ def ci_ops() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(request, tmp_path_factory):
     """One database: run 1 the CPU on the project's CI ops, run 2 the faulty "PR" on three of them.
-    Both share the cwd, so the hypothesis example database (.conform/hypothesis) too."""
-    where = tmp_path_factory.mktemp("gate")
-    db = str(where / "runs.db")
-    conform_run(where, "--ops", ",".join(ci_ops()), "--db", db)
-    conform_run(
-        where,
-        "--ops",
-        "aten::add.Tensor,aten::sub.Tensor,aten::mul.Tensor",
-        "--device",
-        "test_gate:SubOffByOne",
-        "--db",
-        db,
-    )
-    return where, db
+    Both share the cwd, so the hypothesis example database (.conform/hypothesis) too. Made once
+    for the session (its tests read it and write files of their own names beside it)."""
+
+    def make(where):
+        db = str(where / "runs.db")
+        conform_run(where, "--ops", ",".join(ci_ops()), "--db", db)
+        conform_run(
+            where,
+            "--ops",
+            "aten::add.Tensor,aten::sub.Tensor,aten::mul.Tensor",
+            "--device",
+            "test_gate:SubOffByOne",
+            "--db",
+            db,
+        )
+        return db
+
+    return once_per_session(request, tmp_path_factory, "gate-runs", make)
 
 
 def test_project_gate_on_cpu(runs, capsys):

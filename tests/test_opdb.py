@@ -276,3 +276,35 @@ def test_an_op_whose_kernel_assumes_its_callers_setup_gets_it_from_resolve():
     if "not compiled with NNPACK" in done.stderr:
         pytest.skip("this torch has no NNPACK")
     assert done.returncode == 0 and done.stdout.strip() == "9.0", done.stderr[-1000:]
+
+
+def test_the_built_catalog_is_kept_on_disk_and_rebuilt_when_what_it_reads_changes(tmp_path, monkeypatch):
+    import sys
+
+    module = sys.modules["opdb.catalog"]  # (`opdb.catalog` is the function)
+    monkeypatch.setenv(module.CACHE_ENV, str(tmp_path))
+    built = []
+    real_build = module._build_catalog
+    monkeypatch.setattr(module, "_build_catalog", lambda schemas: built.append(1) or real_build(schemas))
+    fresh = module._catalog.__wrapped__()
+    assert built == [1] and len(list(tmp_path.glob("*.pickle"))) == 1
+    assert module._catalog.__wrapped__() == fresh and built == [1]  # read back, not built
+    # a kernel registered in this process (a library's) is another catalog: built again
+    real_registrations = torch._C._dispatch_get_registrations_for_dispatch_key
+    monkeypatch.setattr(
+        torch._C,
+        "_dispatch_get_registrations_for_dispatch_key",
+        lambda key: [*real_registrations(key), "aten::abs"] if key == "CPU" else real_registrations(key),
+    )
+    assert module._catalog.__wrapped__() == fresh and built == [1, 1]
+    monkeypatch.undo()
+    # a damaged file is built again and replaced; "off" keeps nothing
+    monkeypatch.setenv(module.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(module, "_build_catalog", lambda schemas: built.append(1) or real_build(schemas))
+    for path in tmp_path.glob("*.pickle"):
+        path.write_bytes(b"not a pickle")
+    assert module._catalog.__wrapped__() == fresh and len(built) == 3
+    assert module._catalog.__wrapped__() == fresh and len(built) == 3
+    monkeypatch.setenv(module.CACHE_ENV, "off")
+    assert module._catalog.__wrapped__() == fresh and len(built) == 4
+    assert module._catalog.__wrapped__() == fresh and len(built) == 5

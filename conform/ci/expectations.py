@@ -2,33 +2,8 @@
 
 In the spirit of PyTorch's MPS xfail lists: the ops a file covers are expected to pass, except
 the cells an `[[expect]]` entry names, which carry the outcome they are known to have, why, the
-issue that tracks it, and the conditions under which that holds::
-
-    [defaults]
-    expected = "pass"                 # covered cells without an entry
-    ops = ["aten::add.Tensor", "aten::nonzero"]   # covered ops (names or globs); default: the entries' ops
-    dtypes = ["float32", "float16"]   # covered dtypes; default: all
-
-    [[expect]]
-    op = "aten::nonzero"
-    dtypes = ["float16", "bfloat16"]  # or "*" (the default)
-    outcome = "not_implemented"       # or a list: any of them is expected
-    reason = "no MPS kernel for half"
-    issue = "https://github.com/pytorch/pytorch/issues/77764"
-    torch = ">=2.1,<2.5"              # conditions, all optional: version ranges ...
-    os_version = ">=14"
-    os = "macOS"                      # ... and globs
-    chip = "Apple M1*"                # matched against the environment's device name
-    backend = "mps"
-
-When several entries match a cell, the last one wins, so a general entry can be refined below it.
-
-Version ranges are comma-separated clauses `OP VERSION` with OP one of >= <= > < == != (and
-`==2.13.*` for a prefix). Versions compare by their numeric parts: "2.13.0+cpu" is 2.13.0, and
-"14.4.1" (an OS version) is 14.4.1. A pre-release such as 2.14.0.dev20250101 counts as 2.14.0.
-
-Any mistake in a file (TOML syntax, an unknown key, an outcome or dtype that does not exist, a
-malformed range) is reported as "FILE:LINE: message", and the CLI exits 2.
+issue that tracks it, and the conditions under which that holds; the last matching entry wins.
+The file format, version ranges and errors (FILE:LINE, exit 2): docs/ci.md, "Expectations files".
 """
 
 from __future__ import annotations

@@ -1,22 +1,21 @@
-"""`conform gate`: compare a run with a baseline, cell by cell, and give CI a verdict.
+"""`conform gate`: compare a run with a baseline, cell by cell, and give CI a verdict."""
 
-The baseline is a stored run or an expectations file (see conform.ci.expectations). Each cell (op x
-dtype) of the current run falls in one class:
-
-* regression: expected to pass (the baseline passed, or the file expects "pass"), now anything
-  else. Any regression makes the gate fail (exit 1);
-* fixed: expected to fail, now passes. Against an expectations file this is a **stale
-  expectation**: the entry should go. Reported, not failing;
-* changed: expected one failure, now a different one (not_implemented -> mismatch). Reported;
-* expected: as expected (pass, or the known failure);
-* new: the baseline does not cover the cell (a new op, or a new dtype of a known op).
-
-Baseline cells the run lacks are reported as missing ops (no cell of the op ran) or missing cells.
-When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
-fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
-
-The gate reads the store only; it never imports torch.
-"""
+# The baseline is a stored run or an expectations file (see conform.ci.expectations). Each cell (op x
+# dtype) of the current run falls in one class:
+#
+# * regression: expected to pass (the baseline passed, or the file expects "pass"), now anything
+#   else. Any regression makes the gate fail (exit 1);
+# * fixed: expected to fail, now passes. Against an expectations file this is a **stale
+#   expectation**: the entry should go. Reported, not failing;
+# * changed: expected one failure, now a different one (not_implemented -> mismatch). Reported;
+# * expected: as expected (pass, or the known failure);
+# * new: the baseline does not cover the cell (a new op, or a new dtype of a known op).
+#
+# Baseline cells the run lacks are reported as missing ops (no cell of the op ran) or missing cells.
+# When both runs have timings (`conform bench`), slowdowns beyond noise are timing regressions and
+# fail the gate too. Exit status: 0 nothing regressed, 1 something did, 2 bad input.
+#
+# The gate reads the store only; it never imports torch.
 
 from __future__ import annotations
 
@@ -393,6 +392,11 @@ def _why(c: CellVerdict) -> str:
     return f" ({'; '.join(bits)})" if bits else ""
 
 
+def _md_section(title: str, header: str, rows: list[str], intro: tuple[str, ...] = ()) -> list[str]:
+    """Markdown lines: a heading, the `intro` lines, a table of `rows` under `header`, a blank line."""
+    return [f"### {title}", "", *intro, header, "|" + "---|" * (header.count("|") - 1), *rows, ""]
+
+
 def _md(text: str) -> str:
     """Text safe inside a markdown table cell."""
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
@@ -462,29 +466,22 @@ def render_markdown(r: GateResult) -> str:
             ]
     changed = r.of("changed")
     if changed:
-        out += [
-            f"### {_count(len(changed), 'changed')} (failing before and now, differently)",
-            "",
+        out += _md_section(
+            f"{_count(len(changed), 'changed')} (failing before and now, differently)",
             "| cell | expected | now | message |",
-            "|---|---|---|---|",
-        ]
-        out += [
-            f"| `{c.cell}` | {c.expected_text} | {c.outcome} | {_md(first_line(c.message, 200))} |" for c in changed
-        ]
-        out.append("")
+            [f"| `{c.cell}` | {c.expected_text} | {c.outcome} | {_md(first_line(c.message, 200))} |" for c in changed],
+        )
     stale = r.of("stale")
     if stale:
-        out += [
-            f"### {_count(len(stale), 'stale')}",
-            "",
-            "These cells now pass: remove their entries (or narrow their dtypes or conditions).",
-            "",
-        ]
-        out += ["| cell | expected | entry | reason | issue |", "|---|---|---|---|---|"]
-        out += [
-            f"| `{c.cell}` | {c.expected_text} | `{_md(c.where)}` | {_md(c.reason)} | {_md(c.issue)} |" for c in stale
-        ]
-        out.append("")
+        out += _md_section(
+            _count(len(stale), "stale"),
+            "| cell | expected | entry | reason | issue |",
+            [
+                f"| `{c.cell}` | {c.expected_text} | `{_md(c.where)}` | {_md(c.reason)} | {_md(c.issue)} |"
+                for c in stale
+            ],
+            intro=("These cells now pass: remove their entries (or narrow their dtypes or conditions).", ""),
+        )
     fixed = r.of("fixed")
     if fixed:
         out += [

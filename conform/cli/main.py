@@ -396,12 +396,17 @@ def main(argv=None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _main(argv) -> None:
-    from opdb import UnknownOpError  # torch: not before interrupts.install()
+def _unknown_op_error() -> type[Exception]:
+    """opdb's UnknownOpError where a command loaded opdb, without importing it (and torch, seconds
+    of start-up) for the commands that never read the catalog: --help, report, merge."""
+    catalog = sys.modules.get("opdb.catalog")
+    return catalog.UnknownOpError if catalog is not None else ConformError
 
+
+def _main(argv) -> None:
     try:
         cli.main(args=argv, prog_name="conform", standalone_mode=False)
-    except (ConformError, UnknownOpError) as e:
+    except (ConformError, _unknown_op_error()) as e:
         click.echo(f"conform: error: {e}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:

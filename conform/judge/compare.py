@@ -9,10 +9,10 @@ Three steps, as in ``torch.testing._comparison``:
    record of kind "structure" (or "error"), because the store needs a verdict, not a traceback.
 
 The rules for values are clauses (8f)-(8i) of docs/verdict-rule.md.
-
-Every record carries the measured error (greatest absolute, relative and ULP difference) and
-the tolerance used, whether or not the pair passed: the store keeps both.
 """
+
+# Every record carries the measured error (greatest absolute, relative and ULP difference) and
+# the tolerance used, whether or not the pair passed: the store keeps both.
 
 from __future__ import annotations
 

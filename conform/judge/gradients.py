@@ -5,16 +5,16 @@ every dtype, and golden shares it. gradcheck's fast mode needs no formula: for o
 direction u of the inputs and v of the outputs, v^T J u is a number that central differences
 of the forward in float64 give as well as the backward (<J^T v, u>) and forward-mode AD
 (<v, J u>). The forward is what conform already judges; if it is right, so is this number.
-
-Conditioning (the ∇Fuzz filter): finite differences are read at two steps, each both ways
-(f(x + h u) - f(x) and f(x) - f(x - h u)). At a kink or a jump the two one-sided differences
-part; near a pole the two steps do. A formula is called wrong only when its value is far from
-the central difference compared with all that spread, and the forward is finite at every
-point read. Complex inputs or results are left out (a non-holomorphic function's derivative
-is not one number).
-
-`directional` needs torch only: reproduction scripts embed its source.
 """
+
+# Conditioning (the ∇Fuzz filter): finite differences are read at two steps, each both ways
+# (f(x + h u) - f(x) and f(x) - f(x - h u)). At a kink or a jump the two one-sided differences
+# part; near a pole the two steps do. A formula is called wrong only when its value is far from
+# the central difference compared with all that spread, and the forward is finite at every
+# point read. Complex inputs or results are left out (a non-holomorphic function's derivative
+# is not one number).
+#
+# `directional` needs torch only: reproduction scripts embed its source.
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
-"""Importing the optional model libraries (the `models` extra) with a one-line error when absent.
+"""Importing the optional model libraries (the `models` extra) with a one-line error when absent."""
 
-torchvision. PyPI's torchvision wheel for a torch release is built against CUDA: its compiled
-ops library (`torchvision/_C.so`) links `libc10_cuda.so` and `libtorch_cuda.so`, which torch's CPU
-build does not ship. torchvision survives that part (its extension loader catches the OSError
-and marks its custom ops unavailable), but `torchvision/_meta_registrations.py` then registers
-fake kernels for `torchvision::nms` and `torchvision::qnms` without asking whether the ops exist,
-and `import torchvision` fails with "operator torchvision::nms does not exist". Where the library
-cannot load, `torchvision()` defines those two schemas first (no kernels): the models, which use
-ATen ops only, build and run, and calling nms raises "no kernel" as it would on any device that
-lacks it. Where the library loads (a CUDA torch, or torchvision's own CPU wheel), nothing is
-defined and torchvision is imported as it is.
-"""
+# torchvision. PyPI's torchvision wheel for a torch release is built against CUDA: its compiled
+# ops library (`torchvision/_C.so`) links `libc10_cuda.so` and `libtorch_cuda.so`, which torch's CPU
+# build does not ship. torchvision survives that part (its extension loader catches the OSError
+# and marks its custom ops unavailable), but `torchvision/_meta_registrations.py` then registers
+# fake kernels for `torchvision::nms` and `torchvision::qnms` without asking whether the ops exist,
+# and `import torchvision` fails with "operator torchvision::nms does not exist". Where the library
+# cannot load, `torchvision()` defines those two schemas first (no kernels): the models, which use
+# ATen ops only, build and run, and calling nms raises "no kernel" as it would on any device that
+# lacks it. Where the library loads (a CUDA torch, or torchvision's own CPU wheel), nothing is
+# defined and torchvision is imported as it is.
 
 from __future__ import annotations
 

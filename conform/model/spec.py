@@ -1,18 +1,17 @@
-"""SPEC -> a model and its example inputs.
+"""SPEC -> a model and its example inputs."""
 
-SPEC is one of
-
-* ``torchvision:NAME`` (``torchvision.models.get_model(NAME)``, random weights),
-* ``timm:NAME`` (``timm.create_model(NAME, pretrained=False)``),
-* ``hf:MODEL_TYPE`` (a Hugging Face ``transformers`` model of that type from a tiny config built
-  offline: two layers, width 32, a vocabulary of 128; never a download),
-* ``package.module:factory``, a callable returning ``(model, example_inputs)``; the inputs are a
-  tensor, a tuple of positional arguments, or a dict of keyword arguments;
-* ``backendbench:PATH``, a trace in BackendBench's text format: its calls are judged (there is no
-  model to run whole).
-
-Weights and inputs are drawn from a fixed seed: the same SPEC is the same model everywhere.
-"""
+# SPEC is one of
+#
+# * ``torchvision:NAME`` (``torchvision.models.get_model(NAME)``, random weights),
+# * ``timm:NAME`` (``timm.create_model(NAME, pretrained=False)``),
+# * ``hf:MODEL_TYPE`` (a Hugging Face ``transformers`` model of that type from a tiny config built
+#   offline: two layers, width 32, a vocabulary of 128; never a download),
+# * ``package.module:factory``, a callable returning ``(model, example_inputs)``; the inputs are a
+#   tensor, a tuple of positional arguments, or a dict of keyword arguments;
+# * ``backendbench:PATH``, a trace in BackendBench's text format: its calls are judged (there is no
+#   model to run whole).
+#
+# Weights and inputs are drawn from a fixed seed: the same SPEC is the same model everywhere.
 
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ dtype, strides with size-1 dimensions canonicalised, storage offset), the number
 module path (torch.utils.module_tracker) and phase of its first call, and the value range of its
 integer tensors (indices, targets). It holds no tensor: a reference kept to an output would change
 what autograd saves and frees, and so what it dispatches.
-
-Where: on the device under test when there is one (the CPU and a device may dispatch different
-ops); on the CPU under FakeTensorMode where the model builds and runs there (nothing computed),
-else on real CPU tensors. Under FakeTensorMode no values exist: integer ranges stay unknown and
-cases draw indices below every size of the call's other tensors (conform.model.cases).
 """
+
+# Where: on the device under test when there is one (the CPU and a device may dispatch different
+# ops); on the CPU under FakeTensorMode where the model builds and runs there (nothing computed),
+# else on real CPU tensors. Under FakeTensorMode no values exist: integer ranges stay unknown and
+# cases draw indices below every size of the call's other tensors (conform.model.cases).
 
 from __future__ import annotations
 

@@ -6,11 +6,11 @@
 * ``runs_with_fallback``: it runs within float32, and some ops ran through the CPU fallback
   (named, with their share of the model's time);
 * ``runs``: it runs within float32 on native kernels.
-
-The ops' own outcomes (each traced call judged as a case) are listed beside the verdict: an op
-may mismatch on a replayed case while the model's step stays within float32, and that is shown,
-not hidden in the verdict.
 """
+
+# The ops' own outcomes (each traced call judged as a case) are listed beside the verdict: an op
+# may mismatch on a replayed case while the model's step stays within float32, and that is shown,
+# not hidden in the verdict.
 
 from __future__ import annotations
 

@@ -6,14 +6,14 @@ float64 run. Each tensor's error is its largest difference from float64 over flo
 magnitude; the device's error is stated as a multiple of the CPU's own float32 error on the same
 tensor. The model diverges where that multiple exceeds DIVERGENCE_FACTOR on any tensor (or the
 device gives a non-finite value where float64 is finite).
-
-When it diverges, the shadow pass runs the device step again under a dispatch mode that re-runs
-each op on its actual device inputs, copied to the CPU, in float64 and in float32. An op's local
-error is its device output's difference from that float64 result, so an error made upstream
-arrives as the op's input and is no longer its own: no cascade. The culprit is the first op whose
-local error exceeds both the op's float32 tolerance (conform.judge.tolerances, with the op's
-reduction size and scales) and SHADOW_FACTOR times the CPU float32 kernel's own local error.
 """
+
+# When it diverges, the shadow pass runs the device step again under a dispatch mode that re-runs
+# each op on its actual device inputs, copied to the CPU, in float64 and in float32. An op's local
+# error is its device output's difference from that float64 result, so an error made upstream
+# arrives as the op's input and is no longer its own: no cascade. The culprit is the first op whose
+# local error exceeds both the op's float32 tolerance (conform.judge.tolerances, with the op's
+# reduction size and scales) and SHADOW_FACTOR times the CPU float32 kernel's own local error.
 
 from __future__ import annotations
 

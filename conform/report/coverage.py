@@ -9,19 +9,19 @@ reference accepted the input and both sides were compared). Its valid cases are 
    inputs; first: <error>", or another outcome's message;
 2. with no cell in the run: the op's untestable rule in the installed opdb, if any;
 3. otherwise "not in this run's op selection".
-
-Each op also gets a `status`, which the totals count against three denominators:
-
-- `catalog`: every op of the installed torch;
-- `runnable`: the ops that have a kernel, or a composite that decomposes into kernels, reachable
-  on this machine (opdb asks the dispatcher: `torch._C._dispatch_has_kernel_for_dispatch_key` for
-  the CPU, CPU-layout and composite keys), plus the TorchScript builtins, which the interpreter
-  runs; an op without one is "no kernel here";
-- `public functional` ops among the runnable ones.
-
-Among runnable ops, "untestable" (a property of the op, with its reason in opdb) is a verdict;
-"no valid case" is not: it is a generator defect, and the table lists those ops first.
 """
+
+# Each op also gets a `status`, which the totals count against three denominators:
+#
+# - `catalog`: every op of the installed torch;
+# - `runnable`: the ops that have a kernel, or a composite that decomposes into kernels, reachable
+#   on this machine (opdb asks the dispatcher: `torch._C._dispatch_has_kernel_for_dispatch_key` for
+#   the CPU, CPU-layout and composite keys), plus the TorchScript builtins, which the interpreter
+#   runs; an op without one is "no kernel here";
+# - `public functional` ops among the runnable ones.
+#
+# Among runnable ops, "untestable" (a property of the op, with its reason in opdb) is a verdict;
+# "no valid case" is not: it is a generator defect, and the table lists those ops first.
 
 from __future__ import annotations
 

@@ -1,23 +1,22 @@
-"""Declared kernels: what a torch release's native_functions.yaml says each backend implements.
+"""Declared kernels: what a torch release's native_functions.yaml says each backend implements."""
 
-Every torch wheel, of any platform and version since 1.12, carries
-`torchgen/packaged/ATen/native/native_functions.yaml`. Read straight from the zip (nothing is
-installed or imported), it says for each ATen overload which dispatch keys have a kernel:
-
-- `dispatch: {CPU, CUDA: add_out, MPS: add_out_mps}`: a kernel for each key (keys may be joined
-  with commas);
-- `structured_delegate: add.out`: the functional and in-place variants run the kernels of the out=
-  op they delegate to (an op may have both: its own sparse kernels plus a delegate for dense ones);
-- `CompositeImplicitAutograd` (also the default when there is neither a dispatch table nor a
-  delegate) and `CompositeExplicitAutograd[NonFunctional]`: one kernel for every backend, built
-  from other ops, so the op is available on a backend through decomposition;
-- `autogen: foo.out`: an out= overload generated from the functional one (composite explicit).
-
-The result is stored as a kind="declared" environment per torch version (see
-models.DeclaredKernel), shown by the site beside what was measured: `coverage_rows` and
-`beside_measured` are pure functions that the command (`declared_coverage`,
-`declared_vs_measured`, reading the store) and the site (conform.website.data) share.
-"""
+# Every torch wheel, of any platform and version since 1.12, carries
+# `torchgen/packaged/ATen/native/native_functions.yaml`. Read straight from the zip (nothing is
+# installed or imported), it says for each ATen overload which dispatch keys have a kernel:
+#
+# - `dispatch: {CPU, CUDA: add_out, MPS: add_out_mps}`: a kernel for each key (keys may be joined
+#   with commas);
+# - `structured_delegate: add.out`: the functional and in-place variants run the kernels of the out=
+#   op they delegate to (an op may have both: its own sparse kernels plus a delegate for dense ones);
+# - `CompositeImplicitAutograd` (also the default when there is neither a dispatch table nor a
+#   delegate) and `CompositeExplicitAutograd[NonFunctional]`: one kernel for every backend, built
+#   from other ops, so the op is available on a backend through decomposition;
+# - `autogen: foo.out`: an out= overload generated from the functional one (composite explicit).
+#
+# The result is stored as a kind="declared" environment per torch version (see
+# models.DeclaredKernel), shown by the site beside what was measured: `coverage_rows` and
+# `beside_measured` are pure functions that the command (`declared_coverage`,
+# `declared_vs_measured`, reading the store) and the site (conform.website.data) share.
 
 from __future__ import annotations
 

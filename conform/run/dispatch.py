@@ -1,30 +1,29 @@
-"""Which aten ops a case ran through the device's fallback, read from the dispatcher.
+"""Which aten ops a case ran through the device's fallback, read from the dispatcher."""
 
-Warnings cannot tell: on the ``torch.ops`` path C++ warnings (the MPS fallback's TORCH_WARN_ONCE
-among them) go to stderr and never become Python warnings. The dispatcher knows instead. While a
-case runs on the device, `FallbackTrace` (a TorchDispatchMode) sees every aten op that reaches
-the backend keys, and asks the operator's dispatch table what serves the device's key:
-
-* a kernel registered for the key itself (``_dispatch_has_kernel_for_dispatch_key``): native;
-* a composite kernel (CompositeExplicitAutograd(NonFunctional), or CompositeImplicitAutograd
-  for an op called from below autograd), which every backend shares and which calls other ops
-  (``erfinv`` calls ``erfinv.out``): the trace runs that kernel itself, with the trace active,
-  so that the ops it calls are classified too;
-* otherwise the key's backend fallback (``_dispatch_has_backend_fallback``), e.g. MPS's
-  ``PYTORCH_ENABLE_MPS_FALLBACK`` CPU fallback, or PrivateUse1's: fallback.
-
-Precedence as in c10/core/dispatch/OperatorEntry.cpp (computeDispatchTableEntryWithDebug):
-direct kernel, then CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
-CompositeImplicitAutograd, then the backend fallback.
-``_dispatch_has_computed_kernel_for_dispatch_key`` cannot tell them apart: a slot filled by the
-backend fallback is a valid computed kernel too.
-
-Some backends register the fallback function itself as the kernel of a few ops (MPSFallback.mm:
-``linalg_svd``, ``col2im``, ...): a backend lists those in ``always_fallback_ops``.
-
-The autograd engine runs a device's backward on its own thread and carries the dispatch-mode
-state there with the rest of the thread-local state, so backward ops are seen as well.
-"""
+# Warnings cannot tell: on the ``torch.ops`` path C++ warnings (the MPS fallback's TORCH_WARN_ONCE
+# among them) go to stderr and never become Python warnings. The dispatcher knows instead. While a
+# case runs on the device, `FallbackTrace` (a TorchDispatchMode) sees every aten op that reaches
+# the backend keys, and asks the operator's dispatch table what serves the device's key:
+#
+# * a kernel registered for the key itself (``_dispatch_has_kernel_for_dispatch_key``): native;
+# * a composite kernel (CompositeExplicitAutograd(NonFunctional), or CompositeImplicitAutograd
+#   for an op called from below autograd), which every backend shares and which calls other ops
+#   (``erfinv`` calls ``erfinv.out``): the trace runs that kernel itself, with the trace active,
+#   so that the ops it calls are classified too;
+# * otherwise the key's backend fallback (``_dispatch_has_backend_fallback``), e.g. MPS's
+#   ``PYTORCH_ENABLE_MPS_FALLBACK`` CPU fallback, or PrivateUse1's: fallback.
+#
+# Precedence as in c10/core/dispatch/OperatorEntry.cpp (computeDispatchTableEntryWithDebug):
+# direct kernel, then CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
+# CompositeImplicitAutograd, then the backend fallback.
+# ``_dispatch_has_computed_kernel_for_dispatch_key`` cannot tell them apart: a slot filled by the
+# backend fallback is a valid computed kernel too.
+#
+# Some backends register the fallback function itself as the kernel of a few ops (MPSFallback.mm:
+# ``linalg_svd``, ``col2im``, ...): a backend lists those in ``always_fallback_ops``.
+#
+# The autograd engine runs a device's backward on its own thread and carries the dispatch-mode
+# state there with the rest of the thread-local state, so backward ops are seen as well.
 
 from __future__ import annotations
 

@@ -338,6 +338,17 @@ def _run_backward(
 # -- run_case ------------------------------------------------------------------------------
 
 
+def _on_device(backend) -> dict:
+    """The keyword arguments of `_run_side` and `_run_backward` that run a case on the backend's device."""
+    return {
+        "to_device": backend.to_device,
+        "device": backend.device,
+        "to_cpu": backend.to_cpu,
+        "sync": backend.synchronize,
+        "ctx": _device_context(backend),
+    }
+
+
 def run_case(
     op, case, backend, *, grad: bool = True, relations: bool = False, finite_differences: bool | None = None
 ) -> CaseResult:
@@ -397,16 +408,7 @@ def _run_case(
     if is_plain_cpu(backend):
         dev = ref  # the device under test computes exactly what the CPU reference side just did
     else:
-        dev = _run_side(
-            op,
-            case,
-            to_device=backend.to_device,
-            device=backend.device,
-            to_cpu=backend.to_cpu,
-            sync=backend.synchronize,
-            ctx=_device_context(backend),
-            trace=tracer_for(backend),
-        )
+        dev = _run_side(op, case, **_on_device(backend), trace=tracer_for(backend))
 
     # -- validity and errors -----------------------------------------------------------------
     ref_result, ref_written = ref.result, ref.written
@@ -763,16 +765,7 @@ def _backward(
                 if scribble:
                     with _device_context(back):
                         _scribble(back.device)
-                found, _, err, _ = _run_backward(
-                    op,
-                    c,
-                    to_device=back.to_device,
-                    device=back.device,
-                    to_cpu=back.to_cpu,
-                    sync=back.synchronize,
-                    ctx=_device_context(back),
-                    grad_outputs=g,
-                )
+                found, _, err, _ = _run_backward(op, c, **_on_device(back), grad_outputs=g)
             return (found, {}) if err is None and found is not None else None
 
         return rerun
@@ -782,17 +775,7 @@ def _backward(
         dev_grads, dev_err, tb, fallback = ref_grads, None, "", []
     else:
         trace = tracer_for(backend)
-        dev_grads, _, dev_err, tb = _run_backward(
-            op,
-            case,
-            to_device=backend.to_device,
-            device=backend.device,
-            to_cpu=backend.to_cpu,
-            sync=backend.synchronize,
-            ctx=_device_context(backend),
-            grad_outputs=gos,
-            trace=trace,
-        )
+        dev_grads, _, dev_err, tb = _run_backward(op, case, **_on_device(backend), grad_outputs=gos, trace=trace)
         fallback = list(trace.fallback) if trace is not None else []
     if dev_err is not None:
         outcome = of_error(dev_err, backend)
@@ -998,15 +981,7 @@ def relation_sides(op, backend) -> metamorphic.Sides:
         if is_plain_cpu(backend):
             side = _run_side(op, c, to_device=_cpu_copy, device=cpu)
         else:
-            side = _run_side(
-                op,
-                c,
-                to_device=backend.to_device,
-                device=backend.device,
-                to_cpu=backend.to_cpu,
-                sync=backend.synchronize,
-                ctx=_device_context(backend),
-            )
+            side = _run_side(op, c, **_on_device(backend))
         return ((side.result, side.written) if side.error is None else None), side.error
 
     def on_cpu(c, dtype):

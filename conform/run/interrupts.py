@@ -7,12 +7,12 @@ handler here raises it again after a collector callback, and also notes the inte
 the controller finds one lost elsewhere at its next checkpoint;
 and while the controller writes to the store (`held()`) it only notes it: a write cut in half can
 leave its transaction open, and the run's final state could then not be written.
-
-While the controller starts its workers, SIGINT is blocked (`block()`): a blocked signal stays
-blocked in a child process, so that a worker that is still importing torch when Ctrl-C comes does
-not die with a traceback; each worker unblocks it once its pytest is configured, and the
-interrupt then ends it the ordinary way.
 """
+
+# While the controller starts its workers, SIGINT is blocked (`block()`): a blocked signal stays
+# blocked in a child process, so that a worker that is still importing torch when Ctrl-C comes does
+# not die with a traceback; each worker unblocks it once its pytest is configured, and the
+# interrupt then ends it the ordinary way.
 
 from __future__ import annotations
 

@@ -1,30 +1,30 @@
 """Process isolation: the one way conform starts a process that does device work, the in-flight
 record and hang watchdog of such a process.
-
-The fork-safety rule. Accelerator runtimes do not survive fork() once initialised:
-
-* CUDA: torch/cuda/__init__.py `_lazy_init` raises "Cannot re-initialize CUDA in forked
-  subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method" when
-  `torch._C._cuda_isInBadFork()` is set; torch/csrc/cuda/Module.cpp sets it from a
-  pthread_atfork child handler registered at the first CUDA initialisation.
-* MPS: torch/csrc/mps/Module.cpp does the same (`forked_mps_child` sets `in_bad_fork` through
-  pthread_atfork, read by torch/mps/__init__.py `_is_in_bad_fork`); Metal itself is not fork-safe,
-  and a forked child that touches it hangs or crashes.
-* torch/multiprocessing's docs (multiprocessing.rst, "CUDA in multiprocessing") name "spawn" or
-  "forkserver" as the start methods that work.
-
-So no conform process that has touched the device ever forks a process that will touch it.
-Every process that runs device work (the device process of a worker, the one-shot child of an
-isolated cell, the timing pass's child) is a `CleanChild`, started by multiprocessing's
-"forkserver" method: the fork server is a freshly exec'd interpreter that never touches a
-device (it imports torch, opdb, generators and hypothesis and warms them up on the CPU, see
-conform.run.forkserver, which checks that no device got initialised), and each child is a fork
-of that server, so it starts clean in milliseconds whatever the process that asked for it has
-done. Where fork() does not exist (Windows), "spawn" gives the same guarantee, slower.
-
-A child that dies costs only itself: the parent sees the end of the pipe, reads the in-flight
-record the child wrote before each case (`Watchdog`), and records the case that killed it.
 """
+
+# The fork-safety rule. Accelerator runtimes do not survive fork() once initialised:
+#
+# * CUDA: torch/cuda/__init__.py `_lazy_init` raises "Cannot re-initialize CUDA in forked
+#   subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method" when
+#   `torch._C._cuda_isInBadFork()` is set; torch/csrc/cuda/Module.cpp sets it from a
+#   pthread_atfork child handler registered at the first CUDA initialisation.
+# * MPS: torch/csrc/mps/Module.cpp does the same (`forked_mps_child` sets `in_bad_fork` through
+#   pthread_atfork, read by torch/mps/__init__.py `_is_in_bad_fork`); Metal itself is not fork-safe,
+#   and a forked child that touches it hangs or crashes.
+# * torch/multiprocessing's docs (multiprocessing.rst, "CUDA in multiprocessing") name "spawn" or
+#   "forkserver" as the start methods that work.
+#
+# So no conform process that has touched the device ever forks a process that will touch it.
+# Every process that runs device work (the device process of a worker, the one-shot child of an
+# isolated cell, the timing pass's child) is a `CleanChild`, started by multiprocessing's
+# "forkserver" method: the fork server is a freshly exec'd interpreter that never touches a
+# device (it imports torch, opdb, generators and hypothesis and warms them up on the CPU, see
+# conform.run.forkserver, which checks that no device got initialised), and each child is a fork
+# of that server, so it starts clean in milliseconds whatever the process that asked for it has
+# done. Where fork() does not exist (Windows), "spawn" gives the same guarantee, slower.
+#
+# A child that dies costs only itself: the parent sees the end of the pipe, reads the in-flight
+# record the child wrote before each case (`Watchdog`), and records the case that killed it.
 
 from __future__ import annotations
 

@@ -5,14 +5,14 @@ docs/emulated-device.md). The device itself is C++ (emu.cpp, shipped as package 
 first use with torch.utils.cpp_extension.load into a per-torch-version folder:
 ``~/.cache/conform/emulated-<torch version>/<source hash>``, or ``$CONFORM_EMU_BUILD_DIR``. Building needs a
 C++ compiler and ninja.
-
-Environment variables read by the device:
-
-* ``CONFORM_EMU_FALLBACK=1``: ops without a native kernel run through the CPU fallback (as
-  ``PYTORCH_ENABLE_MPS_FALLBACK=1`` on MPS); otherwise they raise NotImplementedError.
-* ``CONFORM_EMU_MACOS``: the emulated macOS major version (default 13); bfloat16 and complex
-  dtypes are rejected before 14, as MPS rejects them.
 """
+
+# Environment variables read by the device:
+#
+# * ``CONFORM_EMU_FALLBACK=1``: ops without a native kernel run through the CPU fallback (as
+#   ``PYTORCH_ENABLE_MPS_FALLBACK=1`` on MPS); otherwise they raise NotImplementedError.
+# * ``CONFORM_EMU_MACOS``: the emulated macOS major version (default 13); bfloat16 and complex
+#   dtypes are rejected before 14, as MPS rejects them.
 
 from __future__ import annotations
 
