@@ -144,8 +144,9 @@ def from_caller(ctx, cases) -> bool:
     captured = None
     for _ in range(ATTEMPTS if names else 0):
         captured = _captured_once(ctx, cases, names)
-        if captured is not None:
+        if captured is not None and not _out_form_refuses(ctx.op, captured[0][0]):
             break
+        captured = None
     if captured is None:
         return False
     low, exact = captured
@@ -170,6 +171,17 @@ def from_caller(ctx, cases) -> bool:
     if first is not None:
         ctx.shape = first.shape
     return True
+
+
+def _out_form_refuses(op, call) -> bool:
+    """An out= overload cannot take a call that masks an output off (output_mask False): the
+    functional leaves that result undefined and the out= form refuses a defined out for it."""
+    if not any(a.is_out for a in op.arguments):
+        return False
+    args, kwargs = call
+    names = [a.name for a in op.arguments if not a.is_out]
+    mask = {**dict(zip(names, args)), **kwargs}.get("output_mask")
+    return isinstance(mask, (list, tuple)) and not all(mask)
 
 
 def _captured_once(ctx, cases, names):

@@ -15,7 +15,7 @@ from conform.outcomes import Outcome
 from conform.report.repro import repro_script
 from conform.run import execute
 from generators.case import Case, TensorSpec
-from test_relations import _Kernel
+from tests.test_relations import _Kernel
 
 aten = torch.ops.aten
 
