@@ -474,14 +474,15 @@ def _worst(current: float | None, new: float | None) -> float | None:
 def _invalid_limit(examples: int, valid: int, reasons: int, *, no_kernel: bool = False) -> int:
     """How many rejected inputs a cell tolerates. With no valid case yet, give up soon: the
     generator will not find one by luck, and a sweep has thousands of cells to get through; when
-    every rejection says the same thing, sooner still, and soonest when that is the reference
+    every rejection says the same thing, after a cell's worth of examples (the first draws of an
+    integer argument are often all its invalid 0), and soonest when that is the reference
     having no kernel for the cell's dtype ("not implemented for 'Bool'": a third of a CPU sweep's
     cells). Once some inputs are valid, rejections only mean that part of the input space is
     invalid."""
     if valid:
         return 10 * examples
     if reasons == 1:
-        return 2 if no_kernel else 5
+        return 2 if no_kernel else max(5, examples)
     return max(12, 2 * examples)
 
 
