@@ -262,11 +262,12 @@ def test_the_shrunk_case_stays_valid(name, cell):
     )
     # the simplest case of all, and the simplest with a tensor of two elements or more: what a
     # shrinker ends at when a failure needs a little data
+    kills = _KNOWN_TO_KILL.get(name, lambda case: False)  # a known CPU hang is not run here
     simplest = find(strategy, lambda case: True, settings=quick)
-    assert _runs(op, simplest), simplest.describe()
+    assert kills(simplest) or _runs(op, simplest), simplest.describe()
     if op.has_tensor_inputs and name not in _ZERO_DIM_ONLY:
         larger = find(strategy, lambda case: any(t.numel >= 2 for t in case.tensor_specs()), settings=quick)
-        assert _runs(op, larger), larger.describe()
+        assert kills(larger) or _runs(op, larger), larger.describe()
 
 
 def test_the_builtin_dict_key_is_the_dict_key_tensor():
