@@ -305,3 +305,37 @@ def test_a_formula_reference_is_recomputed_by_the_repro_script(tmp_path):
     path.write_text(script)
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
     assert "the independent reference" in out and "verdict: mismatch" in out, out[-800:]
+
+
+I32_MIN, I64_MIN = -(2**31), -(2**63)
+
+
+@pytest.mark.parametrize(
+    "qualname, args, kwargs",
+    [
+        # int64 self minus int32 INT_MIN: alpha * other is formed in int64 (NumPy's int32 product wraps)
+        ("aten::add_.Tensor", (_t(I64_MIN, 5, dtype="int64"), _t(I32_MIN, 7, dtype="int32")), {"alpha": -1}),
+        # an int32 result beyond its range wraps, as the in-place int32 result must
+        ("aten::add_.Tensor", (_t(2**31 - 1, 3, dtype="int32"), _t(2**40, 1, dtype="int64")), {}),
+        ("aten::add.Scalar", (_t(I32_MIN, 3, dtype="int32"), 1, -1), {}),
+        ("aten::clamp_max_.Tensor", (_t(15, -17, dtype="int32"), _t(I64_MIN + 15, 4, dtype="int64")), {}),
+        ("aten::cumsum_", (_t(2**31 - 1, 1, -1, dtype="int32"), 0), {}),
+    ],
+)
+def test_an_integer_result_is_judged_as_the_kernel_promotes_and_stores_it(qualname, args, kwargs):
+    r = _run(qualname, args, kwargs, grad=False)
+    assert r.outcome is Outcome.PASS, r.message
+
+
+class _AddOffByOne(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.add_.Tensor:
+            out.add_(1)  # golden computes integers in their own dtype: it shares the bug
+        return out
+
+
+def test_a_wrong_integer_result_is_still_found_by_the_reference():
+    with _AddOffByOne():
+        r = _run("aten::add_.Tensor", (_t(3, 5, dtype="int32"), _t(2**40, 1, dtype="int64")), {}, grad=False)
+    assert r.outcome is Outcome.MISMATCH and "numpy.add" in r.message, r.message
