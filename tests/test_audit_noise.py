@@ -116,3 +116,27 @@ def test_the_forward_a_backward_generator_runs_is_announced_with_its_case(monkey
     assert backward.forward_output_shape(opdb.lookup("aten::rrelu_with_noise_backward"), drawn) == (4,)
     assert [c.op if c is not None else None for c in seen] == ["aten::rrelu_with_noise", None]
     assert seen[0].kwargs["noise"] == drawn["noise"]
+
+
+def test_a_floating_result_of_integer_inputs_is_judged_at_their_scale():
+    # fft_fft2 of int64 values near 2**63 computes in complex64 from the inputs promoted: a
+    # transposed input takes another summation order, 3.5e13 apart on an element of 2e18 whose
+    # error bound is float32's eps times the inputs' sum (1.5e21). The tolerance had neither the
+    # inputs' scale nor the transform's growth (both counted floating inputs only), so the layout
+    # relation alarmed on every fft of int32/int64 and their out= forms (seed 23: 14 cells).
+    for name, out in (("aten::fft_fft2", {}), ("aten::fft_fft2.out", {"out": T((3, 57), "complex64")})):
+        x = T((3, 57), "int64", edges=0)
+        r = run_case(opdb.lookup(name), Case(name, (x,), out), CPUBackend(), relations=True)
+        assert r.outcome == O.PASS, (name, r.message)
+    # the scale and the growth: integer inputs count only where no input but the out= is floating
+    from conform.judge.tolerances import input_scales, numel_ratio
+
+    ints = torch.tensor([[2**62, -5]], dtype=torch.int64)
+    assert input_scales(((ints,), {})) == (float(2**62), 0.0)
+    assert input_scales(((ints,), {"out": torch.ones(2)}), skip=frozenset({"out"}))[0] == float(2**62)
+    assert input_scales(((torch.ones(2), ints), {})) == (1.0, 0.0)  # a floating input: as before
+    op = opdb.lookup("aten::fft_fft2")
+    assert (
+        numel_ratio(op, Case("aten::fft_fft2", (T((3, 57), "int64"),)), (torch.ones(3, 57, dtype=torch.complex64),))
+        == 171
+    )
