@@ -263,6 +263,7 @@ def test_a_kernel_golden_shares_fails_at_the_ops_edges(qualname, args, kwargs):
         ("aten::smooth_l1_loss", (_t(1e30, 3.0, 0.3), _t(-1.0, 1.0, -1.0)), {"beta": 0.0}),
         ("aten::poisson_nll_loss", (_t(-INF, 3.0, 0.3), _t(0.0, 2.0, 4.0), True, True, 1e-8, 0), {}),
         ("aten::kl_div", (_t(-INF, -1.0, -0.3), _t(0.0, 0.5, 0.2)), {"reduction": 0}),
+        ("aten::kl_div", (_t(2.82, 1.25, -0.24), _t(2.82, 1.25, -0.24)), {}),  # a negative target: NaN
         ("aten::softplus", (_t(0.5, -1.0, INF, -INF),), {"beta": 2.0, "threshold": 20}),
         ("aten::i0", (_t(89.0, -3.0, INF, dtype="float64"),), {}),
     ],
