@@ -340,3 +340,17 @@ def test_a_wrong_integer_result_is_still_found_by_the_reference():
     with _AddOffByOne():
         r = _run("aten::add_.Tensor", (_t(3, 5, dtype="int32"), _t(2**40, 1, dtype="int64")), {}, grad=False)
     assert r.outcome is Outcome.MISMATCH and "numpy.add" in r.message, r.message
+
+
+def test_the_repro_script_judges_an_integer_result_as_stored(tmp_path):
+    # the script recomputes the reference as conform does: in the promoted integer dtype, wrapped
+    # into the result's; run on a right kernel (no fault in its process) it passes
+    case = Case("aten::add_.Tensor", (_t(2**31 - 1, 3, dtype="int32"), _t(2**40, 1, dtype="int64")), {}, seed=1)
+    op = opdb.lookup("aten::add_.Tensor")
+    with _AddOffByOne():
+        r = run_case(op, case, CPUBackend(), grad=False)
+    assert "numpy.add" in r.message, r.message
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(op, case, "cpu", result=r))
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    assert "verdict: pass" in out, out[-800:]

@@ -270,7 +270,7 @@ def independent_verdict():
             return t
         if result_dtype is not None and (result_dtype.is_floating_point or result_dtype.is_complex):
             return t.to(result_dtype.to_real() if result_dtype.is_complex else result_dtype).to(torch.float64)
-        return t.to(INT_DTYPE) if t.dim() == 0 and INT_DTYPE is not None and t.dtype != torch.bool else t
+        return t.to(INT_DTYPE) if INT_DTYPE is not None and t.dtype != torch.bool else t
 
     def to_numpy(v):
         if isinstance(v, torch.Tensor):
@@ -318,7 +318,7 @@ def disagree(a, r, ignore):
         af, rf = torch.isfinite(a64), torch.isfinite(r64)
         off = (af != rf) | (af & rf & ((a64 - r64).abs() > ATOL + RTOL * r64.abs()))
     elif not (a.is_floating_point() or r.is_floating_point()):
-        off = a.to(torch.int64) != r.to(torch.int64)
+        off = a != r.to(torch.int64).to(a.dtype)  # stored into the result's dtype, as the kernel stores it
     elif not a.is_floating_point():
         off = (a != (r != 0)) if a.dtype == torch.bool else (torch.isfinite(r) & (a.double() != r.double()))
     else:
