@@ -354,3 +354,35 @@ def test_the_repro_script_judges_an_integer_result_as_stored(tmp_path):
     path.write_text(repro_script(op, case, "cpu", result=r))
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
     assert "verdict: pass" in out, out[-800:]
+
+
+class _HardtanhOff(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out + 0.5 if func is aten.hardtanh.default else out
+
+
+def test_the_repro_script_recomputes_a_decomposition_reference(tmp_path):
+    # the script evaluated REFERENCE as an expression: 'decomposition' raised NameError, and the
+    # native_batch_norm / native_group_norm cells of the seed-23 sweep did not reproduce
+    op = opdb.lookup("aten::hardtanh")
+    case = Case("aten::hardtanh", (_t(0.25, -3.0, 2.0),), {}, seed=1)
+    with _HardtanhOff():
+        r = run_case(op, case, CPUBackend(), grad=False)
+    assert "torch._decomp" in r.message, r.message
+    fault = (
+        "import torch\n"
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "class M(TorchDispatchMode):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+        "        out = func(*args, **(kwargs or {}))\n"
+        "        return out + 0.5 if func is torch.ops.aten.hardtanh.default else out\n"
+        "M().__enter__()\n"
+    )
+    path = tmp_path / "repro.py"
+    script = repro_script(op, case, "cpu", result=r)
+    path.write_text(
+        script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
+    )
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    assert "verdict: mismatch" in out, out[-800:]
