@@ -102,7 +102,11 @@ def regenerate(cell: dict) -> str:
 
     case_json = json.loads(cell["case"])
     result = SimpleNamespace(
-        outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"]
+        outcome=cell["outcome"],
+        phase=cell["phase"] or "forward",
+        rtol=cell["rtol"],
+        atol=cell["atol"],
+        message=cell["message"] or "",  # names the independent reference where the verdict came from it
     )
     return repro_script(
         opdb.lookup(case_json.get("op") or cell["op"]),
