@@ -24,6 +24,10 @@ or unaudited, and prints the precision: real-bug cells over all alarm cells.
     python benchmarks/sweep_audit.py sweep/conform.db [--run ID] [--timeout 60] [--out table.md] [--only aten::gelu,...]
     python benchmarks/sweep_audit.py sweep/conform.db --rerun
     python benchmarks/sweep_audit.py sweep/conform.db --classify [--catalog docs/evaluation/audit]
+    python benchmarks/sweep_audit.py sweep/conform.db --classify --sample 40 --sample-seed 2026
+
+`--sample N` keeps N alarm cells drawn by random.Random(sample_seed).sample from the alarm cells
+sorted by (op, dtype): the same database and seed give the same cells, for a hand audit.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import argparse
 import fnmatch
 import json
 import os
+import random
 import re
 import signal
 import sqlite3
@@ -46,6 +51,12 @@ from pathlib import Path
 
 ALARMS = ("mismatch", "grad_mismatch", "meta_mismatch", "device_error", "crash", "timeout")
 _VERDICT = re.compile(r"^verdict: (\S+)", re.MULTILINE)
+
+
+def sample_cells(cells: list[dict], n: int, seed: int) -> list[dict]:
+    """n cells drawn reproducibly: random.Random(seed).sample over the cells sorted by (op, dtype, outcome)."""
+    ordered = sorted(cells, key=lambda c: (c["op"], c["dtype"], c["outcome"]))
+    return sorted(random.Random(seed).sample(ordered, min(n, len(ordered))), key=lambda c: (c["op"], c["dtype"]))
 
 
 def alarm_cells(db: str, run: int | None) -> list[dict]:
@@ -91,7 +102,11 @@ def regenerate(cell: dict) -> str:
 
     case_json = json.loads(cell["case"])
     result = SimpleNamespace(
-        outcome=cell["outcome"], phase=cell["phase"] or "forward", rtol=cell["rtol"], atol=cell["atol"]
+        outcome=cell["outcome"],
+        phase=cell["phase"] or "forward",
+        rtol=cell["rtol"],
+        atol=cell["atol"],
+        message=cell["message"] or "",  # names the independent reference where the verdict came from it
     )
     return repro_script(
         opdb.lookup(case_json.get("op") or cell["op"]),
@@ -293,6 +308,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated qualnames")
     ap.add_argument("--family", default="", help="comma-separated op families (ops.family)")
     ap.add_argument("-j", "--jobs", type=int, default=1)
+    ap.add_argument("--sample", type=int, default=0, help="keep N alarm cells drawn at random (after --only/--family)")
+    ap.add_argument("--sample-seed", type=int, default=2026, help="the seed of --sample's draw")
     ap.add_argument(
         "--regenerate",
         action="store_true",
@@ -315,6 +332,11 @@ def main() -> None:
     if args.family:
         families = set(args.family.split(","))
         cells = [c for c in cells if c["family"] in families]
+    if args.sample:
+        cells = sample_cells(cells, args.sample, args.sample_seed)
+        print(f"sample of {len(cells)} alarm cells, seed {args.sample_seed}:")
+        for c in cells:
+            print(f"  {c['op']} {c['dtype']} {c['outcome']}")
     if args.rerun:
         rerun(cells)
         return

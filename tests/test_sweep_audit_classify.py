@@ -141,3 +141,24 @@ def test_a_verdict_that_shows_in_some_processes_only_is_reproduced(tmp_path):
     runs.unlink()
     row = audit.replay({"outcome": "mismatch", "repro": script(0, "mismatch")}, 30)
     assert row["reproduced"] and runs.read_text() == "1"
+
+
+def test_a_sample_is_drawn_reproducibly_from_the_alarm_cells(tmp_path):
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "a.toml").write_text(CATALOG)
+    db = _db(tmp_path)
+    drawn = []
+    for name in ("one.json", "two.json"):
+        out = _classify(db, tmp_path / "audit", "--sample", "2", "--sample-seed", "7", "--json", str(tmp_path / name))
+        assert out.returncode == 0, out.stderr
+        assert "sample of 2 alarm cells, seed 7:" in out.stdout and "alarm cells 2:" in out.stdout
+        drawn.append([(r["op"], r["dtype"]) for r in json.loads((tmp_path / name).read_text())])
+    assert drawn[0] == drawn[1] and len(set(drawn[0])) == 2
+    assert set(drawn[0]) <= {
+        ("aten::_add_relu.Tensor", "float32"),
+        ("aten::lgamma", "float16"),
+        ("aten::lgamma", "float32"),
+        ("aten::mm", "float32"),
+    }
+    everything = _classify(db, tmp_path / "audit", "--sample", "10")
+    assert "alarm cells 4:" in everything.stdout

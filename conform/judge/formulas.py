@@ -88,11 +88,12 @@ def poisson_nll_loss(x, y, log_input=True, full=False, eps=1e-8, reduction=1):
 
 
 def kl_div(x, y, reduction=1, log_target=False):
-    """y (log y - x) with 0 log 0 = 0 (x holds log-probabilities); exp(y) (y - x) for log targets."""
+    """y (log y - x) with 0 log 0 = 0 (x holds log-probabilities); exp(y) (y - x) for log targets.
+    A negative target has no logarithm: NaN, as the documented formula (and torch's xlogy) gives."""
     if log_target:
         loss = numpy.exp(y) * (y - x)
     else:
-        logy = numpy.log(numpy.where(y > 0, y, 1.0))
+        logy = numpy.log(numpy.where(y == 0, 1.0, y))
         loss = numpy.where(y == 0, 0.0, y * logy) - y * x
     return _reduce(loss, reduction)
 

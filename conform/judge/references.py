@@ -518,7 +518,9 @@ def _off(
             return a != (r != 0)
         if is_inexact(r.dtype):
             return torch.isfinite(r) & (a.to(torch.float64) != r.to(torch.float64))
-        return a.to(torch.int64) != r.to(torch.int64)
+        # the kernel computes in the promoted integer dtype and stores into its result's, which
+        # wraps (int32 add_ of an int64 other, cumsum_ of int32 extremes): the reference likewise
+        return a != r.to(torch.int64).to(a.dtype)
     cls = oracle._special_class
     rc = r.to(torch.float64)
     if a.dtype != torch.float64:
@@ -565,9 +567,11 @@ def _moved_inputs(dt: torch.dtype, direction: float):
 def _as_the_kernel_reads(case, result_dtype):
     """A transform of the float64 inputs into what the kernel computes with, by torch's promotion:
     an integer or bool input of a floating result is first that floating dtype (sin of int32
-    2147483631 is sin(2147483648.0) in float32), and a 0-dim integer tensor beside dimensioned
-    integer ones is first their dtype (int32 % 0-dim int64 wraps the divisor to int32); NumPy
-    promotes neither way."""
+    2147483631 is sin(2147483648.0) in float32), a 0-dim integer tensor beside dimensioned
+    integer ones is first their dtype (int32 % 0-dim int64 wraps the divisor to int32), and a
+    dimensioned integer tensor is first the dimensioned ones' common dtype (int64 + alpha * int32
+    forms alpha * other in int64, where NumPy's int32 product wraps); NumPy promotes none of
+    these ways. The result is then the op's own integer dtype, wrapped (see _off)."""
     specs = case.tensor_specs()
     ints = [sp.torch_dtype for sp in specs if len(sp.shape) and not is_inexact(sp.torch_dtype)]
     dimmed = None
@@ -580,7 +584,7 @@ def _as_the_kernel_reads(case, result_dtype):
         if result_dtype is not None and is_inexact(result_dtype):
             # a complex result (fft of int32) reads its integers in the real dtype under it
             return t.to(result_dtype.to_real() if result_dtype.is_complex else result_dtype).to(torch.float64)
-        if t.dim() == 0 and dimmed is not None and t.dtype != torch.bool and dimmed != torch.bool:
+        if dimmed is not None and t.dtype != torch.bool and dimmed != torch.bool and t.dtype != dimmed:
             return t.to(dimmed)
         return t
 

@@ -5,6 +5,7 @@ output leaf bounded by what can cancel in it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -164,10 +165,28 @@ def leaf_scale(t: torch.Tensor) -> float:
 # -- tolerance policy of a case: error growth, input scale, mixed dtypes -----------------
 
 
-def input_scales(inputs) -> tuple[float, float]:
+def _integer_scale(t: torch.Tensor) -> float:
+    if t.dtype == torch.bool or t.is_complex() or t.is_floating_point() or t.is_quantized:
+        return math.inf
+    if t.layout != torch.strided or t.device.type == "meta" or t.numel() == 0:
+        return math.inf if t.numel() else 0.0
+    return float(t.detach().abs().max().to(torch.float64))
+
+
+def input_scales(inputs, skip: frozenset[str] = frozenset()) -> tuple[float, float]:
     """The largest finite magnitude among floating input tensors, and the second largest
-    tensor's (0.0 for none; see tolerances.tolerance_for)."""
-    scales = (leaf_scale(t) for t in leaves(inputs) if isinstance(t, torch.Tensor))
+    tensor's (0.0 for none; see tolerances.tolerance_for). Where no input but the keyword
+    arguments in `skip` (the out= arguments) is floating, the integer inputs count: a floating
+    result of integer inputs (fft of int64, mean of int32) is computed from them promoted to its
+    dtype, and rounds at their scale."""
+    tensors = [t for t in leaves(inputs) if isinstance(t, torch.Tensor)]
+    scales = [leaf_scale(t) for t in tensors]
+    args = inputs
+    if isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[1], dict):
+        args = (inputs[0], {k: v for k, v in inputs[1].items() if k not in skip})
+    own = [t for t in leaves(args) if isinstance(t, torch.Tensor)]
+    if own and all(leaf_scale(t) == math.inf for t in own):
+        scales += [_integer_scale(t) for t in own]
     top = sorted((s for s in scales if s != math.inf), reverse=True)[:2]
     return (top + [0.0, 0.0])[0], (top + [0.0, 0.0])[1]
 
@@ -180,6 +199,13 @@ GROWTH_FAMILIES = ("reduction", "linalg", "conv", "norm", "loss", "attention", "
 def numel_ratio(op, case, outputs) -> int:
     """How many input elements feed one output element: the error growth's `n` (at least 1)."""
     ins = [s.numel for s in case.tensor_specs() if is_inexact(s.torch_dtype)]
+    outs_named = {a.name for a in getattr(op, "out_args", ())}
+    own = dataclasses.replace(case, kwargs={k: v for k, v in case.kwargs.items() if k not in outs_named}).tensor_specs()
+    if not any(is_inexact(s.torch_dtype) for s in own) and any(
+        isinstance(t, torch.Tensor) and is_inexact(t.dtype) for t in leaves(outputs)
+    ):
+        # integer inputs of a floating result are its floating inputs (see input_scales)
+        ins = [s.numel for s in own if s.torch_dtype != torch.bool] or ins
     outs = [t.numel() for t in leaves(outputs)]
     if not ins:
         return 1

@@ -214,7 +214,9 @@ def max_unpooling(ctx):
     lead = (c,) if unbatched else (n, c)
     pooled_input = _tensor(ctx, lead + tuple(spatial), dtype="float32", values="real", label="pooled input")
     pool = torch.ops.aten.max_pool2d_with_indices if d == 2 else torch.ops.aten.max_pool3d_with_indices
-    _, indices = pool(pooled_input.materialize(lambda t: t), k, k)
+    # the indices are a function of the values alone: pool a contiguous copy (max_pool3d_with_indices
+    # rejects some strided inputs, 'Unsupported memory format')
+    _, indices = pool(pooled_input.materialize(lambda t: t).contiguous(), k, k)
     ctx.shape = tuple(indices.shape)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     ctx.fixed["indices"] = TensorSpec(shape=ctx.shape, dtype="int64", data=tuple(indices.flatten().tolist()))
