@@ -70,9 +70,9 @@ def test_thresholds_are_computed_by_inverting_the_op():
     (lo, hi), (nlo, nhi) = _band("aten::exp", "float16")
     assert lo < math.log(65504) < lo + 6 and hi < math.log(65504)
     assert nlo < -math.log(torch.finfo(torch.float16).smallest_normal) < nhi
-    # erfcx overflows for negative x only
+    # erfcx overflows for negative x only; its derivative (about 2|x| erfcx(x)) a little earlier
     pos, (nlo, nhi) = _band("aten::special_erfcx", "float32")
-    assert pos is None and 9.0 < nlo < nhi < 9.4
+    assert pos is None and 8.8 < nlo < 9.0 < nhi < 9.4
 
 
 @pytest.mark.parametrize("qualname", ["aten::sin", "aten::abs", "aten::tan", "aten::sqrt", "aten::add.Tensor"])

@@ -282,3 +282,61 @@ def equivalent_agrees(r, grads: dict, rtol: float) -> bool:
         if bool((off & ~(finite & near)).any()):
             return False
     return True
+
+
+# -- each element of an elementwise op's gradient, against float64 -----------------------------
+#
+# The backward's comparison is scale-relative, as the forward's: a float32 gradient of 0 where
+# float64 gives 4e-8 passes when the largest element is near 1. For an elementwise op each
+# gradient element is one grad_output times one local derivative at the same, exactly
+# representable input: rounding cannot make it zero, infinite or off by a factor of GROSS where
+# the float64 value is a normal number of the case's dtype. Formulas written in terms of the
+# result do (sigmoid's y (1 - y) once y rounds to 1, tanh's 1 - y**2, expm1's y + 1), and so do
+# intermediates bigger than the derivative (exp2's grad * 2**x before ln 2). Golden is float64,
+# where those formulas still resolve what the dtype has lost. Conditioning: an element is judged
+# only where float64's gradient moves by less than MOVES of itself when the inputs move by one
+# unit of the case's dtype either way (near a root of the derivative, or at a kink, it is not).
+#
+# `gross_elements` needs torch only: reproduction scripts embed its source.
+
+GROSS = 4.0
+MOVES = 0.25
+
+
+def gross_elements(got, want, up, down, tiny, huge):
+    """Where `got` (one input's gradient, in the case's dtype) is grossly off float64's `want`:
+    NaN, infinite, zero, of the other sign or beyond a factor GROSS, at the elements where `want`
+    lies between `tiny` and `huge` and float64's gradients with the inputs moved one unit of the
+    dtype up and down (`up`, `down`) stay within MOVES of it."""
+    w, g, u, d = (t.detach().to(torch.float64).cpu() for t in (want, got, up, down))
+    a = w.abs()
+    decided = torch.isfinite(w) & (a >= tiny) & (a <= huge)
+    decided &= ((u - w).abs() <= MOVES * a) & ((d - w).abs() <= MOVES * a)
+    ratio = g / w
+    off = ~torch.isfinite(g) | (ratio > GROSS) | (ratio < 1 / GROSS)
+    return decided & off
+
+
+def normal_range(dtype: torch.dtype) -> tuple[float, float]:
+    """(tiny, huge) for `gross_elements`: inside the dtype's normal numbers, where a product's
+    rounding neither underflows nor overflows, and 2**20 above float32's smallest normal number,
+    where the float32 arithmetic of the narrower dtypes' kernels flushes an intermediate
+    (sigmoid(-88) below silu's derivative): an underflow that early is left to the forward."""
+    fi = torch.finfo(dtype)
+    tiny = float(fi.smallest_normal) * 2
+    if dtype != torch.float64:
+        tiny = max(tiny, float(torch.finfo(torch.float32).smallest_normal) * 2.0**20)
+    return tiny, float(fi.max) / 2
+
+
+def elementwise_message(name: str, got, want, mask, dtype: torch.dtype) -> str:
+    """What a finding says for `gross_elements`' mask of input `name`."""
+    idx = tuple(int(i) for i in mask.nonzero()[0]) if mask.dim() else ()
+    g, w = got.detach().cpu()[idx].item(), want.detach().cpu()[idx].item()
+    where = f" at index {idx}" if idx else ""
+    return (
+        f"grad[{name}]{where} is {g!r} where float64 gives {w!r}, a normal {str(dtype).removeprefix('torch.')} "
+        f"number ({int(mask.sum())} of {mask.numel()} elements): each element of an elementwise op's "
+        f"gradient is one derivative at an exact input, which rounding cannot make zero, infinite or "
+        f"off by {GROSS:g}x, and float64's moves by under {MOVES:.0%} when the inputs move by one unit"
+    )

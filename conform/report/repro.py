@@ -15,7 +15,10 @@ import inspect
 import json
 import math
 
+import torch
+
 from conform.judge import formulas, gradients, references
+from conform.judge.compare import _spacing
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
 from opdb.hints import hint
@@ -515,6 +518,8 @@ def relation_verdict():
     global SIGN
     if RELATION["relation"] == "finite_differences":
         return gradient_verdict()
+    if RELATION["relation"] == "gradient_elementwise":
+        return elementwise_gradient_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -565,6 +570,51 @@ def gradient_verdict():
 '''
 
 
+_ELEMENTWISE_CODE = '''
+
+def moved_backward(direction, vs):
+    """float64's gradients with every floating input moved by one unit of the case's dtype."""
+    global _GOLDEN
+    _GOLDEN = True
+    try:
+        with torch.enable_grad():
+            _, xs = call(torch.device("cpu"), requires_grad=True)
+            dtype = getattr(torch, RELATION["dtype"])
+            ins = [(x.detach() + direction * _spacing(x.detach(), dtype)).requires_grad_(True) for x in xs]
+            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
+            outs = [t for t in leaves(result) if t.requires_grad and t.is_floating_point()]
+            grads = torch.autograd.grad(outs, ins, vs, allow_unused=True)
+            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
+    finally:
+        _GOLDEN = False
+
+
+def elementwise_gradient_verdict():
+    """Each element of the device's gradient against float64's (an elementwise op: one
+    derivative at an exact input per element), where float64's is a normal number of the case's
+    dtype that moves little when the inputs move by one unit of it."""
+    (got, gos), err = attempt(run_backward, DEVICE)
+    if err is not None:
+        return f"error (the backward raised {err})"
+    vs = [g.double() for g in gos]
+    want, _ = run_backward(torch.device("cpu"), golden=True, grad_outputs=vs)
+    up, down = moved_backward(1.0, vs), moved_backward(-1.0, vs)
+    tiny, huge = NORMAL_RANGE
+    verdict = "pass"
+    for i, (g, w, u, d) in enumerate(zip(got, want, up, down)):
+        if g.shape != w.shape:
+            continue
+        mask = gross_elements(g, w, u, d, tiny, huge)
+        if bool(mask.any()):
+            k = tuple(int(j) for j in mask.nonzero()[0]) if mask.dim() else ()
+            print(f"grad[{i}] at {k}: {g[k].item()!r} on the device, {w[k].item()!r} in float64 "
+                  f"({u[k].item()!r} and {d[k].item()!r} with the inputs moved one unit up and down); "
+                  f"{int(mask.sum())} of {mask.numel()} elements")
+            verdict = "grad_mismatch"
+    return verdict
+'''
+
+
 def _function(name: str, op, case: Case) -> str:
     head = f"def {name}(device, requires_grad=False, replace=None, args_only=False):\n"
     return head + "\n".join(_body_lines(op, case)) + "\n\n"
@@ -581,6 +631,14 @@ def _relation_code(op, relation: dict | None) -> str:
         code += "\n\n" + _function("call_other", other_op, Case.from_json(relation["other"]))
     if relation.get("first"):
         code += "\n" + _function("call_first", op, Case.from_json(relation["first"]))
+    if relation["relation"] == "gradient_elementwise":
+        dtype = getattr(torch, relation.get("dtype") or "float32")
+        code += _ELEMENTWISE_CODE + "\n\n" + inspect.getsource(gradients.gross_elements)
+        code += "\n\n" + inspect.getsource(_spacing)
+        code += f"\n\nGROSS, MOVES = {gradients.GROSS!r}, {gradients.MOVES!r}\n"
+        code += (
+            f"NORMAL_RANGE = {gradients.normal_range(dtype)!r}  # float64 gradients judged: normal numbers of {dtype}\n"
+        )
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"
@@ -627,7 +685,12 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         atol=_given(getattr(result, "atol", None), 1e-5),
         relation=None
         if relation is None
-        else {"relation": relation["relation"], "index": relation.get("index"), "first": bool(relation.get("first"))},
+        else {
+            "relation": relation["relation"],
+            "index": relation.get("index"),
+            "first": bool(relation.get("first")),
+            **({"dtype": relation["dtype"]} if relation.get("dtype") else {}),
+        },
         sign=bool(relation and relation.get("sign")),
     )
     return (

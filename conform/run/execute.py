@@ -853,6 +853,35 @@ def _backward(
     )
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
+    elementwise = (
+        _elementwise_gradient(op, case, gos, phase, run_cpu)
+        if want_golden and not meta_only and not ties and not bad
+        else None
+    )
+    if elementwise is not None:
+        dev_off = elementwise(dev_grads)
+        if dev_off and not plain:
+            again = rerun_on(backend)(case)  # self-consistent first: the device's rerun shows it too
+            dev_off = dev_off if again is not None and elementwise(again[0]) else ""
+        cpu_off = dev_off if plain else elementwise(ref_grads)
+        if dev_off and (plain or not cpu_off):
+            return CaseResult(
+                Outcome.GRAD_MISMATCH,
+                "backward",
+                dev_off,
+                relation={
+                    "relation": "gradient_elementwise",
+                    "other": None,
+                    "index": None,
+                    "first": None,
+                    "dtype": str(oracle.rounding_dtype(case)).removeprefix("torch."),
+                },
+                kinds=frozenset({"relation"}),
+            )
+        if cpu_off:
+            # the device agrees with float64 where the CPU does not, or shares the CPU's formula
+            # (rule (1a): parity passes it); either way a fact about the CPU kernel
+            finding = oracle.Finding(oracle.REFERENCE if dev_off else oracle.CPU_WRONG, "backward", cpu_off).to_dict()
     fd = gradients.check(op, case, vs=gold_gos) if finite_differences and not meta_only and want_golden else None
     if fd is not None and fd["bad"]:
         text = gradients.message(fd)
@@ -898,6 +927,47 @@ def _backward(
     if fallback:
         result.message += f" ({fallback_message(fallback)})"
     return result
+
+
+def _elementwise_gradient(op, case, gos, phase, run_cpu):
+    """For an elementwise op's case in a dtype narrower than float64: a function of one side's
+    gradients ({input name: tensor}) giving a message where some element is grossly off float64
+    (conform.judge.gradients.gross_elements), "" where none is; None where the check does not apply."""
+    dt = oracle.rounding_dtype(case)
+    if dt is None or dt == torch.float64 or dt.is_complex or len(gos) != 1 or not metamorphic.elementwise(op):
+        return None
+    if _nondeterminism(op):
+        return None
+    golden = phase.golden
+    if golden is None:
+        return None
+    shape = gos[0].shape
+    tiny, huge = gradients.normal_range(dt)
+    moved: dict[float, dict | None] = {}
+
+    def gold_at(direction):  # float64's gradients with the inputs one unit of `dt` away, run once
+        if direction not in moved:
+            found = run_cpu(oracle.TransformedCase(case, oracle._nudge(dt, direction)), torch.float64)
+            moved[direction] = found[0] if found is not None else None
+        return moved[direction]
+
+    def judge(grads) -> str:
+        for name, want in golden[0].items():
+            got = grads.get(name)
+            if got is None or got.shape != shape or want.shape != shape or not want.is_floating_point():
+                continue
+            # the inputs' moves only where some element could be off: most cases pay for no run
+            if not bool(gradients.gross_elements(got, want, want, want, tiny, huge).any()):
+                continue
+            up, down = gold_at(1.0), gold_at(-1.0)
+            if up is None or down is None or up.get(name) is None or down.get(name) is None:
+                return ""
+            mask = gradients.gross_elements(got, want, up[name], down[name], tiny, huge)
+            if bool(mask.any()):
+                return gradients.elementwise_message(name, got, want, mask, dt)
+        return ""
+
+    return judge
 
 
 def _device_matches(fd, dev_grads, case, tol) -> bool:
