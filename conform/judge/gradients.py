@@ -301,6 +301,9 @@ def equivalent_agrees(r, grads: dict, rtol: float) -> bool:
 
 GROSS = 4.0
 MOVES = 0.25
+# the moves (verdict._nudge's direction and bit): all inputs up and down, then neighbours and
+# successive inputs apart (a - b, where a uniform move cancels)
+MOVES_BY = ((1.0,), (-1.0,), (1.0, 0), (-1.0, 0))
 
 
 def gross_elements(got, want, up, down, tiny, huge):
@@ -330,13 +333,15 @@ def normal_range(dtype: torch.dtype) -> tuple[float, float]:
 
 
 def elementwise_message(name: str, got, want, mask, dtype: torch.dtype) -> str:
-    """What a finding says for `gross_elements`' mask of input `name`."""
+    """What a finding says for `gross_elements`' mask of the values `name` (grad[self], result)."""
     idx = tuple(int(i) for i in mask.nonzero()[0]) if mask.dim() else ()
     g, w = got.detach().cpu()[idx].item(), want.detach().cpu()[idx].item()
     where = f" at index {idx}" if idx else ""
+    values = "gradient" if name.startswith("grad") else "result"
     return (
-        f"grad[{name}]{where} is {g!r} where float64 gives {w!r}, a normal {str(dtype).removeprefix('torch.')} "
+        f"{name}{where} is {g!r} where float64 gives {w!r}, a normal {str(dtype).removeprefix('torch.')} "
         f"number ({int(mask.sum())} of {mask.numel()} elements): each element of an elementwise op's "
-        f"gradient is one derivative at an exact input, which rounding cannot make zero, infinite or "
-        f"off by {GROSS:g}x, and float64's moves by under {MOVES:.0%} when the inputs move by one unit"
+        f"{values} depends on exact inputs at its own position, so rounding cannot make it zero, infinite, "
+        f"of the other sign or off by {GROSS:g}x, and float64's moves by under {MOVES:.0%} when the inputs "
+        f"move by one unit"
     )

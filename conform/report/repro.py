@@ -518,8 +518,8 @@ def relation_verdict():
     global SIGN
     if RELATION["relation"] == "finite_differences":
         return gradient_verdict()
-    if RELATION["relation"] == "gradient_elementwise":
-        return elementwise_gradient_verdict()
+    if RELATION["relation"] == "elementwise":
+        return elementwise_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -572,45 +572,66 @@ def gradient_verdict():
 
 _ELEMENTWISE_CODE = '''
 
-def moved_backward(direction, vs):
-    """float64's gradients with every floating input moved by one unit of the case's dtype."""
+def moved_golden(move, vs=None):
+    """float64's result (or, given the outputs' weights `vs`, its gradients) with every floating
+    input moved by one unit of the case's dtype: `move` is (direction,) or (direction, bit), where
+    bit 0 moves neighbours and successive inputs apart."""
     global _GOLDEN
     _GOLDEN = True
     try:
         with torch.enable_grad():
             _, xs = call(torch.device("cpu"), requires_grad=True)
             dtype = getattr(torch, RELATION["dtype"])
-            ins = [(x.detach() + direction * _spacing(x.detach(), dtype)).requires_grad_(True) for x in xs]
+            ins = []
+            for n, x in enumerate(xs):
+                x = x.detach()
+                step = move[0] * _spacing(x, dtype)
+                if len(move) > 1:
+                    index = torch.arange(x.numel()).reshape(x.shape)
+                    step = step * (1 - 2 * (((index >> move[1]) + n) % 2)).to(step.dtype)
+                ins.append((x + step).requires_grad_(True))
             result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
-            outs = [t for t in leaves(result) if t.requires_grad and t.is_floating_point()]
-            grads = torch.autograd.grad(outs, ins, vs, allow_unused=True)
+            outs = [t for t in leaves(result) if t.is_floating_point()]
+            if vs is None:
+                return [o.detach() for o in outs]
+            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
             return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
     finally:
         _GOLDEN = False
 
 
-def elementwise_gradient_verdict():
-    """Each element of the device's gradient against float64's (an elementwise op: one
-    derivative at an exact input per element), where float64's is a normal number of the case's
-    dtype that moves little when the inputs move by one unit of it."""
-    (got, gos), err = attempt(run_backward, DEVICE)
+def elementwise_verdict():
+    """Each element of the device's result (or gradient) against float64's, for an elementwise op:
+    one value at exact inputs per element, where float64's is a normal number of the case's dtype
+    that moves little when the inputs move by one unit of it."""
+    backward = PHASE == "backward"
+    if backward:
+        (got, gos), err = attempt(run_backward, DEVICE)
+        vs = [g.double() for g in gos] if err is None else None
+        want = run_backward(torch.device("cpu"), golden=True, grad_outputs=vs)[0] if err is None else None
+    else:
+        found, err = attempt(run, DEVICE)
+        got = [t for t in leaves(found[0]) if t.is_floating_point()] if err is None else None
+        vs = None
+        want = [t for t in leaves(run(torch.device("cpu"), golden=True)[0]) if t.is_floating_point()] if err is None else None
     if err is not None:
-        return f"error (the backward raised {err})"
-    vs = [g.double() for g in gos]
-    want, _ = run_backward(torch.device("cpu"), golden=True, grad_outputs=vs)
-    up, down = moved_backward(1.0, vs), moved_backward(-1.0, vs)
+        return f"error (the device raised {err})"
+    label = "grad" if backward else "result"
     tiny, huge = NORMAL_RANGE
     verdict = "pass"
-    for i, (g, w, u, d) in enumerate(zip(got, want, up, down)):
+    for i, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
             continue
-        mask = gross_elements(g, w, u, d, tiny, huge)
+        mask = gross_elements(g, w, w, w, tiny, huge)
+        for move in MOVES_BY:
+            if bool(mask.any()):
+                other = moved_golden(move, vs)[i]
+                mask &= gross_elements(g, w, other, other, tiny, huge)
         if bool(mask.any()):
             k = tuple(int(j) for j in mask.nonzero()[0]) if mask.dim() else ()
-            print(f"grad[{i}] at {k}: {g[k].item()!r} on the device, {w[k].item()!r} in float64 "
-                  f"({u[k].item()!r} and {d[k].item()!r} with the inputs moved one unit up and down); "
-                  f"{int(mask.sum())} of {mask.numel()} elements")
-            verdict = "grad_mismatch"
+            print(f"{label}[{i}] at {k}: {g[k].item()!r} on the device, {w[k].item()!r} in float64; "
+                  f"{int(mask.sum())} of {mask.numel()} elements grossly off where float64's is stable")
+            verdict = "grad_mismatch" if backward else "mismatch"
     return verdict
 '''
 
@@ -631,11 +652,11 @@ def _relation_code(op, relation: dict | None) -> str:
         code += "\n\n" + _function("call_other", other_op, Case.from_json(relation["other"]))
     if relation.get("first"):
         code += "\n" + _function("call_first", op, Case.from_json(relation["first"]))
-    if relation["relation"] == "gradient_elementwise":
+    if relation["relation"] == "elementwise":
         dtype = getattr(torch, relation.get("dtype") or "float32")
         code += _ELEMENTWISE_CODE + "\n\n" + inspect.getsource(gradients.gross_elements)
         code += "\n\n" + inspect.getsource(_spacing)
-        code += f"\n\nGROSS, MOVES = {gradients.GROSS!r}, {gradients.MOVES!r}\n"
+        code += f"\n\nGROSS, MOVES, MOVES_BY = {gradients.GROSS!r}, {gradients.MOVES!r}, {gradients.MOVES_BY!r}\n"
         code += (
             f"NORMAL_RANGE = {gradients.normal_range(dtype)!r}  # float64 gradients judged: normal numbers of {dtype}\n"
         )

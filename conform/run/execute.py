@@ -538,6 +538,11 @@ def _run_case(
     if result.outcome is not Outcome.PASS:
         return result
 
+    if golden is not None and ref.error is None and dtype_checked and not meta_only and result.finding is None:
+        failed = _elementwise_result(op, case, backend, phase, dev, ref_result, result)
+        if failed is not None:
+            return failed
+
     if relations and not meta_only and nondet != "uninitialized":
         sides = relation_sides(op, backend)
         observed = (dev.result, dev.written)
@@ -854,8 +859,8 @@ def _backward(
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
     elementwise = (
-        _elementwise_gradient(op, case, gos, phase, run_cpu)
-        if want_golden and not meta_only and not ties and not bad
+        _elementwise_judge(op, case, phase, run_cpu, "grad[{name}]")
+        if want_golden and not meta_only and not ties and not bad and len(gos) == 1
         else None
     )
     if elementwise is not None:
@@ -869,13 +874,7 @@ def _backward(
                 Outcome.GRAD_MISMATCH,
                 "backward",
                 dev_off,
-                relation={
-                    "relation": "gradient_elementwise",
-                    "other": None,
-                    "index": None,
-                    "first": None,
-                    "dtype": str(oracle.rounding_dtype(case)).removeprefix("torch."),
-                },
+                relation=_elementwise_relation(case),
                 kinds=frozenset({"relation"}),
             )
         if cpu_off:
@@ -929,45 +928,83 @@ def _backward(
     return result
 
 
-def _elementwise_gradient(op, case, gos, phase, run_cpu):
+def _elementwise_judge(op, case, phase, run_cpu, what: str):
     """For an elementwise op's case in a dtype narrower than float64: a function of one side's
-    gradients ({input name: tensor}) giving a message where some element is grossly off float64
-    (conform.judge.gradients.gross_elements), "" where none is; None where the check does not apply."""
+    values ({name: tensor}: the result, or each input's gradient) giving a message where some
+    element is grossly off golden's (conform.judge.gradients.gross_elements), "" where none is;
+    None where the check does not apply. `what` names the values in the message."""
     dt = oracle.rounding_dtype(case)
-    if dt is None or dt == torch.float64 or dt.is_complex or len(gos) != 1 or not metamorphic.elementwise(op):
+    if dt is None or dt == torch.float64 or dt.is_complex or not metamorphic.elementwise(op):
         return None
-    if _nondeterminism(op):
+    if _nondeterminism(op) or not hint(op, "golden"):
         return None
     golden = phase.golden
     if golden is None:
         return None
-    shape = gos[0].shape
     tiny, huge = gradients.normal_range(dt)
-    moved: dict[float, dict | None] = {}
+    moved: dict[tuple, object] = {}
 
-    def gold_at(direction):  # float64's gradients with the inputs one unit of `dt` away, run once
-        if direction not in moved:
-            found = run_cpu(oracle.TransformedCase(case, oracle._nudge(dt, direction)), torch.float64)
-            moved[direction] = found[0] if found is not None else None
-        return moved[direction]
+    def gold_at(move):  # golden with the inputs one unit of `dt` away, run once per move
+        if move not in moved:
+            found = run_cpu(oracle.TransformedCase(case, oracle._nudge(dt, *move)), torch.float64)
+            moved[move] = found[0] if found is not None else None
+        return moved[move]
 
-    def judge(grads) -> str:
-        for name, want in golden[0].items():
-            got = grads.get(name)
-            if got is None or got.shape != shape or want.shape != shape or not want.is_floating_point():
+    def judge(values: dict) -> str:
+        for name, want in _named(golden[0]).items():
+            got = values.get(name)
+            if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
                 continue
-            # the inputs' moves only where some element could be off: most cases pay for no run
-            if not bool(gradients.gross_elements(got, want, want, want, tiny, huge).any()):
+            if got.shape != want.shape or not want.is_floating_point() or got.layout != torch.strided:
                 continue
-            up, down = gold_at(1.0), gold_at(-1.0)
-            if up is None or down is None or up.get(name) is None or down.get(name) is None:
-                return ""
-            mask = gradients.gross_elements(got, want, up[name], down[name], tiny, huge)
+            # the moves only where some element could be off: most cases pay for no run
+            mask = gradients.gross_elements(got, want, want, want, tiny, huge)
+            for move in gradients.MOVES_BY:
+                if not bool(mask.any()):
+                    break
+                other = _named(gold_at(move)).get(name) if gold_at(move) is not None else None
+                if not isinstance(other, torch.Tensor) or other.shape != want.shape:
+                    return ""
+                mask &= gradients.gross_elements(got, want, other, other, tiny, huge)
             if bool(mask.any()):
-                return gradients.elementwise_message(name, got, want, mask, dt)
+                return gradients.elementwise_message(what.format(name=name), got, want, mask, dt)
         return ""
 
     return judge
+
+
+def _elementwise_result(op, case, backend, phase, dev, ref_result, result) -> CaseResult | None:
+    """Each element of an elementwise op's result against golden's (as `_backward` does for
+    gradients): the failing CaseResult, or None (a finding about the CPU goes into `result`)."""
+    judge = _elementwise_judge(op, case, phase, phase.run_cpu, "result")
+    if judge is None:
+        return None
+    plain = is_plain_cpu(backend)
+    dev_off = judge(_named(dev.result))
+    if dev_off and not plain:
+        again = _forward_rerun(op, backend)(case)  # self-consistent first: the device's rerun shows it too
+        dev_off = dev_off if again is not None and judge(_named(again[0])) else ""
+    cpu_off = dev_off if plain else judge(_named(ref_result))
+    if dev_off and (plain or not cpu_off):
+        return CaseResult(
+            Outcome.MISMATCH, "forward", dev_off, relation=_elementwise_relation(case), kinds=frozenset({"relation"})
+        )
+    if cpu_off:
+        kind = oracle.REFERENCE if dev_off else oracle.CPU_WRONG
+        result.finding = oracle.Finding(kind, "forward", cpu_off).to_dict()
+    return None
+
+
+def _elementwise_relation(case) -> dict:
+    dtype = str(oracle.rounding_dtype(case)).removeprefix("torch.")
+    return {"relation": "elementwise", "other": None, "index": None, "first": None, "dtype": dtype}
+
+
+def _named(values) -> dict:
+    """A side's values by name: a gradients dict as it is, a single result as {"result": it}."""
+    if isinstance(values, dict):
+        return values
+    return {"result": values} if isinstance(values, torch.Tensor) else {}
 
 
 def _device_matches(fd, dev_grads, case, tol) -> bool:
