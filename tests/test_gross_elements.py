@@ -1,6 +1,6 @@
-"""Each element of an elementwise op's gradient held against float64 (conform.judge.gradients.
-gross_elements): the scale-relative comparison passes a float32 gradient of 0 where float64 gives
-4e-8 once the largest element is near 1."""
+"""Each element of an elementwise op's result and gradient held against float64
+(conform.judge.gradients.gross_elements): the scale-relative comparison passes a float32 value of
+0 where float64 gives 4e-8 once the largest element is near 1."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -37,6 +38,15 @@ def test_a_saturated_result_formula_is_found_on_the_cpu():
     assert r.outcome is Outcome.GRAD_MISMATCH, r.message
     assert re.search(r"grad\[self\] at index \(0,\) is -?0.0 where float64 gives", r.message)
     assert r.relation["relation"] == "elementwise" and r.relation["dtype"] == "float32"
+
+
+def test_a_cancelling_formula_is_found_in_the_forward():
+    # ndtr's (1 + erf(x / sqrt 2)) / 2 is 0 at -6 in float32, where float64 gives 9.9e-10
+    r = _run("aten::special_ndtr", _case("aten::special_ndtr", (-6.0, -1.0, 0.5, 2.0)))
+    assert r.outcome is Outcome.MISMATCH and r.phase == "forward", r.message
+    assert re.search(r"result at index \(0,\) is -?0.0 where float64 gives 9.8", r.message)
+    ok = _run("aten::special_ndtr", _case("aten::special_ndtr", (-3.0, -1.0, 0.5, 2.0)))
+    assert ok.outcome is Outcome.PASS, ok.message
 
 
 def test_moderate_inputs_raise_no_alarm():
@@ -107,17 +117,21 @@ def test_gross_elements_judges_normal_well_conditioned_elements_only():
     assert mask.tolist() == [True, False, False, True, False, False]
 
 
-def test_the_stored_script_reproduces_the_verdict(tmp_path):
-    op = opdb.lookup("aten::sigmoid")
-    case = _case("aten::sigmoid", (25.0, 1.0, -2.0, 0.5))
+@pytest.mark.parametrize(
+    "qualname, data, outcome",
+    [("aten::sigmoid", (25.0, 1.0, -2.0, 0.5), "grad_mismatch"), ("aten::special_ndtr", (-6.0, 1.0), "mismatch")],
+)
+def test_the_stored_script_reproduces_the_verdict(tmp_path, qualname, data, outcome):
+    op = opdb.lookup(qualname)
+    case = _case(qualname, data)
     r = execute.run_case(op, case, CPUBackend(), grad=True)
-    assert r.outcome is Outcome.GRAD_MISMATCH
+    assert r.outcome.value == outcome
     path = tmp_path / "repro.py"
     path.write_text(repro_script(op, case, "cpu", result=r))
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert re.findall(r"^verdict: (\S+)", done.stdout, re.M)[-1] == "grad_mismatch", done.stdout[-2000:]
-    assert re.search(r"grad\[0\] at \(0,\): -?0.0 on the device", done.stdout)
+    assert re.findall(r"^verdict: (\S+)", done.stdout, re.M)[-1] == outcome, done.stdout[-2000:]
+    assert re.search(r"(grad|result)\[0\] at \(0,\): -?0.0 on the device", done.stdout)
 
 
 def test_op_ranges_draw_where_a_result_saturates_in_the_dtype_but_not_in_float64():
