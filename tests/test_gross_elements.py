@@ -105,6 +105,23 @@ def test_a_device_that_shares_the_cpus_formula_passes_by_parity_with_a_finding()
     assert r.finding and "where float64 gives" in r.finding["message"]
 
 
+class _Golden:
+    def __init__(self, golden):
+        self.golden = golden
+
+
+def test_a_broadcast_inputs_gradient_is_a_sum_and_not_judged_by_element():
+    # grad[other] of mul([4], [1]) sums four products: it may cancel to nearly 0 legitimately
+    op = opdb.lookup("aten::mul.Tensor")
+    a, b = TensorSpec((4,), "float32", data=(1.0, 1.0, 1.0, 1.0)), TensorSpec((1,), "float32", data=(3.0,))
+    case = Case("aten::mul.Tensor", (a, b), {}, seed=5)
+    golden = {"self": torch.full((4,), 3.0, dtype=torch.float64), "other": torch.tensor([1e-6], dtype=torch.float64)}
+    stable = lambda c, dt: (golden, {})  # noqa: E731 - golden with the inputs moved: unchanged
+    judge = execute._elementwise_judge(op, case, _Golden((golden, {})), stable, "grad[{name}]", shape=(4,))
+    assert judge({"self": torch.full((4,), 3.0), "other": torch.tensor([0.0])}) == ""
+    assert "grad[self] at index (0,) is 0.0" in judge({"self": torch.zeros(4), "other": torch.tensor([1e-6])})
+
+
 def test_gross_elements_judges_normal_well_conditioned_elements_only():
     tiny, huge = gradients.normal_range(torch.float32)
     want = torch.tensor([4e-8, 4e-8, 1e-36, 0.5, 2.0, 3e38], dtype=torch.float64)

@@ -861,7 +861,7 @@ def _backward(
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
     elementwise = (
-        _elementwise_judge(op, case, phase, run_cpu, "grad[{name}]")
+        _elementwise_judge(op, case, phase, run_cpu, "grad[{name}]", shape=gos[0].shape)
         if want_golden and not meta_only and not ties and not bad and len(gos) == 1
         else None
     )
@@ -930,11 +930,13 @@ def _backward(
     return result
 
 
-def _elementwise_judge(op, case, phase, run_cpu, what: str):
+def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
     """For an elementwise op's case in a dtype narrower than float64: a function of one side's
     values ({name: tensor}: the result, or each input's gradient) giving a message where some
     element is grossly off golden's (conform.judge.gradients.gross_elements), "" where none is;
-    None where the check does not apply. `what` names the values in the message."""
+    None where the check does not apply. `what` names the values in the message; `shape`, where
+    given, is the only shape judged (a gradient of an input broadcast to the output's shape is
+    a sum over the broadcast elements, not one derivative)."""
     dt = oracle.rounding_dtype(case)
     if dt is None or dt == torch.float64 or dt.is_complex or not metamorphic.elementwise(op):
         return None
@@ -960,6 +962,8 @@ def _elementwise_judge(op, case, phase, run_cpu, what: str):
             if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
                 continue
             if got.shape != want.shape or not want.is_floating_point() or got.layout != torch.strided:
+                continue
+            if shape is not None and want.shape != shape:
                 continue
             # the moves only where some element could be off: most cases pay for no run
             mask = gradients.gross_elements(got, want, want, want, tiny, huge)
