@@ -302,8 +302,10 @@ def equivalent_agrees(r, grads: dict, rtol: float) -> bool:
 GROSS = 4.0
 MOVES = 0.25
 # the moves (verdict._nudge's direction and bit): all inputs up and down, then neighbours and
-# successive inputs apart (a - b, where a uniform move cancels)
-MOVES_BY = ((1.0,), (-1.0,), (1.0, 0), (-1.0, 0))
+# successive inputs apart (a - b, where a uniform move cancels); and all inputs scaled by
+# 1 + 2**-40, no move of the dtype's: sin(pi x) read one unit of float32 away from x = 1e21 moves
+# by a multiple of its period and looks stable, where float64's value is noise
+MOVES_BY = ((1.0,), (-1.0,), (1.0, 0), (-1.0, 0), ("scale", 2.0**-40))
 
 
 def gross_elements(got, want, up, down, tiny, huge):

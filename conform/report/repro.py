@@ -575,7 +575,7 @@ _ELEMENTWISE_CODE = '''
 def moved_golden(move, vs=None):
     """float64's result (or, given the outputs' weights `vs`, its gradients) with every floating
     input moved by one unit of the case's dtype: `move` is (direction,) or (direction, bit), where
-    bit 0 moves neighbours and successive inputs apart."""
+    bit 0 moves neighbours and successive inputs apart, or ("scale", factor): times 1 + factor."""
     global _GOLDEN
     _GOLDEN = True
     try:
@@ -585,6 +585,9 @@ def moved_golden(move, vs=None):
             ins = []
             for n, x in enumerate(xs):
                 x = x.detach()
+                if move[0] == "scale":
+                    ins.append((x * (1 + move[1])).requires_grad_(True))
+                    continue
                 step = move[0] * _spacing(x, dtype)
                 if len(move) > 1:
                     index = torch.arange(x.numel()).reshape(x.shape)

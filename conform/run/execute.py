@@ -937,10 +937,10 @@ def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
     None where the check does not apply. `what` names the values in the message; `shape`, where
     given, is the only shape judged (a gradient of an input broadcast to the output's shape is
     a sum over the broadcast elements, not one derivative)."""
-    dt = oracle.rounding_dtype(case)
-    if dt is None or dt == torch.float64 or dt.is_complex or not metamorphic.elementwise(op):
+    dt = _one_exact_dtype(case)
+    if dt is None or dt == torch.float64 or not metamorphic.elementwise(op):
         return None
-    if _nondeterminism(op) or not hint(op, "golden"):
+    if _nondeterminism(op) or not hint(op, "golden") or not hint(op, "element_precision"):
         return None
     if is_backward(op):
         return None  # its inputs stand for a forward's results (tanh_backward's output in [-1, 1]) drawn freely
@@ -950,9 +950,10 @@ def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
     tiny, huge = gradients.normal_range(dt)
     moved: dict[tuple, object] = {}
 
-    def gold_at(move):  # golden with the inputs one unit of `dt` away, run once per move
+    def gold_at(move):  # golden with the inputs one unit of `dt` away (or scaled), run once per move
         if move not in moved:
-            found = run_cpu(oracle.TransformedCase(case, oracle._nudge(dt, *move)), torch.float64)
+            tx = _scaled(move[1]) if move[0] == "scale" else oracle._nudge(dt, *move)
+            found = run_cpu(oracle.TransformedCase(case, tx), torch.float64)
             moved[move] = found[0] if found is not None else None
         return moved[move]
 
@@ -1006,6 +1007,34 @@ def _elementwise_result(op, case, backend, phase, dev, ref_result, result) -> Ca
 def _elementwise_relation(case) -> dict:
     dtype = str(oracle.rounding_dtype(case)).removeprefix("torch.")
     return {"relation": "elementwise", "other": None, "index": None, "first": None, "dtype": dtype}
+
+
+def _one_exact_dtype(case) -> torch.dtype | None:
+    """The one real floating dtype of every floating tensor of `case`, where each floating
+    Python scalar is exact in it too; None otherwise (a float32 0-d tensor beside a float16
+    one, or a scalar 0.3 for a bfloat16 kernel: the kernel sees other inputs than golden)."""
+    dts = {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)}
+    if len(dts) != 1:
+        return None
+    (dt,) = dts
+    if dt.is_complex:
+        return None
+    scalars = [v for v in pytree.tree_leaves((case.args, case.kwargs)) if type(v) is float]
+    if any(math.isfinite(v) and float(torch.tensor(v, dtype=dt)) != v for v in scalars):
+        return None
+    return dt
+
+
+def _scaled(factor: float):
+    """A case transform: every floating input times 1 + factor (below the dtype's unit: a
+    periodic function read one unit away can alias, sin(pi x) at x = 1e21 among them)."""
+
+    def tx(t):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.layout != torch.strided:
+            return t
+        return (t.detach() * (1 + factor)).requires_grad_(t.requires_grad)
+
+    return tx
 
 
 def _named(values) -> dict:
