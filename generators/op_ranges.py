@@ -183,9 +183,12 @@ def _compute(op, dtype: str, reference) -> str:
         bands = (_side(f, grid, top, low), _side(f, -grid, top, low))
     except Exception:  # noqa: BLE001 - an op that rejects its float64 inputs has no computed range
         return ""
+    eps = float(info.eps)
+    with numpy.errstate(all="ignore"):
+        tails = [_tail(f, side, eps, low) for side in (grid, -grid)]
+    bands = tuple(_merge(b, t) for b, t in zip(bands, tails))
     df = _float64_derivative(op)
     if df is not None:
-        eps = float(info.eps)
         try:
             with numpy.errstate(all="ignore"):
                 more = [
@@ -245,10 +248,24 @@ def _flat(f, df, xs: numpy.ndarray, eps: float) -> tuple[float, float] | None:
     # |x| >= 1: a result that tends to a limit, not one flat at a point (i0 and cos at 0)
     flat = numpy.isfinite(rel) & (y > 0) & numpy.isfinite(y) & (rel > lo_rel) & (rel < eps / 4)
     flat &= numpy.abs(xs) >= 1
+    return _first_run(xs, flat)
+
+
+def _tail(f, xs: numpy.ndarray, eps: float, low: float) -> tuple[float, float] | None:
+    """The first band of |x| >= 1 (xs: one side's grid) where the result is a normal number far
+    from underflow yet below a quarter of the dtype's unit: the tail where a formula written as
+    a difference of O(1) terms cancels (ndtr's (1 + erf(x / sqrt 2)) / 2 below -5.5 in float32);
+    None where there is none (float16's normal range is too short for one)."""
+    y = numpy.abs(f(xs))
+    tail = (numpy.abs(xs) >= 1) & numpy.isfinite(y) & (y >= 2.0**24 * low) & (y <= eps / 4)
+    return _first_run(xs, tail)
+
+
+def _first_run(xs: numpy.ndarray, on: numpy.ndarray) -> tuple[float, float] | None:
     run = 0
-    for i, on in enumerate(flat):
-        run = run + 1 if on else 0
-        if run and (i + 1 == len(flat) or not flat[i + 1]) and run >= FLAT_RUN:
+    for i, here in enumerate(on):
+        run = run + 1 if here else 0
+        if run and (i + 1 == len(on) or not on[i + 1]) and run >= FLAT_RUN:
             return float(abs(xs[i - run + 1])), float(abs(xs[i]))
     return None
 

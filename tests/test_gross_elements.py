@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
 from conform.backends import CPUBackend
-from conform.judge import gradients
+from conform.judge import gradients, references
 from conform.outcomes import Outcome
 from conform.report.repro import repro_script
 from conform.run import execute
@@ -151,12 +151,20 @@ def test_the_stored_script_reproduces_the_verdict(tmp_path, qualname, data, outc
     assert re.search(r"(grad|result)\[0\] at \(0,\): -?0.0 on the device", done.stdout)
 
 
-def test_op_ranges_draw_where_a_result_saturates_in_the_dtype_but_not_in_float64():
+def test_op_ranges_draw_where_a_result_saturates_or_cancels_in_the_dtype_but_not_in_float64():
     sigmoid = op_ranges.parse(op_ranges.computed(opdb.lookup("aten::sigmoid"), "float32"))
     lo, hi = sigmoid[0]  # y rounds to 1 in float32 past 17, in float64 past 37
     assert 17 <= lo < hi <= 37
     tanh = op_ranges.parse(op_ranges.computed(opdb.lookup("aten::tanh"), "bfloat16"))
     assert tanh[0] == tanh[1] and 3 <= tanh[0][0] < tanh[0][1] <= 19
-    # exp never saturates: its bands are its forward's thresholds alone
+    # exp never saturates: its overflow band alone for positive x; for negative x its underflow
+    # band grows down to its tail (results below a quarter of float32's unit, far from underflow)
     exp = op_ranges.parse(op_ranges.computed(opdb.lookup("aten::exp"), "float32"))
-    assert exp[0][0] > 80 and exp[1][0] > 80
+    assert 80 < exp[0][0] < exp[0][1] < 89
+    assert 17 < exp[1][0] < 20 and 87 < exp[1][1] < 91
+    # ndtr's lower tail, where (1 + erf(x / sqrt 2)) / 2 cancels: from -5.5 on in float32
+    # (as a cell reads it: SciPy's ndtr, since the float64 kernel cancels too)
+    ndtr = op_ranges.parse(
+        op_ranges.computed(opdb.lookup("aten::special_ndtr"), "float32", references.float64_function)
+    )
+    assert 5 < ndtr[1][0] < 6 and ndtr[1][1] > 12
