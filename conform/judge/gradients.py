@@ -27,6 +27,7 @@ import torch.utils._pytree as pytree
 from conform.judge import references
 from conform.judge.compare import leaves as result_leaves
 from conform.judge.trees import bind_arguments
+from conform.judge.verdict import RANGE_TOP
 
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
@@ -308,18 +309,28 @@ MOVES = 0.25
 MOVES_BY = ((1.0,), (-1.0,), (1.0, 0), (-1.0, 0), ("scale", 2.0**-40))
 
 
-def gross_elements(got, want, up, down, tiny, huge):
-    """Where `got` (one input's gradient, in the case's dtype) is grossly off float64's `want`:
-    NaN, infinite, zero, of the other sign or beyond a factor GROSS, at the elements where `want`
-    lies between `tiny` and `huge` and float64's gradients with the inputs moved one unit of the
-    dtype up and down (`up`, `down`) stay within MOVES of it."""
+def gross_elements(got, want, up, down, tiny, huge, top=math.inf):
+    """Where `got` (the result or one input's gradient, in the case's dtype) is grossly off
+    float64's `want`: NaN, infinite, zero, of the other sign or beyond a factor GROSS, at the
+    elements where `want` lies between `tiny` and `huge` and float64's values with the inputs
+    moved (`up`, `down`) stay within MOVES of it; an infinite `got` where `want` is `top` or more
+    is the range's top (the verdict rule's (5e)), not judged."""
     w, g, u, d = (t.detach().to(torch.float64).cpu() for t in (want, got, up, down))
     a = w.abs()
-    decided = torch.isfinite(w) & (a >= tiny) & (a <= huge)
+    decided = torch.isfinite(w) & (a >= tiny) & (a <= huge) & ~(~torch.isfinite(g) & (a >= top))
     decided &= ((u - w).abs() <= MOVES * a) & ((d - w).abs() <= MOVES * a)
     ratio = g / w
     off = ~torch.isfinite(g) | (ratio > GROSS) | (ratio < 1 / GROSS)
     return decided & off
+
+
+def range_top(dtype: torch.dtype, edge_inputs: bool) -> float:
+    """`gross_elements`' `top`: with inputs beyond the square root of the largest value, an
+    overflow at the range's top is a precision edge, as the verdict rule's (5e) has it (in
+    float16 any overflow); else none is."""
+    if not edge_inputs:
+        return math.inf
+    return 0.0 if dtype == torch.float16 else float(torch.finfo(dtype).max) * RANGE_TOP
 
 
 def normal_range(dtype: torch.dtype) -> tuple[float, float]:

@@ -621,15 +621,16 @@ def elementwise_verdict():
         return f"error (the device raised {err})"
     label = "grad" if backward else "result"
     tiny, huge = NORMAL_RANGE
+    top = RELATION["top"] if RELATION.get("top") is not None else math.inf  # the range's top, where set
     verdict = "pass"
     for i, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
             continue
-        mask = gross_elements(g, w, w, w, tiny, huge)
+        mask = gross_elements(g, w, w, w, tiny, huge, top)
         for move in MOVES_BY:
             if bool(mask.any()):
                 other = moved_golden(move, vs)[i]
-                mask &= gross_elements(g, w, other, other, tiny, huge)
+                mask &= gross_elements(g, w, other, other, tiny, huge, top)
         if bool(mask.any()):
             k = tuple(int(j) for j in mask.nonzero()[0]) if mask.dim() else ()
             print(f"{label}[{i}] at {k}: {g[k].item()!r} on the device, {w[k].item()!r} in float64; "
@@ -713,7 +714,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
             "relation": relation["relation"],
             "index": relation.get("index"),
             "first": bool(relation.get("first")),
-            **({"dtype": relation["dtype"]} if relation.get("dtype") else {}),
+            **({"dtype": relation["dtype"], "top": relation.get("top")} if relation.get("dtype") else {}),
         },
         sign=bool(relation and relation.get("sign")),
     )

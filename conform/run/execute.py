@@ -948,6 +948,7 @@ def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
     if golden is None:
         return None
     tiny, huge = gradients.normal_range(dt)
+    top = gradients.range_top(dt, oracle._inputs_reach(case, math.sqrt(torch.finfo(dt).max)))
     moved: dict[tuple, object] = {}
 
     def gold_at(move):  # golden with the inputs one unit of `dt` away (or scaled), run once per move
@@ -967,14 +968,14 @@ def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
             if shape is not None and want.shape != shape:
                 continue
             # the moves only where some element could be off: most cases pay for no run
-            mask = gradients.gross_elements(got, want, want, want, tiny, huge)
+            mask = gradients.gross_elements(got, want, want, want, tiny, huge, top)
             for move in gradients.MOVES_BY:
                 if not bool(mask.any()):
                     break
                 other = _named(gold_at(move)).get(name) if gold_at(move) is not None else None
                 if not isinstance(other, torch.Tensor) or other.shape != want.shape:
                     return ""
-                mask &= gradients.gross_elements(got, want, other, other, tiny, huge)
+                mask &= gradients.gross_elements(got, want, other, other, tiny, huge, top)
             if bool(mask.any()):
                 return gradients.elementwise_message(what.format(name=name), got, want, mask, dt)
         return ""
@@ -1005,8 +1006,16 @@ def _elementwise_result(op, case, backend, phase, dev, ref_result, result) -> Ca
 
 
 def _elementwise_relation(case) -> dict:
-    dtype = str(oracle.rounding_dtype(case)).removeprefix("torch.")
-    return {"relation": "elementwise", "other": None, "index": None, "first": None, "dtype": dtype}
+    dt = oracle.rounding_dtype(case)
+    top = gradients.range_top(dt, oracle._inputs_reach(case, math.sqrt(torch.finfo(dt).max)))
+    return {
+        "relation": "elementwise",
+        "other": None,
+        "index": None,
+        "first": None,
+        "dtype": str(dt).removeprefix("torch."),
+        "top": top if math.isfinite(top) else None,
+    }
 
 
 def _one_exact_dtype(case) -> torch.dtype | None:
