@@ -26,12 +26,10 @@ CPU_DEFAULT_DTYPES = tuple(d for d in DEFAULT_DTYPES if d != "float64")
 class CellSettings:
     """How hard to try on one cell; what the device process needs besides the cell itself."""
 
-    # valid examples wanted per cell. A full sweep has ~22k cells, most of them cheap (no kernel,
-    # invalid inputs): on two samples of random CPU-sweep cells (120 and 40), 10 examples cost
-    # 1.15-1.3x the CPU time 5 did before a case got cheaper and 15 cost 1.35-1.55x
-    # (benchmarks/example_cost.py --sweep-sample): 12 puts the default sweep near 12 minutes on
-    # 2 cores, inside 15 with room for a slower machine
-    examples: int = 12
+    # valid examples wanted per cell. A full sweep has ~22k cells; its passing cells take about
+    # two thirds of its time, nearly all of it in their examples: at 12 the default sweep took
+    # 18 minutes on 2 cores (benchmarks/full_sweep.py), over its 15; 8 is what fits
+    examples: int = 8
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)

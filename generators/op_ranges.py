@@ -163,7 +163,8 @@ _COMPUTED: dict[tuple, str] = {}
 def computed(op, dtype: str, reference=None) -> str:
     """The "range:" token of `op` in `dtype` (a floating dtype), or "" where it has none; computed
     once a process. `reference(op, name)` gives the op's independent float64 function, or None."""
-    key = (op.qualname, dtype, reference)
+    # an in-place or out= overload computes the functional one's values: one search for all three
+    key = (op.base_name.removesuffix("_"), unary_input(op), dtype, reference)
     if key not in _COMPUTED:
         _COMPUTED[key] = _compute(op, dtype, reference)
     return _COMPUTED[key]
@@ -182,4 +183,103 @@ def _compute(op, dtype: str, reference) -> str:
         bands = (_side(f, grid, top, low), _side(f, -grid, top, low))
     except Exception:  # noqa: BLE001 - an op that rejects its float64 inputs has no computed range
         return ""
+    eps = float(info.eps)
+    with numpy.errstate(all="ignore"):
+        tails = [_tail(f, side, eps, low) for side in (grid, -grid)]
+    bands = tuple(_merge(b, t) for b, t in zip(bands, tails))
+    df = _float64_derivative(op)
+    if df is not None:
+        try:
+            with numpy.errstate(all="ignore"):
+                more = [
+                    (_side(df, side, top, 0.0), _flat(f, df, side, eps))  # only the derivative's overflow
+                    for side in (grid, -grid)
+                ]
+        except Exception:  # noqa: BLE001 - no derivative to read: the forward's bands alone
+            more = [(None, None), (None, None)]
+        bands = tuple(_merge(b, *extra) for b, extra in zip(bands, more))
     return token(bands) if any(b is not None for b in bands) else ""
+
+
+# -- where the gradient is at stake -------------------------------------------------------------
+#
+# A backward formula written in terms of the result breaks where the result saturates:
+# sigmoid's y (1 - y) is 0 once y rounds to 1 (x > 17 in float32), tanh's 1 - y**2 once y rounds
+# to +-1, expm1's y + 1 once y rounds to -1, while the derivative is a normal number of the
+# dtype. And a formula that forms an intermediate bigger than the derivative overflows early
+# (exp2's grad * 2**x before ln 2). Each side's band grows to take in, beside the forward's
+# threshold, (a) the inputs where the derivative crosses the dtype's largest value, and (b) the
+# first run of inputs (|x| >= 1) where the result saturates in the dtype and not in float64: the
+# relative derivative |f'(x)| max(1, |x|) / |f(x)| between 2**8 float64 units and a quarter of
+# the dtype's unit (the float64 reference still resolves what the dtype has lost). A band far
+# from the forward's on the same side is left out (see _merge).
+
+NEAR = 4.0  # a derivative band within this factor of the forward's joins it
+FLAT_RUN = 2  # grid points in a row (about 9% of |x| apart): a saturation, not an isolated root of f'
+
+
+def _float64_derivative(op):
+    """numpy float64 array -> f'(x) elementwise, by the op's own backward in float64, or None
+    where the op has no functional overload to differentiate."""
+    packet = getattr(torch.ops.aten, op.base_name.removesuffix("_"), None)
+    call = packet.default if packet is not None and hasattr(packet, "default") else None
+    if call is None:
+        return None
+
+    def derivative(a):
+        x = torch.from_numpy(numpy.ascontiguousarray(a, dtype=numpy.float64)).requires_grad_(True)
+        with torch.enable_grad():
+            y = call(x)
+            if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.requires_grad:
+                raise TypeError("not an elementwise differentiable float64 result")
+            (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+        return g.detach().numpy()
+
+    return derivative
+
+
+def _flat(f, df, xs: numpy.ndarray, eps: float) -> tuple[float, float] | None:
+    """The first band of |x| (xs: one side's grid) where the result saturates in a dtype of unit
+    `eps` but not in float64, at least FLAT_RUN grid points long; None where there is none."""
+    y, d = numpy.abs(f(xs)), numpy.abs(df(xs))
+    with numpy.errstate(all="ignore"):
+        rel = d * numpy.maximum(1.0, numpy.abs(xs)) / y
+    lo_rel = 2.0**8 * numpy.finfo(numpy.float64).eps
+    # |x| >= 1: a result that tends to a limit, not one flat at a point (i0 and cos at 0)
+    flat = numpy.isfinite(rel) & (y > 0) & numpy.isfinite(y) & (rel > lo_rel) & (rel < eps / 4)
+    flat &= numpy.abs(xs) >= 1
+    return _first_run(xs, flat)
+
+
+def _tail(f, xs: numpy.ndarray, eps: float, low: float) -> tuple[float, float] | None:
+    """The first band of |x| >= 1 (xs: one side's grid) where the result is a normal number far
+    from underflow yet below a quarter of the dtype's unit: the tail where a formula written as
+    a difference of O(1) terms cancels (ndtr's (1 + erf(x / sqrt 2)) / 2 below -5.5 in float32);
+    None where there is none (float16's normal range is too short for one)."""
+    y = numpy.abs(f(xs))
+    tail = (numpy.abs(xs) >= 1) & numpy.isfinite(y) & (y >= 2.0**24 * low) & (y <= eps / 4)
+    return _first_run(xs, tail)
+
+
+def _first_run(xs: numpy.ndarray, on: numpy.ndarray) -> tuple[float, float] | None:
+    run = 0
+    for i, here in enumerate(on):
+        run = run + 1 if here else 0
+        if run and (i + 1 == len(on) or not on[i + 1]) and run >= FLAT_RUN:
+            return float(abs(xs[i - run + 1])), float(abs(xs[i]))
+    return None
+
+
+def _merge(forward, *more):
+    """The forward's band grown to take in the derivative's bands that lie within a factor
+    NEAR of it (a side draws one band, log-uniformly: one far away would thin it out); the
+    derivative's alone where the forward has none."""
+    band = forward
+    for b in more:
+        if b is None:
+            continue
+        if band is None:
+            band = b
+        elif b[0] <= band[1] * NEAR and band[0] <= b[1] * NEAR:
+            band = (min(band[0], b[0]), max(band[1], b[1]))
+    return band

@@ -92,6 +92,11 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    "element_precision": Hint(
+        "bool",
+        True,
+        "float64 golden holds each element of the result and gradient (conform.judge.gradients.gross_elements)",
+    ),
     "position_exact": Hint(
         "names", (), "dtypes in which the op's result is exactly determined: equal bit for bit at every position"
     ),

@@ -27,6 +27,7 @@ import torch.utils._pytree as pytree
 from conform.judge import references
 from conform.judge.compare import leaves as result_leaves
 from conform.judge.trees import bind_arguments
+from conform.judge.verdict import RANGE_TOP
 
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
@@ -282,3 +283,78 @@ def equivalent_agrees(r, grads: dict, rtol: float) -> bool:
         if bool((off & ~(finite & near)).any()):
             return False
     return True
+
+
+# -- each element of an elementwise op's gradient, against float64 -----------------------------
+#
+# The backward's comparison is scale-relative, as the forward's: a float32 gradient of 0 where
+# float64 gives 4e-8 passes when the largest element is near 1. For an elementwise op each
+# gradient element is one grad_output times one local derivative at the same, exactly
+# representable input: rounding cannot make it zero, infinite or off by a factor of GROSS where
+# the float64 value is a normal number of the case's dtype. Formulas written in terms of the
+# result do (sigmoid's y (1 - y) once y rounds to 1, tanh's 1 - y**2, expm1's y + 1), and so do
+# intermediates bigger than the derivative (exp2's grad * 2**x before ln 2). Golden is float64,
+# where those formulas still resolve what the dtype has lost. Conditioning: an element is judged
+# only where float64's gradient moves by less than MOVES of itself when the inputs move by one
+# unit of the case's dtype either way (near a root of the derivative, or at a kink, it is not).
+#
+# `gross_elements` needs torch only: reproduction scripts embed its source.
+
+GROSS = 4.0
+MOVES = 0.25
+# the moves (verdict._nudge's direction and bit): all inputs up and down, then neighbours and
+# successive inputs apart (a - b, where a uniform move cancels); and all inputs scaled by
+# 1 + 2**-40, no move of the dtype's: sin(pi x) read one unit of float32 away from x = 1e21 moves
+# by a multiple of its period and looks stable, where float64's value is noise
+MOVES_BY = ((1.0,), (-1.0,), (1.0, 0), (-1.0, 0), ("scale", 2.0**-40))
+
+
+def gross_elements(got, want, up, down, tiny, huge, top=math.inf):
+    """Where `got` (the result or one input's gradient, in the case's dtype) is grossly off
+    float64's `want`: NaN, infinite, zero, of the other sign or beyond a factor GROSS, at the
+    elements where `want` lies between `tiny` and `huge` and float64's values with the inputs
+    moved (`up`, `down`) stay within MOVES of it; an infinite `got` where `want` is `top` or more
+    is the range's top (the verdict rule's (5e)), not judged."""
+    w, g, u, d = (t.detach().to(torch.float64).cpu() for t in (want, got, up, down))
+    a = w.abs()
+    decided = torch.isfinite(w) & (a >= tiny) & (a <= huge) & ~(~torch.isfinite(g) & (a >= top))
+    decided &= ((u - w).abs() <= MOVES * a) & ((d - w).abs() <= MOVES * a)
+    ratio = g / w
+    off = ~torch.isfinite(g) | (ratio > GROSS) | (ratio < 1 / GROSS)
+    return decided & off
+
+
+def range_top(dtype: torch.dtype, edge_inputs: bool) -> float:
+    """`gross_elements`' `top`: with inputs beyond the square root of the largest value, an
+    overflow at the range's top is a precision edge, as the verdict rule's (5e) has it (in
+    float16 any overflow); else none is."""
+    if not edge_inputs:
+        return math.inf
+    return 0.0 if dtype == torch.float16 else float(torch.finfo(dtype).max) * RANGE_TOP
+
+
+def normal_range(dtype: torch.dtype) -> tuple[float, float]:
+    """(tiny, huge) for `gross_elements`: inside the dtype's normal numbers, where a product's
+    rounding neither underflows nor overflows, and 2**20 above float32's smallest normal number,
+    where the float32 arithmetic of the narrower dtypes' kernels flushes an intermediate
+    (sigmoid(-88) below silu's derivative): an underflow that early is left to the forward."""
+    fi = torch.finfo(dtype)
+    tiny = float(fi.smallest_normal) * 2
+    if dtype != torch.float64:
+        tiny = max(tiny, float(torch.finfo(torch.float32).smallest_normal) * 2.0**20)
+    return tiny, float(fi.max) / 2
+
+
+def elementwise_message(name: str, got, want, mask, dtype: torch.dtype) -> str:
+    """What a finding says for `gross_elements`' mask of the values `name` (grad[self], result)."""
+    idx = tuple(int(i) for i in mask.nonzero()[0]) if mask.dim() else ()
+    g, w = got.detach().cpu()[idx].item(), want.detach().cpu()[idx].item()
+    where = f" at index {idx}" if idx else ""
+    values = "gradient" if name.startswith("grad") else "result"
+    return (
+        f"{name}{where} is {g!r} where float64 gives {w!r}, a normal {str(dtype).removeprefix('torch.')} "
+        f"number ({int(mask.sum())} of {mask.numel()} elements): each element of an elementwise op's "
+        f"{values} depends on exact inputs at its own position, so rounding cannot make it zero, infinite, "
+        f"of the other sign or off by {GROSS:g}x, and float64's moves by under {MOVES:.0%} when the inputs "
+        f"move by one unit"
+    )

@@ -15,7 +15,10 @@ import inspect
 import json
 import math
 
+import torch
+
 from conform.judge import formulas, gradients, references
+from conform.judge.compare import _spacing
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
 from opdb.hints import hint
@@ -530,6 +533,8 @@ def relation_verdict():
     global SIGN
     if RELATION["relation"] == "finite_differences":
         return gradient_verdict()
+    if RELATION["relation"] == "elementwise":
+        return elementwise_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -580,6 +585,76 @@ def gradient_verdict():
 '''
 
 
+_ELEMENTWISE_CODE = '''
+
+def moved_golden(move, vs=None):
+    """float64's result (or, given the outputs' weights `vs`, its gradients) with every floating
+    input moved by one unit of the case's dtype: `move` is (direction,) or (direction, bit), where
+    bit 0 moves neighbours and successive inputs apart, or ("scale", factor): times 1 + factor."""
+    global _GOLDEN
+    _GOLDEN = True
+    try:
+        with torch.enable_grad():
+            _, xs = call(torch.device("cpu"), requires_grad=True)
+            dtype = getattr(torch, RELATION["dtype"])
+            ins = []
+            for n, x in enumerate(xs):
+                x = x.detach()
+                if move[0] == "scale":
+                    ins.append((x * (1 + move[1])).requires_grad_(True))
+                    continue
+                step = move[0] * _spacing(x, dtype)
+                if len(move) > 1:
+                    index = torch.arange(x.numel()).reshape(x.shape)
+                    step = step * (1 - 2 * (((index >> move[1]) + n) % 2)).to(step.dtype)
+                ins.append((x + step).requires_grad_(True))
+            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
+            outs = [t for t in leaves(result) if t.is_floating_point()]
+            if vs is None:
+                return [o.detach() for o in outs]
+            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
+            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
+    finally:
+        _GOLDEN = False
+
+
+def elementwise_verdict():
+    """Each element of the device's result (or gradient) against float64's, for an elementwise op:
+    one value at exact inputs per element, where float64's is a normal number of the case's dtype
+    that moves little when the inputs move by one unit of it."""
+    backward = PHASE == "backward"
+    if backward:
+        (got, gos), err = attempt(run_backward, DEVICE)
+        vs = [g.double() for g in gos] if err is None else None
+        want = run_backward(torch.device("cpu"), golden=True, grad_outputs=vs)[0] if err is None else None
+    else:
+        found, err = attempt(run, DEVICE)
+        got = [t for t in leaves(found[0]) if t.is_floating_point()] if err is None else None
+        vs = None
+        want = [t for t in leaves(run(torch.device("cpu"), golden=True)[0]) if t.is_floating_point()] if err is None else None
+    if err is not None:
+        return f"error (the device raised {err})"
+    label = "grad" if backward else "result"
+    tiny, huge = NORMAL_RANGE
+    top = RELATION["top"] if RELATION.get("top") is not None else math.inf  # the range's top, where set
+    verdict = "pass"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            continue
+        mask = gross_elements(g, w, w, w, tiny, huge, top)
+        for move in MOVES_BY:
+            if bool(mask.any()):
+                other = moved_golden(move, vs)[i]
+                mask &= gross_elements(g, w, other, other, tiny, huge, top)
+        if bool(mask.any()):
+            k = tuple(int(j) for j in mask.nonzero()[0]) if mask.dim() else ()
+            print(f"{label}[{i}] at {k}: {g[k].item()!r} on the device, {w[k].item()!r} in float64; "
+                  f"{int(mask.sum())} of {mask.numel()} elements grossly off where float64's is stable")
+            verdict = "grad_mismatch" if backward else "mismatch"
+    return verdict
+'''
+
+
 def _function(name: str, op, case: Case) -> str:
     head = f"def {name}(device, requires_grad=False, replace=None, args_only=False):\n"
     return head + "\n".join(_body_lines(op, case)) + "\n\n"
@@ -596,6 +671,14 @@ def _relation_code(op, relation: dict | None) -> str:
         code += "\n\n" + _function("call_other", other_op, Case.from_json(relation["other"]))
     if relation.get("first"):
         code += "\n" + _function("call_first", op, Case.from_json(relation["first"]))
+    if relation["relation"] == "elementwise":
+        dtype = getattr(torch, relation.get("dtype") or "float32")
+        code += _ELEMENTWISE_CODE + "\n\n" + inspect.getsource(gradients.gross_elements)
+        code += "\n\n" + inspect.getsource(_spacing)
+        code += f"\n\nGROSS, MOVES, MOVES_BY = {gradients.GROSS!r}, {gradients.MOVES!r}, {gradients.MOVES_BY!r}\n"
+        code += (
+            f"NORMAL_RANGE = {gradients.normal_range(dtype)!r}  # float64 gradients judged: normal numbers of {dtype}\n"
+        )
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"
@@ -642,7 +725,12 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         atol=_given(getattr(result, "atol", None), 1e-5),
         relation=None
         if relation is None
-        else {"relation": relation["relation"], "index": relation.get("index"), "first": bool(relation.get("first"))},
+        else {
+            "relation": relation["relation"],
+            "index": relation.get("index"),
+            "first": bool(relation.get("first")),
+            **({"dtype": relation["dtype"], "top": relation.get("top")} if relation.get("dtype") else {}),
+        },
         sign=bool(relation and relation.get("sign")),
     )
     return (

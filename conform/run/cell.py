@@ -36,7 +36,7 @@ from conform.results import CellResult
 from conform.run import execute
 from conform.run.execute import CaseResult, is_plain_cpu
 from conform.run.isolation import InFlight, Watchdog, apply_memory_limit, crashed_ops, op_base
-from generators import Untestable
+from generators import Untestable, op_ranges
 from generators import backward as generators_backward
 from generators.seeding import seed_only
 
@@ -151,9 +151,12 @@ def run_cell(
                 or progress.relation_runs < settings.relation_examples
                 and (progress.relation_runs == 0 or _informative(case))
             )
-            # gradients on the first few valid examples, on every shrink step of a failure, and on
-            # the informative one (an infinite input, where an equivalent API's gradient speaks)
-            grad = settings.grad and (progress.failing or result.examples_run < settings.grad_examples or relations)
+            # gradients on the first few valid examples, on every shrink step of a failure, on the
+            # informative one (an infinite input, where an equivalent API's gradient speaks) and on
+            # those drawn in the op's own range (where a derivative saturates or overflows first)
+            grad = settings.grad and (
+                progress.failing or result.examples_run < settings.grad_examples or relations or _in_op_range(case)
+            )
             # finite differences (five float64 forwards and two AD passes) on the first of them only
             fd = relations and (progress.failing or progress.relation_runs == 0)
             r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
@@ -446,6 +449,11 @@ def _informative(case) -> bool:
         s.edges is not None or s.values == "special" or s.magnitude in ("near_max", "sqrt_max", "beyond_sqrt")
         for s in case.tensor_specs()
     )
+
+
+def _in_op_range(case) -> bool:
+    """Some tensor drawn in the op's own range band (generators.op_ranges)."""
+    return any(s.magnitude and s.magnitude.startswith(op_ranges.PREFIX) for s in case.tensor_specs())
 
 
 def _case_key(case_json: dict) -> str:

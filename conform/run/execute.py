@@ -57,7 +57,7 @@ from conform.judge.tolerances import (
 from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
-from generators.backward import functional_of
+from generators.backward import functional_of, is_backward
 from generators.variants import STRIDED_OUT_VARIANTS, out_variants
 from opdb.hints import hint
 
@@ -538,6 +538,13 @@ def _run_case(
     if result.outcome is not Outcome.PASS:
         return result
 
+    # (after an excuse of the verdict rule too, but not where the independent reference judged golden)
+    judged_golden = result.finding is not None and result.finding.get("kind") != oracle.PRECISION_EDGE
+    if golden is not None and ref.error is None and dtype_checked and not meta_only and not judged_golden:
+        failed = _elementwise_result(op, case, backend, phase, dev, ref_result, result)
+        if failed is not None:
+            return failed
+
     if relations and not meta_only and nondet != "uninitialized":
         sides = relation_sides(op, backend)
         observed = (dev.result, dev.written)
@@ -853,6 +860,29 @@ def _backward(
     )
     bad = failures(v.records)
     finding = v.finding.to_dict() if v.finding else None
+    elementwise = (
+        _elementwise_judge(op, case, phase, run_cpu, "grad[{name}]", shape=gos[0].shape)
+        if want_golden and not meta_only and not ties and not bad and len(gos) == 1
+        else None
+    )
+    if elementwise is not None:
+        dev_off = elementwise(dev_grads)
+        if dev_off and not plain:
+            again = rerun_on(backend)(case)  # self-consistent first: the device's rerun shows it too
+            dev_off = dev_off if again is not None and elementwise(again[0]) else ""
+        cpu_off = dev_off if plain else elementwise(ref_grads)
+        if dev_off and (plain or not cpu_off):
+            return CaseResult(
+                Outcome.GRAD_MISMATCH,
+                "backward",
+                dev_off,
+                relation=_elementwise_relation(case),
+                kinds=frozenset({"relation"}),
+            )
+        if cpu_off:
+            # the device agrees with float64 where the CPU does not, or shares the CPU's formula
+            # (rule (1a): parity passes it); either way a fact about the CPU kernel
+            finding = oracle.Finding(oracle.REFERENCE if dev_off else oracle.CPU_WRONG, "backward", cpu_off).to_dict()
     fd = gradients.check(op, case, vs=gold_gos) if finite_differences and not meta_only and want_golden else None
     if fd is not None and fd["bad"]:
         text = gradients.message(fd)
@@ -898,6 +928,129 @@ def _backward(
     if fallback:
         result.message += f" ({fallback_message(fallback)})"
     return result
+
+
+def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
+    """For an elementwise op's case in a dtype narrower than float64: a function of one side's
+    values ({name: tensor}: the result, or each input's gradient) giving a message where some
+    element is grossly off golden's (conform.judge.gradients.gross_elements), "" where none is;
+    None where the check does not apply. `what` names the values in the message; `shape`, where
+    given, is the only shape judged (a gradient of an input broadcast to the output's shape is
+    a sum over the broadcast elements, not one derivative)."""
+    dt = _one_exact_dtype(case)
+    if dt is None or dt == torch.float64 or not metamorphic.elementwise(op):
+        return None
+    if _nondeterminism(op) or not hint(op, "golden") or not hint(op, "element_precision"):
+        return None
+    if is_backward(op):
+        return None  # its inputs stand for a forward's results (tanh_backward's output in [-1, 1]) drawn freely
+    golden = phase.golden
+    if golden is None:
+        return None
+    tiny, huge = gradients.normal_range(dt)
+    top = gradients.range_top(dt, oracle._inputs_reach(case, math.sqrt(torch.finfo(dt).max)))
+    moved: dict[tuple, object] = {}
+
+    def gold_at(move):  # golden with the inputs one unit of `dt` away (or scaled), run once per move
+        if move not in moved:
+            tx = _scaled(move[1]) if move[0] == "scale" else oracle._nudge(dt, *move)
+            found = run_cpu(oracle.TransformedCase(case, tx), torch.float64)
+            moved[move] = found[0] if found is not None else None
+        return moved[move]
+
+    def judge(values: dict) -> str:
+        for name, want in _named(golden[0]).items():
+            got = values.get(name)
+            if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
+                continue
+            if got.shape != want.shape or not want.is_floating_point() or got.layout != torch.strided:
+                continue
+            if shape is not None and want.shape != shape:
+                continue
+            # the moves only where some element could be off: most cases pay for no run
+            mask = gradients.gross_elements(got, want, want, want, tiny, huge, top)
+            for move in gradients.MOVES_BY:
+                if not bool(mask.any()):
+                    break
+                other = _named(gold_at(move)).get(name) if gold_at(move) is not None else None
+                if not isinstance(other, torch.Tensor) or other.shape != want.shape:
+                    return ""
+                mask &= gradients.gross_elements(got, want, other, other, tiny, huge, top)
+            if bool(mask.any()):
+                return gradients.elementwise_message(what.format(name=name), got, want, mask, dt)
+        return ""
+
+    return judge
+
+
+def _elementwise_result(op, case, backend, phase, dev, ref_result, result) -> CaseResult | None:
+    """Each element of an elementwise op's result against golden's (as `_backward` does for
+    gradients): the failing CaseResult, or None (a finding about the CPU goes into `result`)."""
+    judge = _elementwise_judge(op, case, phase, phase.run_cpu, "result")
+    if judge is None:
+        return None
+    plain = is_plain_cpu(backend)
+    dev_off = judge(_named(dev.result))
+    if dev_off and not plain:
+        again = _forward_rerun(op, backend)(case)  # self-consistent first: the device's rerun shows it too
+        dev_off = dev_off if again is not None and judge(_named(again[0])) else ""
+    cpu_off = dev_off if plain else judge(_named(ref_result))
+    if dev_off and (plain or not cpu_off):
+        return CaseResult(
+            Outcome.MISMATCH, "forward", dev_off, relation=_elementwise_relation(case), kinds=frozenset({"relation"})
+        )
+    if cpu_off:
+        kind = oracle.REFERENCE if dev_off else oracle.CPU_WRONG
+        result.finding = oracle.Finding(kind, "forward", cpu_off).to_dict()
+    return None
+
+
+def _elementwise_relation(case) -> dict:
+    dt = oracle.rounding_dtype(case)
+    top = gradients.range_top(dt, oracle._inputs_reach(case, math.sqrt(torch.finfo(dt).max)))
+    return {
+        "relation": "elementwise",
+        "other": None,
+        "index": None,
+        "first": None,
+        "dtype": str(dt).removeprefix("torch."),
+        "top": top if math.isfinite(top) else None,
+    }
+
+
+def _one_exact_dtype(case) -> torch.dtype | None:
+    """The one real floating dtype of every floating tensor of `case`, where each floating
+    Python scalar is exact in it too; None otherwise (a float32 0-d tensor beside a float16
+    one, or a scalar 0.3 for a bfloat16 kernel: the kernel sees other inputs than golden)."""
+    dts = {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)}
+    if len(dts) != 1:
+        return None
+    (dt,) = dts
+    if dt.is_complex:
+        return None
+    scalars = [v for v in pytree.tree_leaves((case.args, case.kwargs)) if type(v) is float]
+    if any(math.isfinite(v) and float(torch.tensor(v, dtype=dt)) != v for v in scalars):
+        return None
+    return dt
+
+
+def _scaled(factor: float):
+    """A case transform: every floating input times 1 + factor (below the dtype's unit: a
+    periodic function read one unit away can alias, sin(pi x) at x = 1e21 among them)."""
+
+    def tx(t):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.layout != torch.strided:
+            return t
+        return (t.detach() * (1 + factor)).requires_grad_(t.requires_grad)
+
+    return tx
+
+
+def _named(values) -> dict:
+    """A side's values by name: a gradients dict as it is, a single result as {"result": it}."""
+    if isinstance(values, dict):
+        return values
+    return {"result": values} if isinstance(values, torch.Tensor) else {}
 
 
 def _device_matches(fd, dev_grads, case, tol) -> bool:
