@@ -215,6 +215,7 @@ def _compute(op, dtype: str, reference) -> str:
 # from the forward's on the same side is left out (see _merge).
 
 NEAR = 4.0  # a derivative band within this factor of the forward's joins it
+TAIL_SPAN = 1e3  # the widest tail band: from its start to where results near underflow
 FLAT_RUN = 2  # grid points in a row (about 9% of |x| apart): a saturation, not an isolated root of f'
 
 
@@ -258,7 +259,10 @@ def _tail(f, xs: numpy.ndarray, eps: float, low: float) -> tuple[float, float] |
     None where there is none (float16's normal range is too short for one)."""
     y = numpy.abs(f(xs))
     tail = (numpy.abs(xs) >= 1) & numpy.isfinite(y) & (y >= 2.0**24 * low) & (y <= eps / 4)
-    return _first_run(xs, tail)
+    band = _first_run(xs, tail)
+    # an exponential tail spans a factor of a few in |x|; a slow decay (1 / x, airy_ai's
+    # |x|**-0.25) spans decades up to the huge magnitudes the generic bands already draw
+    return band if band is not None and band[1] <= band[0] * TAIL_SPAN else None
 
 
 def _first_run(xs: numpy.ndarray, on: numpy.ndarray) -> tuple[float, float] | None:
