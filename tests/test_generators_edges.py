@@ -71,10 +71,9 @@ def test_thresholds_are_computed_by_inverting_the_op():
     assert lo < math.log(65504) < lo + 6 and hi < math.log(65504)
     assert nlo < -math.log(torch.finfo(torch.float16).smallest_normal) < nhi
     # erfcx overflows for negative x only, its derivative (about 2|x| erfcx(x)) a little earlier;
-    # for positive x it decays like 1 / (x sqrt(pi)): its tail, below a quarter of float32's unit
-    (lo, hi), (nlo, nhi) = _band("aten::special_erfcx", "float32")
-    assert 8.8 < nlo < 9.0 < nhi < 9.4
-    assert 1e7 < lo < 1e8 and hi > 1e30
+    # for positive x it decays like 1 / (x sqrt(pi)), too slowly for a tail band of its own
+    pos, (nlo, nhi) = _band("aten::special_erfcx", "float32")
+    assert pos is None and 8.8 < nlo < 9.0 < nhi < 9.4
 
 
 @pytest.mark.parametrize("qualname", ["aten::sin", "aten::abs", "aten::tan", "aten::sqrt", "aten::add.Tensor"])
