@@ -55,6 +55,7 @@ def test_moderate_inputs_raise_no_alarm():
         ("aten::tanh", (3.0, -1.0, 0.25, 5.0)),  # 1 - y**2 loses digits here, never a factor of 4
         ("aten::silu", (-1.2784645, 0.0, -30.0, 2.0)),  # a root of the derivative: ill-conditioned
         ("aten::abs", (0.0, -1.0, 2.0)),  # a kink: float64's gradient moves across it
+        ("aten::sinc", (1e21, 3e22, 0.5, 2.0)),  # integers, where sinc is 0 and float64 gives noise
     ]:
         r = _run(qualname, _case(qualname, data))
         assert r.outcome is Outcome.PASS, (qualname, r.message)
@@ -103,6 +104,21 @@ def test_a_device_that_shares_the_cpus_formula_passes_by_parity_with_a_finding()
     r = _run("aten::sigmoid", _case("aten::sigmoid", (25.0, 1.0, -2.0, 0.5)), SameAsCPU())
     assert r.outcome is Outcome.PASS, r.message
     assert r.finding and "where float64 gives" in r.finding["message"]
+
+
+def test_a_case_whose_kernel_sees_other_inputs_than_golden_is_not_judged():
+    def case(*specs_and_scalars):
+        return Case("aten::x", specs_and_scalars, {}, seed=5)
+
+    bf16 = TensorSpec((2,), "bfloat16", data=(1.0, 2.5))
+    assert execute._one_exact_dtype(case(bf16, 2.0)) == torch.bfloat16
+    assert execute._one_exact_dtype(case(bf16, 0.3)) is None  # 0.3 is not a bfloat16
+    half, single = TensorSpec((2,), "float16", data=(1.0, 2.0)), TensorSpec((), "float32", data=(1e5,))
+    assert execute._one_exact_dtype(case(half, single)) is None  # the kernel casts 1e5 to float16
+    r = _run(
+        "aten::fmod.Scalar", Case("aten::fmod.Scalar", (TensorSpec((3,), "bfloat16", data=(1.0, 2.5, 3.3)), 0.3), {})
+    )
+    assert r.outcome is Outcome.PASS, r.message
 
 
 class _Golden:
