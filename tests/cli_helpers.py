@@ -31,11 +31,48 @@ def _command(args) -> list[str]:
 def conform(*args, cwd, timeout=300, check=False) -> subprocess.CompletedProcess:
     cmd = _command(args)
     proc = subprocess.run(cmd, cwd=cwd, env=conform_env(), capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
+    return _checked(proc, args) if check else proc
+
+
+def _checked(proc: subprocess.CompletedProcess, args) -> subprocess.CompletedProcess:
+    if proc.returncode != 0:
         raise AssertionError(
             f"conform {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
         )
     return proc
+
+
+def conform_here(*args, cwd, check=False) -> subprocess.CompletedProcess:
+    """`conform ARGS` run by the CLI's own entry point in this process, in `cwd`, with its exit
+    status, stdout and stderr as `conform()` gives them. For the commands that only read a
+    database or the catalog (coverage, ops, site, gate, ...): a subprocess of its own paid the
+    torch import and the catalog load again (seconds of CPU each) to test the same code path.
+    A `conform run` stays a subprocess: it starts workers and a fork server of its own."""
+    import contextlib
+    import io
+
+    from conform.cli.main import main
+
+    args = [str(a) for a in args]
+    assert args[:1] != ["run"], "conform run: use conform(), a process of its own"
+    out, err = io.StringIO(), io.StringIO()
+    here, sigint = os.getcwd(), signal.getsignal(signal.SIGINT)
+    saved_db = os.environ.pop("CONFORM_DB", None)
+    code = 0
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(args)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(here)
+        signal.signal(signal.SIGINT, sigint)  # the entry point leaves SIGINT ignored when it ends
+        if saved_db is not None:
+            os.environ["CONFORM_DB"] = saved_db
+    proc = subprocess.CompletedProcess(["conform", *args], code, out.getvalue(), err.getvalue())
+    return _checked(proc, args) if check else proc
 
 
 def popen_conform(*args, cwd, sigint_blocked: bool = False) -> subprocess.Popen:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cells, conform, conform_env, damaged_database
+from cli_helpers import cells, conform, conform_env, conform_here, damaged_database
 from conftest import once_per_session
 
 # A fixed op set on which the CPU must agree with its float64 golden reference.
@@ -187,12 +187,16 @@ def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, 
         ("run", "--ops", "aten::relu", "--dtypes", "float32", "-n", "1"),
     ]
     for args in commands:
+        # the entry point in this process for the commands that read (a `run` is a process of its own)
+        command = conform if args[0] == "run" else conform_here
         _one_line_error(
-            conform(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed"
+            command(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed"
         )
     # as a baseline or a merge source, next to a good database
-    _one_line_error(conform("gate", "--baseline", db, "--db", good / "c.db", cwd=tmp_path), "damaged.db is damaged")
-    _one_line_error(conform("merge", db, "-o", tmp_path / "all.db", cwd=tmp_path), "damaged.db is damaged")
+    _one_line_error(
+        conform_here("gate", "--baseline", db, "--db", good / "c.db", cwd=tmp_path), "damaged.db is damaged"
+    )
+    _one_line_error(conform_here("merge", db, "-o", tmp_path / "all.db", cwd=tmp_path), "damaged.db is damaged")
     assert db.read_bytes() == before  # no new run, no WAL switch, nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]
 
@@ -202,9 +206,9 @@ def test_missing_database_for_report(tmp_path):
 
 
 def test_ops_lists_the_catalog_with_counts(tmp_path):
-    proc = conform("ops", "add*", cwd=tmp_path, check=True)
+    proc = conform_here("ops", "add*", cwd=tmp_path, check=True)
     assert "aten::add.Tensor" in proc.stdout and "by variant:" in proc.stdout and "by family:" in proc.stdout
-    data = json.loads(conform("ops", "aten::add.Tensor", "--json", cwd=tmp_path, check=True).stdout)
+    data = json.loads(conform_here("ops", "aten::add.Tensor", "--json", cwd=tmp_path, check=True).stdout)
     (op,) = [o for o in data["ops"] if o["qualname"] == "aten::add.Tensor"]
     assert op["variant"] == "functional" and "pointwise" in op["tags"] and "CPU" in op["kernels"]
 
@@ -285,6 +289,6 @@ def test_the_main_command_leaves_timings_for_the_performance_page(tmp_path):
     with sqlite3.connect(tmp_path / "c.db") as c:
         timed = {r[0] for r in c.execute("SELECT o.qualname FROM timings t JOIN ops o ON o.id = t.op_id")}
     assert timed == {"aten::abs", "aten::add.Tensor", "aten::mm"}
-    conform("site", "--db", "c.db", "--out", "site", cwd=tmp_path, check=True)
+    conform_here("site", "--db", "c.db", "--out", "site", cwd=tmp_path, check=True)
     assert "no timings" not in (tmp_path / "site" / "index.html").read_text()
     assert "No timings in this database" not in (tmp_path / "site" / "perf.html").read_text()

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlalchemy import insert, select
 
-from cli_helpers import conform
+from cli_helpers import conform, conform_here
 from conform.results import CellResult
 
 
@@ -95,7 +95,7 @@ def run_db(tmp_path_factory):
 
 
 def _report(cwd, *args):
-    proc = conform("coverage", "--db", "c.db", "--format", "json", *args, cwd=cwd, check=True)
+    proc = conform_here("coverage", "--db", "c.db", "--format", "json", *args, cwd=cwd, check=True)
     report = json.loads(proc.stdout)
     return report, {r["op"]: r for r in report["ops"]}
 
@@ -139,13 +139,13 @@ def test_totals_count_all_ops_and_public_functional_ones(run_db):
 
 
 def test_table_ends_with_totals(run_db):
-    out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
+    out = conform_here("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
     assert "aten::synthetic_untestable" in out and "takes a synthetic argument" in out
     assert "public functional exercised, of the whole catalog's:" in out
 
 
 def test_unknown_run_is_one_line_error(run_db):
-    proc = conform("coverage", "--db", "c.db", "--run", "99", cwd=run_db)
+    proc = conform_here("coverage", "--db", "c.db", "--run", "99", cwd=run_db)
     assert proc.returncode == 2 and proc.stderr.strip() == f"conform: error: no run 99 in {run_db / 'c.db'}"
 
 
@@ -187,13 +187,13 @@ def test_long_reasons_are_cut_in_the_table_and_whole_with_full_and_in_json(tmp_p
         "cpu",
         CellResult(op="aten::long_reason", dtype="none", outcome="skipped", message=f"untestable: {reason}"),
     )
-    table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
+    table = conform_here("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
     assert "THE END" not in table.split("\n\n")[0] and "…" in table and "--full" in table
-    assert reason in conform("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
+    assert reason in conform_here("coverage", "--db", "c.db", "--full", cwd=tmp_path, check=True).stdout
     assert (
-        json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)["ops"][0][
-            "reason"
-        ]
+        json.loads(conform_here("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)[
+            "ops"
+        ][0]["reason"]
         == reason
     )
 
@@ -213,7 +213,7 @@ def test_three_denominators_say_which_is_which(run_db):
     ]
     assert t["public_functional_runnable"] == len(runnable_public) < t["public_functional"]
     assert t["untestable"] >= 1 and t["no_valid_case"] == 1
-    out = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
+    out = conform_here("coverage", "--db", "c.db", cwd=run_db, check=True).stdout
     for label in (
         "of the whole catalog:",
         "of the ops with a kernel or composite here:",
@@ -226,7 +226,7 @@ def test_no_valid_case_is_a_defect_listed_first(run_db):
     report, ops = _report(run_db)
     assert report["ops"][0]["op"] == "aten::synthetic_no_case" and report["ops"][0]["status"] == "no valid case"
     assert ops["aten::synthetic_untestable"]["status"] == "untestable"
-    table = conform("coverage", "--db", "c.db", cwd=run_db, check=True).stdout.splitlines()
+    table = conform_here("coverage", "--db", "c.db", cwd=run_db, check=True).stdout.splitlines()
     assert table[2].startswith("aten::synthetic_no_case")
 
 
@@ -242,11 +242,11 @@ def test_a_reference_crash_has_its_own_status_and_skip_row(tmp_path):
             op="aten::ref_dies", dtype="float32", outcome="skipped", message=message, skip_reason="reference_crash"
         ),
     )
-    report = json.loads(conform("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)
+    report = json.loads(conform_here("coverage", "--db", "c.db", "--format", "json", cwd=tmp_path, check=True).stdout)
     assert report["ops"][0]["status"] == "reference crash"
     t = report["totals"]
     assert t["reference_crash"] == 1 and t["other_outcome"] == 0 and t["no_valid_case"] == 0
     assert t["skipped_cells"] == {"reference_crash": 1}
-    table = conform("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
+    table = conform_here("coverage", "--db", "c.db", cwd=tmp_path, check=True).stdout
     assert "the CPU reference crashed (on an accelerator; not the device's failure): 1" in table
     assert "reference_crash: the CPU reference died or hung" in table

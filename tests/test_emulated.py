@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import opdb
-from cli_helpers import cells, conform_env
+from cli_helpers import cells, conform_env, conform_here
 from conform.outcomes import Outcome as O
 from conform.run.execute import run_case
 from generators.case import Case
@@ -168,7 +168,7 @@ def test_device_assert_is_sticky_for_the_rest_of_the_process(emu):
     assert out.count("after: device_error RuntimeError: emu error: device-side assert triggered") == 2, out + p.stderr
 
 
-def test_conform_run_on_the_emulated_device(emu, tmp_path):
+def test_conform_run_on_the_emulated_device(emu, tmp_path, monkeypatch):
     db = tmp_path / "emu.db"
     ops = "aten::mul.Tensor,aten::erfinv,aten::tanh"
     cmd = [
@@ -202,20 +202,11 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path):
     assert got[("aten::erfinv", "float32")] == "fallback"
     assert got[("aten::tanh", "float32")] == "fallback"
     assert {got[(op, "float64")] for op in ops.split(",")} == {"unsupported_dtype"}
-    # and the rest of the pipeline takes an emu run like any other
-    env = conform_env(CONFORM_EMU_FALLBACK="1")
+    # and the rest of the pipeline takes an emu run like any other (in this process: they read the store)
+    monkeypatch.setenv("CONFORM_EMU_FALLBACK", "1")
 
     def cli(*args):
-        p = subprocess.run(
-            [sys.executable, "-m", "conform.cli", *args, "--db", str(db)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert p.returncode == 0, p.stdout + p.stderr
-        return p.stdout
+        return conform_here(*args, "--db", db, cwd=tmp_path, check=True).stdout
 
     assert '"backend": "emu"' in cli("report", "--format", "json")
     cli("site", "--out", str(tmp_path / "site"))
