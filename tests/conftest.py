@@ -18,6 +18,13 @@ def pytest_configure(config):
             del os.environ[name]
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores. Many end-to-end tests spend their time waiting
+    (a hang's time limit, a slow device's sleep, a subprocess's start-up) with their worker's core
+    idle; a third worker on two cores keeps both busy."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_finish(session):
     """Load the emulated device before any test runs when a selected test uses it (the `emu`
     fixture of tests/test_emulated.py). The autograd engine sizes its per-device ready queues
