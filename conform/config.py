@@ -27,9 +27,9 @@ class CellSettings:
     """How hard to try on one cell; what the device process needs besides the cell itself."""
 
     # valid examples wanted per cell. A full sweep has ~22k cells; its passing cells take about
-    # two thirds of its time, nearly all of it in their examples: at 12 the default sweep took
-    # 18 minutes on 2 cores (benchmarks/full_sweep.py), over its 15; 8 is what fits
-    examples: int = 8
+    # two thirds of its time, nearly all of it in their examples: on 2 cores the default sweep
+    # took 18 minutes at 12 and 15.5 at 8 (benchmarks/full_sweep.py), over its 15; 7 is what fits
+    examples: int = 7
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)
@@ -37,9 +37,7 @@ class CellSettings:
     seed: int = 0
     max_numel: int = 4096  # elements per case (all tensors together)
     cell_budget_s: float = 8.0  # generation time per cell before it stops asking for more
-    shrink_budget_s: float = (
-        1.5  # time hypothesis may spend shrinking one failure (most of the size goes in the first second)
-    )
+    shrink_budget_s: float = 1.0  # time hypothesis may spend shrinking one failure (most of the size goes first)
     hypothesis_db: str | None = ".conform/hypothesis"  # example database: failures replay first
     derandomize: bool = False
 
