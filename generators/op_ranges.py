@@ -23,6 +23,7 @@ import math
 
 import numpy
 import torch
+import torch.autograd.forward_ad as fwAD
 
 PREFIX = "range:"
 GRID = 2000  # points per side, log-spaced: neighbours about 4% apart in float32's range
@@ -220,21 +221,26 @@ FLAT_RUN = 2  # grid points in a row (about 9% of |x| apart): a saturation, not 
 
 
 def _float64_derivative(op):
-    """numpy float64 array -> f'(x) elementwise, by the op's own backward in float64, or None
-    where the op has no functional overload to differentiate."""
+    """numpy float64 array -> f'(x) elementwise, by the op's own derivative formula (forward
+    mode) in float64, or None where the op has no functional overload to differentiate."""
     packet = getattr(torch.ops.aten, op.base_name.removesuffix("_"), None)
     call = packet.default if packet is not None and hasattr(packet, "default") else None
     if call is None:
         return None
 
     def derivative(a):
-        x = torch.from_numpy(numpy.ascontiguousarray(a, dtype=numpy.float64)).requires_grad_(True)
-        with torch.enable_grad():
-            y = call(x)
-            if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.requires_grad:
-                raise TypeError("not an elementwise differentiable float64 result")
-            (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
-        return g.detach().numpy()
+        # forward-mode AD: no autograd engine, whose per-device queues are sized once, at a
+        # process's first backward (a device registered later, as tests register the emulated
+        # one, would then fail its own first backward)
+        x = torch.from_numpy(numpy.ascontiguousarray(a, dtype=numpy.float64))
+        with fwAD.dual_level():
+            y = call(fwAD.make_dual(x, torch.ones_like(x)))
+            if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+                raise TypeError("not an elementwise float64 result")
+            t = fwAD.unpack_dual(y).tangent
+        if t is None:
+            raise TypeError("no forward-mode derivative")
+        return t.detach().numpy()
 
     return derivative
 
