@@ -20,6 +20,7 @@ from conform.report.repro import repro_script
 from conform.run import execute
 from generators import op_ranges
 from generators.case import Case, TensorSpec
+from tests.cpu_kernels import CPUKernels
 
 aten = torch.ops.aten
 
@@ -79,18 +80,6 @@ class FlushTinyGradients(CPUBackend):
         return _FlushTinyGradients()
 
 
-class _PassThrough(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return func(*args, **(kwargs or {}))
-
-
-class SameAsCPU(CPUBackend):
-    name = "same-as-cpu"
-
-    def device_context(self):
-        return _PassThrough()
-
-
 def test_a_device_that_flushes_a_tiny_gradient_is_failed_where_the_cpu_is_right():
     # x = 14: the CPU's y (1 - y) is 8.3e-7 within 7%; the device's is 0
     case = _case("aten::sigmoid", (14.0, 1.0, -2.0, 0.5))
@@ -101,7 +90,7 @@ def test_a_device_that_flushes_a_tiny_gradient_is_failed_where_the_cpu_is_right(
 
 
 def test_a_device_that_shares_the_cpus_formula_passes_by_parity_with_a_finding():
-    r = _run("aten::sigmoid", _case("aten::sigmoid", (25.0, 1.0, -2.0, 0.5)), SameAsCPU())
+    r = _run("aten::sigmoid", _case("aten::sigmoid", (25.0, 1.0, -2.0, 0.5)), CPUKernels())
     assert r.outcome is Outcome.PASS, r.message
     assert r.finding and "where float64 gives" in r.finding["message"]
 
