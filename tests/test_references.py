@@ -386,3 +386,27 @@ def test_the_repro_script_recomputes_a_decomposition_reference(tmp_path):
     )
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
     assert "verdict: mismatch" in out, out[-800:]
+
+
+class _OwnIndicesPastTheInput(CPUBackend):
+    """An accelerator whose max_pool2d_with_indices alone counts the padded plane."""
+
+    name = "own-indices-past-the-input"
+
+    def device_context(self):
+        return _IndicesPastTheInput()
+
+
+def test_indices_outside_the_input_that_the_cpu_gives_too_are_a_finding_on_an_accelerator():
+    """Parity first: a device that gives the CPU's out-of-range indices shares the CPU kernel's
+    bug (a finding about the CPU); a device whose own indices are out of range fails."""
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::max_pool2d_with_indices")
+    case = Case(op.qualname, (TensorSpec((1, 4, 4), "float32", seed=3), [2, 2]), {}, seed=1)
+    with _IndicesPastTheInput():
+        shared = run_case(op, case, CPUKernels(), grad=False)
+    assert shared.outcome is Outcome.PASS, shared.message
+    assert shared.finding and "the CPU's kernel too" in shared.finding["message"]
+    own = run_case(op, case, _OwnIndicesPastTheInput(), grad=False)
+    assert own.outcome is Outcome.MISMATCH and "index lies outside the input" in own.message

@@ -257,3 +257,70 @@ def test_a_random_in_place_fill_that_draws_otherwise_than_its_functional_is_foun
     assert healthy.outcome is Outcome.PASS, healthy.message
     _, r = _run("aten::exponential_", case, _one_draw_more, aten.exponential_.default, relations=True)
     assert r.outcome is Outcome.MISMATCH and "[forms relation]" in r.message, r.message
+
+
+# -- parity first: a relation the CPU's kernel breaks too ----------------------------------------
+
+
+class _Bugged(CPUBackend):
+    """An accelerator with `bug` on `target` in its own kernels only."""
+
+    name = "bugged"
+
+    def __init__(self, target, bug):
+        super().__init__()
+        self.target, self.bug = target, bug
+
+    def device_context(self):
+        return _Kernel(self.target, self.bug)
+
+
+def test_a_relation_the_cpus_kernel_breaks_too_is_a_finding_on_an_accelerator():
+    """The device gives what the CPU gives on every case the relation ran: the CPU's kernel
+    breaks the relation as well, which is a finding about the CPU, not the device's failure.
+    The same bug in the device's kernels alone stays the device's failure."""
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::exp")
+    case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
+    with _Kernel(aten.exp.default, _nan_from_16):
+        shared = execute.run_case(op, case, CPUKernels(), relations=True)
+    assert shared.outcome is Outcome.PASS, shared.message
+    assert shared.finding and "the CPU's kernel too: [position relation]" in shared.finding["message"]
+    own = execute.run_case(op, case, _Bugged(aten.exp.default, _nan_from_16), relations=True)
+    assert own.outcome is Outcome.MISMATCH and "[position relation]" in own.message, own.message
+
+
+def test_an_error_only_one_layout_raises_on_the_cpu_too_is_a_finding_on_an_accelerator():
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::mul.Tensor")
+    for layout, says in (
+        ("contiguous", "raises only with self transposed"),
+        ("transposed", "raises only in the drawn layout"),
+    ):
+        case = _case(
+            "aten::mul.Tensor",
+            TensorSpec((4, 5), "float32", seed=1, layout=layout),
+            TensorSpec((4, 5), "float32", seed=2),
+        )
+        with _Kernel(aten.mul.Tensor, _raises_transposed):
+            shared = execute.run_case(op, case, CPUKernels(), relations=True)
+        assert shared.outcome is Outcome.PASS, shared.message
+        assert shared.finding and says in shared.finding["message"], shared.finding
+        # the device's own: drawn contiguous, its relation; drawn transposed, parity with the CPU
+        own = execute.run_case(op, case, _Bugged(aten.mul.Tensor, _raises_transposed), relations=True)
+        assert own.outcome is Outcome.DEVICE_ERROR, own.message
+        assert layout == "transposed" or says in own.message, own.message
+
+
+def test_a_strided_out_the_cpus_kernel_fills_wrongly_too_is_a_finding_on_an_accelerator():
+    """randn.out's CPU kernel draws in the out's memory order (see above); a device that draws
+    as the CPU does shares it."""
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::randn.out")
+    case = Case("aten::randn.out", ([4, 5],), {"out": TensorSpec((0,), "float32")}, seed=3)
+    checked, r = execute.run_out_variants(op, case, CPUKernels(), relations=True)
+    assert checked and r is not None and r.outcome is Outcome.PASS, r and r.message
+    assert r.finding and "the CPU's kernel too: [out_layout relation]" in r.finding["message"]

@@ -188,6 +188,7 @@ def run_cell(
         else:
             if r.invalid:
                 result.invalid_examples += 1
+                keep_finding(r)  # an error the CPU shares may still be a finding about it
                 progress.first_invalid = progress.first_invalid or r.message
                 progress.invalid_reasons.add(_reason_key(r.message))
                 progress.no_kernel = (result.invalid_examples == 1 or progress.no_kernel) and _says_no_kernel_for(

@@ -425,7 +425,11 @@ def _run_case(
                     op, case, None, relation_sides(op, backend), None, drawn_raised=dev.error
                 )
                 if broken is not None:
-                    return violation_result(broken)
+                    # the CPU reference raised on the drawn layout as the device did
+                    shared = _shared_with_cpu(op, backend, broken, None)
+                    if shared is None:
+                        return violation_result(broken)
+                    return CaseResult(Outcome.PASS, "forward", shared.message, invalid=True, finding=shared.to_dict())
             return CaseResult(
                 Outcome.PASS,
                 "forward",
@@ -578,7 +582,10 @@ def _run_case(
                 if on_functional is not None:
                     on_functional(None)
         if broken is not None:
-            return violation_result(broken)
+            shared = _shared_with_cpu(op, backend, broken, by_value)
+            if shared is None:
+                return violation_result(broken)
+            result.finding = result.finding or shared.to_dict()
 
     # -- backward ----------------------------------------------------------------------------
     # (gradients through sign-ambiguous outputs depend on the sign each kernel picked: not compared)
@@ -1134,12 +1141,13 @@ def hints_of(op) -> dict:
     return getattr(op.rules, "hints", None) or {}
 
 
-def relation_sides(op, backend) -> metamorphic.Sides:
-    """How conform.judge.metamorphic runs a case: on the device under test, and on the CPU."""
+def relation_sides(op, backend, *, cpu_kernels: bool = False) -> metamorphic.Sides:
+    """How conform.judge.metamorphic runs a case: on the device under test (on the CPU's kernels
+    instead with `cpu_kernels`), and on the CPU."""
     cpu = torch.device("cpu")
 
     def device(c):
-        if is_plain_cpu(backend):
+        if cpu_kernels or is_plain_cpu(backend):
             side = _run_side(op, c, to_device=_cpu_copy, device=cpu)
         else:
             side = _run_side(op, c, **_on_device(backend))
@@ -1149,6 +1157,32 @@ def relation_sides(op, backend) -> metamorphic.Sides:
         return _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dtype))
 
     return metamorphic.Sides(device, on_cpu)
+
+
+def _shared_with_cpu(op, backend, v: metamorphic.Violation, compare_fn) -> oracle.Finding | None:
+    """Parity first, for a relation too: on an accelerator, a relation the device breaks where it
+    gives what the CPU's kernel gives on each case the relation ran (the same results within the
+    case's tolerance, or the same error) is broken by the CPU's kernel as well. That is a finding
+    about the CPU, which the device shares (rule (1a)), not the device's failure; None otherwise."""
+    if is_plain_cpu(backend):
+        return None
+    target = op
+    if v.other_op is not None:
+        try:
+            target = opdb.lookup(v.other_op)
+        except (KeyError, LookupError, ValueError):
+            return None
+    on_device, on_cpu = relation_sides(target, backend), relation_sides(target, backend, cpu_kernels=True)
+    for c in (v.other, v.first):
+        if c is None:
+            continue
+        (dev_obs, dev_err), (cpu_obs, cpu_err) = on_device.device(c), on_cpu.device(c)
+        if (dev_err is None) != (cpu_err is None):
+            return None
+        # (a status relation holds errors alone: `compare_fn` None)
+        if dev_err is None and compare_fn is not None and failures(compare_fn(dev_obs, cpu_obs)):
+            return None
+    return oracle.Finding(oracle.REFERENCE, "forward", f"the CPU's kernel too: {metamorphic.describe(v)}")
 
 
 def violation_result(v: metamorphic.Violation) -> CaseResult:
@@ -1208,7 +1242,12 @@ def run_out_variants(
                 values=nondet != "seeded" or _seeded_alike(op),
             )
             if broken is not None:
-                r = violation_result(broken)
+                shared = _shared_with_cpu(op, backend, broken, out_compare)
+                r = (
+                    violation_result(broken)
+                    if shared is None
+                    else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
+                )
                 r.variant_case = variants[name]
                 return True, r
     return True, None
