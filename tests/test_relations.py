@@ -324,3 +324,26 @@ def test_a_strided_out_the_cpus_kernel_fills_wrongly_too_is_a_finding_on_an_acce
     checked, r = execute.run_out_variants(op, case, CPUKernels(), relations=True)
     assert checked and r is not None and r.outcome is Outcome.PASS, r and r.message
     assert r.finding and "the CPU's kernel too: [out_layout relation]" in r.finding["message"]
+
+
+def _garbage_at_0(func, args, kwargs):
+    """A kernel that leaves its first element unwritten: another value on every call."""
+    out = func(*args, **kwargs).clone()
+    out.view(-1)[0] = torch.randn(()) * 1e3
+    return out
+
+
+def test_a_cpu_reference_that_changes_from_run_to_run_is_no_expectation_on_an_accelerator():
+    """Self-consistent first: where the CPU's kernel gives another result when the same case runs
+    again, the device cannot be held to it (the case is redrawn, the CPU's inconsistency kept as a
+    finding); a device whose own kernel does it still fails against a steady CPU."""
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::exp")
+    case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
+    with _Kernel(aten.exp.default, _garbage_at_0):
+        shared = execute.run_case(op, case, CPUKernels())
+    assert shared.outcome is Outcome.PASS and shared.invalid, shared.message
+    assert shared.finding and "another result when the same case runs again" in shared.finding["message"]
+    own = execute.run_case(op, case, _Bugged(aten.exp.default, _garbage_at_0))
+    assert own.outcome is Outcome.MISMATCH, own.message
