@@ -526,6 +526,14 @@ def _run_case(
     result.finding = v.finding.to_dict() if v.finding else None
 
     bad = failures(records)
+    if bad and not is_plain_cpu(backend) and not meta_only and ref.error is None:
+        # rule (1e), self-consistent first: a CPU reference that gives another result when the
+        # same case runs again (a kernel reading memory it never wrote) is no expectation
+        moved = _cpu_unsteady(op, case, reference, forward_records)
+        if moved:
+            said = f"the CPU reference gives another result when the same case runs again: {moved}"
+            finding = oracle.Finding(oracle.REFERENCE, "forward", said).to_dict()
+            return CaseResult(Outcome.PASS, "forward", f"no expectation: {said}", invalid=True, finding=finding)
     if bad:
         result.outcome = of_failures({r.kind for r in bad}, "forward")
         if result.outcome is Outcome.META_MISMATCH:
@@ -643,6 +651,24 @@ def _scribble(device) -> None:
         for dt in (torch.float32, torch.int64):
             t = torch.full((n,), float("nan") if dt.is_floating_point else 0x5A5A5A5A, dtype=dt, device=device)
             del t
+
+
+def _cpu_unsteady(op, case, first, records_fn) -> str:
+    """Whether the CPU's kernel gives `case` another result than `first` when it runs again: once
+    as it ran, once with freed memory scribbled and small blocks held, so that the inputs lie at
+    other addresses (a kernel reading past an expanded input's storage reads its neighbours). The
+    first difference's text, or ""."""
+    cpu = torch.device("cpu")
+    for scribble in (False, True):
+        held = [torch.full((n,), float("nan")) for n in (1, 3, 7, 16, 40)] if scribble else []
+        if scribble:
+            _scribble(cpu)
+        again = _observed(_run_side(op, case, to_device=_cpu_copy, device=cpu))
+        del held
+        moved = failures(records_fn(again, first)) if again is not None and first is not None else []
+        if moved:
+            return moved[0].message
+    return ""
 
 
 def _forward_rerun(op, backend):
@@ -1181,7 +1207,12 @@ def _shared_with_cpu(op, backend, v: metamorphic.Violation, compare_fn) -> oracl
             return None
         # (a status relation holds errors alone: `compare_fn` None)
         if dev_err is None and compare_fn is not None and failures(compare_fn(dev_obs, cpu_obs)):
-            return None
+            moved = _cpu_unsteady(target, c, cpu_obs, compare_fn)
+            if not moved:
+                return None
+            # rule (1e): no expectation where the CPU's kernel is no function of the inputs
+            said = f"the CPU's kernel gives another result when the same case runs again: {moved}"
+            return oracle.Finding(oracle.REFERENCE, "forward", said)
     return oracle.Finding(oracle.REFERENCE, "forward", f"the CPU's kernel too: {metamorphic.describe(v)}")
 
 
