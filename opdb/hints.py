@@ -97,6 +97,11 @@ HINTS: dict[str, Hint] = {
         True,
         "float64 golden holds each element of the result and gradient (conform.judge.gradients.gross_elements)",
     ),
+    "limit_at_infinity": Hint(
+        "bool",
+        True,
+        "a result saturated over the top of the dtype's range in float64 is the op's value at +-inf (conform.judge.limits)",
+    ),
     "position_exact": Hint(
         "names", (), "dtypes in which the op's result is exactly determined: equal bit for bit at every position"
     ),

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from conform.judge import formulas, gradients, references
+from conform.judge import formulas, gradients, limits, references
 from conform.judge.compare import _spacing
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
@@ -535,6 +535,8 @@ def relation_verdict():
         return gradient_verdict()
     if RELATION["relation"] == "elementwise":
         return elementwise_verdict()
+    if RELATION["relation"] == "limit":
+        return limit_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -655,6 +657,26 @@ def elementwise_verdict():
 '''
 
 
+_LIMIT_CODE = '''
+
+def limit_verdict():
+    """The device's result at an infinite input against the op's value at the top of the dtype's
+    range, where float64 gives one value there bit for bit (saturated: its value at infinity)."""
+    found, err = attempt(run, DEVICE)
+    if err is not None:
+        return f"error (the device raised {err})"
+    got = [t for t in leaves(found[0]) if t.is_floating_point()][0]
+    x = [t for t in leaves(call(torch.device("cpu"), args_only=True)) if isinstance(t, torch.Tensor)][0]
+    at = [t for t in leaves(run(torch.device("cpu"), golden=True, using=call_other)[0])][0]
+    dtype = getattr(torch, RELATION["dtype"])
+    print(f"float64 at +max/k and -max/k of {dtype}, k in {PROBE}: {at.tolist()}")
+    show("input", x)
+    show("device", got)
+    mask = off_at_infinity(x, got, saturated(at), dtype)
+    return "mismatch" if bool(mask.any()) else "pass"
+'''
+
+
 def _function(name: str, op, case: Case) -> str:
     head = f"def {name}(device, requires_grad=False, replace=None, args_only=False):\n"
     return head + "\n".join(_body_lines(op, case)) + "\n\n"
@@ -679,6 +701,9 @@ def _relation_code(op, relation: dict | None) -> str:
         code += (
             f"NORMAL_RANGE = {gradients.normal_range(dtype)!r}  # float64 gradients judged: normal numbers of {dtype}\n"
         )
+    if relation["relation"] == "limit":
+        code += _LIMIT_CODE + "\n\n" + inspect.getsource(limits.saturated)
+        code += "\n\n" + inspect.getsource(limits.off_at_infinity) + f"\n\nPROBE = {limits.PROBE!r}\n"
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"

@@ -1,0 +1,77 @@
+"""Values at infinity: an elementwise op whose float64 result has saturated at the top of its
+dtype's range takes the saturated value at +-inf.
+
+Golden runs the op's own formula at inf and shares what the formula meets there: silu(-inf) is
+x * sigmoid(x) = -inf * 0, NaN in float64 as in float32, while silu(x) is -0.0 for every finite
+x below -750. The finite points do not share it. So where float64 gives one and the same finite
+value, bit for bit, at +-max, +-max/2, ... +-max/16 of the case's dtype (PROBE), the function is
+flat there and its value at infinity is that value; a result at +-inf that is NaN, or not close
+to it, is wrong. A function that oscillates or decays (sin, a Bessel function, 1/x) gives other
+values at those points and has no opinion here, nor does one that is NaN or infinite there
+(digamma at its poles, log of a negative number). Discontinuous ops are left out: frac is 0 at
+every large float, yet it has no limit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+PROBE = (1, 2, 4, 8, 16)  # divisors of the dtype's largest value: exact in every floating dtype
+
+
+def probe(dtype: torch.dtype) -> torch.Tensor:
+    """A (2, len(PROBE)) float64 tensor: +max/k in row 0, -max/k in row 1, in dtype's range."""
+    top = torch.finfo(dtype).max
+    row = torch.tensor([top / k for k in PROBE], dtype=torch.float64)
+    return torch.stack([row, -row])
+
+
+def saturated(values: torch.Tensor) -> dict[float, float]:
+    """{+inf: value, -inf: value} for each row of float64 `values` (the op at `probe`) that is
+    one finite value bit for bit."""
+    out = {}
+    for sign, row in zip((math.inf, -math.inf), values.reshape(2, -1)):
+        first = row[0]
+        if bool(torch.isfinite(row).all()) and bool(
+            ((row == first) & (torch.signbit(row) == torch.signbit(first))).all()
+        ):
+            out[sign] = float(first)
+    return out
+
+
+def off_at_infinity(x: torch.Tensor, got: torch.Tensor, limit: dict[float, float], dtype: torch.dtype):
+    """A boolean mask of `got`'s elements at an input +-inf whose side has a saturated value
+    that `got` does not hold: NaN, or beyond a few units of dtype (signed zeros alike)."""
+    x, got = x.detach().cpu().to(torch.float64), got.detach().cpu().to(torch.float64)
+    mask = torch.zeros(got.shape, dtype=torch.bool)
+    if x.shape != got.shape:
+        return mask
+    eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).smallest_normal
+    for sign, value in limit.items():
+        want = float(torch.tensor(value, dtype=dtype))
+        at = x == sign
+        close = (got - want).abs() <= 4 * eps * abs(want) + tiny
+        mask |= at & ~close
+    return mask
+
+
+def at_infinity(x: torch.Tensor, want: torch.Tensor, limit: dict[float, float]) -> torch.Tensor:
+    """`want` (an expectation of the result) with the op's saturated value at each infinite input."""
+    out = want.detach().clone()
+    xs = x.detach().cpu().to(out.device)
+    for sign, value in limit.items():
+        out[xs == sign] = value
+    return out
+
+
+def message(what: str, x: torch.Tensor, got: torch.Tensor, mask: torch.Tensor, limit: dict[float, float], dtype) -> str:
+    k = tuple(int(i) for i in mask.nonzero()[0]) if mask.dim() else ()
+    at = float(x.detach().cpu()[k]) if x.dim() else float(x)
+    name = str(dtype).removeprefix("torch.")
+    return (
+        f"{what} at {k} is {float(got.detach().cpu()[k])!r} for an input {at!r}, where float64 gives the op "
+        f"{limit[at]!r} at every one of {'-' if at < 0 else ''}max/{{{', '.join(map(str, PROBE))}}} of {name} (saturated: its value "
+        f"at infinity); {int(mask.sum())} of {mask.numel()} elements at an infinite input off it"
+    )

@@ -1,0 +1,94 @@
+"""Values at infinity (conform.judge.limits): an elementwise op saturated in float64 over the top
+of its dtype's range takes that value at +-inf, whatever its formula meets there."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import opdb
+from conform.backends import CPUBackend
+from conform.outcomes import Outcome
+from conform.report.repro import repro_script
+from conform.run import execute
+from generators.case import Case, TensorSpec
+
+aten = torch.ops.aten
+INF = math.inf
+
+
+def _case(qualname, dtype, values=(1.0, -INF, INF, -2.0)):
+    return Case(qualname, (TensorSpec((len(values),), dtype, data=tuple(values)),), {}, seed=1)
+
+
+def _run(qualname, case, backend=None):
+    return execute.run_case(opdb.lookup(qualname), case, backend or CPUBackend(), relations=True)
+
+
+def _replayed(qualname, case, result, device="cpu") -> str:
+    script = repro_script(opdb.lookup(qualname), case, device, result=result, golden_is_expectation=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
+    return out.getvalue().strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_silu_at_minus_infinity_is_its_saturated_value_not_nan(dtype):
+    """silu(x) = x * sigmoid(x) is -0.0 for every finite x below -750 in float64; at -inf the
+    formula meets -inf * 0 (NaN on the CPU and in float64 golden alike: pytorch's silu(-inf))."""
+    case = _case("aten::silu", dtype)
+    r = _run("aten::silu", case)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "for an input -inf" in r.message and "-0.0" in r.message and "saturated" in r.message
+    assert _replayed("aten::silu", case, r).startswith("verdict: mismatch")
+
+
+@pytest.mark.parametrize(
+    "qualname",
+    [
+        "aten::exp",  # 0 at -inf, inf at +inf: right
+        "aten::tanh",  # +-1: right
+        "aten::sin",  # no limit: float64 differs across the probe
+        "aten::log",  # NaN below 0 at every probe: no opinion
+        "aten::frac",  # 0 at every large float only because they are integers (opdb rule)
+        "aten::sinc",
+        "aten::reciprocal",  # decays: other values across the probe
+    ],
+)
+def test_no_opinion_where_the_op_has_no_saturated_value_or_is_right(qualname):
+    for dtype in ("float32", "float16"):
+        r = _run(qualname, _case(qualname, dtype))
+        assert r.outcome is Outcome.PASS, (dtype, r.message)
+
+
+class _SiluRightAtInfinity(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.silu.default:
+            out = torch.where(args[0] == -INF, torch.zeros_like(out).neg(), out)
+        return out
+
+
+class RightSilu(CPUBackend):
+    name = "right-silu"
+
+    def device_context(self):
+        return _SiluRightAtInfinity()
+
+
+def test_on_an_accelerator_the_cpus_nan_is_a_finding_and_a_right_device_passes():
+    from tests.cpu_kernels import CPUKernels
+
+    case = _case("aten::silu", "float32")
+    shared = _run("aten::silu", case, CPUKernels())
+    assert shared.outcome is Outcome.PASS, shared.message
+    assert shared.finding and shared.finding["kind"] == "reference" and "saturated" in shared.finding["message"]
+    right = _run("aten::silu", case, RightSilu())
+    assert right.outcome is Outcome.PASS, right.message  # golden sides with the CPU's NaN; the limit does not
+    assert right.finding and right.finding["kind"] == "cpu_wrong", right.finding
