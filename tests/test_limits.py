@@ -92,3 +92,11 @@ def test_on_an_accelerator_the_cpus_nan_is_a_finding_and_a_right_device_passes()
     right = _run("aten::silu", case, RightSilu())
     assert right.outcome is Outcome.PASS, right.message  # golden sides with the CPU's NaN; the limit does not
     assert right.finding and right.finding["kind"] == "cpu_wrong", right.finding
+
+
+@pytest.mark.parametrize(("qualname", "scalar"), [("aten::mul.Scalar", 0.0), ("aten::xlogy.Scalar_Other", 1.0)])
+def test_an_op_constant_on_that_side_is_ieee_arithmetic_at_infinity_not_a_limit(qualname, scalar):
+    """x * 0 is 0 at every finite x and NaN at inf (IEEE 754): no limit is at stake."""
+    spec = TensorSpec((4,), "float32", data=(1.0, -INF, INF, -2.0))
+    r = _run(qualname, Case(qualname, (spec, scalar), {}, seed=1))
+    assert r.outcome is Outcome.PASS, r.message

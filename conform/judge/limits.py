@@ -19,24 +19,31 @@ import math
 import torch
 
 PROBE = (1, 2, 4, 8, 16)  # divisors of the dtype's largest value: exact in every floating dtype
+# Moderate inputs: an op that takes its saturated value there too is constant on that side (mul by
+# a scalar 0, xlogy(x, 1)), and IEEE arithmetic, not a limit, defines it at inf (inf * 0 is NaN)
+MODERATE = (0.5, 1.0, 2.0)
 
 
 def probe(dtype: torch.dtype) -> torch.Tensor:
-    """A (2, len(PROBE)) float64 tensor: +max/k in row 0, -max/k in row 1, in dtype's range."""
+    """A (2, len(PROBE) + len(MODERATE)) float64 tensor: +max/k then MODERATE in row 0, their
+    negatives in row 1."""
     top = torch.finfo(dtype).max
-    row = torch.tensor([top / k for k in PROBE], dtype=torch.float64)
+    row = torch.tensor([top / k for k in PROBE] + list(MODERATE), dtype=torch.float64)
     return torch.stack([row, -row])
+
+
+def _same(row: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    return (row == value) & (torch.signbit(row) == torch.signbit(value))
 
 
 def saturated(values: torch.Tensor) -> dict[float, float]:
     """{+inf: value, -inf: value} for each row of float64 `values` (the op at `probe`) that is
-    one finite value bit for bit."""
+    one finite value bit for bit over PROBE and is not that value all over MODERATE."""
     out = {}
     for sign, row in zip((math.inf, -math.inf), values.reshape(2, -1)):
-        first = row[0]
-        if bool(torch.isfinite(row).all()) and bool(
-            ((row == first) & (torch.signbit(row) == torch.signbit(first))).all()
-        ):
+        top, moderate = row[: len(PROBE)], row[len(PROBE) :]
+        first = top[0]
+        if bool(torch.isfinite(top).all()) and bool(_same(top, first).all()) and not bool(_same(moderate, first).all()):
             out[sign] = float(first)
     return out
 

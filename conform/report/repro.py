@@ -669,7 +669,7 @@ def limit_verdict():
     x = [t for t in leaves(call(torch.device("cpu"), args_only=True)) if isinstance(t, torch.Tensor)][0]
     at = [t for t in leaves(run(torch.device("cpu"), golden=True, using=call_other)[0])][0]
     dtype = getattr(torch, RELATION["dtype"])
-    print(f"float64 at +max/k and -max/k of {dtype}, k in {PROBE}: {at.tolist()}")
+    print(f"float64 at +-max/k of {dtype}, k in {PROBE}, then at +-{MODERATE}: {at.tolist()}")
     show("input", x)
     show("device", got)
     mask = off_at_infinity(x, got, saturated(at), dtype)
@@ -702,8 +702,9 @@ def _relation_code(op, relation: dict | None) -> str:
             f"NORMAL_RANGE = {gradients.normal_range(dtype)!r}  # float64 gradients judged: normal numbers of {dtype}\n"
         )
     if relation["relation"] == "limit":
-        code += _LIMIT_CODE + "\n\n" + inspect.getsource(limits.saturated)
-        code += "\n\n" + inspect.getsource(limits.off_at_infinity) + f"\n\nPROBE = {limits.PROBE!r}\n"
+        code += _LIMIT_CODE + "\n\n" + inspect.getsource(limits._same) + "\n\n" + inspect.getsource(limits.saturated)
+        code += "\n\n" + inspect.getsource(limits.off_at_infinity)
+        code += f"\n\nPROBE, MODERATE = {limits.PROBE!r}, {limits.MODERATE!r}\n"
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"

@@ -1084,7 +1084,7 @@ def _limit_judge(op, case, phase):
     )
     at = phase.run_cpu(probe, torch.float64)
     outs = [t for t in leaves(at[0]) if isinstance(t, torch.Tensor)] if at is not None else []
-    if len(outs) != 1 or tuple(outs[0].shape) != (2, len(limits.PROBE)) or not outs[0].is_floating_point():
+    if len(outs) != 1 or tuple(outs[0].shape) != tuple(limits.probe(dt).shape) or not outs[0].is_floating_point():
         return None
     limit = limits.saturated(outs[0])
     if not limit:
