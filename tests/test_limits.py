@@ -100,3 +100,16 @@ def test_an_op_constant_on_that_side_is_ieee_arithmetic_at_infinity_not_a_limit(
     spec = TensorSpec((4,), "float32", data=(1.0, -INF, INF, -2.0))
     r = _run(qualname, Case(qualname, (spec, scalar), {}, seed=1))
     assert r.outcome is Outcome.PASS, r.message
+
+
+def test_silu_gradient_at_plus_infinity_is_its_saturated_derivative_not_nan():
+    """silu'(x) = sigmoid(x) * (1 + x * (1 - sigmoid(x))) is 1.0 for every large x in float64;
+    at +inf the formula meets inf * 0."""
+    case = _case("aten::silu", "float32", values=(1.0, 3.0, INF, -2.0))
+    r = _run("aten::silu", case)
+    assert r.outcome is Outcome.GRAD_MISMATCH, r.message
+    assert "for an input inf" in r.message and "derivative 1.0 (times grad_output)" in r.message
+    assert _replayed("aten::silu", case, r).startswith("verdict: grad_mismatch")
+    for healthy in ("aten::tanh", "aten::softplus", "aten::exp", "aten::hardswish"):
+        r = _run(healthy, _case(healthy, "float32", values=(1.0, 3.0, INF, -INF)))
+        assert r.outcome is Outcome.PASS, (healthy, r.message)

@@ -48,18 +48,20 @@ def saturated(values: torch.Tensor) -> dict[float, float]:
     return out
 
 
-def off_at_infinity(x: torch.Tensor, got: torch.Tensor, limit: dict[float, float], dtype: torch.dtype):
+def off_at_infinity(x: torch.Tensor, got: torch.Tensor, limit: dict[float, float], dtype: torch.dtype, scale=None):
     """A boolean mask of `got`'s elements at an input +-inf whose side has a saturated value
-    that `got` does not hold: NaN, or beyond a few units of dtype (signed zeros alike)."""
+    that `got` does not hold: NaN, or beyond a few units of dtype (signed zeros alike). With
+    `scale` (the grad_outputs of a gradient `got`), the value is the limit times the scale."""
     x, got = x.detach().cpu().to(torch.float64), got.detach().cpu().to(torch.float64)
     mask = torch.zeros(got.shape, dtype=torch.bool)
-    if x.shape != got.shape:
+    if x.shape != got.shape or (scale is not None and tuple(scale.shape) != tuple(got.shape)):
         return mask
+    factor = torch.ones_like(got) if scale is None else scale.detach().cpu().to(torch.float64)
     eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).smallest_normal
     for sign, value in limit.items():
-        want = float(torch.tensor(value, dtype=dtype))
+        want = float(torch.tensor(value, dtype=dtype)) * factor
         at = x == sign
-        close = (got - want).abs() <= 4 * eps * abs(want) + tiny
+        close = (got - want).abs() <= 4 * eps * want.abs() + tiny
         mask |= at & ~close
     return mask
 
@@ -77,8 +79,11 @@ def message(what: str, x: torch.Tensor, got: torch.Tensor, mask: torch.Tensor, l
     k = tuple(int(i) for i in mask.nonzero()[0]) if mask.dim() else ()
     at = float(x.detach().cpu()[k]) if x.dim() else float(x)
     name = str(dtype).removeprefix("torch.")
+    value = "the op's derivative" if what.startswith("grad") else "the op"
+    points = f"{'-' if at < 0 else ''}max/{{{', '.join(map(str, PROBE))}}} of {name}"
+    times = " (times grad_output)" if what.startswith("grad") else ""
     return (
-        f"{what} at {k} is {float(got.detach().cpu()[k])!r} for an input {at!r}, where float64 gives the op "
-        f"{limit[at]!r} at every one of {'-' if at < 0 else ''}max/{{{', '.join(map(str, PROBE))}}} of {name} (saturated: its value "
-        f"at infinity); {int(mask.sum())} of {mask.numel()} elements at an infinite input off it"
+        f"{what} at {k} is {float(got.detach().cpu()[k])!r} for an input {at!r}, where float64 gives {value} "
+        f"{limit[at]!r}{times} at every one of {points} (saturated: its value at infinity); "
+        f"{int(mask.sum())} of {mask.numel()} elements at an infinite input off it"
     )

@@ -660,20 +660,37 @@ def elementwise_verdict():
 _LIMIT_CODE = '''
 
 def limit_verdict():
-    """The device's result at an infinite input against the op's value at the top of the dtype's
-    range, where float64 gives one value there bit for bit (saturated: its value at infinity)."""
-    found, err = attempt(run, DEVICE)
+    """The device's result (or gradient) at an infinite input against the op's value (or
+    derivative, times grad_output) at the top of the dtype's range, where float64 gives one value
+    there bit for bit (saturated: its value at infinity)."""
+    global _GOLDEN
+    scale = None
+    if PHASE == "backward":
+        found, err = attempt(run_backward, DEVICE)
+        if err is None:
+            got, scale = found[0][0], found[1][0]
+    else:
+        found, err = attempt(run, DEVICE)
+        if err is None:
+            got = [t for t in leaves(found[0]) if t.is_floating_point()][0]
     if err is not None:
         return f"error (the device raised {err})"
-    got = [t for t in leaves(found[0]) if t.is_floating_point()][0]
     x = [t for t in leaves(call(torch.device("cpu"), args_only=True)) if isinstance(t, torch.Tensor)][0]
-    at = [t for t in leaves(run(torch.device("cpu"), golden=True, using=call_other)[0])][0]
+    _GOLDEN = True
+    try:
+        with torch.enable_grad():
+            result, ins = call_other(torch.device("cpu"), requires_grad=True)
+            at = result.detach()
+            if PHASE == "backward":
+                at = torch.autograd.grad(result, ins[0], torch.ones_like(result))[0]
+    finally:
+        _GOLDEN = False
     dtype = getattr(torch, RELATION["dtype"])
-    print(f"float64 at +-max/k of {dtype}, k in {PROBE}, then at +-{MODERATE}: {at.tolist()}")
+    print(f"float64 ({PHASE}) at +-max/k of {dtype}, k in {PROBE}, then at +-{MODERATE}: {at.tolist()}")
     show("input", x)
     show("device", got)
-    mask = off_at_infinity(x, got, saturated(at), dtype)
-    return "mismatch" if bool(mask.any()) else "pass"
+    mask = off_at_infinity(x, got, saturated(at), dtype, scale)
+    return ("mismatch" if PHASE == "forward" else "grad_mismatch") if bool(mask.any()) else "pass"
 '''
 
 

@@ -537,17 +537,13 @@ def _run_case(
     if bad and not is_plain_cpu(backend) and golden is not None and dtype_checked and not meta_only:
         # a device right at an infinite input where the CPU and golden share a formula's NaN
         # (conform.judge.limits) is held to the op's value there, not to theirs
-        made = _limit_judge(op, case, phase)
+        made = _forward_limit(op, case, phase)
         expected = phase.expect(phase.golden) if made is not None and phase.golden is not None else None
-        if (
-            made is not None
-            and expected is not None
-            and made[0]((ref_result, None))
-            and not made[0]((dev.result, dev.written))
-        ):
+        cpu_off = made[0](_only_leaf((ref_result, None))) if made is not None else ""
+        if cpu_off and expected is not None and not made[0](_only_leaf((dev.result, dev.written))):
             fixed = _limit_expected(made, expected)
             if fixed is not None and not failures(forward_records((dev.result, dev.written), fixed)):
-                said = f"the CPU reference and float64 are wrong at an infinite input: {made[0]((ref_result, None))}"
+                said = f"the CPU reference and float64 are wrong at an infinite input: {cpu_off}"
                 return CaseResult(
                     Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
                 )
@@ -935,6 +931,15 @@ def _backward(
             # the device agrees with float64 where the CPU does not, or shares the CPU's formula
             # (rule (1a): parity passes it); either way a fact about the CPU kernel
             finding = oracle.Finding(oracle.REFERENCE if dev_off else oracle.CPU_WRONG, "backward", cpu_off).to_dict()
+    limit = (
+        _backward_limit(op, case, gos, dev_grads, ref_grads, backend)
+        if want_golden and not meta_only and not ties and not bad and len(gos) == 1
+        else None
+    )
+    if isinstance(limit, CaseResult):
+        return limit
+    if limit is not None and finding is None:
+        finding = limit
     fd = gradients.check(op, case, vs=gold_gos) if finite_differences and not meta_only and want_golden else None
     if fd is not None and fd["bad"]:
         text = gradients.message(fd)
@@ -1060,11 +1065,12 @@ def _elementwise_result(op, case, backend, phase, dev, ref_result, result) -> Ca
     return None
 
 
-def _limit_judge(op, case, phase):
-    """conform.judge.limits for `case`: a function of an observed value that says what it holds
-    off the op's value at an infinite input ("" where nothing), and the probe case float64 ran;
-    None where the check does not apply (not a one-tensor elementwise functional op, no
-    infinite input, or no saturated value)."""
+def _limit_judge(op, case, evaluate, what: str = "result", scale=None):
+    """conform.judge.limits for `case`: (judge, probe case, dtype, input, limit), where judge(t)
+    says what tensor `t` (the result, or with `scale` the input's gradient for those grad_outputs)
+    holds off the op's value at an infinite input ("" where nothing); None where the check does
+    not apply (not a one-tensor elementwise functional op, no infinite input, no saturated value).
+    `evaluate(probe)` is float64's result (or gradient for grad_outputs of ones) at the probe case."""
     if op.variant != "functional" or not metamorphic.elementwise(op) or _nondeterminism(op):
         return None
     if not hint(op, "limit_at_infinity") or hint(op, "discontinuity"):
@@ -1076,28 +1082,36 @@ def _limit_judge(op, case, phase):
     x = metamorphic._logical(specs[0])
     if not bool(torch.isinf(x).any()):
         return None
+    values = limits.probe(dt)
     probe = metamorphic._map_specs(
-        case,
-        lambda sp, _: metamorphic._with_values(sp, limits.probe(dt), "contiguous"),
-        set(),
-        [a.name for a in op.arguments],
+        case, lambda sp, _: metamorphic._with_values(sp, values, "contiguous"), set(), [a.name for a in op.arguments]
     )
-    at = phase.run_cpu(probe, torch.float64)
-    outs = [t for t in leaves(at[0]) if isinstance(t, torch.Tensor)] if at is not None else []
-    if len(outs) != 1 or tuple(outs[0].shape) != tuple(limits.probe(dt).shape) or not outs[0].is_floating_point():
+    at = evaluate(probe)
+    if not isinstance(at, torch.Tensor) or at.shape != values.shape or not at.is_floating_point():
         return None
-    limit = limits.saturated(outs[0])
+    limit = limits.saturated(at)
     if not limit:
         return None
 
-    def judge(observed) -> str:
-        got = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
-        if len(got) != 1 or not got[0].is_floating_point():
+    def judge(got) -> str:
+        if not isinstance(got, torch.Tensor) or not got.is_floating_point():
             return ""
-        mask = limits.off_at_infinity(x, got[0], limit, dt)
-        return limits.message("result", x, got[0], mask, limit, dt) if bool(mask.any()) else ""
+        mask = limits.off_at_infinity(x, got, limit, dt, scale)
+        return limits.message(what, x, got, mask, limit, dt) if bool(mask.any()) else ""
 
     return judge, probe, dt, x, limit
+
+
+def _only_leaf(observed):
+    """The one tensor of an observed (result, written), or None."""
+    if observed is None:
+        return None
+    found = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
+    return found[0] if len(found) == 1 else None
+
+
+def _forward_limit(op, case, phase):
+    return _limit_judge(op, case, lambda p: _only_leaf(phase.run_cpu(p, torch.float64)))
 
 
 def _limit_expected(made, expected):
@@ -1112,23 +1126,60 @@ def _limit_expected(made, expected):
 def _limit_result(op, case, backend, phase, dev, ref_result, result) -> CaseResult | None:
     """The result at an infinite input against the op's saturated value there (conform.judge.limits):
     the failing CaseResult, or None (a finding about the CPU goes into `result`)."""
-    made = _limit_judge(op, case, phase)
+    made = _forward_limit(op, case, phase)
     if made is None:
         return None
     judge, probe, dt, _, _ = made
     plain = is_plain_cpu(backend)
-    dev_off = judge((dev.result, dev.written))
+    dev_off = judge(_only_leaf((dev.result, dev.written)))
     if dev_off and not plain:
         again = _forward_rerun(op, backend)(case)  # self-consistent first: the device's rerun shows it too
-        dev_off = dev_off if again is not None and judge(again) else ""
-    cpu_off = dev_off if plain else judge((ref_result, None))
+        dev_off = dev_off if judge(_only_leaf(again)) else ""
+    cpu_off = dev_off if plain else judge(_only_leaf((ref_result, None)))
+    return _limit_verdict(dev_off, cpu_off, plain, probe, dt, result, "forward")
+
+
+def _backward_limit(op, case, gos, dev_grads, ref_grads, backend):
+    """The input's gradient at an infinite input against grad_output times the op's saturated
+    derivative there (conform.judge.limits): a failing CaseResult, a finding (dict), or None."""
+    cpu = torch.device("cpu")
+
+    def evaluate(probe):
+        ones = [torch.ones(limits.probe(torch.float64).shape, dtype=torch.float64)]
+        found, _, err, _ = _run_backward(
+            op, probe, to_device=_cpu_copy, device=cpu, dtype=torch.float64, grad_outputs=ones
+        )
+        return next(iter(found.values())) if err is None and found and len(found) == 1 else None
+
+    if len(dev_grads) != 1:
+        return None
+    made = _limit_judge(op, case, evaluate, "grad", scale=gos[0])
+    if made is None:
+        return None
+    judge, probe, dt, _, _ = made
+    plain = is_plain_cpu(backend)
+    (name,) = dev_grads
+    dev_off = judge(dev_grads[name])
+    if dev_off and not plain:
+        again, _, err, _ = _run_backward(op, case, **_on_device(backend), grad_outputs=gos)
+        dev_off = dev_off if err is None and again and judge(again.get(name)) else ""
+    cpu_off = dev_off if plain else judge(ref_grads.get(name))
+    holder = CaseResult(Outcome.PASS, "backward")
+    failed = _limit_verdict(dev_off, cpu_off, plain, probe, dt, holder, "backward")
+    return failed if failed is not None else holder.finding
+
+
+def _limit_verdict(dev_off: str, cpu_off: str, plain: bool, probe, dt, result: CaseResult, phase: str):
+    """Parity first, as for the element checks: the device off the limit where the CPU is not (or
+    the plain CPU off it) fails; the CPU off it is a finding about the CPU."""
     relation = {"relation": "limit", "other": probe.to_json(), "index": None, "first": None}
     relation["dtype"] = str(dt).removeprefix("torch.")
     if dev_off and (plain or not cpu_off):
-        return CaseResult(Outcome.MISMATCH, "forward", dev_off, relation=relation, kinds=frozenset({"relation"}))
+        outcome = Outcome.MISMATCH if phase == "forward" else Outcome.GRAD_MISMATCH
+        return CaseResult(outcome, phase, dev_off, relation=relation, kinds=frozenset({"relation"}))
     if cpu_off:
         kind = oracle.REFERENCE if dev_off else oracle.CPU_WRONG
-        result.finding = oracle.Finding(kind, "forward", cpu_off).to_dict()
+        result.finding = oracle.Finding(kind, phase, cpu_off).to_dict()
     return None
 
 
