@@ -113,3 +113,11 @@ def test_silu_gradient_at_plus_infinity_is_its_saturated_derivative_not_nan():
     for healthy in ("aten::tanh", "aten::softplus", "aten::exp", "aten::hardswish"):
         r = _run(healthy, _case(healthy, "float32", values=(1.0, 3.0, INF, -INF)))
         assert r.outcome is Outcome.PASS, (healthy, r.message)
+
+
+def test_a_limit_beyond_the_dtypes_range_is_its_overflow():
+    from conform.judge import limits
+
+    x = torch.tensor([-INF, 1.0])
+    assert not limits.off_at_infinity(x, torch.tensor([-INF, 0.5]), {-INF: -6.2e57}, torch.float32).any()
+    assert limits.off_at_infinity(x, torch.tensor([float("nan"), 0.5]), {-INF: -6.2e57}, torch.float32).any()
