@@ -8,8 +8,10 @@ value, bit for bit, at +-max, +-max/2, ... +-max/16 of the case's dtype (PROBE),
 flat there and its value at infinity is that value; a result at +-inf that is NaN, or not close
 to it, is wrong. A function that oscillates or decays (sin, a Bessel function, 1/x) gives other
 values at those points and has no opinion here, nor does one that is NaN or infinite there
-(digamma at its poles, log of a negative number). Discontinuous ops are left out: frac is 0 at
-every large float, yet it has no limit.
+(digamma at its poles, log of a negative number). Ops periodic in the integers are left out by
+the opdb hint `limit_at_infinity = false`: frac is 0 at every large float (they are integers),
+yet it has no limit. Ops of one floating tensor only: at (inf, inf) the value along the diagonal
+is not the value along other rays, so no single limit decides a two-tensor op there.
 """
 
 from __future__ import annotations
