@@ -684,7 +684,13 @@ def _draw_int_list(arg, ctx, label):
         numel = math.prod(ctx.shape)
         options = [list(ctx.shape), [numel], [-1], [1] + list(ctx.shape)]
         return ctx.draw(memo.sampled_from(options), label=label)
-    if name in ("size", "shape", "sizes", "output_size") and size is None:
+    if name in ("size", "shape", "sizes") and size is None:
+        # a factory's size is its whole case: drawn as a tensor's shape is (stress rows of a
+        # vector length, now and then a large or vector-length side), not kept tiny, so that its
+        # out= variants have an out worth striding (16 elements and more: where a fill's
+        # vectorised path starts) and a fill that depends on the out's strides shows
+        return list(ctx.draw(factory_shapes(), label=label))
+    if name == "output_size" and size is None:
         return list(ctx.draw(shapes_small(), label=label))
     if name == "stride" and size is None:
         # the strides of the drawn size, or of the main shape where that size is absent or None
@@ -721,6 +727,17 @@ def shapes_small():
     from generators.strategies import shapes
 
     return shapes(max_dims=3, max_side=4, max_numel=64)
+
+
+def factory_shapes():
+    from generators.strategies import shapes
+
+    return shapes(max_dims=3, max_side=4, max_numel=FACTORY_MAX_NUMEL)
+
+
+# elements of a factory's drawn size at most: room for a stress row (STRESS_LENGTHS) and the
+# vector lengths, a small cost next to a case with tensor inputs (max_numel, 4096)
+FACTORY_MAX_NUMEL = 256
 
 
 def _contiguous_strides(size) -> list[int]:

@@ -252,8 +252,10 @@ class TensorSpec:
         if self.data is not None:
             if len(self.data) != self.numel:
                 raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
-            if self.layout not in ("contiguous", "transposed", "sliced", "offset", "channels_last"):
+            if self.layout not in ("contiguous", "transposed", "sliced", "offset", "channels_last", EXPLICIT_LAYOUT):
                 raise ValueError(f"explicit values cannot take the {self.layout} layout")
+            if self.layout == EXPLICIT_LAYOUT and _overlapping(self.shape, self.stride):
+                raise ValueError(f"explicit values cannot fill the overlapping strides {self.stride}")
 
     @property
     def quantized(self) -> bool:
@@ -446,7 +448,21 @@ def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         return logical[:1].clone()  # every batch element the same matrix
     if spec.layout == "offset":
         return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
+    if spec.layout == EXPLICIT_LAYOUT:
+        base = torch.zeros(spec.base_shape(), dtype=logical.dtype)
+        base.as_strided(spec.shape, spec.stride, spec.storage_offset).copy_(logical)
+        return base
     return logical
+
+
+def _overlapping(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Two logical positions of a view with these strides share an element of its storage."""
+    extent = 1
+    for n, st in sorted(((n, st) for n, st in zip(shape, stride) if n > 1), key=lambda d: d[1]):
+        if st < extent:
+            return True
+        extent = st * n
+    return False
 
 
 def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, magnitude: str = "") -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
@@ -61,3 +62,18 @@ def test_sparse_constructors_get_indices_of_one_pattern():
     ):
         valid, reason = probe(lookup(name), "float32", examples=5)
         assert valid, f"{name}: {reason}"
+
+
+def test_explicit_values_fill_explicit_strides():
+    """A spec holding given values in explicit strides (the layout relation's copy of a tensor
+    that the named layouts leave contiguous) reads back those values through those strides, and
+    strides that alias elements cannot hold them."""
+    values = tuple(float(i) for i in range(12))
+    spec = TensorSpec((1, 4, 3, 1), "float32", layout="strided", stride=(12, 1, 4, 1), data=values)
+    t = spec.materialize(lambda x: x)
+    assert t.stride() == (12, 1, 4, 1) and not t.is_contiguous()
+    assert torch.equal(t, torch.tensor(values).reshape(1, 4, 3, 1))
+    every_other = TensorSpec((1, 5), "float32", layout="strided", stride=(10, 2), data=values[:5])
+    assert torch.equal(every_other.materialize(lambda x: x), torch.tensor(values[:5]).reshape(1, 5))
+    with pytest.raises(ValueError, match="overlapping"):
+        TensorSpec((2, 3), "float32", layout="strided", stride=(1, 1), data=values[:6])

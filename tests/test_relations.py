@@ -151,6 +151,26 @@ def test_native_group_norm_raising_on_a_strided_input_is_found(layout):
     assert "is_contiguous" in r.message
 
 
+@pytest.mark.parametrize("shape, hw", [((1, 4, 3, 1), 3), ((1, 4), 1)])
+def test_a_strided_copy_is_tried_where_the_named_layouts_leave_the_input_contiguous(shape, hw):
+    """A leading dim of 1 and an innermost one of 1 (the draws a cell's first examples hold):
+    transposing the last two dims or slicing the first changes no stride that matters, so
+    explicit strides (two dims swapped in memory, or every other element) make the copy."""
+    x = TensorSpec(shape, "float32", seed=1)
+    case = _case("aten::native_group_norm", x, None, None, 1, 4, hw, 2, 1e-5)
+    op, r = _run("aten::native_group_norm", case, relations=True)
+    assert r.outcome is Outcome.DEVICE_ERROR and "[layout relation]" in r.message, r.message
+    assert "input strided" in r.message and "is_contiguous" in r.message
+    # the repro script replays the strided copy, and so the error
+    verdict = _replayed(op, case, r, lambda f, a, k: f(*a, **k), aten.native_group_norm.default)
+    assert verdict.startswith("verdict: device_error"), verdict
+    # and a kernel that accepts any strides keeps the relation quiet on the same draws
+    _, ok = _run(
+        "aten::native_layer_norm", _case("aten::native_layer_norm", x, [shape[-1]], None, None, 1e-5), relations=True
+    )
+    assert ok.outcome is Outcome.PASS, ok.message
+
+
 def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
     case = _case("aten::sigmoid", TensorSpec((4, 6), "float32", seed=1))
     _, plain = _run("aten::sigmoid", case, _sign_flipped, aten.sigmoid_backward.default, relations=False, grad=True)

@@ -43,7 +43,7 @@ from conform.judge.compare import Record, compare, failures, leaves
 from conform.judge.tolerances import exactly_determined
 from conform.judge.trees import bind_arguments
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
-from generators.tensor import dtype_name
+from generators.tensor import EXPLICIT_LAYOUT, dtype_name
 
 LAYOUT, POSITION, OUT_LAYOUT, FORMS = "layout", "position", "out_layout", "forms"
 
@@ -169,7 +169,7 @@ def _logical(spec: TensorSpec) -> torch.Tensor:
     return spec.materialize(lambda t: t).detach()
 
 
-def _with_values(spec: TensorSpec, values: torch.Tensor, layout: str, shape=None) -> TensorSpec:
+def _with_values(spec: TensorSpec, values: torch.Tensor, layout: str, shape=None, stride=None) -> TensorSpec:
     return dataclasses.replace(
         spec,
         shape=tuple(values.shape) if shape is None else tuple(shape),
@@ -177,13 +177,18 @@ def _with_values(spec: TensorSpec, values: torch.Tensor, layout: str, shape=None
         layout=layout,
         edges=None,
         magnitude="",
+        stride=stride,
+        storage_offset=0,
     )
 
 
 def other_layout(spec: TensorSpec) -> str | None:
     """The layout a spec's values are held in for the layout relation, or None: a strided
     tensor made contiguous; a contiguous matrix transposed (its last dim strided: attention's
-    q, k, v, a matmul operand), a contiguous vector sliced."""
+    q, k, v, a matmul operand), a contiguous vector sliced; any other tensor of two elements or
+    more in explicit strides (EXPLICIT_LAYOUT, see `_explicit_strides`): two of its dims swapped
+    in memory, or, with one dim over 1, every other element (a kernel that assumes a contiguous
+    input is reached whatever shape the draw gave)."""
     if not _plain_spec(spec) or spec.numel < 2:
         return None
     if spec.layout != "contiguous":
@@ -193,7 +198,24 @@ def other_layout(spec: TensorSpec) -> str | None:
         return "transposed"
     if len(shape) >= 1 and shape[0] > 1:
         return "sliced"
-    return None
+    return EXPLICIT_LAYOUT
+
+
+def _explicit_strides(shape: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    """Non-contiguous strides for a contiguous tensor of this shape (two elements or more) that
+    the named layouts leave contiguous, (1, 4, 3, 1) or (1, 5): the two innermost dims over 1
+    swapped in memory, else every other element; and the words for it."""
+    big = [d for d, n in enumerate(shape) if n > 1]
+    order = list(range(len(shape)))
+    if len(big) >= 2:
+        i, j = big[-2], big[-1]
+        order[i], order[j] = order[j], order[i]
+    stride, acc = [0] * len(shape), 1 if len(big) >= 2 else 2
+    for d in reversed(order):
+        stride[d] = acc
+        acc *= max(shape[d], 1)
+    words = f"dims {big[-2]} and {big[-1]} swapped in memory" if len(big) >= 2 else "every other element"
+    return tuple(stride), words
 
 
 def layout_case(op, case: Case, *, dense_only: bool = False) -> tuple[Case, list[str]] | None:
@@ -207,8 +229,12 @@ def layout_case(op, case: Case, *, dense_only: bool = False) -> tuple[Case, list
         layout = other_layout(spec)
         if layout is None or dense_only and layout != "contiguous":
             return spec
-        changed.append(f"{name} {layout}")
-        return _with_values(spec, _logical(spec), layout)
+        if layout != EXPLICIT_LAYOUT:
+            changed.append(f"{name} {layout}")
+            return _with_values(spec, _logical(spec), layout)
+        stride, words = _explicit_strides(spec.shape)
+        changed.append(f"{name} strided ({words})")
+        return _with_values(spec, _logical(spec), layout, stride=stride)
 
     other = _map_specs(case, relaid, _out_names(op), names)
     return (other, changed) if changed else None
