@@ -230,8 +230,6 @@ def _div_trunc_int32(tmp_path, device: str):
         device,
         "--examples",
         "1",  # after the planted case, only the simplest (no stress, no INT_MIN): no second trap
-        "-n",
-        "1",
         "--seed",
         "5",
         "--db",
@@ -318,7 +316,7 @@ def test_a_failure_whose_shrinking_the_cpu_reference_kills_is_still_reported(tmp
     db = tmp_path / "c.db"
     proc = conform(
         "run", "--ops", "aten::div.Tensor_mode", "--dtypes", "int64", "--device", "faulty:IntegerOnlyWrong",
-        "-n", "1", "--seed", "0", "--db", db, "-q", cwd=tmp_path,
+        "--seed", "0", "--db", db, "-q", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with sqlite3.connect(db) as c:
