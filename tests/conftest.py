@@ -63,7 +63,7 @@ def _draws_follow_the_seed_alone(request):
 # the emulated device. Such tests run in CI and under README's test command like every other;
 # `-m "not e2e"` leaves them out for a quick loop while editing.
 _E2E_SOURCE = re.compile(
-    r"\b(?:conform|conform_here|popen_conform|run_conform|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
+    r"\b(?:conform|conform_here|popen_conform|run_conform|run_script|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
 )
 _E2E_FIXTURES = {"emu", "postgres_url", "postgres_server", "browser", "page", "site_dir", "built_site"}
 
