@@ -201,8 +201,6 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
             "3",
             "--conform-db",
             str(tmp_path / "c.db"),
-            "-n",
-            "1",
             "-p",
             "no:cacheprovider",
             "--junitxml",
