@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -47,21 +48,23 @@ def conform_here(*args, cwd, check=False) -> subprocess.CompletedProcess:
     status, stdout and stderr as `conform()` gives them. For the commands that only read a
     database or the catalog (coverage, ops, site, gate, ...): a subprocess of its own paid the
     torch import and the catalog load again (seconds of CPU each) to test the same code path.
-    A `conform run` stays a subprocess: it starts workers and a fork server of its own."""
-    import contextlib
+    A `conform run` that runs cells stays a subprocess (it starts workers and a fork server of its
+    own): here a `run` must be refused before its session starts (bad input), and fails the test
+    if it gets that far."""
     import io
+
+    import pytest
 
     from conform.cli.main import main
 
     args = [str(a) for a in args]
-    assert args[:1] != ["run"], "conform run: use conform(), a process of its own"
     out, err = io.StringIO(), io.StringIO()
     here, sigint = os.getcwd(), signal.getsignal(signal.SIGINT)
     saved_db = os.environ.pop("CONFORM_DB", None)
     code = 0
     try:
         os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _no_session(pytest):
             try:
                 main(args)
             except SystemExit as e:
@@ -73,6 +76,21 @@ def conform_here(*args, cwd, check=False) -> subprocess.CompletedProcess:
             os.environ["CONFORM_DB"] = saved_db
     proc = subprocess.CompletedProcess(["conform", *args], code, out.getvalue(), err.getvalue())
     return _checked(proc, args) if check else proc
+
+
+@contextlib.contextmanager
+def _no_session(pytest):
+    """pytest.main refused while an in-process command runs: a `conform run` that was expected to
+    be refused but starts its session (cells, workers) fails the test instead."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("conform run started its session in the test's process: expected a refusal")
+
+    started, pytest.main = pytest.main, refused
+    try:
+        yield
+    finally:
+        pytest.main = started
 
 
 def popen_conform(*args, cwd, sigint_blocked: bool = False) -> subprocess.Popen:

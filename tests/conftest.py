@@ -63,7 +63,7 @@ def _draws_follow_the_seed_alone(request):
 # the emulated device. Such tests run in CI and under README's test command like every other;
 # `-m "not e2e"` leaves them out for a quick loop while editing.
 _E2E_SOURCE = re.compile(
-    r"\b(?:conform|conform_here|popen_conform|run_conform|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
+    r"\b(?:conform|conform_here|popen_conform|run_conform|run_script|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
 )
 _E2E_FIXTURES = {"emu", "postgres_url", "postgres_server", "browser", "page", "site_dir", "built_site"}
 
@@ -95,3 +95,44 @@ def once_per_session(request, tmp_path_factory, name: str, make):
             folder.mkdir(exist_ok=True)
             done.write_text(json.dumps(make(folder)))
     return folder, json.loads(done.read_text())
+
+
+# A fixed op set on which the CPU must agree with its float64 golden reference.
+CLEAN_OPS = (
+    "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,"
+    "aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
+)
+
+
+@pytest.fixture(scope="session")
+def clean_run(request, tmp_path_factory):
+    """A small CPU run on which nothing may alarm (tests/test_cli.py), whose database other
+    tests read or copy (tests/test_coverage.py): (its folder, its CompletedProcess)."""
+    import subprocess
+
+    from cli_helpers import conform
+
+    def make(tmp):
+        proc = conform(
+            "run",
+            "--ops",
+            CLEAN_OPS,
+            "--dtypes",
+            "float32,bfloat16,int64",
+            "--device",
+            "cpu",
+            "--examples",
+            "5",
+            "--seed",
+            "3",
+            "-n",
+            "2",
+            "--db",
+            tmp / "c.db",
+            cwd=tmp,
+        )
+        return [proc.returncode, proc.stdout, proc.stderr]
+
+    # one run for the whole session: its tests read its database (or a copy of it)
+    tmp, (code, out, err) = once_per_session(request, tmp_path_factory, "clean-run", make)
+    return tmp, subprocess.CompletedProcess([], code, out, err)

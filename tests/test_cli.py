@@ -8,16 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from cli_helpers import cells, conform_env, conform_here, damaged_database
 
-from cli_helpers import cells, conform, conform_env, conform_here, damaged_database
-from conftest import once_per_session
-
-# A fixed op set on which the CPU must agree with its float64 golden reference.
-CLEAN_OPS = (
-    "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,"
-    "aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
-)
 FAILING = {
     "mismatch",
     "grad_mismatch",
@@ -28,34 +20,6 @@ FAILING = {
     "timeout",
     "not_implemented",
 }
-
-
-@pytest.fixture(scope="module")
-def clean_run(request, tmp_path_factory):
-    def make(tmp):
-        proc = conform(
-            "run",
-            "--ops",
-            CLEAN_OPS,
-            "--dtypes",
-            "float32,bfloat16,int64",
-            "--device",
-            "cpu",
-            "--examples",
-            "5",
-            "--seed",
-            "3",
-            "-n",
-            "2",
-            "--db",
-            tmp / "c.db",
-            cwd=tmp,
-        )
-        return [proc.returncode, proc.stdout, proc.stderr]
-
-    # one run for the whole session: its tests only read its database
-    tmp, (code, out, err) = once_per_session(request, tmp_path_factory, "clean-run", make)
-    return tmp, subprocess.CompletedProcess([], code, out, err)
 
 
 def test_clean_cpu_run_has_no_false_alarm(clean_run):
@@ -71,7 +35,7 @@ def test_clean_cpu_run_has_no_false_alarm(clean_run):
 
 def test_report_json_accounts_for_the_catalog(clean_run):
     tmp, _ = clean_run
-    proc = conform("report", "--format", "json", "--db", tmp / "c.db", cwd=tmp, check=True)
+    proc = conform_here("report", "--format", "json", "--db", tmp / "c.db", cwd=tmp, check=True)
     (env,) = json.loads(proc.stdout)["environments"]
     import torch
 
@@ -87,9 +51,9 @@ def test_report_json_accounts_for_the_catalog(clean_run):
 
 def test_report_markdown_and_table(clean_run):
     tmp, _ = clean_run
-    md = conform("report", "--format", "markdown", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
+    md = conform_here("report", "--format", "markdown", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
     assert md.startswith("| torch |") and "cpu" in md
-    table = conform("report", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
+    table = conform_here("report", "--db", tmp / "c.db", cwd=tmp, check=True).stdout
     assert "exercised" in table and "pass" in table
 
 
@@ -134,7 +98,7 @@ def _one_line_error(proc, *needles):
 
 def test_unknown_op_suggests_close_matches(tmp_path):
     _one_line_error(
-        conform("run", "--ops", "aten::ad.Tensor", "--db", tmp_path / "c.db", cwd=tmp_path),
+        conform_here("run", "--ops", "aten::ad.Tensor", "--db", tmp_path / "c.db", cwd=tmp_path),
         "unknown op",
         "aten::add.Tensor",
     )
@@ -143,7 +107,7 @@ def test_unknown_op_suggests_close_matches(tmp_path):
 
 def test_unknown_dtype(tmp_path):
     _one_line_error(
-        conform("run", "--ops", "aten::relu", "--dtypes", "float33", "--db", tmp_path / "c.db", cwd=tmp_path),
+        conform_here("run", "--ops", "aten::relu", "--dtypes", "float33", "--db", tmp_path / "c.db", cwd=tmp_path),
         "float33",
         "float32",
     )
@@ -155,21 +119,23 @@ def test_unavailable_device(tmp_path):
     # whichever accelerator this machine lacks (a Mac has MPS, not CUDA; Linux has no MPS)
     absent = next(name for name in ("mps", "cuda", "xpu") if not BUILTIN[name]().is_available())
     _one_line_error(
-        conform("run", "--ops", "aten::relu", "--device", absent, "--db", tmp_path / "c.db", cwd=tmp_path),
+        conform_here("run", "--ops", "aten::relu", "--device", absent, "--db", tmp_path / "c.db", cwd=tmp_path),
         absent,
         "not available",
     )
 
 
 def test_unknown_device(tmp_path):
-    _one_line_error(conform("run", "--ops", "aten::relu", "--device", "tpu9", cwd=tmp_path), "unknown device")
+    _one_line_error(conform_here("run", "--ops", "aten::relu", "--device", "tpu9", cwd=tmp_path), "unknown device")
 
 
 def test_garbage_database(tmp_path):
     db = tmp_path / "c.db"
     db.write_text("definitely not sqlite\n" * 50)
-    _one_line_error(conform("report", "--db", db, cwd=tmp_path), "not a readable conform database")
-    _one_line_error(conform("run", "--ops", "aten::relu", "--db", db, cwd=tmp_path), "not a readable conform database")
+    _one_line_error(conform_here("report", "--db", db, cwd=tmp_path), "not a readable conform database")
+    _one_line_error(
+        conform_here("run", "--ops", "aten::relu", "--db", db, cwd=tmp_path), "not a readable conform database"
+    )
     assert db.read_text().startswith("definitely not sqlite")
 
 
@@ -186,11 +152,9 @@ def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, 
         ("gate", "--baseline", Path(__file__).parent.parent / "ci" / "expectations-cpu.toml"),
         ("run", "--ops", "aten::relu", "--dtypes", "float32", "-n", "1"),
     ]
-    for args in commands:
-        # the entry point in this process for the commands that read (a `run` is a process of its own)
-        command = conform if args[0] == "run" else conform_here
+    for args in commands:  # in this process: each refuses before it writes or starts anything
         _one_line_error(
-            command(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed"
+            conform_here(*args, "--db", db, cwd=tmp_path), "damaged.db is damaged: database disk image is malformed"
         )
     # as a baseline or a merge source, next to a good database
     _one_line_error(
@@ -202,7 +166,7 @@ def test_every_command_refuses_a_damaged_database_and_writes_nothing(clean_run, 
 
 
 def test_missing_database_for_report(tmp_path):
-    _one_line_error(conform("report", "--db", tmp_path / "nope.db", cwd=tmp_path), "no conform database")
+    _one_line_error(conform_here("report", "--db", tmp_path / "nope.db", cwd=tmp_path), "no conform database")
 
 
 def test_ops_lists_the_catalog_with_counts(tmp_path):
@@ -237,8 +201,6 @@ def test_pytest_pyargs_entry_point_and_junit(tmp_path):
             "3",
             "--conform-db",
             str(tmp_path / "c.db"),
-            "-n",
-            "1",
             "-p",
             "no:cacheprovider",
             "--junitxml",
@@ -272,8 +234,6 @@ def test_the_main_command_leaves_timings_for_the_performance_page(tmp_path):
             "float32",
             "--examples",
             "3",
-            "-n",
-            "1",
             "--db",
             "c.db",
         ],

@@ -9,7 +9,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from cli_helpers import conform
+from cli_helpers import conform_here
 from conform.config import CellSettings, RunConfig, WorkerSetup
 from conform.errors import ConformError
 from conform.results import NOT_STORED, CellResult
@@ -33,7 +33,7 @@ def test_bad_run_settings_are_refused_as_the_run_config_is_built(options, messag
 
 
 def test_bad_run_settings_are_one_line_errors_before_anything_is_written(tmp_path):
-    proc = conform("run", "--ops", "aten::relu", "--examples", "0", "--db", tmp_path / "c.db", cwd=tmp_path)
+    proc = conform_here("run", "--ops", "aten::relu", "--examples", "0", "--db", tmp_path / "c.db", cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.strip() == "conform: error: --examples must be at least 1, not 0"
     assert list(tmp_path.iterdir()) == []

@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from sqlalchemy import insert, select
 
-from cli_helpers import conform, conform_here
+from cli_helpers import conform_here
 from conform.results import CellResult
 
 
 @pytest.fixture(scope="module")
-def run_db(tmp_path_factory):
+def run_db(clean_run, tmp_path_factory):
+    """A copy of the session's clean CPU run (tests/conftest.py), with two synthetic ops added."""
     cwd = tmp_path_factory.mktemp("coverage")
-    conform(
-        "run",
-        "--ops",
-        "aten::relu,aten::add.Tensor",
-        "--dtypes",
-        "float32",
-        "--examples",
-        "2",
-        "-n",
-        "1",
-        "--db",
-        "c.db",
-        cwd=cwd,
-        check=True,
-    )
+    shutil.copyfile(clean_run[0] / "c.db", cwd / "c.db")
     from conform.store import CatalogEntry, Op, Result, Store
 
     store = Store(cwd / "c.db")
@@ -103,7 +91,7 @@ def _report(cwd, *args):
 def test_selected_ops_are_exercised_with_their_valid_cases(run_db):
     report, ops = _report(run_db)
     add = ops["aten::add.Tensor"]
-    assert add["exercised"] and add["valid_cases"] == 2 and add["reason"] == ""
+    assert add["exercised"] and add["valid_cases"] == 3 * 5 and add["reason"] == ""  # 3 dtypes, 5 examples each
     assert add["family"] == "pointwise" and add["variant"] == "functional"
     assert add["reference"] == "numpy.add"  # the independent reference the verdict consults
     assert ops["aten::relu"]["exercised"] and ops["aten::relu.out"]["exercised"]
@@ -121,7 +109,7 @@ def test_unexercised_ops_say_why(run_db):
         "status": "untestable",
         "reference": "",
     }
-    assert ops["aten::mul.Tensor"]["reason"] == "not in this run's op selection"
+    assert ops["aten::div.Tensor"]["reason"] == "not in this run's op selection"
     # an op outside the selection that opdb marks untestable keeps its rule's reason
     assert "no CPU kernel" in ops["aten::cudnn_convolution"]["reason"]
 

@@ -184,8 +184,6 @@ def test_conform_run_on_the_emulated_device(emu, tmp_path, monkeypatch):
         "float32,float64",
         "--examples",
         "2",
-        "-n",
-        "1",
         "-q",
         "--db",
         str(db),

@@ -328,29 +328,25 @@ def test_repro_script_rebuilds_dict_and_non_finite_arguments():
 
 
 def test_repro_script_of_a_quantized_case_runs(tmp_path):
-    import subprocess
-    import sys
-
     from conform.report.repro import repro_script
+    from script_runner import run_script
 
     case = Case("aten::int_repr", (T((3, 4), "qint8", "transposed", scale=0.05, zero_point=2, seed=3),))
     path = tmp_path / "repro.py"
     path.write_text(repro_script(opdb.lookup("aten::int_repr"), case, "cpu"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = run_script(path, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "torch.int8 [3, 4]" in done.stdout and "output: 0 / 12 elements differ" in done.stdout
 
 
 def test_repro_script_runs_and_reports_both_sides(tmp_path):
-    import subprocess
-    import sys
-
     from conform.report.repro import repro_script
+    from script_runner import run_script
 
     case = Case("aten::add.Tensor", (f32(3, 4, seed=1), f32(4, seed=2)), {"alpha": 2})
     path = tmp_path / "repro.py"
     path.write_text(repro_script(opdb.lookup("aten::add.Tensor"), case, "cpu"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = run_script(path, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "output: 0 / 12 elements differ" in done.stdout
 

@@ -131,10 +131,8 @@ def test_device_strings_name_a_device_type():
 def test_a_tensor_dict_key_is_one_tensor_after_json_and_in_the_repro_script(tmp_path):
     # TorchScript looks a Dict[Tensor, t] key up by identity: the key the case looks up is the
     # dictionary's own key object, and must stay one object through the JSON the runner stores
-    import subprocess
-    import sys
-
     from conform.report.repro import repro_script
+    from script_runner import run_script
 
     op = lookup("aten::__getitem__.Dict_Tensor")
     cases = []
@@ -151,5 +149,5 @@ def test_a_tensor_dict_key_is_one_tensor_after_json_and_in_the_repro_script(tmp_
         _run(op, back)  # raised KeyError when the key came back as a second object
     script = tmp_path / "repro.py"
     script.write_text(repro_script(op, cases[0], "cpu"))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(script)
     assert done.returncode == 0 and "verdict: pass" in done.stdout, done.stdout[-1500:] + done.stderr[-1500:]

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,6 +18,7 @@ from conform.report.repro import repro_script
 from conform.run import execute
 from generators import op_ranges
 from generators.case import Case, TensorSpec
+from script_runner import run_script
 from tests.cpu_kernels import CPUKernels
 
 aten = torch.ops.aten
@@ -150,7 +149,7 @@ def test_the_stored_script_reproduces_the_verdict(tmp_path, qualname, data, outc
     assert r.outcome.value == outcome
     path = tmp_path / "repro.py"
     path.write_text(repro_script(op, case, "cpu", result=r))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_script(path, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.findall(r"^verdict: (\S+)", done.stdout, re.M)[-1] == outcome, done.stdout[-2000:]
     assert re.search(r"(grad|result)\[0\] at \(0,\): -?0.0 on the device", done.stdout)

@@ -27,8 +27,6 @@ def test_a_sweep_records_the_count_and_binomial_hangs_as_timeouts(tmp_path):
         "4",
         "--seed",
         "3",
-        "-n",
-        "2",
         "--db",
         db,
         "-q",
@@ -58,7 +56,7 @@ def test_on_an_accelerator_a_hang_of_the_generators_cpu_call_is_not_the_devices(
     db = tmp_path / "c.db"
     proc = conform(
         "run", "--ops", "aten::binomial.out", "--dtypes", "float32", "--device", "cpu_kernels:CPUKernels",
-        "--case-timeout", "4", "--seed", "3", "-n", "1", "--db", db, "-q", cwd=tmp_path,
+        "--case-timeout", "4", "--seed", "3", "--db", db, "-q", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     with sqlite3.connect(db) as c:

@@ -36,8 +36,6 @@ def test_a_fork_poisoned_device_works_in_isolated_cells(tmp_path):
         "isolation_backends:ForkPoisonedBackend",
         "--examples",
         "2",
-        "-n",
-        "1",
         "--seed",
         "1",
         "--db",
@@ -55,7 +53,8 @@ def test_a_fork_poisoned_device_works_in_isolated_cells(tmp_path):
 
 def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
     # aten::abs trips a device-side assert; every later call in that process fails with it. The
-    # worker replaces its device process, so the cells after it (same worker, -n 1) pass.
+    # process running the cells (the controller itself: a run this small has no worker) replaces
+    # its device process, so the cells after it pass.
     db = tmp_path / "c.db"
     proc = conform(
         "run",
@@ -67,8 +66,6 @@ def test_a_sticky_error_costs_exactly_one_cell(tmp_path):
         "isolation_backends:StickyBackend",
         "--examples",
         "2",
-        "-n",
-        "1",
         "--db",
         db,
         "-q",
@@ -101,8 +98,6 @@ def test_failures_of_isolation_itself_are_not_remembered_as_crashes(tmp_path):
         "isolation_backends:DiesInChildrenBackend",
         "--examples",
         "2",
-        "-n",
-        "1",
         "--db",
         db,
         "-q",
@@ -139,8 +134,6 @@ def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
         "isolation_backends:EmuWithFaults",
         "--examples",
         "2",
-        "-n",
-        "1",
         "--seed",
         "1",
         "--db",
@@ -158,7 +151,7 @@ def test_a_run_on_the_emulated_device_loses_one_cell_per_fault(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     outcome = {op: o for op, _, o in cells(db)}
     messages = {op: m for (op, _), m in _messages(db).items()}
-    assert outcome.pop("aten::_cummax_helper") == "crash"  # its own process died, not the worker
+    assert outcome.pop("aten::_cummax_helper") == "crash"  # its own process died, not the one running the cells
     assert outcome.pop("aten::abs") == "device_error" and "poisoned the device context" in messages["aten::abs"]
     assert outcome.pop("aten::mul.Tensor") == "pass"
     assert outcome.pop("aten::erfinv") == "fallback" and "'aten::erfinv.out'" in messages["aten::erfinv"]
@@ -230,8 +223,6 @@ def _div_trunc_int32(tmp_path, device: str):
         device,
         "--examples",
         "1",  # after the planted case, only the simplest (no stress, no INT_MIN): no second trap
-        "-n",
-        "1",
         "--seed",
         "5",
         "--db",
@@ -318,7 +309,7 @@ def test_a_failure_whose_shrinking_the_cpu_reference_kills_is_still_reported(tmp
     db = tmp_path / "c.db"
     proc = conform(
         "run", "--ops", "aten::div.Tensor_mode", "--dtypes", "int64", "--device", "faulty:IntegerOnlyWrong",
-        "-n", "1", "--seed", "0", "--db", db, "-q", cwd=tmp_path,
+        "--seed", "0", "--db", db, "-q", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with sqlite3.connect(db) as c:

@@ -12,6 +12,7 @@ import json
 import pytest
 import torch
 
+from cli_helpers import conform_here
 from conform.model import backendbench, cases, spec, trace, whole
 from conform.model.verdict import check_model
 from conform.outcomes import Outcome
@@ -187,45 +188,17 @@ def test_a_malformed_spec_is_one_line(text):
 
 
 def test_the_cli_rejects_a_bad_spec_with_exit_2(tmp_path):
-    import subprocess
-    import sys
-
-    p = subprocess.run(
-        [sys.executable, "-m", "conform.cli", "model", "nonsense", "--db", str(tmp_path / "c.db")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = conform_here("model", "nonsense", "--db", tmp_path / "c.db", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "torchvision:NAME" in p.stderr
 
 
 def test_the_cli_stores_a_verdict_and_prints_json(tmp_path):
-    import subprocess
-    import sys
-
     from conform.store import Store
     from conform.store.model_results import latest_models, model_ops
 
     db = tmp_path / "c.db"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conform.cli",
-            "model",
-            "emu_model_kernels:tanh_mlp",
-            "--device",
-            "cpu",
-            "--format",
-            "json",
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": __import__("os").pathsep.join(__import__("sys").path)},
-    )
+    args = ("model", "emu_model_kernels:tanh_mlp", "--device", "cpu", "--format", "json", "--db", db)
+    p = conform_here(*args, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "runs" and doc["divergence"] is None
@@ -381,27 +354,9 @@ def test_a_backendbench_trace_is_judged_op_by_op(tmp_path, emu_available, monkey
 
 
 def test_an_unwritable_database_is_said_before_the_model_runs(tmp_path):
-    import subprocess
-    import sys
-
     db = tmp_path / "not.db"
     db.write_bytes(b"this is not a database" * 100)
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conform.cli",
-            "model",
-            "emu_model_kernels:tanh_mlp",
-            "--device",
-            "cpu",
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = conform_here("model", "emu_model_kernels:tanh_mlp", "--device", "cpu", "--db", db, cwd=tmp_path)
     assert p.returncode == 2 and "conform: building" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
 
 

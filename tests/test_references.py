@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -17,6 +14,7 @@ from conform.outcomes import Outcome
 from conform.report.repro import repro_script
 from conform.run.execute import run_case
 from generators.case import Case, TensorSpec
+from script_runner import run_script
 
 aten = torch.ops.aten
 
@@ -167,7 +165,7 @@ def test_the_repro_script_recomputes_the_reference(tmp_path):
     path.write_text(
         script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
     )
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    out = run_script(path, timeout=120).stdout
     assert "verdict: mismatch" in out, out[-800:]
 
 
@@ -304,7 +302,7 @@ def test_a_formula_reference_is_recomputed_by_the_repro_script(tmp_path):
     assert "FORMULAS = " in script
     path = tmp_path / "repro.py"
     path.write_text(script)
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    out = run_script(path, timeout=120).stdout
     assert "the independent reference" in out and "verdict: mismatch" in out, out[-800:]
 
 
@@ -352,7 +350,7 @@ def test_the_repro_script_judges_an_integer_result_as_stored(tmp_path):
     assert "numpy.add" in r.message, r.message
     path = tmp_path / "repro.py"
     path.write_text(repro_script(op, case, "cpu", result=r))
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    out = run_script(path, timeout=120).stdout
     assert "verdict: pass" in out, out[-800:]
 
 
@@ -384,7 +382,7 @@ def test_the_repro_script_recomputes_a_decomposition_reference(tmp_path):
     path.write_text(
         script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
     )
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).stdout
+    out = run_script(path, timeout=120).stdout
     assert "verdict: mismatch" in out, out[-800:]
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -17,13 +15,14 @@ from conform.run.cell import CellSettings, run_cell
 from conform.run.execute import run_case, run_out_variants
 from generators.case import Case
 from generators.case import TensorSpec as T
+from script_runner import run_script
 from tests.cpu_kernels import CPUKernels
 
 
 def _script_verdict(tmp_path, script: str) -> str:
     path = tmp_path / "repro.py"
     path.write_text(script)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_script(path, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     found = re.findall(r"^verdict: (\S+)", done.stdout, re.M)
     assert found, done.stdout[-2000:]
@@ -85,9 +84,7 @@ def test_keyword_arguments_and_scalars_reach_the_op(tmp_path):
 def _script_output(tmp_path, script: str) -> str:
     path = tmp_path / "repro.py"
     path.write_text(script)
-    return subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False
-    ).stdout
+    return run_script(path, cwd=tmp_path).stdout
 
 
 def test_an_exact_tolerance_reaches_the_script(tmp_path):
@@ -206,7 +203,7 @@ def test_a_gradient_verdict_stays_the_scripts_where_the_forward_differs(tmp_path
     script = repro_script(op, case, "cpu", result=from_backward, golden_is_expectation=True)
     path = tmp_path / "repro.py"
     path.write_text(script)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_script(path, cwd=tmp_path)
     assert "the forward differs here" in done.stdout, done.stdout[-2000:]
     assert re.findall(r"^verdict: (\S+)", done.stdout, re.M)[-1] == "grad_mismatch"
 
@@ -232,7 +229,7 @@ def test_a_result_that_varies_from_run_to_run_is_reproduced_by_running_again(tmp
     assert anchor in script
     path = tmp_path / "repro.py"
     path.write_text(script.replace(anchor, flaky + anchor, 1))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_script(path, cwd=tmp_path)
     assert "verdict: mismatch" in done.stdout and "on attempt 3 of 8" in done.stdout, done.stdout[-2000:] + done.stderr
     # a cell conform passed is run once
     passed = dataclasses.replace(result, outcome="pass")
@@ -241,5 +238,5 @@ def test_a_result_that_varies_from_run_to_run_is_reproduced_by_running_again(tmp
             anchor, flaky + anchor, 1
         )
     )
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_script(path, cwd=tmp_path)
     assert "verdict: pass" in done.stdout and "attempt 2" not in done.stdout, done.stdout[-2000:]

@@ -1,4 +1,5 @@
-"""The tests' own helper modules are each imported under one name.
+"""The tests' own helper modules: each imported under one name, and the script runner as
+faithful as the fresh interpreter it stands for.
 
 tests/ is on sys.path (pytest's rootdir conftest) and so is the repository root (`python -m
 pytest`), so `faulty` and `tests.faulty` both import: as two module objects, with two copies of
@@ -34,3 +35,28 @@ def test_each_helper_module_is_imported_under_one_name():
                 used[stem].add(name)
     assert used["faulty"], "the scan found no import of tests/faulty.py: it is not looking where the tests are"
     assert {helper: sorted(names) for helper, names in used.items() if len(names) > 1} == {}
+
+
+def test_a_script_run_in_a_fork_of_the_script_server_fails_as_python_would(tmp_path, monkeypatch):
+    """script_runner.run_script stands for `python repro.py`: a script that forgets an import, exits
+    with a status, dies by a signal or reads its argv, folder and environment must say so as a
+    fresh interpreter would, and what it changes must not reach the next script."""
+    from script_runner import run_script
+
+    def run(source, *args):
+        path = tmp_path / "s.py"
+        path.write_text(source)
+        return run_script(path, *args, cwd=tmp_path, timeout=60)
+
+    forgot = run("print(torch.ones(1))\n")  # the server imported torch: the script did not
+    assert forgot.returncode == 1 and "NameError: name 'torch' is not defined" in forgot.stderr, forgot
+    assert run("import sys\nsys.exit(3)\n").returncode == 3
+    assert run("import os\nos.abort()\n").returncode == -6
+    monkeypatch.setenv("SCRIPT_RUNNER_PROBE", "here")
+    seen = run(
+        "import os, sys, torch\nprint(sys.argv[1:], os.getcwd(), os.environ['SCRIPT_RUNNER_PROBE'], __name__)\n"
+        "torch.set_default_dtype(torch.float64)\n",
+        "a",
+    )
+    assert seen.returncode == 0 and seen.stdout.split() == ["['a']", str(tmp_path), "here", "__main__"], seen
+    assert run("import torch\nprint(torch.get_default_dtype())\n").stdout == "torch.float32\n"
