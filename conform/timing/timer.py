@@ -40,13 +40,17 @@ docs/timing.md):
 Its interval (`low`, `high`: the outer quartiles of the two rounds) is the uncertainty stored with
 the timing; two timings differ only where their intervals do (conform.timing.changes).
 
-On the CPU (`on_cpu`, where getrusage counts context switches) the kernel shares the cores with
-whatever else runs: the scheduler time-slices our threads with other processes, and a block in
-which one of them was switched out measures the neighbour's time slice, not the kernel. Under load
-every long block is hit alike (rule (a) then never passes), but a short one often runs whole. So
-CPU rounds are taken in blocks of about SHORT_BLOCK, the involuntary context switches of the
-process (all its threads, torch's intra-op threads included) are counted around each block, and a
-round's figure is the median of the blocks that saw none, its quartiles their quartiles. On a quiet
+On the CPU (`on_cpu`, where the OS tells how long our threads waited for a core, or counts their
+context switches) the kernel shares the cores with whatever else runs: the scheduler time-slices
+our threads with other processes, and a block in which one of them waited for a core measures the
+neighbour's time slice, not the kernel. Under load every long block is hit alike (rule (a) then
+never passes), but a short one often runs whole. So CPU rounds are taken in blocks of about
+SHORT_BLOCK, and around each block the process's threads (torch's intra-op threads included) are
+read: their run delay (`RunDelay`, Linux schedstat), or where there is none their involuntary
+context switches. A block is unpreempted when they waited at most WAIT_SHARE of it (or saw no
+switch). The run delay sees what switch counts miss: an intra-op worker woken for a parallel
+region that finds no free core is not switched out, yet the calling thread waits for it. A
+round's figure is the median of the unpreempted blocks, its quartiles their quartiles. On a quiet
 machine that is every block: the plain median. A round with fewer than UNPREEMPTED_MIN such
 blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped would be the short
 ones: a biased figure), is not clean: it says in how many blocks the process was preempted, and
@@ -59,6 +63,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -91,6 +96,8 @@ SHORT_BLOCK = 50e-6
 # ... and a round's figure needs at least this many unpreempted blocks, at least this share of all
 UNPREEMPTED_MIN = 8
 UNPREEMPTED_SHARE = 0.10
+# a block is unpreempted when the process's threads waited for a core at most this share of it
+WAIT_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,9 @@ class Measurement:
     # involuntary context switches of this process (any of its threads) during each block, where
     # counted: a block with none ran without the scheduler taking a core from the kernel
     switches: tuple[int, ...] = ()
+    # seconds per call that this process's threads waited, runnable, for a core during each block,
+    # where the OS tells (see RunDelay): a block with (almost) none ran without waiting on anyone
+    waited: tuple[float, ...] = ()
     unpreempted: int | None = None  # blocks the figure comes from, where it comes from unpreempted ones
 
     @property
@@ -140,6 +150,39 @@ def involuntary_switches() -> int:
     """Involuntary context switches of this process so far, all its threads (torch's intra-op
     threads included): the scheduler took a core away from one of them."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
+class RunDelay:
+    """Seconds the threads of this process have spent runnable but waiting for a core, summed over
+    the threads (Linux schedstat: /proc/self/task/<tid>/schedstat, second field, in ns).
+
+    Unlike involuntary context switches it also sees a torch intra-op worker that was woken for a
+    parallel region and waited for a core (a wake-up is no switch of ours, yet the calling thread
+    waits for that worker). The threads are those alive when it is made: make it after a first
+    call, so that torch's thread pool exists. A thread gone since reads as an infinite wait."""
+
+    def __init__(self):
+        self._fds = [os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY) for tid in os.listdir("/proc/self/task")]
+
+    @classmethod
+    def available(cls) -> RunDelay | None:
+        """A reader, or None where the kernel does not keep scheduler statistics."""
+        try:
+            reader = cls()
+            reader()
+        except (OSError, IndexError, ValueError):
+            return None
+        return reader
+
+    def __call__(self) -> float:
+        try:
+            return sum(int(os.pread(fd, 64, 0).split()[1]) for fd in self._fds) * 1e-9
+        except (OSError, IndexError, ValueError):
+            return math.inf
+
+    def __del__(self):
+        for fd in getattr(self, "_fds", ()):
+            os.close(fd)
 
 
 _resolution_cache: dict[Callable, float] = {}
@@ -192,6 +235,7 @@ def measure(
     min_blocks: int = 5,
     clock: Callable[[], float] = time.perf_counter,
     switches: Callable[[], int] | None = None,
+    waits: Callable[[], float] | None = None,
     block_time: float | None = None,
     min_unpreempted: int = 0,
 ) -> Measurement:
@@ -202,8 +246,9 @@ def measure(
     wall-clock figure stands and `event_error` says why.
     Blocks are taken until `min_run_time` seconds of blocks and `min_blocks` blocks are done, or,
     for very slow calls, `max_run_time` (default 20 x min_run_time, at least 1 s) and 3 blocks.
-    `switches` (see `involuntary_switches`) is read around each block, and blocks go on until
-    `min_unpreempted` of them saw no switch (or `max_run_time`); `block_time` replaces the
+    `switches` (see `involuntary_switches`) and `waits` (see `RunDelay`) are read around each
+    block, and blocks go on until `min_unpreempted` of them saw no switch and waited at most
+    WAIT_SHARE of their time (or `max_run_time`); `block_time` replaces the
     min_run_time / TARGET_BLOCKS floor of a block's length (the clock's floors stay).
     """
     if min_run_time <= 0:
@@ -255,17 +300,20 @@ def measure(
 
     times: list[float] = []
     switched: list[int] = []
+    waited: list[float] = []
     unswitched = 0
     total = 0.0
     thread0, wall0 = time.thread_time(), time.perf_counter()
     while True:
-        if switches is None:
-            elapsed = block(number)
-        else:
-            before = switches()
-            elapsed = block(number)
+        before = switches() if switches is not None else 0
+        waited0 = waits() if waits is not None else 0.0
+        elapsed = block(number)
+        if switches is not None:
             switched.append(switches() - before)
-            unswitched += switched[-1] == 0
+        if waits is not None:
+            waited.append((waits() - waited0) / number)
+        if switches is not None or waits is not None:
+            unswitched += _quiet(elapsed / number, switched[-1] if switched else 0, waited[-1] if waited else 0.0)
         times.append(elapsed / number)
         total += elapsed
         if total >= min_run_time and len(times) >= min_blocks and unswitched >= min_unpreempted:
@@ -296,7 +344,14 @@ def measure(
         wall_s=time.perf_counter() - wall_start,
         scheduled=scheduled,
         switches=tuple(switched),
+        waited=tuple(waited),
     )
+
+
+def _quiet(per_call: float, switched: int, waited: float) -> bool:
+    """A block ran unpreempted: no involuntary switch, and its threads waited for a core at most
+    WAIT_SHARE of its time."""
+    return switched == 0 and waited <= WAIT_SHARE * per_call
 
 
 def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
@@ -320,7 +375,9 @@ def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
 def unpreempted(m: Measurement) -> Measurement:
     """A round's figure from its unpreempted blocks alone (the module doc, "On the CPU"): `m`
     with only those blocks, or `m` with `why` set when too few of its blocks ran unpreempted."""
-    kept = [t for t, n in zip(m.times, m.switches) if n == 0]
+    switched = m.switches or (0,) * len(m.times)
+    waited = m.waited or (0.0,) * len(m.times)
+    kept = [t for t, n, w in zip(m.times, switched, waited) if _quiet(t, n, w)]
     if len(kept) < max(UNPREEMPTED_MIN, UNPREEMPTED_SHARE * len(m.times)):
         return dataclasses.replace(m, why=f"preempted in {len(m.times) - len(kept)} of {len(m.times)} blocks")
     median, iqr = _median_iqr(kept)
@@ -334,18 +391,25 @@ def measure_stable(
     max_rounds: int = MAX_ROUNDS,
     min_run_time: float = 0.05,
     switches: Callable[[], int] | None = None,
+    waits: Callable[[], float] | None = None,
     **kw,
 ) -> Measurement:
     """`measure` in rounds of `min_run_time / 2`, until two clean rounds agree (the module doc's
     rule); `stable` False when none do within `max_rounds`. `on_cpu`: the work runs on this
     process's CPU, so its rounds are taken in short blocks and figured from the unpreempted ones
-    (`switches` counts involuntary context switches; default `involuntary_switches`)."""
-    if on_cpu and switches is None and resource is not None:
-        switches = involuntary_switches
-    counted = on_cpu and switches is not None
+    (`waits` reads how long the process's threads waited for a core, `switches` counts their
+    involuntary context switches; given neither, a `RunDelay` where the OS keeps one, else
+    `involuntary_switches`)."""
+    if on_cpu and switches is None and waits is None:
+        fn()  # torch's intra-op threads exist after a first call: RunDelay reads the threads it finds
+        (kw.get("synchronize") or _noop)()
+        waits = RunDelay.available()
+        if waits is None and resource is not None:
+            switches = involuntary_switches
+    counted = on_cpu and (switches is not None or waits is not None)
     if counted:
         kw = {"block_time": SHORT_BLOCK, "min_unpreempted": UNPREEMPTED_MIN, "max_run_time": 2 * min_run_time} | kw
-        kw["switches"] = switches
+        kw["switches"], kw["waits"] = switches, waits
     rounds: list[Measurement] = []
     whys: list[str] = []
     for _ in range(max_rounds):
