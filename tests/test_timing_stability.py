@@ -125,14 +125,25 @@ def test_calls_that_waited_for_a_late_worker_are_left_out():
 
 
 def test_a_quiet_distribution_keeps_its_median():
-    # nothing preempted: the figure is the median of all blocks, what rule (a) alone gives
+    # nothing preempted, blocks within 6% of each other as on a quiet machine: the figure (the
+    # lower quartile) is within a few percent of the median of all blocks, what rule (a) alone
+    # gives, and its interval holds that median
     def spread(n):
-        return 1e-4 * (1 + 0.05 * (n % 7))
+        return 1e-4 * (1 + 0.01 * (n % 7))
 
     counted = _on_cpu(spread, lambda n: 0.0)
     plain = _stable(spread)
     assert counted.stable and plain.stable
-    assert abs(counted.median / plain.median - 1) < 0.02 and counted.low <= plain.median <= counted.high
+    assert abs(counted.median / plain.median - 1) < 0.03 and counted.low <= plain.median <= counted.high
+
+
+def test_slowdowns_no_counter_sees_are_left_out_by_the_lower_quartile():
+    # a neighbour on the other core slows 11 calls in 20 by 30% (shared caches and memory: no
+    # wait for a core, no switch): the median of the blocks is the slowed time, the lower
+    # quartile the quiet one, and the interval holds it
+    m = _on_cpu(lambda n: 1.3e-4 if n % 20 < 11 else 1e-4, lambda n: 0.0)
+    assert m.stable and abs(m.median / 1e-4 - 1) < 0.02, m
+    assert m.low <= 1.001e-4 <= m.high  # (the fake clock adds 1 ns per read)
 
 
 def test_a_kernel_preempted_in_every_call_is_unstable():

@@ -50,11 +50,14 @@ read: their run delay (`RunDelay`, Linux schedstat), or where there is none thei
 context switches. A block is unpreempted when they waited at most WAIT_SHARE of it (or saw no
 switch). The run delay sees what switch counts miss: an intra-op worker woken for a parallel
 region that finds no free core is not switched out, yet the calling thread waits for it. A
-round's figure is the median of the unpreempted blocks, its quartiles their quartiles. On a quiet
-machine that is every block: the plain median. A round with fewer than UNPREEMPTED_MIN such
-blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped would be the short
-ones: a biased figure), is not clean: it says in how many blocks the process was preempted, and
-rule (b) and (c) go on as above. A parallel kernel whose threads were switched out in every call
+round's figure is the lower quartile of the unpreempted blocks: what no counter sees (a neighbour
+on the other core sharing caches and memory bandwidth) only ever adds time too, so the low side of
+the blocks is the quiet time, while on a quiet machine, where every block is unpreempted, the lower
+quartile is within a few percent of the median. The interval of a timing figured so runs from the
+fastest unpreempted block to the higher upper quartile of its two rounds. A round with fewer than
+UNPREEMPTED_MIN such blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped
+would be the short ones: a biased figure), is not clean: it says in how many blocks the process
+was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads were switched out in every call
 thus ends unstable: nothing tells its own time.
 """
 
@@ -107,7 +110,9 @@ class Measurement:
     median: float
     iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
     number: int  # calls per timed block
-    times: tuple[float, ...]  # per-call time of each block (measure_stable on the CPU: each unpreempted one)
+    # per-call time of each block (measure_stable on the CPU: each unpreempted one, and `median` is
+    # then their lower quartile, see the module doc)
+    times: tuple[float, ...]
     event_median: float | None = None  # device-event time per call (see the module doc), if it has events
     event_iqr: float | None = None
     event_error: str = ""  # why the events gave no figure, when they failed
@@ -380,8 +385,8 @@ def unpreempted(m: Measurement) -> Measurement:
     kept = [t for t, n, w in zip(m.times, switched, waited) if _quiet(t, n, w)]
     if len(kept) < max(UNPREEMPTED_MIN, UNPREEMPTED_SHARE * len(m.times)):
         return dataclasses.replace(m, why=f"preempted in {len(m.times) - len(kept)} of {len(m.times)} blocks")
-    median, iqr = _median_iqr(kept)
-    return dataclasses.replace(m, median=median, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
+    figure, iqr = _lower_quartile_iqr(kept)
+    return dataclasses.replace(m, median=figure, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
 
 
 def measure_stable(
@@ -428,8 +433,13 @@ def measure_stable(
 
 def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, stable: bool, why: str) -> Measurement:
     times = [t for m in chosen for t in m.times]
-    median, iqr = _median_iqr(times)
-    if stable:
+    counted = all(m.unpreempted for m in chosen)
+    median, iqr = _lower_quartile_iqr(times) if counted else _median_iqr(times)
+    if stable and counted:
+        # the quiet time lies between the fastest unpreempted block and the upper quartiles
+        low = min(times)
+        high = max(_median_iqr_bounds(m)[1] for m in chosen)
+    elif stable:
         low = min(_median_iqr_bounds(m)[0] for m in chosen)
         high = max(_median_iqr_bounds(m)[1] for m in chosen)
     else:
@@ -450,7 +460,7 @@ def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, sta
         high=high,
         rounds=len(rounds),
         why=why,
-        unpreempted=sum(m.unpreempted for m in chosen) if all(m.unpreempted for m in chosen) else None,
+        unpreempted=sum(m.unpreempted for m in chosen) if counted else None,
     )
 
 
@@ -476,6 +486,14 @@ def _event_times(fn, sync, events, samples: int) -> tuple[list[float], str]:
     except Exception as e:  # noqa: BLE001
         text = str(e).strip()
         return [], f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+def _lower_quartile_iqr(values: list[float]) -> tuple[float, float]:
+    """The lower quartile and the interquartile range: the figure of unpreempted blocks."""
+    if len(values) < 2:
+        return values[0], 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3 - q1
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
