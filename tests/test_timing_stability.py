@@ -5,8 +5,11 @@ The timer runs on a fake clock here: each call of the timed function advances it
 test chooses, so a round's blocks, an interference and a drifting clock are exact, not timed."""
 
 import dataclasses
+import math
 import sqlite3
+import threading
 
+import pytest
 from sqlalchemy import text
 
 import sitedata
@@ -122,6 +125,19 @@ def test_calls_that_waited_for_a_late_worker_are_left_out():
     m = _on_cpu(_kernel, lambda n: 0.0, late=lambda n: 1e-3 if n % 5 < 3 else 1e-6)
     assert m.stable and abs(m.median / 1.02e-4 - 1) < 0.02, m
     assert m.low <= 1.02e-4 <= m.high and m.high < 1.1e-4
+
+
+@pytest.mark.skipif(timer.RunDelay.available() is None, reason="no scheduler statistics (Linux schedstat)")
+def test_a_thread_that_ends_mid_measurement_costs_one_block():
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)
+    worker.start()
+    delay = timer.RunDelay()  # reads the worker too
+    before = delay()
+    done.set()
+    worker.join()
+    assert math.isfinite(before) and delay() == math.inf  # the block around this read is not trusted
+    assert math.isfinite(delay())  # the threads left are read anew
 
 
 def test_a_quiet_distribution_keeps_its_median():

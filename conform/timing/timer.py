@@ -57,12 +57,13 @@ quartile is within a few percent of the median. The interval of a timing figured
 fastest unpreempted block to the higher upper quartile of its two rounds. A round with fewer than
 UNPREEMPTED_MIN such blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped
 would be the short ones: a biased figure), is not clean: it says in how many blocks the process
-was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads were switched out in every call
-thus ends unstable: nothing tells its own time.
+was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
+core in every call thus ends unstable: nothing tells its own time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -163,11 +164,23 @@ class RunDelay:
 
     Unlike involuntary context switches it also sees a torch intra-op worker that was woken for a
     parallel region and waited for a core (a wake-up is no switch of ours, yet the calling thread
-    waits for that worker). The threads are those alive when it is made: make it after a first
-    call, so that torch's thread pool exists. A thread gone since reads as an infinite wait."""
+    waits for that worker). The threads are those alive when it is made (make it after a first
+    call, so that torch's thread pool exists) or at the last read that found one of them gone:
+    that read is an infinite wait (the block around it is not trusted), the next ones count anew."""
 
     def __init__(self):
-        self._fds = [os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY) for tid in os.listdir("/proc/self/task")]
+        self._fds: list[int] = []
+        self._open()
+
+    def _open(self) -> None:
+        self._close()
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                self._fds.append(os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY))
+
+    def _close(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
 
     @classmethod
     def available(cls) -> RunDelay | None:
@@ -183,11 +196,12 @@ class RunDelay:
         try:
             return sum(int(os.pread(fd, 64, 0).split()[1]) for fd in self._fds) * 1e-9
         except (OSError, IndexError, ValueError):
+            self._open()
             return math.inf
 
     def __del__(self):
-        for fd in getattr(self, "_fds", ()):
-            os.close(fd)
+        if hasattr(self, "_fds"):
+            self._close()
 
 
 _resolution_cache: dict[Callable, float] = {}
