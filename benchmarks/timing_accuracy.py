@@ -187,6 +187,7 @@ def _run(args, load: list) -> int:
         )
     print(f"{'op':<26} {'shape':<34} {'conform':>10} {'anchor':>10} {'ratio':>6} {'conf wall':>9} {'anch wall':>9} ok")
     within = unstable = gross = unsure = gross_unsure = gross_above = not_quiet = within_quiet = 0
+    outside = outside_quiet = 0
     wall_conform = wall_anchor = 0.0
     for i, (name, shape, fn) in enumerate(cases):
 
@@ -233,7 +234,11 @@ def _run(args, load: list) -> int:
         wall_conform += cw
         wall_anchor += aw
         shown = f"{c * 1e6:>8.1f}us" if m.stable else f"{'unstable':>10}"
-        verdict = "yes" if ok else "NO" if m.stable else f"unstable ({m.low * 1e6:.1f}-{m.high * 1e6:.1f} us)"
+        holds = m.low <= a <= m.high
+        outside += m.stable and not holds
+        outside_quiet += m.stable and not holds and not anchor_waited
+        verdict = "yes" if ok else "NO" if m.stable else "unstable"
+        verdict += f" ({m.low * 1e6:.1f}-{m.high * 1e6:.1f} us{'' if holds else ', anchor outside'})"
         verdict += " (anchor repeats disagree)" if anchor_unsure else ""
         verdict += f" (anchor waited {waited:.0%} for a core)" if anchor_waited else ""
         print(f"{name:<26} {shape:<34} {shown} {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {verdict}")
@@ -250,6 +255,10 @@ def _run(args, load: list) -> int:
         f" {not_quiet}; of the {len(cases) - not_quiet} rows with a quiet anchor, {within_quiet} within 10%"
     )
     print(f"marked unstable (stored without a number): {unstable}")
+    print(
+        f"stable timings whose stored interval does not hold the anchor: {outside}"
+        f" ({outside_quiet} of them with a quiet anchor)"
+    )
     print(
         f"of the rows off by more than 2x, conform above the anchor: {gross_above} (interference only adds time:"
         f" conform's errors), below it: {gross - gross_above} (the anchor slowed, or conform too low)"
