@@ -46,6 +46,14 @@ def test_a_steady_function_is_stable_after_two_rounds_with_its_interval():
     assert abs(m.median - 1e-4) < 1e-6 and m.low <= m.median <= m.high
 
 
+def test_an_interval_is_no_narrower_than_the_rounds_agreement():
+    # blocks all alike: the quartiles collapse onto the figure, but two rounds agreeing within
+    # AGREE tell the time no closer than that (a quiet anchor a few percent off stays inside)
+    for m in (_stable(lambda n: 1e-4), _on_cpu(lambda n: 1e-4, lambda n: 0.0)):
+        assert m.stable and m.low <= (1 - timer.AGREE / 2) * m.median * 1.0001
+        assert m.high >= (1 + timer.AGREE / 2) * m.median * 0.9999
+
+
 def test_a_timing_that_never_settles_is_unstable_and_says_why():
     # every other call 30x slower: blocks disagree in every round
     m = _stable(lambda n: 3e-3 if n % 7 < 3 else 1e-4)  # (a busy neighbour, never leaving)

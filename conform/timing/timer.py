@@ -37,8 +37,9 @@ docs/timing.md):
 (c) otherwise, after MAX_ROUNDS rounds, the timing is *unstable*: stored as such with the range
     it was seen in, never as a number.
 
-Its interval (`low`, `high`: the outer quartiles of the two rounds) is the uncertainty stored with
-the timing; two timings differ only where their intervals do (conform.timing.changes).
+Its interval (`low`, `high`: the outer quartiles of the two rounds, and at least AGREE / 2 either
+side of the figure, since rounds that agree within AGREE tell it no closer) is the uncertainty
+stored with the timing; two timings differ only where their intervals do (conform.timing.changes).
 
 On the CPU (`on_cpu`, where the OS tells how long our threads waited for a core, or counts their
 context switches) the kernel shares the cores with whatever else runs: the scheduler time-slices
@@ -458,6 +459,8 @@ def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, sta
         high = max(_median_iqr_bounds(m)[1] for m in chosen)
     else:
         low, high = min(m.median for m in rounds), max(m.median for m in rounds)
+    if stable:  # two rounds that agree within AGREE tell the time no closer than that
+        low, high = min(low, (1 - AGREE / 2) * median), max(high, (1 + AGREE / 2) * median)
     first = chosen[0]
     return Measurement(
         median=median,
