@@ -23,8 +23,10 @@ are stopped (SIGSTOP, then SIGCONT), so that the anchor is the machine's quiet t
 the rest of the machine lets it be (an anchor measured under the load is no anchor: it can be
 orders of magnitude off). The anchor is taken ANCHOR_REPEATS times and its lowest median kept
 (interference only adds time); where its repeats disagree by more than 10%, the machine was not
-quiet even for the anchor, and the output counts such rows. The output says so. The last lines state "N/M within 10%" and how many
-stored timings are off by more than 2x without being marked unstable (the target is none).
+quiet even for the anchor, and the output counts such rows, as it counts those whose threads waited
+for a core more than ANCHOR_WAIT of the anchor's time (read from the scheduler's run delay). The
+last lines state "N/M within 10%" and how many stored timings are off by more than 2x without
+being marked unstable (the target is none).
 """
 
 from __future__ import annotations
@@ -42,10 +44,12 @@ from torch.utils.benchmark import Timer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from conform.timing.timer import measure_stable  # noqa: E402
+from conform.timing.timer import RunDelay, measure_stable  # noqa: E402
 
 aten = torch.ops.aten
 ANCHOR_REPEATS = 3
+# an anchor whose threads waited for a core more than this share of its time was not quiet
+ANCHOR_WAIT = 0.05
 
 
 def _cases(dev):
@@ -182,7 +186,8 @@ def _run(args, load: list) -> int:
             " they are stopped while the anchor measures"
         )
     print(f"{'op':<26} {'shape':<34} {'conform':>10} {'anchor':>10} {'ratio':>6} {'conf wall':>9} {'anch wall':>9} ok")
-    within = unstable = gross = unsure = gross_unsure = gross_above = 0
+    within = unstable = gross = unsure = gross_unsure = gross_above = not_quiet = within_quiet = 0
+    outside = outside_quiet = 0
     wall_conform = wall_anchor = 0.0
     for i, (name, shape, fn) in enumerate(cases):
 
@@ -193,6 +198,9 @@ def _run(args, load: list) -> int:
 
         def run_anchor():
             with paused(load):
+                fn()  # torch's intra-op threads exist: the run delay reads them
+                delay = RunDelay.available()
+                waited0 = delay() if delay else 0.0
                 t0 = time.perf_counter()
                 medians = [
                     Timer("fn()", globals={"fn": fn}, num_threads=threads)
@@ -200,19 +208,24 @@ def _run(args, load: list) -> int:
                     .median
                     for _ in range(ANCHOR_REPEATS)
                 ]
-                return medians, time.perf_counter() - t0
+                wall = time.perf_counter() - t0
+                waited = (delay() - waited0) / wall if delay else 0.0
+                return (medians, waited), wall
 
         if i % 2 == 0:
-            (m, cw), (medians, aw) = run_conform(), run_anchor()
+            (m, cw), ((medians, waited), aw) = run_conform(), run_anchor()
         else:
-            (medians, aw), (m, cw) = run_anchor(), run_conform()
+            ((medians, waited), aw), (m, cw) = run_anchor(), run_conform()
         a = min(medians)
         anchor_unsure = max(medians) > 1.10 * a
         unsure += anchor_unsure
+        anchor_waited = waited > ANCHOR_WAIT
+        not_quiet += anchor_waited
         c = m.median
         ratio = c / a
         ok = m.stable and abs(ratio - 1) <= 0.10
         within += ok
+        within_quiet += ok and not anchor_waited
         unstable += not m.stable
         off = m.stable and not 0.5 <= ratio <= 2.0
         gross += off
@@ -221,8 +234,13 @@ def _run(args, load: list) -> int:
         wall_conform += cw
         wall_anchor += aw
         shown = f"{c * 1e6:>8.1f}us" if m.stable else f"{'unstable':>10}"
-        verdict = "yes" if ok else "NO" if m.stable else f"unstable ({m.low * 1e6:.1f}-{m.high * 1e6:.1f} us)"
+        holds = m.low <= a <= m.high
+        outside += m.stable and not holds
+        outside_quiet += m.stable and not holds and not anchor_waited
+        verdict = "yes" if ok else "NO" if m.stable else "unstable"
+        verdict += f" ({m.low * 1e6:.1f}-{m.high * 1e6:.1f} us{'' if holds else ', anchor outside'})"
         verdict += " (anchor repeats disagree)" if anchor_unsure else ""
+        verdict += f" (anchor waited {waited:.0%} for a core)" if anchor_waited else ""
         print(f"{name:<26} {shape:<34} {shown} {a * 1e6:>8.1f}us {ratio:>6.3f} {cw:>8.2f}s {aw:>8.2f}s {verdict}")
     print(
         f"wall time: conform {wall_conform:.1f} s, anchor {wall_anchor:.1f} s (conform {'<=' if wall_conform <= wall_anchor else '>'} anchor)"
@@ -232,7 +250,15 @@ def _run(args, load: list) -> int:
         f"anchors whose {ANCHOR_REPEATS} repeats disagreed by more than 10% (not quiet for the anchor either): {unsure}"
         f" ({gross_unsure} of them among the rows off by more than 2x)"
     )
+    print(
+        f"anchors whose threads waited for a core more than {ANCHOR_WAIT:.0%} of their time (other load):"
+        f" {not_quiet}; of the {len(cases) - not_quiet} rows with a quiet anchor, {within_quiet} within 10%"
+    )
     print(f"marked unstable (stored without a number): {unstable}")
+    print(
+        f"stable timings whose stored interval does not hold the anchor: {outside}"
+        f" ({outside_quiet} of them with a quiet anchor)"
+    )
     print(
         f"of the rows off by more than 2x, conform above the anchor: {gross_above} (interference only adds time:"
         f" conform's errors), below it: {gross - gross_above} (the anchor slowed, or conform too low)"

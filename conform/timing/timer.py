@@ -37,28 +37,38 @@ docs/timing.md):
 (c) otherwise, after MAX_ROUNDS rounds, the timing is *unstable*: stored as such with the range
     it was seen in, never as a number.
 
-Its interval (`low`, `high`: the outer quartiles of the two rounds) is the uncertainty stored with
-the timing; two timings differ only where their intervals do (conform.timing.changes).
+Its interval (`low`, `high`: the outer quartiles of the two rounds, and at least AGREE / 2 either
+side of the figure, since rounds that agree within AGREE tell it no closer) is the uncertainty
+stored with the timing; two timings differ only where their intervals do (conform.timing.changes).
 
-On the CPU (`on_cpu`, where getrusage counts context switches) the kernel shares the cores with
-whatever else runs: the scheduler time-slices our threads with other processes, and a block in
-which one of them was switched out measures the neighbour's time slice, not the kernel. Under load
-every long block is hit alike (rule (a) then never passes), but a short one often runs whole. So
-CPU rounds are taken in blocks of about SHORT_BLOCK, the involuntary context switches of the
-process (all its threads, torch's intra-op threads included) are counted around each block, and a
-round's figure is the median of the blocks that saw none, its quartiles their quartiles. On a quiet
-machine that is every block: the plain median. A round with fewer than UNPREEMPTED_MIN such
-blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped would be the short
-ones: a biased figure), is not clean: it says in how many blocks the process was preempted, and
-rule (b) and (c) go on as above. A parallel kernel whose threads were switched out in every call
-thus ends unstable: nothing tells its own time.
+On the CPU (`on_cpu`, where the OS tells how long our threads waited for a core, or counts their
+context switches) the kernel shares the cores with whatever else runs: the scheduler time-slices
+our threads with other processes, and a block in which one of them waited for a core measures the
+neighbour's time slice, not the kernel. Under load every long block is hit alike (rule (a) then
+never passes), but a short one often runs whole. So CPU rounds are taken in blocks of about
+SHORT_BLOCK, and around each block the process's threads (torch's intra-op threads included) are
+read: their run delay (`RunDelay`, Linux schedstat), or where there is none their involuntary
+context switches. A block is unpreempted when they waited at most WAIT_SHARE of it (or saw no
+switch). The run delay sees what switch counts miss: an intra-op worker woken for a parallel
+region that finds no free core is not switched out, yet the calling thread waits for it. A
+round's figure is the lower quartile of the unpreempted blocks: what no counter sees (a neighbour
+on the other core sharing caches and memory bandwidth) only ever adds time too, so the low side of
+the blocks is the quiet time, while on a quiet machine, where every block is unpreempted, the lower
+quartile is within a few percent of the median. The interval of a timing figured so runs from the
+fastest unpreempted block to the higher upper quartile of its two rounds. A round with fewer than
+UNPREEMPTED_MIN such blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped
+would be the short ones: a biased figure), is not clean: it says in how many blocks the process
+was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
+core in every call thus ends unstable: nothing tells its own time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -91,6 +101,8 @@ SHORT_BLOCK = 50e-6
 # ... and a round's figure needs at least this many unpreempted blocks, at least this share of all
 UNPREEMPTED_MIN = 8
 UNPREEMPTED_SHARE = 0.10
+# a block is unpreempted when the process's threads waited for a core at most this share of it
+WAIT_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -100,7 +112,9 @@ class Measurement:
     median: float
     iqr: float  # interquartile range (q3 - q1) of the per-call time of each block
     number: int  # calls per timed block
-    times: tuple[float, ...]  # per-call time of each block (measure_stable on the CPU: each unpreempted one)
+    # per-call time of each block (measure_stable on the CPU: each unpreempted one, and `median` is
+    # then their lower quartile, see the module doc)
+    times: tuple[float, ...]
     event_median: float | None = None  # device-event time per call (see the module doc), if it has events
     event_iqr: float | None = None
     event_error: str = ""  # why the events gave no figure, when they failed
@@ -114,6 +128,9 @@ class Measurement:
     # involuntary context switches of this process (any of its threads) during each block, where
     # counted: a block with none ran without the scheduler taking a core from the kernel
     switches: tuple[int, ...] = ()
+    # seconds per call that this process's threads waited, runnable, for a core during each block,
+    # where the OS tells (see RunDelay): a block with (almost) none ran without waiting on anyone
+    waited: tuple[float, ...] = ()
     unpreempted: int | None = None  # blocks the figure comes from, where it comes from unpreempted ones
 
     @property
@@ -140,6 +157,52 @@ def involuntary_switches() -> int:
     """Involuntary context switches of this process so far, all its threads (torch's intra-op
     threads included): the scheduler took a core away from one of them."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
+class RunDelay:
+    """Seconds the threads of this process have spent runnable but waiting for a core, summed over
+    the threads (Linux schedstat: /proc/self/task/<tid>/schedstat, second field, in ns).
+
+    Unlike involuntary context switches it also sees a torch intra-op worker that was woken for a
+    parallel region and waited for a core (a wake-up is no switch of ours, yet the calling thread
+    waits for that worker). The threads are those alive when it is made (make it after a first
+    call, so that torch's thread pool exists) or at the last read that found one of them gone:
+    that read is an infinite wait (the block around it is not trusted), the next ones count anew."""
+
+    def __init__(self):
+        self._fds: list[int] = []
+        self._open()
+
+    def _open(self) -> None:
+        self._close()
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                self._fds.append(os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY))
+
+    def _close(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
+
+    @classmethod
+    def available(cls) -> RunDelay | None:
+        """A reader, or None where the kernel does not keep scheduler statistics."""
+        try:
+            reader = cls()
+            reader()
+        except (OSError, IndexError, ValueError):
+            return None
+        return reader
+
+    def __call__(self) -> float:
+        try:
+            return sum(int(os.pread(fd, 64, 0).split()[1]) for fd in self._fds) * 1e-9
+        except (OSError, IndexError, ValueError):
+            self._open()
+            return math.inf
+
+    def __del__(self):
+        if hasattr(self, "_fds"):
+            self._close()
 
 
 _resolution_cache: dict[Callable, float] = {}
@@ -192,6 +255,7 @@ def measure(
     min_blocks: int = 5,
     clock: Callable[[], float] = time.perf_counter,
     switches: Callable[[], int] | None = None,
+    waits: Callable[[], float] | None = None,
     block_time: float | None = None,
     min_unpreempted: int = 0,
 ) -> Measurement:
@@ -202,8 +266,9 @@ def measure(
     wall-clock figure stands and `event_error` says why.
     Blocks are taken until `min_run_time` seconds of blocks and `min_blocks` blocks are done, or,
     for very slow calls, `max_run_time` (default 20 x min_run_time, at least 1 s) and 3 blocks.
-    `switches` (see `involuntary_switches`) is read around each block, and blocks go on until
-    `min_unpreempted` of them saw no switch (or `max_run_time`); `block_time` replaces the
+    `switches` (see `involuntary_switches`) and `waits` (see `RunDelay`) are read around each
+    block, and blocks go on until `min_unpreempted` of them saw no switch and waited at most
+    WAIT_SHARE of their time (or `max_run_time`); `block_time` replaces the
     min_run_time / TARGET_BLOCKS floor of a block's length (the clock's floors stay).
     """
     if min_run_time <= 0:
@@ -255,17 +320,20 @@ def measure(
 
     times: list[float] = []
     switched: list[int] = []
+    waited: list[float] = []
     unswitched = 0
     total = 0.0
     thread0, wall0 = time.thread_time(), time.perf_counter()
     while True:
-        if switches is None:
-            elapsed = block(number)
-        else:
-            before = switches()
-            elapsed = block(number)
+        before = switches() if switches is not None else 0
+        waited0 = waits() if waits is not None else 0.0
+        elapsed = block(number)
+        if switches is not None:
             switched.append(switches() - before)
-            unswitched += switched[-1] == 0
+        if waits is not None:
+            waited.append((waits() - waited0) / number)
+        if switches is not None or waits is not None:
+            unswitched += _quiet(elapsed / number, switched[-1] if switched else 0, waited[-1] if waited else 0.0)
         times.append(elapsed / number)
         total += elapsed
         if total >= min_run_time and len(times) >= min_blocks and unswitched >= min_unpreempted:
@@ -296,7 +364,14 @@ def measure(
         wall_s=time.perf_counter() - wall_start,
         scheduled=scheduled,
         switches=tuple(switched),
+        waited=tuple(waited),
     )
+
+
+def _quiet(per_call: float, switched: int, waited: float) -> bool:
+    """A block ran unpreempted: no involuntary switch, and its threads waited for a core at most
+    WAIT_SHARE of its time."""
+    return switched == 0 and waited <= WAIT_SHARE * per_call
 
 
 def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
@@ -320,11 +395,13 @@ def unclean(m: Measurement, *, on_cpu: bool = False) -> str:
 def unpreempted(m: Measurement) -> Measurement:
     """A round's figure from its unpreempted blocks alone (the module doc, "On the CPU"): `m`
     with only those blocks, or `m` with `why` set when too few of its blocks ran unpreempted."""
-    kept = [t for t, n in zip(m.times, m.switches) if n == 0]
+    switched = m.switches or (0,) * len(m.times)
+    waited = m.waited or (0.0,) * len(m.times)
+    kept = [t for t, n, w in zip(m.times, switched, waited) if _quiet(t, n, w)]
     if len(kept) < max(UNPREEMPTED_MIN, UNPREEMPTED_SHARE * len(m.times)):
         return dataclasses.replace(m, why=f"preempted in {len(m.times) - len(kept)} of {len(m.times)} blocks")
-    median, iqr = _median_iqr(kept)
-    return dataclasses.replace(m, median=median, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
+    figure, iqr = _lower_quartile_iqr(kept)
+    return dataclasses.replace(m, median=figure, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
 
 
 def measure_stable(
@@ -334,18 +411,25 @@ def measure_stable(
     max_rounds: int = MAX_ROUNDS,
     min_run_time: float = 0.05,
     switches: Callable[[], int] | None = None,
+    waits: Callable[[], float] | None = None,
     **kw,
 ) -> Measurement:
     """`measure` in rounds of `min_run_time / 2`, until two clean rounds agree (the module doc's
     rule); `stable` False when none do within `max_rounds`. `on_cpu`: the work runs on this
     process's CPU, so its rounds are taken in short blocks and figured from the unpreempted ones
-    (`switches` counts involuntary context switches; default `involuntary_switches`)."""
-    if on_cpu and switches is None and resource is not None:
-        switches = involuntary_switches
-    counted = on_cpu and switches is not None
+    (`waits` reads how long the process's threads waited for a core, `switches` counts their
+    involuntary context switches; given neither, a `RunDelay` where the OS keeps one, else
+    `involuntary_switches`)."""
+    if on_cpu and switches is None and waits is None:
+        fn()  # torch's intra-op threads exist after a first call: RunDelay reads the threads it finds
+        (kw.get("synchronize") or _noop)()
+        waits = RunDelay.available()
+        if waits is None and resource is not None:
+            switches = involuntary_switches
+    counted = on_cpu and (switches is not None or waits is not None)
     if counted:
         kw = {"block_time": SHORT_BLOCK, "min_unpreempted": UNPREEMPTED_MIN, "max_run_time": 2 * min_run_time} | kw
-        kw["switches"] = switches
+        kw["switches"], kw["waits"] = switches, waits
     rounds: list[Measurement] = []
     whys: list[str] = []
     for _ in range(max_rounds):
@@ -364,12 +448,19 @@ def measure_stable(
 
 def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, stable: bool, why: str) -> Measurement:
     times = [t for m in chosen for t in m.times]
-    median, iqr = _median_iqr(times)
-    if stable:
+    counted = all(m.unpreempted for m in chosen)
+    median, iqr = _lower_quartile_iqr(times) if counted else _median_iqr(times)
+    if stable and counted:
+        # the quiet time lies between the fastest unpreempted block and the upper quartiles
+        low = min(times)
+        high = max(_median_iqr_bounds(m)[1] for m in chosen)
+    elif stable:
         low = min(_median_iqr_bounds(m)[0] for m in chosen)
         high = max(_median_iqr_bounds(m)[1] for m in chosen)
     else:
         low, high = min(m.median for m in rounds), max(m.median for m in rounds)
+    if stable:  # two rounds that agree within AGREE tell the time no closer than that
+        low, high = min(low, (1 - AGREE / 2) * median), max(high, (1 + AGREE / 2) * median)
     first = chosen[0]
     return Measurement(
         median=median,
@@ -386,7 +477,7 @@ def _combined(chosen: tuple[Measurement, ...], rounds: list[Measurement], *, sta
         high=high,
         rounds=len(rounds),
         why=why,
-        unpreempted=sum(m.unpreempted for m in chosen) if all(m.unpreempted for m in chosen) else None,
+        unpreempted=sum(m.unpreempted for m in chosen) if counted else None,
     )
 
 
@@ -412,6 +503,14 @@ def _event_times(fn, sync, events, samples: int) -> tuple[list[float], str]:
     except Exception as e:  # noqa: BLE001
         text = str(e).strip()
         return [], f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+def _lower_quartile_iqr(values: list[float]) -> tuple[float, float]:
+    """The lower quartile and the interquartile range: the figure of unpreempted blocks."""
+    if len(values) < 2:
+        return values[0], 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3 - q1
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
