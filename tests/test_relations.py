@@ -371,3 +371,12 @@ def test_a_cpu_reference_that_changes_from_run_to_run_is_no_expectation_on_an_ac
     assert shared.finding and "another result when the same case runs again" in shared.finding["message"]
     own = execute.run_case(op, case, _Bugged(aten.exp.default, _garbage_at_0))
     assert own.outcome is Outcome.MISMATCH, own.message
+
+
+def test_an_opaque_packed_handle_is_compared_by_shape_not_bytes():
+    """fbgemm's packed weight is a uint8 tensor holding a C++ object's address: another call, in
+    any layout, gives other bytes (opdb/rules/nondeterminism.toml)."""
+    op = opdb.lookup("aten::fbgemm_pack_quantized_matrix")
+    case = _case(op.qualname, TensorSpec((1, 2), "int8", seed=1))
+    r = execute.run_case(op, case, CPUBackend(), relations=True)
+    assert r.outcome is Outcome.PASS, r.message
