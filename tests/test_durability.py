@@ -337,3 +337,23 @@ def test_ctrl_c_at_any_moment_of_a_resume_leaves_it_interrupted_and_a_last_resum
     assert run_states(db) == {1: "finished"}
     final = cells(db)
     assert len(final) == len(set(final)) == _planned(db)
+
+
+def test_an_interrupt_while_torch_is_imported_is_raised_once_the_import_is_done():
+    """A KeyboardInterrupt inside torch's import leaves its C++ half initialised, and the
+    interpreter's teardown then aborts (status -6, "terminate called after throwing an instance
+    of 'python_error'"): the commands' lazy imports only note a Ctrl-C, raised after them."""
+    from conform.run import interrupts
+
+    interrupts.install()
+    try:
+        done = []
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.importing():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                done.append("the import ran to its end")
+        assert done == ["the import ran to its end"]
+    finally:
+        interrupts.release()
+        interrupts._state.update(seen=False, raised=False)

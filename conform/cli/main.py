@@ -45,7 +45,8 @@ class LazyGroup(click.Group):
         if name in LAZY_COMMANDS:
             mod, attr = LAZY_COMMANDS[name]
             if importlib.util.find_spec(mod) is not None:
-                return getattr(importlib.import_module(mod), attr)
+                with interrupts.importing():  # most load torch
+                    return getattr(importlib.import_module(mod), attr)
         return super().get_command(ctx, name)
 
 
@@ -131,9 +132,10 @@ def _auto_workers(backend) -> int:
 @db_option
 def run(workers, junitxml, bench, quiet, **options):
     """Sweep ops x dtypes on the device under test and store every cell's outcome."""
-    import pytest  # pytest and the plugin: for this command only
+    with interrupts.importing():
+        import pytest  # pytest and the plugin: for this command only
 
-    from conform.plugin import Controller
+        from conform.plugin import Controller
 
     n = None if workers == "auto" else _positive_int(workers, "-n")
     # every setting checked once, as the RunConfig is built; then what needs torch (the backend,
@@ -328,8 +330,9 @@ def _positive_int(value: str, name: str) -> int:
 
 
 def _select(expr: str):
-    from conform.run import selection  # torch: for the commands that select ops
-    from opdb import UnknownOpError
+    with interrupts.importing():
+        from conform.run import selection  # torch: for the commands that select ops
+        from opdb import UnknownOpError
 
     try:
         return selection.select_ops(expr)
@@ -342,7 +345,8 @@ def _select(expr: str):
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per op, for machines")
 def ops(pattern, as_json):
     """List the ATen operator overloads of the installed torch (the catalog)."""
-    import opdb  # torch: for this command only
+    with interrupts.importing():
+        import opdb  # torch: for this command only
 
     specs = _select(pattern)
     if as_json:
@@ -371,8 +375,9 @@ def ops(pattern, as_json):
 @db_option
 def report(fmt, run_id, db):
     """Summarise stored results per environment (torch version x backend x chip)."""
-    from conform.report import summary as rep  # the store: for this command only
-    from conform.store import Store
+    with interrupts.importing():
+        from conform.report import summary as rep  # the store: for this command only
+        from conform.store import Store
 
     store = Store(db, readonly=True)
     items = rep.summaries(store, run_id=run_id)

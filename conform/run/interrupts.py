@@ -125,6 +125,17 @@ def held(*, deliver: bool = True):
         check()
 
 
+@contextlib.contextmanager
+def importing():
+    """Imports that load torch: an interrupt meanwhile is noted and raised once they are done. A
+    KeyboardInterrupt raised inside torch's import leaves its C++ half initialised, and the
+    interpreter's teardown then aborts ("terminate called after throwing an instance of
+    'python_error'", status -6) instead of ending with 130."""
+    with held(deliver=False):
+        yield
+    check()
+
+
 def block() -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
