@@ -345,6 +345,9 @@ def test_an_interrupt_while_torch_is_imported_is_raised_once_the_import_is_done(
     of 'python_error'"): the commands' lazy imports only note a Ctrl-C, raised after them."""
     from conform.run import interrupts
 
+    previous = signal.getsignal(signal.SIGINT)
+    # (another test of this process may have left the state installed and the handler replaced)
+    interrupts._state.update(installed=False, seen=False, raised=False, held=0)
     interrupts.install()
     try:
         done = []
@@ -357,3 +360,4 @@ def test_an_interrupt_while_torch_is_imported_is_raised_once_the_import_is_done(
     finally:
         interrupts.release()
         interrupts._state.update(seen=False, raised=False)
+        signal.signal(signal.SIGINT, previous)
