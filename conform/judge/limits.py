@@ -84,8 +84,10 @@ def message(what: str, x: torch.Tensor, got: torch.Tensor, mask: torch.Tensor, l
     value = "the op's derivative" if what.startswith("grad") else "the op"
     points = f"{'-' if at < 0 else ''}max/{{{', '.join(map(str, PROBE))}}} of {name}"
     times = " (times grad_output)" if what.startswith("grad") else ""
+    found = float(got.detach().cpu()[k])
+    kind = "NaN mismatch" if math.isnan(found) else "infinity mismatch" if math.isinf(found) else "mismatch"
     return (
-        f"{what} at {k} is {float(got.detach().cpu()[k])!r} for an input {at!r}, where float64 gives {value} "
+        f"{what}: {kind} at {k}: {found!r} for an input {at!r}, where float64 gives {value} "
         f"{limit[at]!r}{times} at every one of {points} (saturated: its value at infinity); "
         f"{int(mask.sum())} of {mask.numel()} elements at an infinite input off it"
     )
