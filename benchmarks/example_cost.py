@@ -57,9 +57,9 @@ class _Recorder:
         self.execute, self.original, self.cases = execute, execute.run_case, []
 
     def __enter__(self):
-        def run_case(op, case, backend, *, grad=True):
+        def run_case(op, case, backend, *, grad=True, **options):
             self.cases.append((op, case, grad))
-            return self.original(op, case, backend, grad=grad)
+            return self.original(op, case, backend, grad=grad, **options)
 
         self.execute.run_case = run_case
         return self

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 
 import pytest
 import torch
@@ -357,19 +358,32 @@ def _garbage_at_0(func, args, kwargs):
     return out
 
 
-def test_a_cpu_reference_that_changes_from_run_to_run_is_no_expectation_on_an_accelerator():
+def _garbage_by_call_path(func, args, kwargs):
+    """A kernel that reads stack memory it never wrote: the same value on every plain call, another
+    when the call comes through more Python frames (a dispatch mode's)."""
+    out = func(*args, **kwargs).clone()
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + (frame.f_code.co_name == "__torch_dispatch__"), frame.f_back
+    out.view(-1)[0] = 1e3 * depth
+    return out
+
+
+@pytest.mark.parametrize("bug", [_garbage_at_0, _garbage_by_call_path], ids=["every_call", "call_path"])
+def test_a_cpu_reference_that_changes_from_run_to_run_is_no_expectation_on_an_accelerator(bug):
     """Self-consistent first: where the CPU's kernel gives another result when the same case runs
-    again, the device cannot be held to it (the case is redrawn, the CPU's inconsistency kept as a
-    finding); a device whose own kernel does it still fails against a steady CPU."""
+    again (on every call, or only through another call path, as a kernel reading its stack's
+    garbage does), the device cannot be held to it (the case is redrawn, the CPU's inconsistency
+    kept as a finding); a device whose own kernel does it still fails against a steady CPU."""
     from tests.cpu_kernels import CPUKernels
 
     op = opdb.lookup("aten::exp")
     case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
-    with _Kernel(aten.exp.default, _garbage_at_0):
+    with _Kernel(aten.exp.default, bug):
         shared = execute.run_case(op, case, CPUKernels())
     assert shared.outcome is Outcome.PASS and shared.invalid, shared.message
     assert shared.finding and "another result when the same case runs again" in shared.finding["message"]
-    own = execute.run_case(op, case, _Bugged(aten.exp.default, _garbage_at_0))
+    own = execute.run_case(op, case, _Bugged(aten.exp.default, bug))
     assert own.outcome is Outcome.MISMATCH, own.message
 
 

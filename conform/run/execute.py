@@ -670,15 +670,18 @@ def _scribble(device) -> None:
 
 def _cpu_unsteady(op, case, first, records_fn) -> str:
     """Whether the CPU's kernel gives `case` another result than `first` when it runs again: once
-    as it ran, once with freed memory scribbled and small blocks held, so that the inputs lie at
-    other addresses (a kernel reading past an expanded input's storage reads its neighbours). The
+    as it ran; once with freed memory scribbled and small blocks held, so that the inputs lie at
+    other addresses (a kernel reading past an expanded input's storage reads its neighbours); once
+    through Python's dispatch (a pass-through mode), whose deeper call stack leaves other values
+    where a kernel reads stack memory it never wrote (an orthogonal polynomial at a NaN x). The
     first difference's text, or ""."""
     cpu = torch.device("cpu")
-    for scribble in (False, True):
-        held = [torch.full((n,), float("nan")) for n in (1, 3, 7, 16, 40)] if scribble else []
-        if scribble:
+    for how in ("plain", "scribbled", "dispatched"):
+        held = [torch.full((n,), float("nan")) for n in (1, 3, 7, 16, 40)] if how == "scribbled" else []
+        if how == "scribbled":
             _scribble(cpu)
-        again = _observed(_run_side(op, case, to_device=_cpu_copy, device=cpu))
+        ctx = _PassThroughMode() if how == "dispatched" else None
+        again = _observed(_run_side(op, case, to_device=_cpu_copy, device=cpu, ctx=ctx))
         del held
         moved = failures(records_fn(again, first)) if again is not None and first is not None else []
         if moved:
