@@ -128,6 +128,9 @@ class WorkerSetup:
     run_dir: str  # plan.json, inflight/, crashed-ops.txt
     crashers: str  # the ops that crashed a process on this torch and device, across runs
     memory_limit: int | None  # bytes, from config.memory_limit and the device type
+    # some of the run's cells run in a fresh process each (isolated ops, earlier crashers): their
+    # fork server pays the first dispatch mode's imports once for all of them
+    warm_dispatch: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

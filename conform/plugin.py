@@ -286,6 +286,7 @@ class Controller:
             run_dir=str(self.rundir.absolute()),
             crashers=str(crashers.absolute()),
             memory_limit=config.memory_limit_bytes(self.backend.device.type),
+            warm_dispatch=bool(known) or any(_isolated(q) for q in {c[0] for c in cells}),
         )
         self.monitor = Monitor(self.rundir / "inflight")
         self.counts: dict[str, int] = {}
@@ -543,7 +544,7 @@ class WorkerContext:
     process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
     def __init__(self, setup: WorkerSetup, worker_id: str):
-        start_server(setup.config.device)  # it imports in the background
+        start_server(setup.config.device, warm_dispatch=setup.warm_dispatch)  # it imports in the background
         self.rundir = Path(setup.run_dir)
         self.inflight = self.rundir / "inflight" / f"{worker_id}.json"
         self.device_name = setup.device_name  # for repro scripts

@@ -154,3 +154,18 @@ class TruncSafeBackend(CPUBackend):
 
     def device_context(self):
         return _TruncWithoutTrap()
+
+
+# -- what a clean child starts with ------------------------------------------------------------
+
+
+def warmth_setup():
+    """A clean child's handler: which first-use costs its fork server already paid."""
+    import sys
+
+    def warmth(_request):
+        from generators import capture
+
+        return {"dynamo": "torch._dynamo" in sys.modules, "derivatives": capture._derivatives.cache_info().currsize > 0}
+
+    return warmth

@@ -315,3 +315,19 @@ def test_a_failure_whose_shrinking_the_cpu_reference_kills_is_still_reported(tmp
     with sqlite3.connect(db) as c:
         outcome, message = c.execute("SELECT outcome, message FROM results").fetchone()
     assert outcome == "mismatch" and "drawn again without the case the CPU reference died on" in message, message
+
+
+def test_a_run_with_one_shot_children_warms_their_fork_server():
+    """Each isolated cell is a fresh fork of the server: what the first dispatch mode imports
+    (torch._dynamo) and the caller-drawn ops' derivatives.yaml are loaded there once, instead of
+    1.5 s in every such cell."""
+    script = (
+        "from conform.run import isolation; import isolation_backends as b;"
+        "isolation.start_server(warm_dispatch=True);"
+        "c = isolation.CleanChild(b.warmth_setup); print(c.call('warmth')); c.close()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=conform_env(), timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str({"dynamo": True, "derivatives": True}), proc.stdout

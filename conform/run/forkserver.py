@@ -24,6 +24,7 @@ import opdb  # noqa: E402
 from conform import backends  # noqa: E402
 from conform.backends import CPUBackend  # noqa: E402
 from conform.run import cell, execute, isolation  # noqa: E402, F401
+from generators import capture  # noqa: E402
 from generators.case import Case, TensorSpec  # noqa: E402
 
 
@@ -37,12 +38,15 @@ def _warm_up() -> None:
 
 
 def _preload_backend() -> None:
-    """For a device other than the plain CPU: the first call under a TorchDispatchMode (every
-    device case runs under conform.run.dispatch's trace) imports torch._dynamo (torch/_compile.py),
-    seconds that each child would pay again; and the backend's optional `fork_server_preload()`
-    hook (conform.run.isolation)."""
+    """For a device other than the plain CPU, or a run with one-shot children (isolated cells,
+    conform.run.isolation's `warm_dispatch`): the first call under a TorchDispatchMode (every
+    device case runs under conform.run.dispatch's trace; ops drawn from their caller are captured
+    under one) imports torch._dynamo (torch/_compile.py), and the caller-drawn ops read PyTorch's
+    derivatives.yaml: 1.5 s that each child would pay again. Then the backend's optional
+    `fork_server_preload()` hook."""
     spec = os.environ.get(isolation.SERVER_BACKEND_ENV)
-    if not spec or spec == "cpu":
+    device = bool(spec) and spec != "cpu"
+    if not device and not os.environ.get(isolation.SERVER_WARM_DISPATCH_ENV):
         return
 
     class _PassThrough(TorchDispatchMode):
@@ -51,6 +55,10 @@ def _preload_backend() -> None:
 
     with _PassThrough():
         torch.ones(2).add(1)
+    if os.environ.get(isolation.SERVER_WARM_DISPATCH_ENV):
+        capture.autograd_callers()  # and derivatives.yaml, read once (both cached)
+    if not device:
+        return
     try:
         hook = getattr(backends.resolve(spec, require_available=False), "fork_server_preload", None)
         if callable(hook):

@@ -56,19 +56,24 @@ def context():
 
 
 SERVER_BACKEND_ENV = "CONFORM_FORKSERVER_BACKEND"
+SERVER_WARM_DISPATCH_ENV = "CONFORM_FORKSERVER_WARM_DISPATCH"
 
 
-def start_server(device_spec: str | None = None) -> None:
+def start_server(device_spec: str | None = None, *, warm_dispatch: bool = False) -> None:
     """Start this process's fork server now (in the background: it imports torch), so that the
     first child does not wait for it. With `device_spec`, the server also runs that backend's
     optional `fork_server_preload()` hook: loading a device library (an out-of-tree backend's
-    extension) once, for every child, without initialising the device."""
+    extension) once, for every child, without initialising the device. With `warm_dispatch`, it
+    also pays what the first dispatch mode and caller-drawn ops load (conform.run.forkserver):
+    seconds that every one-shot child would pay again."""
     if START_METHOD == "forkserver":
         context()
         from multiprocessing import forkserver  # POSIX only
 
         if device_spec:
             os.environ[SERVER_BACKEND_ENV] = device_spec  # the server inherits it when it starts
+        if warm_dispatch:
+            os.environ[SERVER_WARM_DISPATCH_ENV] = "1"
         forkserver.ensure_running()
 
 
