@@ -147,6 +147,9 @@ def shared_specs(case: Case) -> list[TensorSpec]:
     return list({id(s): s for s in specs if seen[id(s)] > 1}.values())
 
 
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(TensorSpec))
+
+
 def _encode(v, refs: dict | None = None):
     """JSON form of `v`; `refs` ({id: number or None}) names the specs written once and referred to after."""
     if isinstance(v, TensorSpec):
@@ -154,7 +157,9 @@ def _encode(v, refs: dict | None = None):
             if refs[id(v)] is not None:
                 return {"__same__": refs[id(v)]}
             refs[id(v)] = sum(n is not None for n in refs.values())
-        d = dataclasses.asdict(v)
+        # a spec's fields are numbers, strings and tuples of them: a shallow copy is the deep one
+        # dataclasses.asdict makes, without its recursion (a case is encoded before every run)
+        d = {name: getattr(v, name) for name in _SPEC_FIELDS}
         d["shape"] = list(v.shape)
         if v.blocksize is None:
             del d["blocksize"]  # only block layouts have one: other specs' JSON stays as it was

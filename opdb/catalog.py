@@ -363,11 +363,17 @@ def _suggest(name: str) -> str:
 
 def lookup(name: str) -> OpSpec:
     """The OpSpec of "aten::add.Tensor", "add.Tensor", "aten::relu" or "relu" (default overload)."""
-    q = _qualify(name)
-    spec = _index().get(q)
+    spec = find(name)
     if spec is None:
+        q = _qualify(name)
         raise UnknownOpError(f"unknown op {q!r}{_suggest(q)}")
     return spec
+
+
+def find(name: str) -> OpSpec | None:
+    """lookup() for a name that may not exist, without its close-match suggestions (difflib over
+    the whole catalog: milliseconds, where code asks about other overloads of every op it runs)."""
+    return _index().get(_qualify(name))
 
 
 def _is_glob(pattern: str) -> bool:

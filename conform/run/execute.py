@@ -1267,11 +1267,8 @@ def _functional_spec(op):
         name = f"aten::{op.base_name}" + (f".{fn._overloadname}" if fn._overloadname != "default" else "")
     else:
         return None
-    try:
-        found = opdb.lookup(name)
-    except (KeyError, LookupError, ValueError):
-        return None
-    return found if found.variant == "functional" else None
+    found = opdb.find(name)
+    return found if found is not None and found.variant == "functional" else None
 
 
 def _poison_watch(functional, backend) -> metamorphic.Sides:
@@ -1339,9 +1336,8 @@ def _shared_with_cpu(op, backend, v: metamorphic.Violation, compare_fn) -> oracl
         return None
     target = op
     if v.other_op is not None:
-        try:
-            target = opdb.lookup(v.other_op)
-        except (KeyError, LookupError, ValueError):
+        target = opdb.find(v.other_op)
+        if target is None:
             return None
     on_device, on_cpu = relation_sides(target, backend), relation_sides(target, backend, cpu_kernels=True)
     for c in (v.other, v.first):
