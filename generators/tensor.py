@@ -148,7 +148,7 @@ _EDGE_TOKENS = {
     "small": None,
     "special": None,
     "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -2, -1, 1, 2),
-    "positive": ("sub",),
+    "positive": ("sub", "inf"),  # +inf is in the domain: log(inf) = inf, polygamma(n, inf) = 0
     "nonnegative": ("sub", "0"),
 }
 EDGE_KINDS = tuple(_EDGE_TOKENS)
