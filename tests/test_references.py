@@ -408,3 +408,25 @@ def test_indices_outside_the_input_that_the_cpu_gives_too_are_a_finding_on_an_ac
     assert shared.finding and "the CPU's kernel too" in shared.finding["message"]
     own = run_case(op, case, _OwnIndicesPastTheInput(), grad=False)
     assert own.outcome is Outcome.MISMATCH and "index lies outside the input" in own.message
+
+
+def test_an_op_with_no_reference_gets_its_decomposition_found():
+    """soft_margin_loss_backward's kernel is exp(-y x) / (1 + exp(-y x)): NaN at a large margin,
+    in golden float64 too; its decomposition (a sigmoid) gives the finite gradient. A found
+    decomposition never stands for random ops nor for views of storage."""
+    ref = _ref("aten::soft_margin_loss_backward")
+    assert ref is not None and ref.expression == references.DECOMPOSITION and ref.discovered
+    assert _ref("aten::as_strided_copy") is None and _ref("aten::bernoulli.p") is None
+    grad = TensorSpec((), "float32", data=(1.0,))
+    r = _run("aten::soft_margin_loss_backward", (grad, _t(-3e4, 0.5, 2.0), _t(1.0, -1.0, 1.0), 1), grad=False)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (torch._decomp) disagrees with the CPU kernel" in r.message
+
+
+def test_a_found_decomposition_says_nothing_at_non_finite_inputs():
+    """Where NaN and infinities land is each formula's own: the kernel's NaN at -3e4 is not
+    judged in a case that holds an infinity too."""
+    grad = TensorSpec((), "float32", data=(1.0,))
+    r = _run("aten::soft_margin_loss_backward", (grad, _t(-3e4, INF, 2.0), _t(1.0, -1.0, 1.0), 1), grad=False)
+    assert r.outcome is Outcome.PASS, r.message
+    assert not (r.finding and "torch._decomp" in r.finding.get("message", "")), r.finding

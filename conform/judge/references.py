@@ -10,7 +10,9 @@ other kernels, run on the case's inputs in float64, and held against golden:
    `reference_sign_of_zero`, `reference_output`, each with its reason) or found by name: an
    op named like a NumPy ufunc or a `scipy.special` function of as many inputs (`discovered`);
    the keyword `decomposition` runs `torch._decomp`'s decomposition of the overload, and is
-   used only where that decomposition never calls the op itself (`_independent`);
+   used only where that decomposition never calls the op itself (`_independent`); an op with
+   neither gets its decomposition as found (`decomposition_found`), which speaks only on
+   finite, non-empty, real inputs with real floating results;
 2. elements are compared as the verdict compares (special values exactly, the sign of zero
    where the entry says the op defines it, finite values with the cell's tolerance), and an
    element is excused where the reference itself moves that far, or changes class, when the
@@ -199,7 +201,42 @@ def reference_for(op) -> Reference | None:
             output=hints.get("reference_output"),
             why=why,
         )
-    return discovered(op)
+    return discovered(op) or decomposition_found(op)
+
+
+# ops whose value depends on the dtype they compute in: in float64 they are other numbers
+_DTYPE_RELATIVE = frozenset({"nextafter", "spacing"})
+
+
+def decomposition_found(op) -> Reference | None:
+    """torch._decomp's decomposition of an overload that no entry names: Python, written apart
+    from the ATen kernel, of the op's meaning in other ATen ops. Not reviewed op by op, so it
+    speaks only where decompositions and kernels mean the same: finite, non-empty, real inputs and
+    real floating results (`_unreviewed_says_nothing`); never for random ops, nor for views of
+    storage (a stride or storage offset argument: the reference's float64 copy has other
+    storage)."""
+    if (
+        op.family in ("random", "torchscript", "quantized", "sparse")
+        or op.base_name.removesuffix("_") in _DTYPE_RELATIVE
+    ):
+        return None
+    if any(a.name in ("stride", "storage_offset") for a in op.arguments) or not _independent(op.qualname):
+        return None
+    return Reference(DECOMPOSITION, "torch._decomp", discovered=True)
+
+
+def _unreviewed_says_nothing(bound: dict) -> str:
+    """Why a found decomposition has no opinion on these arguments ("" where it has): at NaN,
+    infinities, empty tensors and complex values, decompositions and kernels differ by their
+    formulas' order (inf * 0, a mean of nothing, a dropped imaginary part), which only a reviewed
+    entry can call a bug."""
+    for v in bound.values():
+        if isinstance(v, torch.dtype) and v.is_complex:
+            return "a complex result"
+        for t in leaves(v):
+            if t.numel() == 0 or t.is_complex() or t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                return "an empty, complex or non-finite input"
+    return ""
 
 
 def _origin(expr: str) -> str:
@@ -333,9 +370,14 @@ def evaluate(ref: Reference, op, args, kwargs):
             _INDEPENDENT[op.qualname] = not _calls_itself(op, fn, args, kwargs)
         if not _INDEPENDENT[op.qualname]:
             raise _NoOpinion("the decomposition calls the op itself")
+        unsaid = _unreviewed_says_nothing(bound) if ref.discovered else ""
+        if unsaid:
+            raise _NoOpinion(f"a decomposition found, not reviewed, says nothing of {unsaid}")
         with torch.no_grad():
             result = _to_torch(fn(*args, **kwargs))
             mask = _to_torch(eval(ref.ignore, namespace(), dict(bound))) if ref.ignore else None  # noqa: S307
+        if ref.discovered and not all(t.is_floating_point() for t in leaves(result)):
+            raise _NoOpinion("a decomposition found, not reviewed, says nothing of integer or complex results")
         if ref.output is not None:
             result = _pick(result, ref.output)
             if result is None:
