@@ -58,6 +58,19 @@ def _draws_follow_the_seed_alone(request):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _hypothesis_shrinks_as_configured():
+    """A cell run in a test's process sets hypothesis's shrinking time cap to the run's shrink
+    budget (conform.run.cell._set_shrink_budget, a module attribute: there is no setting for it);
+    put back after each test, so that a later test's shrinking in the same worker is not cut to
+    about a second, short of its minimal case on a loaded machine."""
+    from hypothesis.internal.conjecture import engine
+
+    cap = engine.MAX_SHRINKING_SECONDS
+    yield
+    engine.MAX_SHRINKING_SECONDS = cap
+
+
 # What makes a test end-to-end: it starts `conform` (or another program) in a subprocess, drives
 # a click command, runs a cell in a clean child, starts a database server or a browser, or builds
 # the emulated device. Such tests run in CI and under README's test command like every other;
