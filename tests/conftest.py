@@ -42,6 +42,17 @@ def pytest_collection_finish(session):
         pass  # the fixture skips (no compiler) or fails, with the reason, where a test asks for it
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_intra_op_thread():
+    """Each process that runs tests computes with one intra-op thread, as conform's cells do
+    (conform.run.cell.cell_process, the fork server): -n auto starts a worker more than the cores,
+    and a second thread in each spent its wait for a core spinning (resnet18's model check: 8.9 s
+    of CPU with one thread, 11.4 s with two on a quiet 2-core machine, 28 s in the whole suite)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _draws_follow_the_seed_alone(request):
     """Every test draws as a run's cell does (generators.seeding.seed_only): hypothesis's pool of
