@@ -89,7 +89,7 @@ def _hypothesis_shrinks_as_configured():
 _E2E_SOURCE = re.compile(
     r"\b(?:conform|conform_here|popen_conform|run_conform|run_script|_run|sweep)\(|subprocess\.|Popen\(|CliRunner\(|CleanChild|cell_process"
 )
-_E2E_FIXTURES = {"emu", "postgres_url", "postgres_server", "browser", "page", "site_dir", "built_site"}
+_E2E_FIXTURES = {"emu", "postgres_url", "postgres_server", "browser", "page", "site_dir", "built_site", "opinfo_checks"}
 
 
 def pytest_collection_modifyitems(config, items):
