@@ -210,40 +210,58 @@ def opinfo_samples_check() -> int:
     return checked
 
 
-def _opinfo_check_in_a_child(contracts_dir=None) -> subprocess.CompletedProcess:
-    # in a process of its own: importing PyTorch's test suite forbids setting torch.backends flags
-    # for the rest of the process (common_utils calls torch.backends.disable_global_flags()), and
-    # the CUDA backend's tests in the same worker set them, as conform does
+# nll_loss's OpInfo samples carry class indices, not signs: a contract claiming signs disagrees
+WRONG_CONTRACT = (
+    '["aten::nll_loss"]\nreason = "a wrong contract"\n'
+    'hints = { argument_values = { target = "sign" }, contract_opinfo = "nn.functional.nll_loss" }\n'
+)
+
+
+@pytest.fixture(scope="module")
+def opinfo_checks(request, tmp_path_factory) -> dict:
+    """The OpInfo check of the committed contracts, then of WRONG_CONTRACT alone, in one child
+    process for the whole session (each check paid the import of PyTorch's test suite again). A
+    child because importing that suite forbids setting torch.backends flags for the rest of the
+    process (common_utils calls torch.backends.disable_global_flags()), and the CUDA backend's
+    tests in the same worker set them, as conform does. Each check: its count, or the exception
+    it raised with its traceback."""
     pytest.importorskip("expecttest")  # torch.testing._internal imports it (the test extra)
+    from conftest import once_per_session
+
     code = (
-        "import sys, tests.test_contracts as t\n"
-        "if len(sys.argv) > 1:\n"
-        "    from opdb.rules import load_entries\n"
-        "    t._contract_entries = lambda: [e for e in load_entries(sys.argv[1]) if e.source == 'contracts.toml']\n"
-        "print('checked', t.opinfo_samples_check())\n"
+        "import json, sys, traceback, tests.test_contracts as t\n"
+        "from opdb.rules import load_entries\n"
+        "def check():\n"
+        "    try:\n"
+        "        return {'checked': t.opinfo_samples_check()}\n"
+        "    except Exception as e:\n"
+        "        return {'raised': type(e).__name__, 'traceback': traceback.format_exc()}\n"
+        "committed = check()\n"
+        "t._contract_entries = lambda: [e for e in load_entries(sys.argv[1]) if e.source == 'contracts.toml']\n"
+        "print(json.dumps({'committed': committed, 'wrong': check()}))\n"
     )
-    root = Path(__file__).parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    args = [str(contracts_dir)] if contracts_dir is not None else []
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
-    )
+
+    def make(folder):
+        (folder / "contracts.toml").write_text(WRONG_CONTRACT)
+        root = Path(__file__).parent.parent
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(folder)], cwd=root, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    return once_per_session(request, tmp_path_factory, "opinfo-checks", make)[1]
 
 
-def test_contracts_agree_with_pytorchs_own_sample_inputs():
-    proc = _opinfo_check_in_a_child()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert int(proc.stdout.split()[-1]) > 0, proc.stdout
+def test_contracts_agree_with_pytorchs_own_sample_inputs(opinfo_checks):
+    committed = opinfo_checks["committed"]
+    assert committed.get("checked", 0) > 0, committed.get("traceback", committed)
 
 
-def test_a_contract_that_pytorchs_samples_break_fails_the_opinfo_check(tmp_path):
-    # nll_loss's OpInfo samples carry class indices, not signs: a contract claiming signs disagrees
-    (tmp_path / "contracts.toml").write_text(
-        '["aten::nll_loss"]\nreason = "a wrong contract"\n'
-        'hints = { argument_values = { target = "sign" }, contract_opinfo = "nn.functional.nll_loss" }\n'
-    )
-    proc = _opinfo_check_in_a_child(tmp_path)
-    assert proc.returncode != 0 and "AssertionError" in proc.stderr, (proc.stdout, proc.stderr[-2000:])
+def test_a_contract_that_pytorchs_samples_break_fails_the_opinfo_check(opinfo_checks):
+    wrong = opinfo_checks["wrong"]
+    assert wrong.get("raised") == "AssertionError", wrong
 
 
 # a point (0.5149...) exactly on the 17th of 25 edges float32 computes from the data's range,

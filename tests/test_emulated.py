@@ -2,7 +2,7 @@
 
 The device is a PrivateUse1 backend built from C++ on first use; these tests build it once per
 session and skip only where no C++ compiler or ninja is present. Anything that poisons a process
-(a forked child of a used device, a device-side assert) runs in a subprocess of its own.
+(a forked child of a used device, a device-side assert) runs in a subprocess, not in a test worker.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import opdb
 from cli_helpers import cells, conform_env, conform_here
 from conform.outcomes import Outcome as O
 from conform.run.execute import run_case
+from conftest import once_per_session
 from generators.case import Case
 from generators.case import TensorSpec as T
 
@@ -113,59 +114,71 @@ def _python(script: str, **env) -> subprocess.CompletedProcess:
     )
 
 
-FORK = """
+# What poisons a process, in one subprocess for the three tests below (each paid torch's import
+# and the device's load again): a child forked while the device is loaded but unused, then the
+# device used and another child forked, then a device-side assert and the calls after it.
+POISONING = """
     import os, torch
     from conform.backends import emulated
     emulated.load()
-    if {use_first}:
-        torch.ones(2).to("emu")
-    pid = os.fork()
-    if pid == 0:
-        try:
-            print("child:", torch.ones(2).to("emu").sum().item(), torch.emu.is_initialized(), flush=True)
-            os._exit(0)
-        except RuntimeError as e:
-            print("child error:", e, flush=True)
-            os._exit(3)
-    print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+
+    def fork(tag):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                print(tag, "child:", torch.ones(2).to("emu").sum().item(), torch.emu.is_initialized(), flush=True)
+                os._exit(0)
+            except RuntimeError as e:
+                print(tag, "child error:", e, flush=True)
+                os._exit(3)
+        print(tag, "exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+
+    fork("loaded:")
+    torch.ones(2).to("emu")
+    fork("used:")
+
+    import opdb
+    from conform.backends.emulated import EmulatedBackend
+    from conform.run.execute import run_case
+    from generators.case import Case, TensorSpec as T
+    emu = EmulatedBackend()
+    add = Case("aten::add.Tensor", (T((3,), "float32", seed=1), T((3,), "float32", seed=2)))
+    print("before:", run_case(opdb.lookup("aten::add.Tensor"), add, emu).outcome)
+    bad = Case("aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
+    r = run_case(opdb.lookup("aten::index_select"), bad, emu)
+    print("assert:", r.invalid)
+    for _ in range(2):
+        r = run_case(opdb.lookup("aten::add.Tensor"), add, emu)
+        print("after:", r.outcome, r.message.splitlines()[0])
 """
 
 
-def test_forked_child_of_a_used_device_cannot_use_it(emu):
-    p = _python(FORK.format(use_first=True))
+@pytest.fixture(scope="module")
+def poisoned(emu, request, tmp_path_factory) -> str:
+    """POISONING's output, stdout then stderr (one subprocess in the whole test session)."""
+
+    def make(folder):
+        p = _python(POISONING)
+        return p.stdout + p.stderr
+
+    return once_per_session(request, tmp_path_factory, "emu-poisoning", make)[1]
+
+
+def test_forked_child_of_a_used_device_cannot_use_it(poisoned):
     assert (
-        "child error: Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method"
-        in p.stdout
-    ), p.stdout + p.stderr
-    assert "exit 3" in p.stdout
+        "used: child error: Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method"
+        in poisoned
+    ), poisoned
+    assert "used: exit 3" in poisoned
 
 
-def test_forked_child_of_a_process_that_only_loaded_the_device_can_use_it(emu):
-    p = _python(FORK.format(use_first=False))
-    assert "child: 2.0 True" in p.stdout and "exit 0" in p.stdout, p.stdout + p.stderr
+def test_forked_child_of_a_process_that_only_loaded_the_device_can_use_it(poisoned):
+    assert "loaded: child: 2.0 True" in poisoned and "loaded: exit 0" in poisoned, poisoned
 
 
-def test_device_assert_is_sticky_for_the_rest_of_the_process(emu):
-    p = _python(
-        """
-        import opdb
-        from conform.backends.emulated import EmulatedBackend
-        from conform.run.execute import run_case
-        from generators.case import Case, TensorSpec as T
-        emu = EmulatedBackend()
-        add = Case("aten::add.Tensor", (T((3,), "float32", seed=1), T((3,), "float32", seed=2)))
-        print("before:", run_case(opdb.lookup("aten::add.Tensor"), add, emu).outcome)
-        bad = Case("aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
-        r = run_case(opdb.lookup("aten::index_select"), bad, emu)
-        print("assert:", r.invalid)
-        for _ in range(2):
-            r = run_case(opdb.lookup("aten::add.Tensor"), add, emu)
-            print("after:", r.outcome, r.message.splitlines()[0])
-        """
-    )
-    out = p.stdout
-    assert "before: pass" in out and "assert: True" in out, out + p.stderr
-    assert out.count("after: device_error RuntimeError: emu error: device-side assert triggered") == 2, out + p.stderr
+def test_device_assert_is_sticky_for_the_rest_of_the_process(poisoned):
+    assert "before: pass" in poisoned and "assert: True" in poisoned, poisoned
+    assert poisoned.count("after: device_error RuntimeError: emu error: device-side assert triggered") == 2, poisoned
 
 
 def test_conform_run_on_the_emulated_device(emu, tmp_path, monkeypatch):
