@@ -229,14 +229,17 @@ def _unreviewed_says_nothing(bound: dict) -> str:
     """Why a found decomposition has no opinion on these arguments ("" where it has): at NaN,
     infinities, empty tensors and complex values, decompositions and kernels differ by their
     formulas' order (inf * 0, a mean of nothing, a dropped imaginary part), which only a reviewed
-    entry can call a bug."""
+    entry can call a bug; without a floating tensor the case is integer arithmetic."""
+    floating = False
     for v in bound.values():
         if isinstance(v, torch.dtype) and v.is_complex:
             return "a complex result"
         for t in leaves(v):
             if t.numel() == 0 or t.is_complex() or t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 return "an empty, complex or non-finite input"
-    return ""
+            floating = floating or t.is_floating_point()
+    # integer arithmetic (its wrap and its INT_MIN / -1, which kills the process) is the kernel's
+    return "" if floating else "integer inputs alone"
 
 
 def _origin(expr: str) -> str:
@@ -366,13 +369,13 @@ def evaluate(ref: Reference, op, args, kwargs):
         fn = _decomposition(op.qualname)
         if fn is None:
             raise _NoOpinion("no decomposition")
+        unsaid = _unreviewed_says_nothing(bound) if ref.discovered else ""
+        if unsaid:  # before the decomposition runs at all
+            raise _NoOpinion(f"a decomposition found, not reviewed, says nothing of {unsaid}")
         if op.qualname not in _INDEPENDENT:
             _INDEPENDENT[op.qualname] = not _calls_itself(op, fn, args, kwargs)
         if not _INDEPENDENT[op.qualname]:
             raise _NoOpinion("the decomposition calls the op itself")
-        unsaid = _unreviewed_says_nothing(bound) if ref.discovered else ""
-        if unsaid:
-            raise _NoOpinion(f"a decomposition found, not reviewed, says nothing of {unsaid}")
         with torch.no_grad():
             result = _to_torch(fn(*args, **kwargs))
             mask = _to_torch(eval(ref.ignore, namespace(), dict(bound))) if ref.ignore else None  # noqa: S307
