@@ -318,6 +318,21 @@ class Controller:
         interrupts.unblock()
         interrupts.check()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo):
+        """A Ctrl-C lands wherever the controller's own loop is (it runs cells in-process with one
+        worker): inside a multi-line `with` a frame of the traceback can have no line number, and
+        pytest's terminal reporter, formatting it next, raises TypeError over the interrupt (a
+        traceback instead of `interrupted`). Those frames are left out of what it formats."""
+
+        def numbered(entry) -> bool:
+            try:
+                return entry.lineno is not None
+            except TypeError:  # its own `tb_lineno - 1` on a frame without one
+                return False
+
+        excinfo.traceback = excinfo.traceback.filter(numbered)
+
     def pytest_runtest_logreport(self, report):
         props = dict((k, v) for k, v in report.user_properties if k == PROPERTY) if report.user_properties else {}
         if PROPERTY in props and report.when == "call":

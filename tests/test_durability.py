@@ -114,10 +114,8 @@ SLOW_ARGS = [
     "durability_backends:SlowBackend",
     "--examples",
     "3",
-    # one worker: the worker's side of a kill or a Ctrl-C (a stopped worker's cell is no crash)
-    # without a second worker's start-up, about 3.5 s of CPU in each of these runs
     "-n",
-    "1",
+    "2",
     "--seed",
     "7",
     "-q",
@@ -363,3 +361,25 @@ def test_an_interrupt_while_torch_is_imported_is_raised_once_the_import_is_done(
         interrupts.release()
         interrupts._state.update(seen=False, raised=False)
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_in_a_frame_without_a_line_number_is_still_reported_as_an_interrupt():
+    """With one worker the controller's own loop takes the Ctrl-C; inside a multi-line `with`
+    a frame can have no line number, and pytest's reporter, formatting the interrupt, raised
+    TypeError over it."""
+    from types import SimpleNamespace
+
+    from _pytest._code.code import ExceptionInfo, Traceback, TracebackEntry
+
+    from conform.plugin import Controller
+
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as e:
+        excinfo = ExceptionInfo.from_exception(e)
+    unnumbered = TracebackEntry(SimpleNamespace(tb_lineno=None, tb_frame=sys._getframe(), tb_next=None))
+    excinfo.traceback = Traceback([*excinfo.traceback, unnumbered])
+    with pytest.raises(TypeError):
+        excinfo.getrepr(funcargs=True)
+    Controller.pytest_keyboard_interrupt(None, excinfo)
+    assert "KeyboardInterrupt" in str(excinfo.getrepr(funcargs=True))
