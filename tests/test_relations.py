@@ -312,6 +312,40 @@ def test_a_relation_the_cpus_kernel_breaks_too_is_a_finding_on_an_accelerator():
     assert own.outcome is Outcome.MISMATCH and "[position relation]" in own.message, own.message
 
 
+def _stale_for_strided(func, args, kwargs):
+    """A kernel that reads memory it never wrote for a non-contiguous input: steady in one
+    process's allocation state (the CPU's reruns agree), another stale value in the device's
+    (here: under the device's own dispatch mode)."""
+    from tests.cpu_kernels import _PassThrough as device_mode
+
+    out = func(*args, **kwargs)
+    if args[0].is_contiguous():
+        return out
+    frame, on_device = sys._getframe(), False
+    while frame is not None:
+        on_device = on_device or isinstance(frame.f_locals.get("self"), device_mode)
+        frame = frame.f_back
+    out = out.contiguous().clone()
+    out.view(-1)[0] = 7e3 if on_device else 3e3
+    return out
+
+
+def test_a_layout_relation_the_cpus_kernel_breaks_with_other_values_is_a_finding_on_an_accelerator():
+    """The device breaks the layout relation with values of its own where the CPU's kernel breaks
+    it on the same case with others (stale memory read through a strided input): the relation is
+    no expectation there; a device whose own kernel does it under a right CPU still fails."""
+    from tests.cpu_kernels import CPUKernels
+
+    op = opdb.lookup("aten::exp")
+    case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
+    with _Kernel(aten.exp.default, _stale_for_strided):
+        shared = execute.run_case(op, case, CPUKernels(), relations=True)
+    assert shared.outcome is Outcome.PASS, shared.message
+    assert shared.finding and "the CPU's kernel too, with other values: [layout relation]" in shared.finding["message"]
+    own = execute.run_case(op, case, _Bugged(aten.exp.default, _stale_for_strided), relations=True)
+    assert own.outcome is Outcome.MISMATCH and "[layout relation]" in own.message, own.message
+
+
 def test_an_error_only_one_layout_raises_on_the_cpu_too_is_a_finding_on_an_accelerator():
     from tests.cpu_kernels import CPUKernels
 
