@@ -6,8 +6,10 @@ test chooses, so a round's blocks, an interference and a drifting clock are exac
 
 import dataclasses
 import math
+import os
 import sqlite3
 import threading
+import time
 
 import pytest
 from sqlalchemy import text
@@ -144,6 +146,11 @@ def test_a_thread_that_ends_mid_measurement_costs_one_block():
     before = delay()
     done.set()
     worker.join()
+    # join returns when the thread has cleared its id, a moment before the kernel releases it
+    # (until then its schedstat still reads): wait for that, as a measurement's block lasts
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{worker.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.001)
     assert math.isfinite(before) and delay() == math.inf  # the block around this read is not trusted
     assert math.isfinite(delay())  # the threads left are read anew
 
