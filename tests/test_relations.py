@@ -296,22 +296,6 @@ class _Bugged(CPUBackend):
         return _Kernel(self.target, self.bug)
 
 
-def test_a_relation_the_cpus_kernel_breaks_too_is_a_finding_on_an_accelerator():
-    """The device gives what the CPU gives on every case the relation ran: the CPU's kernel
-    breaks the relation as well, which is a finding about the CPU, not the device's failure.
-    The same bug in the device's kernels alone stays the device's failure."""
-    from tests.cpu_kernels import CPUKernels
-
-    op = opdb.lookup("aten::exp")
-    case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
-    with _Kernel(aten.exp.default, _nan_from_16):
-        shared = execute.run_case(op, case, CPUKernels(), relations=True)
-    assert shared.outcome is Outcome.PASS, shared.message
-    assert shared.finding and "the CPU's kernel too: [position relation]" in shared.finding["message"]
-    own = execute.run_case(op, case, _Bugged(aten.exp.default, _nan_from_16), relations=True)
-    assert own.outcome is Outcome.MISMATCH and "[position relation]" in own.message, own.message
-
-
 def _stale_for_strided(func, args, kwargs):
     """A kernel that reads memory it never wrote for a non-contiguous input: steady in one
     process's allocation state (the CPU's reruns agree), another stale value in the device's
@@ -330,20 +314,30 @@ def _stale_for_strided(func, args, kwargs):
     return out
 
 
-def test_a_layout_relation_the_cpus_kernel_breaks_with_other_values_is_a_finding_on_an_accelerator():
-    """The device breaks the layout relation with values of its own where the CPU's kernel breaks
-    it on the same case with others (stale memory read through a strided input): the relation is
-    no expectation there; a device whose own kernel does it under a right CPU still fails."""
+@pytest.mark.parametrize(
+    "bug, said, relation",
+    [
+        # the device gives what the CPU gives on every case the relation ran
+        (_nan_from_16, "the CPU's kernel too: ", "[position relation]"),
+        # the device breaks it with values of its own where the CPU's kernel breaks it with others
+        (_stale_for_strided, "the CPU's kernel too, with other values: ", "[layout relation]"),
+    ],
+    ids=["same_values", "other_values"],
+)
+def test_a_relation_the_cpus_kernel_breaks_too_is_a_finding_on_an_accelerator(bug, said, relation):
+    """The CPU's kernel breaks the relation on the same case as well: a finding about the CPU (no
+    expectation for the device there), not the device's failure. The same bug in the device's
+    kernels alone, under a right CPU, stays the device's failure."""
     from tests.cpu_kernels import CPUKernels
 
     op = opdb.lookup("aten::exp")
     case = _case("aten::exp", TensorSpec((3, 10), "float32", seed=1))
-    with _Kernel(aten.exp.default, _stale_for_strided):
+    with _Kernel(aten.exp.default, bug):
         shared = execute.run_case(op, case, CPUKernels(), relations=True)
     assert shared.outcome is Outcome.PASS, shared.message
-    assert shared.finding and "the CPU's kernel too, with other values: [layout relation]" in shared.finding["message"]
-    own = execute.run_case(op, case, _Bugged(aten.exp.default, _stale_for_strided), relations=True)
-    assert own.outcome is Outcome.MISMATCH and "[layout relation]" in own.message, own.message
+    assert shared.finding and said + relation in shared.finding["message"]
+    own = execute.run_case(op, case, _Bugged(aten.exp.default, bug), relations=True)
+    assert own.outcome is Outcome.MISMATCH and relation in own.message, own.message
 
 
 def test_an_error_only_one_layout_raises_on_the_cpu_too_is_a_finding_on_an_accelerator():
