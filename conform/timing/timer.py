@@ -57,7 +57,8 @@ the blocks is the quiet time, while on a quiet machine, where every block is unp
 quartile is within a few percent of the median. The interval of a timing figured so runs from the
 fastest unpreempted block to the higher upper quartile of its two rounds. A round with fewer than
 UNPREEMPTED_MIN such blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped
-would be the short ones: a biased figure), is not clean: it says in how many blocks the process
+would be the short ones: a biased figure), or whose fastest unpreempted block ran more than
+FAST_BLOCK below its figure (rule (a)'s check: something no counter sees slowed most blocks), is not clean: it says in how many blocks the process
 was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
 core in every call thus ends unstable: nothing tells its own time.
 """
@@ -401,7 +402,13 @@ def unpreempted(m: Measurement) -> Measurement:
     if len(kept) < max(UNPREEMPTED_MIN, UNPREEMPTED_SHARE * len(m.times)):
         return dataclasses.replace(m, why=f"preempted in {len(m.times) - len(kept)} of {len(m.times)} blocks")
     figure, iqr = _lower_quartile_iqr(kept)
-    return dataclasses.replace(m, median=figure, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
+    m = dataclasses.replace(m, median=figure, iqr=iqr, times=tuple(kept), unpreempted=len(kept))
+    if min(kept) < (1 - FAST_BLOCK) * figure:
+        # rule (a)'s fastest block, among the unpreempted ones: what slowed the rest no counter saw
+        return dataclasses.replace(
+            m, why=f"an unpreempted block ran {1 - min(kept) / figure:.0%} faster than the figure"
+        )
+    return m
 
 
 def measure_stable(
