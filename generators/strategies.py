@@ -388,7 +388,17 @@ _seeds = memo.integers(0, 2**31 - 1)
 # it stays invertible (SPD). A half-precision kernel squaring such a matrix's entries in half (a
 # 2-norm) overflows where its result fits; on the plain CPU that is a finding about the CPU's
 # own intermediate, by the one rule for large magnitudes (see STRESS_VARIANTS).
-MAGNITUDE_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_one", "invertible", "spd")
+MAGNITUDE_DOMAINS = (
+    "real",
+    "nonzero",
+    "positive",
+    "nonnegative",
+    "above_one",
+    "above_minus_one",
+    "no_poles",
+    "invertible",
+    "spd",
+)
 # Integer magnitudes only where negative values are allowed: an integer drawn "positive" is often
 # a count or a size, and near the type's limit it would ask for billions of elements.
 INT_MAGNITUDE_DOMAINS = ("real", "nonzero")

@@ -42,6 +42,8 @@ VALUE_KINDS = (
     "unit",
     "open_unit",
     "above_one",
+    "above_minus_one",  # (-1, inf): log1p's domain
+    "no_poles",  # the reals away from 0 and the negative integers: the gamma family's poles
     "probability",
     "nonzero",
     "small",
@@ -150,6 +152,8 @@ _EDGE_TOKENS = {
     "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -2, -1, 1, 2),
     "positive": ("sub", "inf"),  # +inf is in the domain: log(inf) = inf, polygamma(n, inf) = 0
     "nonnegative": ("sub", "0"),
+    "above_minus_one": ("sub", "inf", "0"),
+    "no_poles": ("sub", "inf"),
 }
 EDGE_KINDS = tuple(_EDGE_TOKENS)
 
@@ -468,7 +472,9 @@ def _overlapping(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
 def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, magnitude: str = "") -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
-        if kind in ("positive", "nonzero", "above_one") or (kind == "index" and low is not None and low >= 1):
+        if kind in ("positive", "nonzero", "above_one", "no_poles") or (
+            kind == "index" and low is not None and low >= 1
+        ):
             return torch.ones(shape, dtype=torch.bool)  # the domain holds one bool: True
         return torch.rand(shape, generator=g) < 0.5
     if kind == "sign":
@@ -483,8 +489,10 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         hi = int(high) if high is not None else min(info.max, 9)
         if magnitude == "moderate":
             lo, hi = max(info.min, -int(MODERATE_BAND[1])), min(info.max, int(MODERATE_BAND[1]))
-        if kind in ("positive", "above_one"):
+        if kind in ("positive", "above_one", "no_poles"):
             lo = max(lo, 1)
+        if kind == "above_minus_one":
+            lo = max(lo, 0)
         x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
         if magnitude == "int_extreme":
             x = _int_extremes(x, info, g)
@@ -520,6 +528,7 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
         x = torch.complex(_in_band(x, magnitude, real_dtype, g), _in_band(y, magnitude, real_dtype, g))
     else:
         x = _in_band(x, magnitude, real_dtype, g)
+        x = _in_domain(x, kind, dtype)
     if kind == "special" and x.numel() > 0:
         specials = torch.tensor(
             [float("nan"), float("inf"), -float("inf"), -0.0, _subnormal(real_dtype), 0.0], dtype=gen_dtype
@@ -537,6 +546,24 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
             repl = torch.complex(repl, torch.zeros_like(repl))
         x = torch.where(mask, repl, x)
     return x.to(dtype)
+
+
+def _in_domain(x: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
+    """`x` (float64) kept in the domains whose edge a band or the dtype's rounding could cross:
+    above -1 (a negative value scaled into a band flips to positive), and away from the poles at 0
+    and the negative integers (a value within 0.1 of one, in the dtype, moves half a unit down, near
+    the half-integer below it; where the dtype cannot hold that, as every large value of a half type, it flips to
+    positive)."""
+    if kind == "above_minus_one":
+        x = torch.where(x <= -1, -x, x)
+        return torch.where(x.to(dtype).to(torch.float64) <= -1, torch.zeros_like(x), x)
+    if kind != "no_poles" or x.numel() == 0:
+        return x
+    y = x.to(dtype).to(torch.float64)
+    near = (y <= 0.1) & ((y - y.round()).abs() < 0.1)
+    y = torch.where(near, y - 0.5, y)
+    z = y.to(dtype).to(torch.float64)
+    return torch.where((z <= 0) & (z == z.round()), z.abs() + 1, y)
 
 
 def _subnormal(dtype: torch.dtype) -> float:
@@ -707,6 +734,8 @@ _RANGES = {
     "unit": (-1.0, 1.0),
     "open_unit": (-0.95, 0.95),
     "above_one": (1.05, 4.0),
+    "above_minus_one": (-0.95, 3.0),
+    "no_poles": (-4.0, 4.0),
     "probability": (0.0, 1.0),
     "nonzero": (-3.0, 3.0),
     "small": (-2.0, 2.0),

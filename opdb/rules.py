@@ -55,7 +55,19 @@ from opdb.spec import OpRules, Tolerance
 
 RULES_DIR = Path(__file__).with_name("rules")
 
-DOMAINS = ("real", "positive", "nonnegative", "unit", "open_unit", "above_one", "probability", "nonzero", "small")
+DOMAINS = (
+    "real",
+    "positive",
+    "nonnegative",
+    "unit",
+    "open_unit",
+    "above_one",
+    "above_minus_one",
+    "no_poles",
+    "probability",
+    "nonzero",
+    "small",
+)
 # what one argument's values may be (hints `argument_values`, opdb/rules/contracts.toml): a domain,
 # or "sign" (-1 and 1 only, the labels of the margin and embedding losses)
 ARGUMENT_VALUES = (*DOMAINS, "sign")

@@ -75,7 +75,9 @@ class OpRules:
 
     # Input value domain for the op's floating inputs, by name understood by generators:
     # "real" (default), "positive", "nonnegative", "unit" ([-1, 1]), "open_unit" ((-1, 1)),
-    # "above_one" ([1, inf)), "probability" ([0, 1]), "nonzero", "small" (|x| <= 3, for exp-like ops).
+    # "above_one" ([1, inf)), "above_minus_one" ((-1, inf)), "no_poles" (the reals away from 0 and the
+    # negative integers: the gamma family's poles), "probability" ([0, 1]), "nonzero", "small" (|x| <= 3,
+    # for exp-like ops).
     domain: str = "real"
     # dtype name (or "*") -> Tolerance, overriding the per-dtype table
     tolerances: dict[str, Tolerance] = field(default_factory=dict)

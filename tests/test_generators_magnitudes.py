@@ -122,6 +122,26 @@ def test_bands_respect_the_domain():
     assert {s.magnitude for s in _specs("int64", "positive")} == {""}
 
 
+def test_domains_with_a_pole_or_a_bound_below_zero_reach_the_negatives_and_stay_inside():
+    # log1p is defined above -1 and the gamma family away from 0 and the negative integers: their
+    # negative inputs are drawn (the reflection formula, log1p's small negative arguments), in every
+    # band and half dtype, and never one the dtype rounds onto the bound or a pole
+    def values(dtype, kind):
+        drawn = _drawn(tensors(dtype=dtype, shape=(32,), values=kind), examples=60)
+        return drawn, torch.cat([s.make_cpu_base().to(torch.float64).flatten() for s in drawn])
+
+    for dtype in ("float32", "bfloat16", "float16"):
+        _, log1p = values(dtype, "above_minus_one")
+        finite = log1p[torch.isfinite(log1p)]
+        assert bool((finite > -1).all()) and bool(((finite < 0) & (finite > -1)).any()), dtype
+        specs, gamma = values(dtype, "no_poles")
+        finite = gamma[torch.isfinite(gamma)]
+        assert not bool(((finite <= 0) & (finite == finite.round())).any()), dtype
+        assert bool(((finite < -1) & (finite != finite.round())).any()), dtype
+        assert {s.magnitude for s in specs} > {""}, dtype
+    assert bool((values("int32", "no_poles")[1] >= 1).all())
+
+
 def test_op_cases_carry_magnitudes_within_their_domain():
     op = opdb.lookup("aten::log")
     cases = _drawn(from_schema(op, "float16"), examples=150)
