@@ -1390,7 +1390,7 @@ BUGS_FRESH = [
         " skips the bias check for every convolution)",
         _convolution_meta_bias,
         "a bias whose length is not the output's channels: the CPU raises, meta returns a tensor",
-        ("aten::conv_transpose3d.input",),
+        also=("aten::conv_transpose3d.input",),
         category="meta",
         device="meta",
     ),
