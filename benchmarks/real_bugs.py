@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -21,6 +21,9 @@ second set of other published bugs, chosen before conform ran on them
 (docs/evaluation/real_bugs_disjoint.md). BUGS_HELDOUT is a third, of ops neither names, fixed
 before conform ran on it (docs/evaluation/real_bugs_heldout.md); its meta-kernel bugs are looked
 for in a run on the meta device (Bug.device), so that set runs conform once per device.
+BUGS_FRESH is a fourth, of ops none of the other three names, drawn in order from the skip and
+expected-failure entries of PyTorch's OpInfo database and from tracker searches by class, fixed
+before conform ran on it (docs/evaluation/real_bugs_fresh.md).
 """
 
 from __future__ import annotations
@@ -1106,11 +1109,300 @@ BUGS_HELDOUT = [
     ),
 ]
 
+
+# ---------------------------------------------------------------------------------------------
+# A fourth, fresh set: ops none of the three sets names, drawn in order from the skip and
+# expected-failure entries of PyTorch's own OpInfo database for the installed torch and from
+# tracker searches by class, fixed before conform ran on it (docs/evaluation/real_bugs_fresh.md).
+# `python benchmarks/real_bugs.py --set fresh`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _c64(*values: complex) -> torch.Tensor:
+    return torch.tensor(list(values), dtype=torch.complex64)
+
+
+def _pow_zero_zero(fn) -> bool:
+    """0j ** 0j is 1 (NumPy, Python); the complex pow kernel gives NaN+NaNj."""
+    return bool(fn(_c64(0j), _c64(0j)).isnan().all()) and (complex(0) ** complex(0)) == 1
+
+
+def _add_inf_nan() -> bool:
+    """(inf+infj) + (inf+infj) is inf+infj componentwise; add multiplies by alpha first: NaN+NaNj."""
+    z = complex(INF, INF)
+    return bool(torch.add(_c64(z), _c64(z)).isnan().all()) and not math.isnan((z + z).real)
+
+
+def _addr_inf_nan() -> bool:
+    """beta * input + alpha * outer(v1, v2) with v1 = inf: the real part is inf (NumPy: inf+nanj)."""
+    out = torch.addr(_c64(1.1 + 0j, 1.1 + 0j).reshape(1, 2), _c64(complex(INF, 0)), _c64(1 + 0j, 2 + 0j))
+    return bool(out.real.isnan().all())
+
+
+def _square_by_length() -> bool:
+    """(-1e20-1e20j)**2 overflows: one element (the scalar path) gives -inf+infj, a vector block
+    nan+infj (the true value is 0+2e40j)."""
+    z = -1e20 - 1e20j
+    alone, block = torch.square(_c64(z))[0].item(), torch.square(_c64(*[z] * 32))[0].item()
+    return math.isnan(alone.real) != math.isnan(block.real)
+
+
+def _to_meta(a):
+    if isinstance(a, (list, tuple)):
+        return [_to_meta(x) for x in a]
+    return a.to("meta") if isinstance(a, torch.Tensor) else a
+
+
+def _meta_returns_where_cpu_raises(fn, *args) -> bool:
+    try:
+        fn(*args)
+    except (RuntimeError, NotImplementedError):
+        fn(*_to_meta(list(args)))
+        return True
+    return False
+
+
+def _channel_shuffle_meta_strides() -> bool:
+    x = torch.randn(1, 4, 3, 3).to(memory_format=torch.channels_last)
+    return torch.ops.aten.channel_shuffle(x, 2).stride() != torch.ops.aten.channel_shuffle(x.to("meta"), 2).stride()
+
+
+def _as_strided_scatter_grad() -> bool:
+    """The input's gradient is inverted: 1 where b overwrites it, 0 where the output copies it."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(6, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(2, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    torch.as_strided_scatter(a, b, (2, 2), (1, 2)).sum().backward()
+    return a.grad[0].item() == 1.0  # element 0 is overwritten by b: its gradient is 0
+
+
+def _cumulative_out_unsafe_cast(fn) -> bool:
+    """A float result into a long out= is an unsafe cast, which out= must refuse (add does);
+    cumsum and cumprod truncate silently."""
+    x = torch.tensor([0.5, 0.25, 0.125])
+    try:
+        torch.add(x, x, out=torch.empty(3, dtype=torch.long))
+    except RuntimeError:
+        fn(x, 0, out=torch.empty(3, dtype=torch.long))
+        return True
+    return False
+
+
+def _convolution_meta_bias() -> bool:
+    """A bias of the wrong length (3 where groups=2 makes 6 output channels)."""
+    return _meta_returns_where_cpu_raises(
+        lambda x, w, b: F.conv_transpose2d(x, w, b, groups=2),
+        torch.randn(2, 4, 5, 5),
+        torch.randn(4, 3, 3, 3),
+        torch.randn(3),
+    )
+
+
+def _kron_transposed_raises() -> bool:
+    a, b = torch.randn(3, 2).t(), torch.randn(2, 2)
+    torch.kron(a.contiguous(), b)
+    try:
+        torch.kron(a, b)
+    except RuntimeError:
+        return True
+    return False
+
+
+OPINFO_FRESH = OPINFO + " (torch 2.13's OpInfo database"
+
+BUGS_FRESH = [
+    # -- the expectation shares the bug -----------------------------------------------------------
+    Bug(
+        "pow_complex_zero_to_zero_nan",
+        "aten::pow.Tensor_Tensor",
+        ("complex64",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/76853; " + OPINFO_FRESH + ", pow: skip TestBinaryUfuncs"
+        " test_reference_numerics_small_values for complex)",
+        lambda: _pow_zero_zero(torch.pow),
+        "0j ** 0j (a zero base and a zero exponent): NaN+NaNj where 1 is right",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "float_power_complex_zero_to_zero_nan",
+        "aten::float_power.Tensor_Tensor",
+        ("complex64",),
+        "mismatch",
+        OPINFO_FRESH + ", float_power: skip TestBinaryUfuncs test_reference_numerics_small_values for complex)",
+        lambda: _pow_zero_zero(torch.float_power),
+        "0j ** 0j in complex128 (float_power's computing dtype): NaN+NaNj where 1 is right",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "add_complex_inf_nan",
+        "aten::add.Tensor",
+        ("complex64",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/82510; " + OPINFO_FRESH + ", add: skip TestBinaryUfuncs"
+        " test_reference_numerics_extremal_values for complex)",
+        _add_inf_nan,
+        "complex infinities in both operands: the multiplication by alpha = 1+0j makes NaN of inf * 0",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "addr_complex_inf_nan",
+        "aten::addr",
+        ("complex64",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/127978",
+        _addr_inf_nan,
+        "an infinite vector element: the real part of beta * input + alpha * outer is NaN where inf is right",
+        _NAN_DIFF,
+        category="shared",
+    ),
+    Bug(
+        "softmax_inf_nan",
+        "aten::_softmax",
+        ("float32", "bfloat16", "float16", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/49724 (its second and third problems: softmax([x, inf]) and"
+        " softmax([inf]) are NaN)",
+        lambda: bool(torch.softmax(torch.tensor([1.0, INF]), 0).isnan().all()),
+        "+inf in the reduced row: NaN everywhere where the limit is 1 at the inf and 0 elsewhere",
+        _NAN_DIFF,
+        ("aten::softmax.int",),
+        "shared",
+    ),
+    Bug(
+        "log_softmax_inf_nan",
+        "aten::_log_softmax",
+        ("float32", "bfloat16", "float16", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/6864 (softmax and log_softmax with one +inf; also #49724)",
+        lambda: bool(torch.log_softmax(torch.tensor([1.0, INF]), 0).isnan().all()),
+        "+inf in the reduced row: NaN everywhere where the limit is -inf elsewhere and 0 at the inf",
+        _NAN_DIFF,
+        ("aten::log_softmax.int",),
+        "shared",
+    ),
+    Bug(
+        "cumsum_out_unsafe_cast",
+        "aten::cumsum.out",
+        ("float32", "float16", "bfloat16", "float64", "complex64"),
+        "missing_error",
+        OPINFO_FRESH + ", cumsum: expectedFailure TestCommon test_out, 'cumsum does not handle correctly out= dtypes')",
+        lambda: _cumulative_out_unsafe_cast(torch.cumsum),
+        "a floating result into an integer out=: truncated silently where out= must raise (an unsafe cast)",
+        category="shared",
+    ),
+    Bug(
+        "cumprod_out_unsafe_cast",
+        "aten::cumprod.out",
+        ("float32", "float16", "bfloat16", "float64", "complex64"),
+        "missing_error",
+        OPINFO_FRESH + ", cumprod: expectedFailure TestCommon test_out, 'cumprod does not handle correctly out="
+        " dtypes')",
+        lambda: _cumulative_out_unsafe_cast(torch.cumprod),
+        "a floating result into an integer out=: truncated silently where out= must raise (an unsafe cast)",
+        category="shared",
+    ),
+    # -- the result depends on position or length -------------------------------------------------
+    Bug(
+        "square_complex_overflow_by_length",
+        "aten::square",
+        ("complex64",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/52549; " + OPINFO_FRESH + ", square: skip TestUnaryUfuncs"
+        " test_reference_numerics_large for complex)",
+        _square_by_length,
+        "complex values whose square overflows (1e20 in complex64): -inf+infj alone, nan+infj in a vector block",
+        category="position",
+    ),
+    # -- a layout the generator must draw ---------------------------------------------------------
+    Bug(
+        "kron_transposed_raises",
+        "aten::kron",
+        FLOATS + ("int64", "int32", "complex64"),
+        "device_error",
+        OPINFO_FRESH + ", kron: expectedFailure TestMeta test_dispatch_symbolic_meta_outplace_all_strides,"
+        " 'RuntimeError: view size is not compatible with input tensor's size and stride')",
+        _kron_transposed_raises,
+        "a transposed operand: kron raises (a view of a non-contiguous result) where the contiguous copy works",
+        category="layout",
+    ),
+    # -- the gradient formula ---------------------------------------------------------------------
+    Bug(
+        "as_strided_scatter_grad",
+        "aten::as_strided_scatter",
+        FLOATS,
+        "grad_mismatch",
+        OPINFO_FRESH + ", as_strided_scatter: expectedFailure TestBwdGradients test_fn_grad)",
+        _as_strided_scatter_grad,
+        "any scatter: the input's gradient is inverted, 1 at the overwritten elements (0 is right) and 0 elsewhere",
+        category="gradient",
+    ),
+    # -- the meta kernel's form -------------------------------------------------------------------
+    # two tensors of different dtypes, which the documentation of each op forbids
+    *[
+        Bug(
+            f"{name}_mixed_dtype_meta_no_error",
+            f"aten::{name}",
+            dtypes,
+            "missing_error",
+            OPINFO_FRESH + f", {name}: expectedFailure TestMeta test_binary_ufuncs_mixed_dtype)",
+            lambda fn=fn: _meta_returns_where_cpu_raises(fn, torch.ones(3), torch.ones(3, dtype=torch.float64)),
+            cls,
+            category="meta",
+            device="meta",
+        )
+        for name, fn, dtypes, cls in (
+            (
+                "polar",
+                torch.polar,
+                ("float32", "float64"),
+                "float32 abs with float64 angle: the CPU raises, meta returns a complex128 tensor",
+            ),
+            (
+                "complex",
+                torch.complex,
+                ("float32", "float64", "float16"),
+                "real and imaginary parts of different dtypes: the CPU raises, meta returns a complex128 tensor",
+            ),
+        )
+    ],
+    Bug(
+        "channel_shuffle_meta_channels_last_strides",
+        "aten::channel_shuffle",
+        FLOATS + ("int64", "int32"),
+        "meta_mismatch",
+        OPINFO_FRESH + ", nn.functional.channel_shuffle: expectedFailure TestMeta"
+        " test_dispatch_symbolic_meta_outplace_all_strides)",
+        _channel_shuffle_meta_strides,
+        "a channels_last input: the CPU result is channels_last, meta's contiguous",
+        _STRIDES,
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "convolution_meta_bias_no_error",
+        "aten::convolution",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/178128 (conv_transpose3d; the meta kernel of convolution"
+        " skips the bias check for every convolution)",
+        _convolution_meta_bias,
+        "a bias whose length is not the output's channels: the CPU raises, meta returns a tensor",
+        also=("aten::conv_transpose3d.input",),
+        category="meta",
+        device="meta",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
     "heldout": BUGS_HELDOUT,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT,
+    "fresh": BUGS_FRESH,
+    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
@@ -1191,7 +1483,7 @@ def main() -> None:
         dest="bug_set",
         choices=sorted(SETS),
         default="original",
-        help="which bugs: the original set, the disjoint one, the held-out one, or all (default: original)",
+        help="which bugs: the original set, the disjoint one, the held-out one, the fresh one, or all (default: original)",
     )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
