@@ -77,6 +77,33 @@ def _out_spec(spec: TensorSpec, shape: tuple[int, ...], variant: str) -> TensorS
     raise ValueError(f"unknown out variant {variant!r}")
 
 
+# An out= of this dtype holds no floating or complex result without an unsafe cast, which PyTorch's
+# out= contract says the op must refuse (torch/_prims_common/wrappers.py, _safe_copy_out:
+# "Attempting to cast from ... to out tensor with dtype ..., but this can't be cast because it
+# is not safe!"; OpInfo's TestCommon.test_out checks it, and its expected failures name kernels,
+# MPS ones among them, that write the truncated values instead).
+UNSAFE_OUT_DTYPE = "int64"
+_CASTS_UNSAFELY = ("float32", "float64", "float16", "bfloat16", "complex64", "complex128")
+
+
+def unsafe_out_case(case: Case, out_names) -> Case | None:
+    """`case` with every floating or complex out among `out_names` made UNSAFE_OUT_DTYPE, or None
+    when it has none, or no tensor input: a factory op (zeros.out, randn.out) takes its result's
+    dtype from its out, so any out dtype is its own."""
+    outs = {n for n in out_names if isinstance(case.kwargs.get(n), TensorSpec)}
+    inputs = [a for a in case.args if isinstance(a, TensorSpec)] + [
+        v for k, v in case.kwargs.items() if k not in outs and isinstance(v, TensorSpec)
+    ]
+    changed = {
+        n: dataclasses.replace(case.kwargs[n], dtype=UNSAFE_OUT_DTYPE, layout="contiguous")
+        for n in outs
+        if case.kwargs[n].dtype in _CASTS_UNSAFELY and case.kwargs[n].layout not in STRIDELESS_LAYOUTS
+    }
+    if not inputs or not changed:
+        return None
+    return dataclasses.replace(case, kwargs={**case.kwargs, **changed})
+
+
 def inplace_target(case: Case):
     """The argument an inplace op mutates (its first positional argument), to compare after the call."""
     return case.args[0] if case.args else None

@@ -554,3 +554,50 @@ def test_a_case_with_thousands_of_output_tensors_is_declined():
     assert big.invalid and f"{MAX_OUTPUT_TENSORS + 1} tensors" in big.message
     small = run_case(op, Case("aten::unbind.int", (T((4, 2), "float32", seed=1), 0)), CPUBackend())
     assert small.outcome == Outcome.PASS and not small.invalid
+
+
+# -- out= of a dtype the result cannot be safely cast into -------------------------------------
+
+
+def _float_add_out():
+    return Case("aten::add.out", (f32(3, 4, seed=1), f32(3, 4, seed=2)), {"out": f32(3, 4, seed=3)})
+
+
+def test_a_device_that_writes_an_unsafe_out_dtype_is_caught_by_the_out_variants():
+    from conform.run.execute import run_out_variants
+
+    op = opdb.lookup("aten::add.out")
+    checked, failure = run_out_variants(op, _float_add_out(), BACKENDS["out_unsafe_cast"]())
+    assert checked and failure is not None and failure.outcome == O.MISSING_ERROR, failure
+    assert "[out= unsafe dtype]" in failure.message
+    assert failure.variant_case.kwargs["out"].dtype == "int64"
+    # the healthy device refuses it as the CPU does; the plain CPU has no second opinion to ask
+    for healthy in (BACKENDS["none"](), CPUBackend()):
+        assert run_out_variants(op, _float_add_out(), healthy)[1] is None
+
+
+def test_a_device_stricter_than_the_cpus_unsafe_out_cast_passes_with_a_finding():
+    # cumsum.out on the CPU truncates a float result into an int64 out (OpInfo's test_out expects
+    # it to fail); a device that refuses it is right
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from conform.run.execute import run_out_variants
+
+    class Refuses(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = (kwargs or {}).get("out")
+            if func is torch.ops.aten.cumsum.out and out is not None and out.dtype == torch.int64:
+                raise RuntimeError("result type Float can't be cast to the desired output type Long")
+            return func(*args, **(kwargs or {}))
+
+    class Strict(CPUBackend):
+        name = "strict-out"
+
+        def device_context(self):
+            return Refuses()
+
+    op = opdb.lookup("aten::cumsum.out")
+    case = Case("aten::cumsum.out", (f32(3, 4, seed=1), 1), {"out": f32(3, 4, seed=3)})
+    checked, found = run_out_variants(op, case, Strict())
+    assert found is not None and found.outcome == O.PASS and found.finding["kind"] == "cpu_wrong", found
+    assert "the device refuses it" in found.message

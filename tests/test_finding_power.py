@@ -45,6 +45,7 @@ BUGS = [
     ("sum_keeps_int32", BACKENDS["sum_keeps_int32"], "aten::sum", O.META_MISMATCH),
     ("keepdim_ignored", BACKENDS["keepdim_ignored"], "aten::sum.dim_IntList", O.META_MISMATCH),
     ("out_not_resized", BACKENDS["out_not_resized"], "aten::add.out", O.META_MISMATCH),
+    ("out_unsafe_cast", BACKENDS["out_unsafe_cast"], "aten::add.out", O.MISSING_ERROR),
     ("grad_wrong", BACKENDS["grad_wrong"], "aten::sigmoid", O.GRAD_MISMATCH),
     ("missing_bounds_check", BACKENDS["missing_bounds_check"], "aten::index_select", O.MISSING_ERROR),
     ("bfloat16_not_implemented", BACKENDS["bfloat16_not_implemented"], "aten::cos", O.NOT_IMPLEMENTED),
@@ -95,6 +96,9 @@ EXAMPLES = {
     "keepdim_ignored": Case("aten::sum.dim_IntList", (T((3, 4), "float32", seed=1), [1], True)),
     "out_not_resized": Case(
         "aten::add.out", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"out": T((0,), "float32")}
+    ),
+    "out_unsafe_cast": Case(
+        "aten::add.out", (T((3, 4), "float32", seed=1), T((3, 4), "float32", seed=2)), {"out": T((3, 4), "int64")}
     ),
     "grad_wrong": Case("aten::sigmoid", (T((3, 4), "float32", seed=1),)),
     "missing_bounds_check": Case(

@@ -58,7 +58,7 @@ from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of, is_backward
-from generators.variants import STRIDED_OUT_VARIANTS, out_variants
+from generators.variants import STRIDED_OUT_VARIANTS, UNSAFE_OUT_DTYPE, out_variants, unsafe_out_case
 from opdb.hints import hint
 
 
@@ -1400,6 +1400,10 @@ def run_out_variants(
             r.message = f"[out= {name}] {r.message}"
             r.variant_case = variant
             return True, r
+    if not is_plain_cpu(backend):
+        unsafe = _unsafe_out(op, variants["preallocated"], backend)
+        if unsafe is not None:
+            return True, unsafe
     nondet = _nondeterminism(op)
     if relations and nondet != "uninitialized":
 
@@ -1432,6 +1436,45 @@ def run_out_variants(
                 r.variant_case = variants[name]
                 return True, r
     return True, None
+
+
+def _unsafe_out(op, case, backend) -> CaseResult | None:
+    """The out= contract on a device: an out the result cannot be safely cast into
+    (generators.variants.unsafe_out_case) must be refused. A device that writes into it where the
+    CPU refuses is the device's missing_error; a device that refuses it where the CPU writes is
+    right, and the CPU's acceptance is a finding. Not for ops whose out gives the result's dtype
+    (`_dtype_from_out`) nor random ones (bernoulli.out, randint_like.out: integer values by
+    nature). Not on the plain CPU: there the contract alone would judge, and its repro script
+    (which asks run_case) would not show it; over the out= ops (float32, seed 23) 20 accept such an
+    out, 17 of them of those two kinds (the others: prod.int_out, _fft_r2c.out, _fft_c2r.out)."""
+    if _dtype_from_out(op) or _nondeterminism(op) == "seeded":
+        return None
+    unsafe = unsafe_out_case(case, [a.name for a in op.out_args])
+    if unsafe is None:
+        return None
+    r = run_case(op, unsafe, backend)
+    what = f"an {UNSAFE_OUT_DTYPE} out= for a floating result (an unsafe cast, which out= must refuse)"
+    if r.outcome is Outcome.MISSING_ERROR:
+        r.message = f"[out= unsafe dtype] the device wrote {what}: {r.message}"
+        r.variant_case = unsafe
+        return r
+    if r.outcome is Outcome.DEVICE_ERROR:
+        said = f"[out= unsafe dtype] the CPU writes {what}; the device refuses it: {r.message}"
+        return CaseResult(
+            Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
+        )
+    return None
+
+
+def _dtype_from_out(op) -> bool:
+    """The out= overload takes its result's dtype from its out: its functional has a `dtype`
+    argument that it lacks (ones_like.out, new_empty.out, _to_copy.out: any out dtype is one the
+    caller could have asked for)."""
+    functional = _functional_spec(op) or opdb.find(f"aten::{op.base_name}")
+    if functional is None:
+        return False
+    names = {a.name for a in op.arguments}
+    return any(a.name == "dtype" and a.name not in names for a in functional.arguments)
 
 
 def _out_shapes(op, case) -> dict:
