@@ -551,9 +551,8 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
 def _in_domain(x: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
     """`x` (float64) kept in the domains whose edge a band or the dtype's rounding could cross:
     above -1 (a negative value scaled into a band flips to positive), and away from the poles at 0
-    and the negative integers (a value within 0.1 of one, in the dtype, moves half a unit down, near
-    the half-integer below it; where the dtype cannot hold that, as every large value of a half type, it flips to
-    positive)."""
+    and the negative integers (a value within 0.1 of one, in the dtype, moves half a unit down;
+    where the dtype cannot hold that, as every large value of a half type, it flips to positive)."""
     if kind == "above_minus_one":
         x = torch.where(x <= -1, -x, x)
         return torch.where(x.to(dtype).to(torch.float64) <= -1, torch.zeros_like(x), x)

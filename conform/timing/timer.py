@@ -58,8 +58,8 @@ quartile is within a few percent of the median. The interval of a timing figured
 fastest unpreempted block to the higher upper quartile of its two rounds. A round with fewer than
 UNPREEMPTED_MIN such blocks, or fewer than UNPREEMPTED_SHARE of its blocks (the few that escaped
 would be the short ones: a biased figure), or whose fastest unpreempted block ran more than
-FAST_BLOCK below its figure (rule (a)'s check: something no counter sees slowed most blocks), is not clean: it says in how many blocks the process
-was preempted, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
+FAST_BLOCK below its figure (rule (a)'s check: something no counter sees slowed most blocks), is
+not clean: it says why, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
 core in every call thus ends unstable: nothing tells its own time.
 """
 
