@@ -27,12 +27,12 @@ def pytest_xdist_auto_num_workers(config):
 
 def pytest_collection_finish(session):
     """Load the emulated device before any test runs when a selected test uses it (the `emu`
-    fixture of tests/test_emulated.py). The autograd engine sizes its per-device ready queues
+    fixture of tests/test_emulated.py, `emu_available` of tests/test_model.py). The autograd engine sizes its per-device ready queues
     once, at the process's first backward, by the device types registered then
     (Engine::start_device_threads, a call_once in torch/csrc/autograd/engine.cpp): a device
     registered after any CPU backward in the same process (tests/test_finding_power.py's) fails
     an internal assert on its own first backward ("device_ready_queues_.size()")."""
-    if not any("emu" in getattr(item, "fixturenames", ()) for item in session.items):
+    if not any({"emu", "emu_available"} & set(getattr(item, "fixturenames", ())) for item in session.items):
         return
     from conform.backends import emulated
 
