@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from generators import op_ranges
+from opdb.rules import DOMAINS
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
@@ -34,19 +35,10 @@ STRIDELESS_LAYOUTS = SPARSE_LAYOUTS + OPAQUE_LAYOUTS
 # never drawn by the strategies, only replayed
 EXPLICIT_LAYOUT = "strided"
 
-# value kinds understood by `_make_values`; "domain" kinds mirror opdb.spec.OpRules.domain
+# value kinds understood by `_make_values`: the op domains opdb's rules name (opdb.rules.DOMAINS:
+# "above_minus_one" is log1p's, "no_poles" the gamma family's), and these
 VALUE_KINDS = (
-    "real",
-    "positive",
-    "nonnegative",
-    "unit",
-    "open_unit",
-    "above_one",
-    "above_minus_one",  # (-1, inf): log1p's domain
-    "no_poles",  # the reals away from 0 and the negative integers: the gamma family's poles
-    "probability",
-    "nonzero",
-    "small",
+    *DOMAINS,
     "sign",  # -1 and 1 only: the labels of the margin and embedding losses (opdb hints argument_values)
     "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
     "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
