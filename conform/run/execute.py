@@ -1473,8 +1473,7 @@ def _dtype_from_out(op) -> bool:
     functional = _functional_spec(op) or opdb.find(f"aten::{op.base_name}")
     if functional is None:
         return False
-    names = {a.name for a in op.arguments}
-    return any(a.name == "dtype" and a.name not in names for a in functional.arguments)
+    return any(a.name == "dtype" for a in functional.arguments) and not any(a.name == "dtype" for a in op.arguments)
 
 
 def _out_shapes(op, case) -> dict:
