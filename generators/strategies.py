@@ -531,7 +531,10 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
         # would leave it one slot where both it and its mantissa are finite
         edge_kinds = given != "exponent"
         if edge_kinds and (
-            real_float and values in EDGE_KINDS or dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS
+            (real_float or dtype in COMPLEX_DTYPES)
+            and values in EDGE_KINDS
+            or dtype in INT_DTYPES
+            and values in INT_MAGNITUDE_DOMAINS
         ):
             edges = role
         if real_float and values in MAGNITUDE_DOMAINS and "apart" not in stress:

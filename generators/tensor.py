@@ -148,6 +148,12 @@ _EDGE_TOKENS = {
     "no_poles": ("sub", "inf"),
 }
 EDGE_KINDS = tuple(_EDGE_TOKENS)
+# A complex tensor's imaginary part takes the slot after its real part's: the pattern's pairs
+# then meet in one number (nan+nanj, nan+infj, -inf+infj, inf+subj, 0-0j against -0+0j), where
+# C99's special values live (a number with one infinite part is an infinity, even beside a NaN),
+# and two operands' numbers meet at the same position: (-inf+infj) + (x+infj) is an infinity,
+# 0j ** 0j is 1. With the imaginary part left drawn, no complex case put a special value in it.
+COMPLEX_EDGE_SHIFT = 1
 
 
 # quantized dtypes: the values are drawn as float32 and quantized on the target device
@@ -241,9 +247,7 @@ class TensorSpec:
                 )
         elif self.scale is not None or self.axis is not None:
             raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
-        if self.edges is not None and (
-            self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool" or self.dtype.startswith("complex")
-        ):
+        if self.edges is not None and (self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool"):
             raise ValueError(f"no edge pattern for {self.values} values of {self.dtype}")
         if self.data is not None:
             if len(self.data) != self.numel:
@@ -535,7 +539,12 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
             mask[..., -1] |= edges[..., 1]
         repl = specials[pick]
         if dtype.is_complex:
-            repl = torch.complex(repl, torch.zeros_like(repl))
+            # the imaginary part a zero, a special value of its own or the drawn part, a third
+            # each: C99's special values are pairs (nan+infj is an infinity, 0j ** 0j is 1)
+            coin = torch.rand(shape, generator=g)
+            other = specials[torch.randint(0, len(specials), shape, generator=g)]
+            im = torch.where(coin < 1 / 3, torch.zeros_like(repl), torch.where(coin < 2 / 3, other, x.imag))
+            repl = torch.complex(repl, im)
         x = torch.where(mask, repl, x)
     return x.to(dtype)
 
@@ -581,27 +590,45 @@ def _edge_value(token, dtype: torch.dtype):
     return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0": -0.0, "0": 0.0}[token]
 
 
-def _with_edges(x: torch.Tensor, kind: str, role: int) -> torch.Tensor:
-    """`x` (logical, final dtype) with the aligned edge pattern of `role` (see EDGE_PERIOD)."""
-    if x.numel() == 0:
-        return x
-    floating = x.dtype.is_floating_point
+def _edge_slots(kind: str, role: int, dtype: torch.dtype) -> list:
+    """The value the aligned edge pattern of `role` puts at each slot (see EDGE_PERIOD), or None."""
+    floating = dtype.is_floating_point
     table = _FLOAT_EDGES if floating else _INT_EDGES
     allowed = _EDGE_TOKENS[kind]
-    flat = x.reshape(-1).clone()
-    slot = torch.arange(flat.numel()) % EDGE_PERIOD
-    for s, tokens in enumerate(table):
+    out = []
+    for tokens in table:
         token = tokens[min(role, 1)]
         if token is None or allowed is not None and token not in allowed:
+            out.append(None)
             continue
-        value = _edge_value(token, x.dtype)
+        value = _edge_value(token, dtype)
         if not floating:
-            info = torch.iinfo(x.dtype)
+            info = torch.iinfo(dtype)
             value = min(max(value, info.min), info.max)  # -1 in uint8 is its low end
             if value == 0 and kind == "nonzero":
                 value = 1
-        flat[slot == s] = value
-    return flat.reshape(x.shape)
+        out.append(value)
+    return out
+
+
+def _with_edges(x: torch.Tensor, kind: str, role: int) -> torch.Tensor:
+    """`x` (logical, final dtype) with the aligned edge pattern of `role` (see EDGE_PERIOD). A
+    complex tensor takes the pattern in its real part and, in its imaginary part, the pattern of
+    the next slot (COMPLEX_EDGE_SHIFT)."""
+    if x.numel() == 0:
+        return x
+    parts = (x.real, x.imag) if x.dtype.is_complex else (x,)
+    slots = _edge_slots(kind, role, parts[0].dtype)
+    position = torch.arange(x.numel()) % EDGE_PERIOD
+    out = []
+    for shift, part in zip((0, COMPLEX_EDGE_SHIFT), parts):
+        flat = part.reshape(-1).clone()
+        for s in range(EDGE_PERIOD):
+            value = slots[(s + shift) % EDGE_PERIOD]
+            if value is not None:
+                flat[position == s] = value
+        out.append(flat.reshape(x.shape))
+    return torch.complex(*out) if x.dtype.is_complex else out[0]
 
 
 # shift counts at the edges of every integer width (a 64-bit kernel may work in 32-bit lanes)

@@ -99,7 +99,24 @@ def test_edges_keep_restricted_domains():
     assert (x > 0).all() and (x < torch.finfo(torch.float32).tiny).any()
     assert (x == math.inf).any()
     with pytest.raises(ValueError):
-        TensorSpec((3,), "complex64", edges=0)
+        TensorSpec((3,), "bool", edges=0)
+
+
+def test_complex_edges_pair_special_parts_in_one_number():
+    """A complex tensor's pattern puts special values in both parts of one number (C99's
+    infinities beside NaNs, signed zeros together), aligned across two operands: (-inf+infj) +
+    (x+infj) and 0j ** 0j are reached by position."""
+    a = _cpu(TensorSpec((3, 57), "complex64", seed=3, edges=0))
+    b = _cpu(TensorSpec((3, 57), "complex64", seed=4, edges=1))
+    re, im = a.real, a.imag
+    assert ((re.isnan()) & (im.isinf())).any() and ((re.isinf()) & (im.isinf())).any()
+    assert ((re == 0) & (im == 0) & im.signbit()).any()
+    zero_both = (a == 0) & (b == 0)
+    assert zero_both.any()  # 0j ** 0j at one position
+    assert (a.isinf() & b.imag.isinf()).any()
+    # finite numbers stay between them, with a drawn part
+    finite = torch.isfinite(a) & ((re.abs() > 1e-3) | (im.abs() > 1e-3))
+    assert finite.sum() > a.numel() // 5
 
 
 def test_huge_variant_values_fit_but_their_squares_do_not():
