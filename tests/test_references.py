@@ -430,3 +430,83 @@ def test_a_found_decomposition_says_nothing_at_non_finite_inputs():
     r = _run("aten::soft_margin_loss_backward", (grad, _t(-3e4, INF, 2.0), _t(1.0, -1.0, 1.0), 1), grad=False)
     assert r.outcome is Outcome.PASS, r.message
     assert not (r.finding and "torch._decomp" in r.finding.get("message", "")), r.finding
+
+
+_INF, _NAN = float("inf"), float("nan")
+
+
+class _PartwiseAdd(TorchDispatchMode):
+    """Complex add computed part by part, as C99 and NumPy define it (torch's kernel forms
+    alpha * other first, so an infinite part meets alpha's zero imaginary part: NaN)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.add.Tensor and args[0].is_complex():
+            a, b = args[0], args[1]
+            return torch.complex(a.real + b.real, a.imag + b.imag)
+        return func(*args, **(kwargs or {}))
+
+
+class _InfinityAsNaN(TorchDispatchMode):
+    """A kernel that gives nan+nanj wherever the number should be an infinity."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is self.fn and out.is_complex():
+            out = torch.where(out.isinf(), torch.full_like(out, complex(_NAN, _NAN)), out)
+        return out
+
+
+def _complex_case(qualname, *columns):
+    specs = tuple(TensorSpec((len(c),), "complex64", data=tuple(c)) for c in columns)
+    return Case(qualname, specs, {}, seed=1)
+
+
+def test_a_complex_infinity_is_told_from_a_nan_by_an_elementwise_reference():
+    """C99 (Annex G.3): a number with an infinite part is an infinity, even beside a NaN part;
+    (nan+infj) + (1+0j) is one. A kernel giving nan+nanj there is wrong, and golden shares it."""
+    op = opdb.lookup("aten::add.Tensor")
+    case = _complex_case(op.qualname, (complex(_NAN, _INF), 1 + 1j), (1 + 0j, 2 - 1j))
+    with _PartwiseAdd():
+        assert run_case(op, case, CPUBackend()).outcome is Outcome.PASS
+    with _PartwiseAdd(), _InfinityAsNaN(aten.add.Tensor):
+        r = run_case(op, case, CPUBackend())
+    assert r.outcome is Outcome.MISMATCH and "(nan+nanj) vs (nan+infj)" in r.message, r.message
+
+
+def test_a_product_of_many_complex_numbers_is_not_classed_by_c99():
+    """prod of complex infinities is a NaN or an infinity by the order of its products (naive
+    complex multiplication, in NumPy as in torch): no alarm where only the class differs."""
+    op = opdb.lookup("aten::prod")
+    case = _complex_case(op.qualname, (complex(_INF, 0),))  # NumPy: inf+0j, an infinity
+    with _InfinityAsNaN(aten.prod.default):
+        assert run_case(op, case, CPUBackend(), grad=False).outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    "qualname, columns",
+    [
+        # NumPy: 1 / 0 is nan+nanj; C99 makes it an infinity, as torch's inf+nanj is
+        ("aten::reciprocal", ((0j, 1 + 1j),)),
+        # cpow's special values are the implementation's; 0 ** -2 is an infinity, NumPy's NaN
+        ("aten::pow.Tensor_Tensor", ((complex(_INF, 0), 0j, 2j), (complex(0, _NAN), -2 + 0j, 1 + 0j))),
+    ],
+)
+def test_complex_special_values_numpy_gives_otherwise_raise_no_alarm(qualname, columns):
+    op = opdb.lookup(qualname)
+    r = run_case(op, _complex_case(qualname, *columns), CPUBackend())
+    assert r.outcome is Outcome.PASS, r.message
+
+
+def test_complex_zero_to_the_zero_is_one():
+    op = opdb.lookup("aten::pow.Tensor_Tensor")
+    case = _complex_case(op.qualname, (0j, 2 + 1j), (0j, 1 - 1j))
+    r = run_case(op, case, CPUBackend())
+    got = torch.pow(torch.zeros(1, dtype=torch.complex64), torch.zeros(1, dtype=torch.complex64))
+    if bool(got.isnan().any()):  # torch 2.13's CPU kernel gives nan+nanj (a published bug)
+        assert r.outcome is Outcome.MISMATCH and "(nan+nanj) vs (1+0j)" in r.message, r.message
+    else:
+        assert r.outcome is Outcome.PASS, r.message

@@ -136,6 +136,11 @@ class Reference:
     why: str = ""  # the reason of the entry (its documented semantic difference)
     discovered: bool = False  # found by name, not written in references.toml
 
+    @functools.cached_property
+    def elementwise(self) -> bool:
+        """A NumPy or SciPy ufunc: each result element from the inputs at its own position."""
+        return isinstance(_function(self.origin), numpy.ufunc)
+
     @property
     def uses_numpy(self) -> bool:
         return any(m in self.expression for m in ("numpy.", "scipy.", "math.", "formulas."))
@@ -462,12 +467,13 @@ class Opinion:
             ms = [_leaf(m, i) for m in moved]
             scale = leaf_scale(r) if is_inexact(r.dtype) else 0.0
             rtol, atol = tolerance_at(tol, a.dtype, scale) if is_inexact(a.dtype) else (0.0, 0.0)
-            m = _off(a, r, ms, rtol, atol, self.reference.sign_of_zero, values=values)
+            c99 = self.reference.elementwise
+            m = _off(a, r, ms, rtol, atol, self.reference.sign_of_zero, values=values, c99=c99)
             if bool(m.any()) and self._rounded is not None:
                 # a kernel may read its Python scalars in its own dtype (eps, alpha): either reading stands
                 alt = _leaf(self._alternative(), i)
                 if alt is not None and alt.shape == r.shape:
-                    m &= _off(a, alt, [], rtol, atol, self.reference.sign_of_zero, values=values)
+                    m &= _off(a, alt, [], rtol, atol, self.reference.sign_of_zero, values=values, c99=c99)
             if self.ignore is not None and m.numel():
                 try:
                     m = m & ~torch.broadcast_to(self.ignore.to(torch.bool), m.shape)
@@ -500,7 +506,13 @@ class Opinion:
             got, want = a.detach()[idx].item(), r.detach()[idx].item()
             where = path if len(masks) == 1 else f"{path}[{i}]"
             kind = "values"
-            if isinstance(got, float) and isinstance(want, float):
+            if isinstance(got, complex) or isinstance(want, complex):
+                # named by C99's classes (_complex_class): a NaN where an infinity is, or the reverse
+                cg, cw = (
+                    _complex_class(torch.tensor([[v.real, v.imag]])).item() for v in (complex(got), complex(want))
+                )
+                kind = "nan" if cg != cw and 1 in (cg, cw) else "inf" if cg != cw else "values"
+            elif isinstance(got, float) and isinstance(want, float):
                 if math.isnan(got) != math.isnan(want):
                     kind = "nan"
                 elif math.isinf(got) or math.isinf(want):
@@ -542,14 +554,25 @@ def _unravel(flat: int, shape: tuple) -> tuple:
 
 
 def _off(
-    a: torch.Tensor, r: torch.Tensor, moved: list, rtol: float, atol: float, sign: bool, *, values: bool = True
+    a: torch.Tensor,
+    r: torch.Tensor,
+    moved: list,
+    rtol: float,
+    atol: float,
+    sign: bool,
+    *,
+    values: bool = True,
+    c99: bool = False,
 ) -> torch.Tensor:
     """Elements of `a` that disagree with the reference `r` (float64, rounded to a's dtype):
     another special value (NaN, an infinity of either sign) unless a moved reference changes
     class there too, another sign of zero where `sign`, or a finite value beyond rtol/atol and
-    outside the hull of the moved references (widened by their spread)."""
+    outside the hull of the moved references (widened by their spread). A complex number is
+    finite or not; with `c99` (an elementwise reference), an infinity is told from a NaN too."""
     a, r = a.detach(), r.detach()
     if a.is_complex() or r.is_complex():
+        if a.is_complex() and r.is_complex() and a.dtype != torch.complex128:
+            r = r.resolve_conj().to(a.dtype)  # rounded to the result's dtype, as a real result is
         ar = torch.view_as_real(a.resolve_conj().to(torch.complex128))
         rr = torch.view_as_real(r.resolve_conj().to(torch.complex128))
         af, rf = torch.isfinite(ar).all(-1), torch.isfinite(rr).all(-1)
@@ -557,7 +580,8 @@ def _off(
             rf, rr.nan_to_num(0.0, 0.0, 0.0).pow(2).sum(-1).sqrt(), torch.zeros((), dtype=torch.float64)
         )
         diff = (ar - rr).abs().amax(-1)
-        return (af != rf) | (af & rf & (diff > atol + rtol * modulus) & values)
+        cls_off = _complex_class(ar) != _complex_class(rr) if c99 else af != rf
+        return cls_off | (af & rf & (diff > atol + rtol * modulus) & values)
     if not is_inexact(a.dtype):
         if a.dtype == torch.bool:
             return a != (r != 0)
@@ -592,6 +616,19 @@ def _off(
     if sign:
         sign_off = finite & (a64 == 0) & (rc == 0) & (torch.signbit(a64) != torch.signbit(rc))
     return class_off | value_off | sign_off
+
+
+def _complex_class(parts: torch.Tensor) -> torch.Tensor:
+    """C99's classes of complex numbers (Annex G.3), given as (..., 2) real/imaginary pairs: 2
+    for an infinity (a part infinite, even beside a NaN), 1 for a NaN (a part NaN, none
+    infinite), 0 for a finite number. The parts beyond the class are not compared: without Annex
+    G's recovery, which neither NumPy's arithmetic nor C++'s std::complex promises, the other
+    part of an infinity is whatever the formula left there (inf*(1+1j) is nan+infj). Told apart
+    only against an elementwise reference (a ufunc: each number from the same position's
+    inputs, as C99 defines them): a product of many complex numbers with infinities among them
+    (prod, cumprod, a matrix solve) is a NaN or an infinity by the order of its products."""
+    inf = parts.isinf().any(-1)
+    return torch.where(inf, 2, torch.where(parts.isnan().any(-1), 1, 0))
 
 
 def _moved_inputs(dt: torch.dtype, direction: float):
