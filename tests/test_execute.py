@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
 from conform.backends import CPUBackend, MetaBackend
@@ -571,9 +572,36 @@ def test_a_device_that_writes_an_unsafe_out_dtype_is_caught_by_the_out_variants(
     assert checked and failure is not None and failure.outcome == O.MISSING_ERROR, failure
     assert "[out= unsafe dtype]" in failure.message
     assert failure.variant_case.kwargs["out"].dtype == "int64"
-    # the healthy device refuses it as the CPU does; the plain CPU has no second opinion to ask
+    # the healthy device refuses it as the CPU does, and so does the plain CPU
     for healthy in (BACKENDS["none"](), CPUBackend()):
         assert run_out_variants(op, _float_add_out(), healthy)[1] is None
+
+
+class _WritesUnsafeCasts(TorchDispatchMode):
+    """add.out that writes a float result into an integer out, truncated (cumsum.out's way)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = kwargs.get("out")
+        if func is torch.ops.aten.add.out and out is not None and not out.dtype.is_floating_point:
+            return out.copy_(torch.ops.aten.add.Tensor(*args, **{k: v for k, v in kwargs.items() if k != "out"}))
+        return func(*args, **kwargs)
+
+
+def test_the_plain_cpu_writing_an_unsafe_out_cast_is_a_missing_error_its_script_shows():
+    """On the plain CPU the out= contract judges alone, inside run_case (what a repro script calls)."""
+    from conform.run.execute import run_out_variants
+
+    op = opdb.lookup("aten::add.out")
+    with _WritesUnsafeCasts():
+        checked, failure = run_out_variants(op, _float_add_out(), CPUBackend())
+        assert failure is not None and failure.outcome == O.MISSING_ERROR, failure
+        assert "[out= unsafe dtype] the CPU wrote a float32 result into the int64 out=" in failure.message
+        assert run_case(op, failure.variant_case, CPUBackend()).outcome == O.MISSING_ERROR
+        # an integer out that the result's dtype allows (argmax's indices) is no such cast
+        argmax = opdb.lookup("aten::argmax.out")
+        case = Case(argmax.qualname, (f32(3, 4, seed=1), 1), {"out": T((3,), "int64", seed=2)})
+        assert run_case(argmax, case, CPUBackend()).outcome == O.PASS
 
 
 def test_a_device_stricter_than_the_cpus_unsafe_out_cast_passes_with_a_finding():

@@ -14,6 +14,7 @@ done on the device side (materialising, the op, synchronising, backward).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import traceback as _traceback
 from collections.abc import Callable
@@ -58,7 +59,13 @@ from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of, is_backward
-from generators.variants import STRIDED_OUT_VARIANTS, UNSAFE_OUT_DTYPE, out_variants, unsafe_out_case
+from generators.case import TensorSpec
+from generators.variants import (
+    STRIDED_OUT_VARIANTS,
+    UNSAFE_OUT_DTYPE,
+    out_variants,
+    unsafe_out_case,
+)
 from opdb.hints import hint
 
 
@@ -453,6 +460,10 @@ def _run_case(
             )
     elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
+    elif is_plain_cpu(backend):
+        unsafe = _unsafe_cast_written(op, case)
+        if unsafe:
+            return CaseResult(Outcome.MISSING_ERROR, "forward", unsafe)
 
     fallback = dev.fallback or []
 
@@ -1400,10 +1411,9 @@ def run_out_variants(
             r.message = f"[out= {name}] {r.message}"
             r.variant_case = variant
             return True, r
-    if not is_plain_cpu(backend):
-        unsafe = _unsafe_out(op, variants["preallocated"], backend)
-        if unsafe is not None:
-            return True, unsafe
+    unsafe = _unsafe_out(op, variants["preallocated"], backend)
+    if unsafe is not None:
+        return True, unsafe
     nondet = _nondeterminism(op)
     if relations and nondet != "uninitialized":
 
@@ -1444,16 +1454,19 @@ def _unsafe_out(op, case, backend) -> CaseResult | None:
     CPU refuses is the device's missing_error; a device that refuses it where the CPU writes is
     right, and the CPU's acceptance is a finding. Not for ops whose out gives the result's dtype
     (`_dtype_from_out`) nor random ones (bernoulli.out, randint_like.out: integer values by
-    nature). Not on the plain CPU: there the contract alone would judge, and its repro script
-    (which asks run_case) would not show it; over the out= ops (float32, seed 23) 20 accept such an
+    nature). On the plain CPU the contract alone judges, in run_case (`_unsafe_cast_written`), so
+    that the cell's repro script shows it; over the out= ops (float32, seed 23) 20 accept such an
     out, 17 of them of those two kinds (the others: prod.int_out, _fft_r2c.out, _fft_c2r.out)."""
     if _dtype_from_out(op) or _nondeterminism(op) == "seeded":
         return None
     unsafe = unsafe_out_case(case, [a.name for a in op.out_args])
-    if unsafe is None:
+    if unsafe is None or is_plain_cpu(backend) and not _cpu_writes(op, unsafe):
         return None
     r = run_case(op, unsafe, backend)
     what = f"an {UNSAFE_OUT_DTYPE} out= for a floating result (an unsafe cast, which out= must refuse)"
+    if r.outcome is Outcome.MISSING_ERROR and is_plain_cpu(backend):
+        r.variant_case = unsafe
+        return r
     if r.outcome is Outcome.MISSING_ERROR:
         r.message = f"[out= unsafe dtype] the device wrote {what}: {r.message}"
         r.variant_case = unsafe
@@ -1464,6 +1477,56 @@ def _unsafe_out(op, case, backend) -> CaseResult | None:
             Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
         )
     return None
+
+
+def _cpu_writes(op, case) -> bool:
+    """Whether the CPU runs `case` without an error: one call, where most out= ops refuse an
+    unsafe out at once (the plain CPU's sweep pays this, not a whole run_case, per out= cell)."""
+    _announce(_cpu_copy)
+    try:
+        args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
+        with torch.no_grad():
+            op.resolve()(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - refused: the contract kept
+        return False
+    return True
+
+
+def _unsafe_cast_written(op, case) -> str:
+    """On the plain CPU, where the out= contract alone judges an out the CPU wrote: why its
+    dtype holds the result only by an unsafe cast (a floating or complex result into an integer
+    or bool out, as cumsum.out and prod.int_out write it truncated), or "". The result's dtype
+    is the functional overload's on meta. Not for ops whose out gives the result's dtype, random
+    ones, factories (no tensor input), nor private overloads (`_fft_r2c.out`), which the public
+    functions check before they call them (torch.fft.rfft refuses an int64 out)."""
+    if op.variant != "out" or op.base_name.startswith("_") or _dtype_from_out(op) or _nondeterminism(op) == "seeded":
+        return ""
+    outs = [a.name for a in op.out_args]
+    specs = [case.kwargs.get(n) for n in outs]
+    if not any(isinstance(sp, TensorSpec) and not is_inexact(sp.torch_dtype) for sp in specs):
+        return ""
+    inputs = [v for v in case.args if isinstance(v, TensorSpec)]
+    inputs += [v for k, v in case.kwargs.items() if k not in outs and isinstance(v, TensorSpec)]
+    functional = _functional_spec(op)
+    if functional is None or not any(is_inexact(sp.torch_dtype) for sp in inputs):
+        return ""
+    call = dataclasses.replace(
+        case, op=functional.qualname, kwargs={k: v for k, v in case.kwargs.items() if k not in outs}
+    )
+    meta = torch.device("meta")
+    try:
+        args, kwargs = call.materialize(lambda t: t.to(meta), meta)
+        results = list(leaves(functional.resolve()(*args, **kwargs)))
+    except Exception:  # noqa: BLE001 - no functional result to hold the out against
+        return ""
+    for name, sp, r in zip(outs, specs, results):
+        if isinstance(sp, TensorSpec) and isinstance(r, torch.Tensor) and not torch.can_cast(r.dtype, sp.torch_dtype):
+            return (
+                f"[out= unsafe dtype] the CPU wrote a {str(r.dtype).removeprefix('torch.')} result into the "
+                f"{sp.dtype} out= {name!r}: an unsafe cast, which out= must refuse (torch.{functional.base_name}'s "
+                f"functional gives {str(r.dtype).removeprefix('torch.')}; torch/_prims_common/wrappers.py, _safe_copy_out)"
+            )
+    return ""
 
 
 def _dtype_from_out(op) -> bool:
