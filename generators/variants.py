@@ -1,4 +1,4 @@
-"""Variants of a drawn case for inplace and out= overloads.
+"""Variants of a drawn case for inplace and out= overloads, and inputs of a wrong size.
 
 The runner runs an out= case several ways, because out handling is where backends slip: with
 the out tensor the generator drew (empty: the op resizes it), preallocated to the exact result
@@ -107,3 +107,33 @@ def unsafe_out_case(case: Case, out_names) -> Case | None:
 def inplace_target(case: Case):
     """The argument an inplace op mutates (its first positional argument), to compare after the call."""
     return case.args[0] if case.args else None
+
+
+# At most this many inputs of a case are each given a wrong size (see wrong_size_inputs)
+WRONG_SIZE_INPUTS = 4
+
+
+def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(argument name or position, case) for each tensor input (not an out) of at least one
+    dim, one at a time, its last dim one longer, contiguous: an input whose size no longer fits
+    the others' (a bias longer than the channels, an index longer than its source), which the
+    CPU kernel refuses and a device's or meta's kernel must refuse too. The first
+    WRONG_SIZE_INPUTS such inputs, in argument order."""
+    found: list[tuple[str, Case]] = []
+
+    def grown(spec: TensorSpec) -> TensorSpec | None:
+        if spec.quantized or spec.layout in STRIDELESS_LAYOUTS or not spec.shape or spec.data is not None:
+            return None
+        return dataclasses.replace(
+            spec, shape=(*spec.shape[:-1], spec.shape[-1] + 1), layout="contiguous", stride=None, storage_offset=0
+        )
+
+    for i, v in enumerate(case.args):
+        w = grown(v) if isinstance(v, TensorSpec) else None
+        if w is not None:
+            found.append((str(i), dataclasses.replace(case, args=(*case.args[:i], w, *case.args[i + 1 :]))))
+    for k, v in case.kwargs.items():
+        w = grown(v) if isinstance(v, TensorSpec) and k not in out_names else None
+        if w is not None:
+            found.append((k, dataclasses.replace(case, kwargs={**case.kwargs, k: w})))
+    return found[:WRONG_SIZE_INPUTS]

@@ -629,3 +629,20 @@ def test_a_device_stricter_than_the_cpus_unsafe_out_cast_passes_with_a_finding()
     checked, found = run_out_variants(op, case, Strict())
     assert found is not None and found.outcome == O.PASS and found.finding["kind"] == "cpu_wrong", found
     assert "the device refuses it" in found.message
+
+
+# -- inputs of a wrong size ---------------------------------------------------------------------
+
+
+def test_a_device_that_computes_with_a_wrongly_sized_input_is_a_missing_error():
+    from conform.run.execute import run_wrong_sizes
+
+    op = opdb.lookup("aten::dot")
+    case = Case(op.qualname, (f32(5, seed=1), f32(5, seed=2)))
+    found = run_wrong_sizes(op, case, BACKENDS["missing_size_check"]())
+    assert found is not None and found.outcome == O.MISSING_ERROR, found
+    assert found.message.startswith("[wrong size] argument 1 one longer in its last dim: the CPU reference raised")
+    assert found.variant_case.args[0].shape == (6,)
+    # the kernel that refuses it as the CPU does, and the plain CPU (no second kernel to ask)
+    for healthy in (BACKENDS["none"](), CPUBackend()):
+        assert run_wrong_sizes(op, case, healthy) is None

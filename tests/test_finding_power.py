@@ -48,6 +48,7 @@ BUGS = [
     ("out_unsafe_cast", BACKENDS["out_unsafe_cast"], "aten::add.out", O.MISSING_ERROR),
     ("grad_wrong", BACKENDS["grad_wrong"], "aten::sigmoid", O.GRAD_MISMATCH),
     ("missing_bounds_check", BACKENDS["missing_bounds_check"], "aten::index_select", O.MISSING_ERROR),
+    ("missing_size_check", BACKENDS["missing_size_check"], "aten::dot", O.MISSING_ERROR),
     ("bfloat16_not_implemented", BACKENDS["bfloat16_not_implemented"], "aten::cos", O.NOT_IMPLEMENTED),
     ("no_kernel", BACKENDS["no_kernel"], "aten::erfinv", O.NOT_IMPLEMENTED),
     ("backward_not_implemented", BACKENDS["backward_not_implemented"], "aten::tanh", O.NOT_IMPLEMENTED),
@@ -104,6 +105,7 @@ EXAMPLES = {
     "missing_bounds_check": Case(
         "aten::index_select", (T((5, 3), "float32", seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2))
     ),
+    "missing_size_check": Case("aten::dot", (T((5,), "float32", seed=1), T((6,), "float32", seed=2))),
     "bfloat16_not_implemented": Case("aten::cos", (T((3, 4), "bfloat16", seed=1),)),
     "no_kernel": Case("aten::erfinv", (T((3, 4), "float32", values="open_unit", seed=1),)),
     "backward_not_implemented": Case("aten::tanh", (T((3, 4), "float32", seed=1),)),

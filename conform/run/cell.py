@@ -56,6 +56,8 @@ class _Progress:
     invalid_reasons: set[str] = field(default_factory=set)  # invalid cases' messages, numbers blanked
     no_kernel: bool = False  # every invalid case said the CPU has no kernel for the dtype
     out_variants_checked: int = 0  # passing out= cases whose out variants ran
+    sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
+    wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
 
 
@@ -175,6 +177,18 @@ def run_cell(
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
                     r, case = failure, failure.variant_case or case
+            # inputs of a wrong size, one at a time, on the first passing example and every
+            # shrink step: the device must refuse what the CPU refuses (not on the plain CPU)
+            if (
+                r.outcome == Outcome.PASS
+                and not r.invalid
+                and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
+            ):
+                progress.sizes_checked = True
+                failure = execute.run_wrong_sizes(op, case, backend)
+                if failure is not None:
+                    progress.wrong_size_failed = True
+                    r, case = failure, failure.variant_case
             stop = stop_if(r) if stop_if else None
             if stop is not None:
                 raise _StopCell(stop, case)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ from generators.variants import (
     UNSAFE_OUT_DTYPE,
     out_variants,
     unsafe_out_case,
+    wrong_size_inputs,
 )
 from opdb.hints import hint
 
@@ -1476,6 +1478,34 @@ def _unsafe_out(op, case, backend) -> CaseResult | None:
         return CaseResult(
             Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
         )
+    return None
+
+
+# CPU errors that follow the values an input holds, not its size: a wrongly sized input may meet
+# them (a longer index over the same source), and meta, which holds no values, cannot raise them
+_DATA_DEPENDENT = re.compile(
+    r"\bindex\b[^;]*out of (bounds|range)|out of bounds for dimension|invalid value|should be between|not finite",
+    re.I,
+)
+
+
+def run_wrong_sizes(op, case, backend) -> CaseResult | None:
+    """Error parity for inputs of a wrong size (generators.variants.wrong_size_inputs): each
+    tensor input one longer in its last dim, in turn, on a device other than the plain CPU. An
+    input the CPU refuses for its size and the device computes with is `missing_error`, the case
+    that shows it kept as the cell's (DeepREL's rule: equivalent kernels agree in whether they
+    raise). A refusal that follows the values (an index out of range) is not asked of the
+    device: meta cannot see values. Other outcomes of the wrongly sized cases are not the
+    cell's: a size the CPU accepts (broadcasting) is another valid case, drawn elsewhere."""
+    if is_plain_cpu(backend):
+        return None
+    for where, variant in wrong_size_inputs(case, {a.name for a in op.out_args}):
+        r = run_case(op, variant, backend, grad=False)
+        if r.outcome is Outcome.MISSING_ERROR and not _DATA_DEPENDENT.search(r.message):
+            label = f"argument {int(where) + 1}" if where.isdigit() else repr(where)
+            r.message = f"[wrong size] {label} one longer in its last dim: {r.message}"
+            r.variant_case = variant
+            return r
     return None
 
 
