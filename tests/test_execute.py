@@ -646,3 +646,15 @@ def test_a_device_that_computes_with_a_wrongly_sized_input_is_a_missing_error():
     # the kernel that refuses it as the CPU does, and the plain CPU (no second kernel to ask)
     for healthy in (BACKENDS["none"](), CPUBackend()):
         assert run_wrong_sizes(op, case, healthy) is None
+
+
+def test_meta_is_not_asked_for_a_refusal_that_follows_the_values():
+    # an index past the source: the CPU refuses its values, which meta does not hold
+    op = opdb.lookup("aten::index_select")
+    case = Case(op.qualname, (f32(5, 3, seed=1), 0, T((4,), "int64", values="index", low=3, high=9, seed=2)))
+    r = run_case(op, case, MetaBackend())
+    assert r.outcome == O.PASS and r.invalid and "does not hold" in r.message, r
+    # a refusal about sizes still is asked of it
+    dot = opdb.lookup("aten::dot")
+    r = run_case(dot, Case(dot.qualname, (f32(5, seed=1), f32(6, seed=2))), MetaBackend())
+    assert r.outcome in (O.PASS, O.MISSING_ERROR) and not (r.invalid and "does not hold" in r.message)
