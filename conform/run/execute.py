@@ -1492,7 +1492,8 @@ def _unsafe_out(op, case, backend) -> CaseResult | None:
 # CPU errors that follow the values an input holds, not its size: a wrongly sized input may meet
 # them (a longer index over the same source), and meta, which holds no values, cannot raise them
 _DATA_DEPENDENT = re.compile(
-    r"\bindex\b[^;]*out of (bounds|range)|out of bounds for dimension|invalid value|should be between|not finite",
+    r"\bindex\b[^;]*out of (bounds|range)|out of bounds for dimension|invalid value|should be between|not finite"
+    r"|\bto sum to\b",
     re.I,
 )
 
