@@ -510,3 +510,31 @@ def test_complex_zero_to_the_zero_is_one():
         assert r.outcome is Outcome.MISMATCH and "(nan+nanj) vs (1+0j)" in r.message, r.message
     else:
         assert r.outcome is Outcome.PASS, r.message
+
+
+def test_the_repro_script_tells_a_complex_infinity_from_a_nan(tmp_path):
+    op = opdb.lookup("aten::add.Tensor")
+    case = _complex_case(op.qualname, (complex(_NAN, _INF), 1 + 1j), (1 + 0j, 2 - 1j))
+    with _PartwiseAdd(), _InfinityAsNaN(aten.add.Tensor):
+        r = run_case(op, case, CPUBackend())
+    script = repro_script(op, case, "cpu", result=r)
+    assert "REFERENCE_C99 = True" in script
+    # the same faulty kernel in the script's fresh process: part by part, then NaN for an infinity
+    fault = (
+        "import torch\n"
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "class M(TorchDispatchMode):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+        "        if func is torch.ops.aten.add.Tensor and args[0].is_complex():\n"
+        "            a, b = args[0], args[1]\n"
+        "            out = torch.complex(a.real + b.real, a.imag + b.imag)\n"
+        "            return torch.where(out.isinf(), torch.full_like(out, complex('nan+nanj')), out)\n"
+        "        return func(*args, **(kwargs or {}))\n"
+        "M().__enter__()\n"
+    )
+    path = tmp_path / "repro.py"
+    path.write_text(
+        script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
+    )
+    out = run_script(path, timeout=120).stdout
+    assert "verdict: mismatch" in out, out[-800:]
