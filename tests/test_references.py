@@ -149,24 +149,30 @@ def test_the_repro_script_recomputes_the_reference(tmp_path):
     script = repro_script(op, _atan2_case(), "cpu", result=r)
     assert "REFERENCE = 'numpy.arctan2(self, other)'" in script
     # the script runs in a fresh process with the same fault: its own torch must be wrong too
-    fault = (
-        "import torch\n"
-        "_orig = torch.ops.aten.atan2.default\n"
-        "from torch.utils._python_dispatch import TorchDispatchMode\n"
-        "class M(TorchDispatchMode):\n"
-        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+    body = (
         "        out = func(*args, **(kwargs or {}))\n"
         "        if func is torch.ops.aten.atan2.default:\n"
         "            out = torch.where(args[0] == 0, torch.zeros_like(out), out)\n"
         "        return out\n"
-        "M().__enter__()\n"
+    )
+    out = _script_with_fault(script, body, tmp_path)
+    assert "verdict: mismatch" in out, out[-800:]
+
+
+def _script_with_fault(script: str, dispatch_body: str, tmp_path) -> str:
+    """The repro script's output, run in a fresh process under a dispatch mode whose
+    __torch_dispatch__ body is `dispatch_body` (the same fault as the test's)."""
+    fault = (
+        "import torch\n"
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "class M(TorchDispatchMode):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n" + dispatch_body + "M().__enter__()\n"
     )
     path = tmp_path / "repro.py"
     path.write_text(
         script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
     )
-    out = run_script(path, timeout=120).stdout
-    assert "verdict: mismatch" in out, out[-800:]
+    return run_script(path, timeout=120).stdout
 
 
 class _IndicesPastTheInput(TorchDispatchMode):
@@ -520,21 +526,12 @@ def test_the_repro_script_tells_a_complex_infinity_from_a_nan(tmp_path):
     script = repro_script(op, case, "cpu", result=r)
     assert "REFERENCE_C99 = True" in script
     # the same faulty kernel in the script's fresh process: part by part, then NaN for an infinity
-    fault = (
-        "import torch\n"
-        "from torch.utils._python_dispatch import TorchDispatchMode\n"
-        "class M(TorchDispatchMode):\n"
-        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+    body = (
         "        if func is torch.ops.aten.add.Tensor and args[0].is_complex():\n"
         "            a, b = args[0], args[1]\n"
         "            out = torch.complex(a.real + b.real, a.imag + b.imag)\n"
         "            return torch.where(out.isinf(), torch.full_like(out, complex('nan+nanj')), out)\n"
         "        return func(*args, **(kwargs or {}))\n"
-        "M().__enter__()\n"
     )
-    path = tmp_path / "repro.py"
-    path.write_text(
-        script.replace("from __future__ import annotations\n", "from __future__ import annotations\n" + fault, 1)
-    )
-    out = run_script(path, timeout=120).stdout
+    out = _script_with_fault(script, body, tmp_path)
     assert "verdict: mismatch" in out, out[-800:]
