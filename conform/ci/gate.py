@@ -402,9 +402,11 @@ def _md(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
-# reproduction scripts, all together: room for one (about 52,000 characters, most of it the
-# tensor builder verbatim) with the tables around it inside MAX_SUMMARY
-MAX_REPROS_CHARS = 56_000
+# reproduction scripts, all together: room for one (about 57,000 characters, most of it the
+# tensor builder verbatim) with the tables around it inside MAX_SUMMARY; the tables before them
+# come out of it too, with REPROS_RESERVE left for the sections after them
+MAX_REPROS_CHARS = 61_000
+REPROS_RESERVE = 1_500
 MAX_SUMMARY = 64_000  # GitHub refuses comments over 65,536 characters
 
 
@@ -439,7 +441,7 @@ def render_markdown(r: GateResult) -> str:
             f"| `{c.cell}` | {c.expected_text} | **{c.outcome}** | {_md(first_line(c.message, 200))} |" for c in regs
         ]
         out.append("")
-        budget = MAX_REPROS_CHARS
+        budget = min(MAX_REPROS_CHARS, MAX_SUMMARY - REPROS_RESERVE - len("\n".join(out)))
         left_out = 0
         for c in regs:
             repro = queries.repro_of(cur.store, c.result_id).rstrip()
