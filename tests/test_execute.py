@@ -658,3 +658,12 @@ def test_meta_is_not_asked_for_a_refusal_that_follows_the_values():
     dot = opdb.lookup("aten::dot")
     r = run_case(dot, Case(dot.qualname, (f32(5, seed=1), f32(6, seed=2))), MetaBackend())
     assert r.outcome in (O.PASS, O.MISSING_ERROR) and not (r.invalid and "does not hold" in r.message)
+
+
+def test_meta_outs_of_two_layouts_are_held_to_their_metadata_not_to_values_meta_lacks():
+    from conform.run.execute import run_out_variants
+
+    op = opdb.lookup("aten::greater.Tensor_out")
+    case = Case(op.qualname, (f32(3, 8, seed=1), f32(3, 8, seed=2)), {"out": T((3, 8), "bool", seed=3)})
+    checked, failure = run_out_variants(op, case, MetaBackend(), relations=True)
+    assert checked and (failure is None or "out_layout relation" not in failure.message), failure
