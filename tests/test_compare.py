@@ -225,3 +225,9 @@ def test_nested_tensors_are_compared_component_by_component():
     assert [r.kind for r in bad] == ["values"] and "output[1]" in bad[0].message
     assert [r.kind for r in compare(shorter, a) if not r.ok] == ["structure"]
     assert [r.kind for r in compare(torch.ones(2), a) if not r.ok] == ["structure"]
+
+
+def test_a_meta_tensor_is_compared_by_its_metadata_where_only_metadata_is_asked():
+    key = torch.empty((2, 3), device="meta")
+    assert compare_tensors(key, torch.zeros(2, 3), metadata_only=True).ok
+    assert compare_tensors(key, torch.zeros(3, 2), metadata_only=True).kind == "shape"
