@@ -1462,6 +1462,14 @@ def _triangular_solve_fwd_over_rev() -> bool:
     return False
 
 
+def _det_float32_orthogonal_zero() -> bool:
+    """The float32 determinant of a 400x400 orthogonal matrix is 0 (|det| is 1, and float64 of the same
+    matrix gives it): the product of the LU diagonal leaves float32's range partway."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.linalg.qr(torch.randn(400, 400, generator=g)).Q
+    return abs(torch.linalg.det(w.double()).item()) > 0.99 and abs(torch.linalg.det(w).item()) < 0.5
+
+
 _F32 = (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
 OUT_META = "https://github.com/pytorch/pytorch/issues/138399 (out= dtype on meta; '{}' in its list)"
 
@@ -1563,6 +1571,19 @@ BUGS_FIFTH = [
             ),
         )
     ],
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "det_float32_orthogonal_underflow",
+        "aten::linalg_det",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/34061",
+        _det_float32_orthogonal_zero,
+        "a large well-conditioned matrix (orthogonal, 350x350 and up): det is 0 or -173 where |det| is 1,"
+        " the product of the LU diagonal under- or overflowing float32 partway",
+        also=("aten::det",),
+        category="edge",
+    ),
     # -- the gradient formula ---------------------------------------------------------------------
     Bug(
         "logcumsumexp_complex_forward_ad_nan",
