@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -23,7 +23,10 @@ before conform ran on it (docs/evaluation/real_bugs_heldout.md); its meta-kernel
 for in a run on the meta device (Bug.device), so that set runs conform once per device.
 BUGS_FRESH is a fourth, of ops none of the other three names, drawn in order from the skip and
 expected-failure entries of PyTorch's OpInfo database and from tracker searches by class, fixed
-before conform ran on it (docs/evaluation/real_bugs_fresh.md).
+before conform ran on it (docs/evaluation/real_bugs_fresh.md). BUGS_FIFTH is a fifth, of ops none
+of the other four names, drawn in order from sources the fresh set did not use (the meta
+expected-failure tables, other OpInfo test families, new tracker queries), fixed before conform ran
+on it (docs/evaluation/real_bugs_fifth.md).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -1397,12 +1401,225 @@ BUGS_FRESH = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# A fifth set: ops none of the four sets names, drawn in order from sources the fresh set did not
+# use (PyTorch's test/test_meta.py expected-failure tables, OpInfo entries of test families the
+# fresh set did not read, tracker searches with new queries), fixed before conform ran on it
+# (docs/evaluation/real_bugs_fifth.md). `python benchmarks/real_bugs.py --set fifth`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _other_dtype(dtype: torch.dtype) -> torch.dtype:
+    """An out= dtype the exact-dtype contract refuses: float64 for a float32 result, int32 for an
+    int64 one, float32 for a bool one."""
+    return {torch.float64: torch.float32, torch.int64: torch.int32, torch.bool: torch.float32}.get(dtype, torch.float64)
+
+
+def _meta_out_dtype_accepted(fn, *args, **kwargs) -> bool:
+    """An out= of another dtype than the result: the CPU raises (out= must have the result's dtype
+    for these ops), meta writes it."""
+    result = fn(*args, **kwargs)
+    results = result if isinstance(result, tuple) else (result,)
+
+    def outs(device):
+        o = tuple(torch.empty(r.shape, dtype=_other_dtype(r.dtype), device=device) for r in results)
+        return o if isinstance(result, tuple) else o[0]
+
+    try:
+        fn(*args, **kwargs, out=outs("cpu"))
+    except RuntimeError:
+        fn(*_to_meta(list(args)), **kwargs, out=outs("meta"))
+        return True
+    return False
+
+
+def _logcumsumexp_complex_jvp_nan() -> bool:
+    """The forward-mode derivative of a complex logcumsumexp is NaN where the value is finite: the
+    tangent uses exp without the running maximum (no complex max kernel), which overflows."""
+    x = _c64(100 + 1j, 200 - 2j)
+    y, dy = torch.func.jvp(lambda a: torch.logcumsumexp(a, 0), (x,), (torch.ones_like(x),))
+    return bool(y.isfinite().all()) and bool(dy.isnan().any())
+
+
+def _triangular_solve_fwd_over_rev() -> bool:
+    """Forward-over-reverse (the derivative of the backward) of triangular_solve disagrees with
+    finite differences of the backward with respect to the triangular matrix."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.float64, generator=g).triu() + 3 * torch.eye(3, dtype=torch.float64)
+    b = torch.randn(3, 1, dtype=torch.float64, generator=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # triangular_solve's deprecation note
+        try:
+            torch.autograd.gradgradcheck(
+                lambda b, a: torch.triangular_solve(b, a).solution,
+                (b.requires_grad_(), a.requires_grad_()),
+                check_fwd_over_rev=True,
+                check_rev_over_rev=False,
+                check_undefined_grad=False,
+            )
+        except RuntimeError as e:  # GradcheckError
+            return "mismatch" in str(e)
+    return False
+
+
+def _det_float32_orthogonal_zero() -> bool:
+    """The float32 determinant of a 400x400 orthogonal matrix is 0 (|det| is 1, and float64 of the same
+    matrix gives it): the product of the LU diagonal leaves float32's range partway."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.linalg.qr(torch.randn(400, 400, generator=g)).Q
+    return abs(torch.linalg.det(w.double()).item()) > 0.99 and abs(torch.linalg.det(w).item()) < 0.5
+
+
+_F32 = (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)
+OUT_META = "https://github.com/pytorch/pytorch/issues/138399 (out= dtype on meta; '{}' in its list)"
+
+BUGS_FIFTH = [
+    # -- the meta kernel's form: out= of the wrong dtype accepted on meta, refused on the CPU ------
+    *[
+        Bug(
+            f"{name}_out_dtype_meta_no_error",
+            op,
+            dtypes,
+            "missing_error",
+            OUT_META.format(name),
+            lambda fn=fn, args=args, kw=kw: _meta_out_dtype_accepted(fn, *args, **kw),
+            cls,
+            also=also,
+            category="meta",
+            device="meta",
+        )
+        for name, op, also, fn, args, kw, dtypes, cls in (
+            (
+                "all",
+                "aten::all.all_out",
+                (),
+                torch.all,
+                _F32,
+                {},
+                FLOATS + ("int64", "int32", "bool"),
+                "a float out= for all's bool result: the CPU raises, meta writes it",
+            ),
+            (
+                "amax",
+                "aten::amax.out",
+                (),
+                torch.amax,
+                _F32 + (0,),
+                {},
+                FLOATS + ("int64", "int32"),
+                "a float64 out= for a float32 amax: the CPU raises (out= must match), meta writes it",
+            ),
+            (
+                "amin",
+                "aten::amin.out",
+                (),
+                torch.amin,
+                _F32 + (0,),
+                {},
+                FLOATS + ("int64", "int32"),
+                "a float64 out= for a float32 amin: the CPU raises (out= must match), meta writes it",
+            ),
+            (
+                "aminmax",
+                "aten::aminmax.out",
+                (),
+                torch.aminmax,
+                _F32,
+                {"dim": 0},
+                FLOATS + ("int64", "int32"),
+                "float64 min and max out= for a float32 aminmax: the CPU raises, meta writes them",
+            ),
+            (
+                "any",
+                "aten::any.all_out",
+                (),
+                torch.any,
+                _F32,
+                {},
+                FLOATS + ("int64", "int32", "bool"),
+                "a float out= for any's bool result: the CPU raises, meta writes it",
+            ),
+            (
+                "bucketize",
+                "aten::bucketize.Tensor_out",
+                (),
+                torch.bucketize,
+                _F32 + (torch.tensor([0.0, 1.0]),),
+                {},
+                FLOATS + ("int64", "int32"),
+                "an int32 out= without out_int32=True for bucketize's int64 result: the CPU raises, meta writes it",
+            ),
+            (
+                "conj_physical",
+                "aten::conj_physical.out",
+                (),
+                torch.conj_physical,
+                _F32,
+                {},
+                FLOATS + ("complex64",),
+                "a float64 out= for a float32 conj_physical: the CPU raises, meta writes it",
+            ),
+            (
+                "cross",
+                "aten::linalg_cross.out",
+                ("aten::cross.out",),
+                torch.linalg.cross,
+                (torch.randn(3, 3, generator=torch.Generator().manual_seed(0)),) * 2,
+                {},
+                FLOATS + ("int64", "int32", "complex64"),
+                "a float64 out= for a float32 cross product: the CPU raises, meta writes it",
+            ),
+        )
+    ],
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "det_float32_orthogonal_underflow",
+        "aten::linalg_det",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/34061",
+        _det_float32_orthogonal_zero,
+        "a large well-conditioned matrix (orthogonal, 350x350 and up): det is 0 or -173 where |det| is 1,"
+        " the product of the LU diagonal under- or overflowing float32 partway",
+        also=("aten::det",),
+        category="edge",
+    ),
+    # -- the gradient formula ---------------------------------------------------------------------
+    Bug(
+        "logcumsumexp_complex_forward_ad_nan",
+        "aten::logcumsumexp",
+        ("complex64",),
+        "grad_mismatch",
+        OPINFO + " (torch 2.13's OpInfo database, logcumsumexp: expectedFailure TestFwdGradients"
+        " test_forward_mode_AD for complex, 'max_values_cpu not implemented for ComplexDouble; falling back"
+        " to non-numerically stabilized exp, causing nan in the results')",
+        _logcumsumexp_complex_jvp_nan,
+        "complex values with a large real part (100 in complex64): the forward-mode derivative is NaN where"
+        " the value and the derivative are finite",
+        category="gradient",
+    ),
+    Bug(
+        "triangular_solve_fwd_over_rev_grad",
+        "aten::triangular_solve",
+        ("float32", "complex64"),
+        "grad_mismatch",
+        OPINFO + " (torch 2.13's OpInfo database, triangular_solve: expectedFailure TestFwdGradients"
+        " test_fn_fwgrad_bwgrad, 'Gradcheck fails')",
+        _triangular_solve_fwd_over_rev,
+        "any upper-triangular system: the forward-mode derivative of the backward with respect to the matrix"
+        " disagrees with finite differences (a second-order derivative)",
+        category="gradient",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
     "heldout": BUGS_HELDOUT,
     "fresh": BUGS_FRESH,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH,
+    "fifth": BUGS_FIFTH,
+    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
