@@ -104,6 +104,41 @@ def unsafe_out_case(case: Case, out_names) -> Case | None:
     return dataclasses.replace(case, kwargs={**case.kwargs, **changed})
 
 
+# The out dtype an out of each dtype is swapped for (other_dtype_out_case): the neighbour of its
+# kind, wider where there is one (an out that holds the result safely, which some kernels still
+# refuse: a reduction's out must match its input's dtype), narrower for the widest
+OTHER_OUT_DTYPE = {
+    "bool": "float32",
+    "uint8": "int64",
+    "int8": "int64",
+    "int16": "int64",
+    "int32": "int64",
+    "int64": "int32",
+    "float16": "float64",
+    "bfloat16": "float64",
+    "float32": "float64",
+    "float64": "float32",
+    "complex64": "complex128",
+    "complex128": "complex64",
+}
+
+
+def other_dtype_out_case(case: Case, out_names) -> Case | None:
+    """`case` with every dense out among `out_names` of another dtype (OTHER_OUT_DTYPE), or None
+    when it has none or no tensor input (a factory's out gives its dtype)."""
+    outs = {n for n in out_names if isinstance(case.kwargs.get(n), TensorSpec)}
+    if not any(isinstance(a, TensorSpec) for a in case.args) and not any(
+        isinstance(v, TensorSpec) for k, v in case.kwargs.items() if k not in outs
+    ):
+        return None
+    changed = {
+        n: dataclasses.replace(case.kwargs[n], dtype=OTHER_OUT_DTYPE[case.kwargs[n].dtype], layout="contiguous")
+        for n in outs
+        if case.kwargs[n].dtype in OTHER_OUT_DTYPE and case.kwargs[n].layout not in STRIDELESS_LAYOUTS
+    }
+    return dataclasses.replace(case, kwargs={**case.kwargs, **changed}) if changed else None
+
+
 def inplace_target(case: Case):
     """The argument an inplace op mutates (its first positional argument), to compare after the call."""
     return case.args[0] if case.args else None

@@ -667,3 +667,35 @@ def test_meta_outs_of_two_layouts_are_held_to_their_metadata_not_to_values_meta_
     case = Case(op.qualname, (f32(3, 8, seed=1), f32(3, 8, seed=2)), {"out": T((3, 8), "bool", seed=3)})
     checked, failure = run_out_variants(op, case, MetaBackend(), relations=True)
     assert checked and (failure is None or "out_layout relation" not in failure.message), failure
+
+
+class _AmaxWritesAnyOut(TorchDispatchMode):
+    """amax.out that writes into a floating out of any dtype (the CPU's requires the input's)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten.amax.out and kwargs["out"].is_floating_point():
+            out = kwargs["out"]
+            result = torch.ops.aten.amax.default(*args, **{k: v for k, v in kwargs.items() if k != "out"})
+            return out.resize_(result.shape).copy_(result)
+        return func(*args, **kwargs)
+
+
+def test_a_device_that_writes_an_out_of_another_dtype_the_cpu_refuses_is_a_missing_error():
+    from conform.run.execute import run_out_variants
+
+    class Lenient(CPUBackend):
+        name = "lenient-out"
+
+        def device_context(self):
+            return _AmaxWritesAnyOut()
+
+    op = opdb.lookup("aten::amax.out")
+    case = Case(op.qualname, (f32(3, 4, seed=1), [1]), {"out": f32(3, seed=2)})
+    checked, found = run_out_variants(op, case, Lenient())
+    assert found is not None and found.outcome == O.MISSING_ERROR, found
+    assert found.message.startswith("[out= other dtype] an out of another dtype (out float64)")
+    assert found.variant_case.kwargs["out"].dtype == "float64"
+    # the CPU's own kernels on a device refuse it as the CPU does; the plain CPU has no second kernel
+    for healthy in (BACKENDS["none"](), CPUBackend()):
+        assert run_out_variants(op, case, healthy)[1] is None

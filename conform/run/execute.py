@@ -64,6 +64,7 @@ from generators.case import TensorSpec
 from generators.variants import (
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
+    other_dtype_out_case,
     out_variants,
     unsafe_out_case,
     wrong_size_inputs,
@@ -1410,9 +1411,13 @@ def run_out_variants(
     the CPU reference and golden share a bug of the out's strides)."""
     shapes = _out_shapes(op, case)
     sizes = [math.prod(sh) for v in shapes.values() for sh in (v if isinstance(v, list) else [v])]
-    if not sizes or max(sizes) <= 1:
+    if not sizes:
         return False, None
     variants = out_variants(case, shapes)
+    if max(sizes) <= 1:
+        # the layouts mean nothing for a single element; the out's dtype still does (all.all_out)
+        found = _out_dtypes(op, variants["preallocated"], backend)
+        return found is not None, found
     for name, variant in variants.items():
         if name == "as_drawn":
             continue
@@ -1421,7 +1426,7 @@ def run_out_variants(
             r.message = f"[out= {name}] {r.message}"
             r.variant_case = variant
             return True, r
-    unsafe = _unsafe_out(op, variants["preallocated"], backend)
+    unsafe = _out_dtypes(op, variants["preallocated"], backend)
     if unsafe is not None:
         return True, unsafe
     nondet = _nondeterminism(op)
@@ -1518,6 +1523,31 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
             r.variant_case = variant
             return r
     return None
+
+
+def _out_dtypes(op, case, backend) -> CaseResult | None:
+    """The out= dtype checks of a preallocated case: an unsafe cast, then another dtype."""
+    return _unsafe_out(op, case, backend) or _other_dtype_out(op, case, backend)
+
+
+def _other_dtype_out(op, case, backend) -> CaseResult | None:
+    """Error parity for an out of another dtype (generators.variants.other_dtype_out_case: a
+    float32 result into a float64 out, a bool one into float32, int64 into int32), on a device
+    other than the plain CPU: such an out the CPU refuses (a reduction's out must match its
+    input's dtype: amax.out, all.all_out) and the device writes is the device's missing_error.
+    Other outcomes are not the cell's: where the CPU writes it, the cast is the op's to choose."""
+    if is_plain_cpu(backend) or _dtype_from_out(op) or _nondeterminism(op) == "seeded":
+        return None
+    other = other_dtype_out_case(case, [a.name for a in op.out_args])
+    if other is None:
+        return None
+    r = run_case(op, other, backend, grad=False)
+    if r.outcome is not Outcome.MISSING_ERROR:
+        return None
+    dtypes = ", ".join(f"{n} {other.kwargs[n].dtype}" for n in (a.name for a in op.out_args) if n in other.kwargs)
+    r.message = f"[out= other dtype] an out of another dtype ({dtypes}): {r.message}"
+    r.variant_case = other
+    return r
 
 
 def _cpu_writes(op, case) -> bool:
