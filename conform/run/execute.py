@@ -1550,17 +1550,23 @@ def _other_dtype_out(op, case, backend) -> CaseResult | None:
     return r
 
 
-def _cpu_writes(op, case) -> bool:
-    """Whether the CPU runs `case` without an error: one call, where most out= ops refuse an
-    unsafe out at once (the plain CPU's sweep pays this, not a whole run_case, per out= cell)."""
+def _cpu_call(op, case) -> dict | None:
+    """One call of `case` on the CPU, no grad: its keyword arguments after the call (the outs
+    as written), or None where the CPU raises."""
     _announce(_cpu_copy)
     try:
         args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
         with torch.no_grad():
             op.resolve()(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - refused: the contract kept
-        return False
-    return True
+    except Exception:  # noqa: BLE001 - the CPU refuses it
+        return None
+    return kwargs
+
+
+def _cpu_writes(op, case) -> bool:
+    """Whether the CPU runs `case` without an error: one call, where most out= ops refuse an
+    unsafe out at once (the plain CPU's sweep pays this, not a whole run_case, per out= cell)."""
+    return _cpu_call(op, case) is not None
 
 
 def _unsafe_cast_written(op, case) -> str:
@@ -1613,13 +1619,9 @@ def _dtype_from_out(op) -> bool:
 def _out_shapes(op, case) -> dict:
     """The shape the CPU reference gives each out argument of `case`."""
     names = [a.name for a in op.out_args]
-    _announce(_cpu_copy)
-    try:
-        args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
-        with torch.no_grad():
-            op.resolve()(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - the reference rejects it: no variants to try
-        return {}
+    kwargs = _cpu_call(op, case)
+    if kwargs is None:
+        return {}  # the reference rejects it: no variants to try
     shapes = {}
     for n in names:
         v = kwargs.get(n)
