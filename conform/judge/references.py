@@ -349,9 +349,11 @@ def float64_function(op, name: str):
     if ref is None or not ref.uses_numpy or ref.output is not None:
         return None
     ns = namespace()
-    return lambda a: numpy.asarray(eval(ref.expression, ns, {name: a}), dtype=numpy.float64)  # noqa: S307
+    code = _compiled(ref.expression)
+    return lambda a: numpy.asarray(eval(code, ns, {name: a}), dtype=numpy.float64)  # noqa: S307
 
 
+@functools.cache
 def namespace():
     """What an expression may name: the libraries, and conform's documented formulas (NumPy only)."""
     import scipy.special  # here, not at the top: scipy loads in about half a second: only cells with a SciPy reference pay it
@@ -360,6 +362,12 @@ def namespace():
 
     scipy_ns = type("scipy", (), {"special": scipy.special})
     return {"numpy": numpy, "scipy": scipy_ns, "math": math, "torch": torch, "formulas": formulas}
+
+
+@functools.cache
+def _compiled(expression: str):
+    """An expression compiled once: a sweep evaluates each thousands of times."""
+    return compile(expression, "<reference>", "eval")
 
 
 def evaluate(ref: Reference, op, args, kwargs):
@@ -383,7 +391,7 @@ def evaluate(ref: Reference, op, args, kwargs):
             raise _NoOpinion("the decomposition calls the op itself")
         with torch.no_grad():
             result = _to_torch(fn(*args, **kwargs))
-            mask = _to_torch(eval(ref.ignore, namespace(), dict(bound))) if ref.ignore else None  # noqa: S307
+            mask = _to_torch(eval(_compiled(ref.ignore), namespace(), dict(bound))) if ref.ignore else None  # noqa: S307
         if ref.discovered and not all(t.is_floating_point() for t in leaves(result)):
             raise _NoOpinion("a decomposition found, not reviewed, says nothing of integer or complex results")
         if ref.output is not None:
@@ -397,13 +405,13 @@ def evaluate(ref: Reference, op, args, kwargs):
     with warnings.catch_warnings(), numpy.errstate(all="ignore"), torch.no_grad():
         warnings.simplefilter("ignore")
         try:
-            out = eval(ref.expression, ns, values)  # noqa: S307 - reviewed expressions from opdb's rules
+            out = eval(_compiled(ref.expression), ns, values)  # noqa: S307 - reviewed expressions from opdb's rules
         except Exception as e:  # noqa: BLE001 - the reference rejects the input: no opinion
             raise _NoOpinion(f"{type(e).__name__}: {e}") from None
         mask = None
         if ref.ignore:
             try:
-                mask = _to_torch(eval(ref.ignore, ns, values))  # noqa: S307
+                mask = _to_torch(eval(_compiled(ref.ignore), ns, values))  # noqa: S307
             except Exception as e:  # noqa: BLE001
                 raise _NoOpinion(f"{type(e).__name__}: {e}") from None
     result = _to_torch(out)
