@@ -3,7 +3,8 @@
 Per-example cost: eight float32 cells (sinh, add.Tensor, mul.Tensor, sum, _softmax, mm, cumsum,
 exp) run in this process through the device process's own code path (conform.run.cell's
 `cell_process`: in-flight record, watchdog, run_cell, execute.run_case), once at --examples 5
-and once at --examples 50, on the plain CPU. The summary counts the cells that pass (a failing
+and once at --examples 50, on the plain CPU, with conform's values per drawn case (a value
+variant skips hypothesis's drawing; --values-per-draw 1 draws every case). The summary counts the cells that pass (a failing
 cell stops at its failure and shrinks; on torch 2.13's CPU, sinh and cumsum do). The per-example cost of a cell is
 
     (time at 50 - time at 5) / 45
@@ -18,7 +19,7 @@ processes on the machine change them little. The ratio is harness / work.
 Single-op wall time: `python -m conform.cli run --ops aten::abs --no-bench` in a fresh folder,
 wall clock and the CPU time of its whole process tree.
 
-    python benchmarks/example_cost.py [--repeats 3] [--no-single-op] [--only sinh,mm]
+    python benchmarks/example_cost.py [--repeats 3] [--no-single-op] [--only sinh,mm] [--values-per-draw N]
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ CELLS = ("sinh", "add.Tensor", "mul.Tensor", "sum", "_softmax", "mm", "cumsum", 
 FEW, MANY = 5, 50
 
 
-def _cell_runner(examples: int, folder: Path, seed: int):
+def _cell_runner(examples: int, folder: Path, seed: int, per_draw: int | None = None):
     from conform.config import CellSettings, RunConfig, WorkerSetup
     from conform.run.cell import cell_process
 
     (folder / "inflight").mkdir(parents=True, exist_ok=True)
-    config = RunConfig(device="cpu", cell=CellSettings(examples=examples, seed=seed, hypothesis_db=None))
+    per_draw = CellSettings.values_per_draw if per_draw is None else per_draw
+    settings = CellSettings(examples=examples, values_per_draw=per_draw, seed=seed, hypothesis_db=None)
+    config = RunConfig(device="cpu", cell=settings)
     setup = WorkerSetup(config, "cpu", str(folder), str(folder / "crashers.txt"), None)
     return cell_process(setup, str(folder / "inflight" / f"bench-{examples}.json"))
 
@@ -100,14 +103,14 @@ def _median_work(cases, repeats: int) -> float:
     return sum(statistics.median(_work(op, c) for _ in range(repeats)) for op, c, _ in cases)
 
 
-def per_example(names, repeats: int, seed: int) -> list[dict]:
+def per_example(names, repeats: int, seed: int, per_draw: int | None = None) -> list[dict]:
     import torch
 
     import opdb
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        runners = {n: _cell_runner(n, Path(tmp), seed) for n in (FEW, MANY)}
+        runners = {n: _cell_runner(n, Path(tmp), seed, per_draw) for n in (FEW, MANY)}
         torch.set_num_threads(1)
         for name in names:
             cell = (opdb.lookup(f"aten::{name}").qualname, "float32")
@@ -226,6 +229,12 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma list of the cells' ops (default: all eight)")
     ap.add_argument("--no-single-op", action="store_true", help="skip the single-op wall time")
     ap.add_argument(
+        "--values-per-draw",
+        type=int,
+        default=None,
+        help="cases per drawn case (default: conform's); 1 draws every case",
+    )
+    ap.add_argument(
         "--sweep-sample",
         type=int,
         default=0,
@@ -242,9 +251,15 @@ def main() -> None:
             print(f"{a.sweep_sample} random cells at {e} examples: {t:.1f} s CPU ({t / base:.2f}x {counts[0]})")
         return
     names = [n for n in a.only.split(",") if n] or list(CELLS)
-    print(f"per-example cost, float32 cells, CPU time, median of {a.repeats}, seed {a.seed}")
+    from conform.config import CellSettings
+
+    per_draw = CellSettings.values_per_draw if a.values_per_draw is None else a.values_per_draw
+    print(
+        f"per-example cost, float32 cells, CPU time, median of {a.repeats}, seed {a.seed}, "
+        f"{per_draw} value(s) per drawn case"
+    )
     print(f"{'cell':24} {'outcome':10} {'harness ms':>11} {'work ms':>9} {'ratio':>7}")
-    rows = per_example(names, a.repeats, a.seed)
+    rows = per_example(names, a.repeats, a.seed, per_draw)
     for r in rows:
         ratio = r["harness_ms"] / r["work_ms"] if r["work_ms"] > 0 else float("inf")
         print(f"{r['cell']:24} {r['outcome']:10} {r['harness_ms']:11.2f} {r['work_ms']:9.3f} {ratio:6.1f}x")

@@ -57,7 +57,8 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=200, help="how many ops (at least the named ones)")
     ap.add_argument("--dtypes", default="float32,bfloat16,float16")
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--examples", type=int, default=5)
+    # 5 drawn cases per cell, each with its value variant at conform's default --values-per-draw
+    ap.add_argument("--examples", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--keep", metavar="DIR", help="run in DIR (created) and keep its conform.db: each alarm's case and script"

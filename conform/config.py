@@ -26,10 +26,18 @@ CPU_DEFAULT_DTYPES = tuple(d for d in DEFAULT_DTYPES if d != "float64")
 class CellSettings:
     """How hard to try on one cell; what the device process needs besides the cell itself."""
 
-    # valid examples wanted per cell. A full sweep has ~22k cells; its passing cells take about
-    # two thirds of its time, nearly all of it in their examples: on 2 cores the default sweep
-    # took 18 minutes at 12 and 15.5 at 8 (benchmarks/full_sweep.py), over its 15; 7 is what fits
-    examples: int = 7
+    # valid cases judged per cell: drawn cases and their value variants (values_per_draw). A
+    # full sweep has ~22k cells; its passing cells take about two thirds of its time, nearly all
+    # of it in their cases: on 2 cores, with every case drawn, the default sweep took 18 minutes
+    # at 12 and 15.5 at 8 (benchmarks/full_sweep.py), over its 15; 7 drawn cases fitted
+    examples: int = 14
+    # cases per draw: the drawn case, then the same case with other values (each tensor's seed
+    # derived from its own: generators.variants.reseeded). Drawing a case costs hypothesis about
+    # as much as running it (benchmarks/example_cost.py), so a value variant costs about half a
+    # drawn case; the drawn cases are those the cell would draw without them (hypothesis draws
+    # the next case the same whatever a passing case's variants did). A failing variant is the
+    # cell's failure, shrunk as the drawn case's: each shrink step runs the variants too.
+    values_per_draw: int = 2
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)
@@ -42,7 +50,12 @@ class CellSettings:
     derandomize: bool = False
 
     def __post_init__(self):
-        _at_least(1, examples=self.examples, max_numel=self.max_numel)
+        _at_least(1, examples=self.examples, max_numel=self.max_numel, values_per_draw=self.values_per_draw)
+
+    @property
+    def draws(self) -> int:
+        """Drawn cases per cell when every one has its value variants."""
+        return -(-self.examples // self.values_per_draw)
         _positive(cell_budget_s=self.cell_budget_s)
 
 
@@ -82,8 +95,9 @@ class RunConfig:
     def stored_options(self) -> dict[str, Any]:
         return {
             "device": self.device, "ops": self.ops, "dtypes": self.dtypes, "examples": self.cell.examples,
-            "grad": self.cell.grad, "max_numel": self.cell.max_numel, "case_timeout": self.case_timeout_s,
-            "cell_budget": self.cell.cell_budget_s, "derandomize": self.cell.derandomize,
+            "values_per_draw": self.cell.values_per_draw, "grad": self.cell.grad, "max_numel": self.cell.max_numel,
+            "case_timeout": self.case_timeout_s, "cell_budget": self.cell.cell_budget_s,
+            "derandomize": self.cell.derandomize,
         }  # fmt: skip
 
     def resumed(self, options: dict[str, Any], seed: int) -> RunConfig:
@@ -92,6 +106,8 @@ class RunConfig:
         cell = dataclasses.replace(
             self.cell,
             examples=options.get("examples", CellSettings.examples),
+            # (a run stored before value variants drew every case)
+            values_per_draw=options.get("values_per_draw", 1),
             grad=options.get("grad", CellSettings.grad),
             max_numel=options.get("max_numel", CellSettings.max_numel),
             cell_budget_s=options.get("cell_budget", CellSettings.cell_budget_s),

@@ -94,7 +94,13 @@ def pytest_addoption(parser):
         "--conform-examples",
         type=int,
         default=None,
-        help=f"valid hypothesis examples per cell (default: {CellSettings.examples})",
+        help=f"valid cases per cell, drawn ones and their value variants (default: {CellSettings.examples})",
+    )
+    g.addoption(
+        "--conform-values-per-draw",
+        type=int,
+        default=None,
+        help=f"cases per drawn case: it, then the same case with other values (default: {CellSettings.values_per_draw})",
     )
     g.addoption("--conform-seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
     g.addoption(
@@ -155,6 +161,7 @@ def _config_from_options(config) -> RunConfig:
         "ops",
         "dtypes",
         "examples",
+        "values_per_draw",
         "seed",
         "derandomize",
         "db",

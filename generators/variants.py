@@ -1,4 +1,4 @@
-"""Variants of a drawn case for inplace and out= overloads, and inputs of a wrong size.
+"""Variants of a drawn case: other values, inplace and out= overloads, inputs of a wrong size.
 
 The runner runs an out= case several ways, because out handling is where backends slip: with
 the out tensor the generator drew (empty: the op resizes it), preallocated to the exact result
@@ -172,3 +172,45 @@ def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
         if w is not None:
             found.append((k, dataclasses.replace(case, kwargs={**case.kwargs, k: w})))
     return found[:WRONG_SIZE_INPUTS]
+
+
+def reseeded(case: Case, k: int, out_names=()) -> Case | None:
+    """The case with other values, the k-th (k >= 1) of its value variants: every tensor whose
+    values follow from its seed gets a seed derived from its own and k; shapes, dtypes, layouts,
+    value kinds, bands and edge patterns stay. Specs that share a seed share the derived one, and
+    a spec object in two places stays one object. None when no input (an out's values are
+    overwritten) has values that follow from a seed: the same case again."""
+    if k < 1:
+        raise ValueError(f"value variants count from 1, not {k}")
+    made: dict[int, TensorSpec] = {}
+    inputs_changed = False
+
+    def swap(v, is_out=False):
+        nonlocal inputs_changed
+        if isinstance(v, TensorSpec):
+            if v.data is not None:
+                return v
+            if id(v) not in made:
+                made[id(v)] = dataclasses.replace(v, seed=derived_seed(v.seed, k))
+            inputs_changed = inputs_changed or not is_out
+            return made[id(v)]
+        if isinstance(v, tuple):
+            return tuple(swap(x, is_out) for x in v)
+        if isinstance(v, list):
+            return [swap(x, is_out) for x in v]
+        if isinstance(v, dict) and set(v) == {"dict"}:
+            return {"dict": [[swap(key, is_out), swap(x, is_out)] for key, x in v["dict"]]}
+        return v
+
+    args = tuple(swap(a) for a in case.args)
+    kwargs = {name: swap(v, name in out_names) for name, v in case.kwargs.items()}
+    if not inputs_changed:
+        return None
+    return dataclasses.replace(case, args=args, kwargs=kwargs)
+
+
+def derived_seed(seed: int, k: int) -> int:
+    """A seed for the k-th value variant of a tensor drawn with `seed` (a 31-bit mix of both)."""
+    x = (seed * 0x9E3779B1 + k * 0x85EBCA6B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return (x * 0x7FEB352D & 0xFFFFFFFF) >> 1

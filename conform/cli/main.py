@@ -92,7 +92,19 @@ def _auto_workers(backend) -> int:
     default=None,
     help="cpu, mps, cuda[:N], xpu, meta, a conform.backends entry point, or module:attr (default: best available)",
 )
-@click.option("--examples", type=int, default=None, help=f"valid examples per cell [default: {CellSettings.examples}]")
+@click.option(
+    "--examples",
+    type=int,
+    default=None,
+    help=f"valid cases per cell, drawn ones and their value variants [default: {CellSettings.examples}]",
+)
+@click.option(
+    "--values-per-draw",
+    type=int,
+    default=None,
+    help="cases per drawn case: it, then the same case with other values; 1 draws every case "
+    f"[default: {CellSettings.values_per_draw}]",
+)
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
 @click.option(
     "-n",

@@ -36,7 +36,7 @@ from conform.results import CellResult
 from conform.run import execute
 from conform.run.execute import CaseResult, is_plain_cpu
 from conform.run.isolation import InFlight, Watchdog, apply_memory_limit, crashed_ops, op_base
-from generators import Untestable, op_ranges
+from generators import Untestable, op_ranges, variants
 from generators import backward as generators_backward
 from generators.seeding import seed_only
 
@@ -59,6 +59,7 @@ class _Progress:
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
+    drawn: int = 0  # valid drawn cases (their value variants not counted)
 
 
 class _CaseFailed(Exception):
@@ -140,12 +141,22 @@ def run_cell(
         if f and not any((g["kind"], g["phase"]) == (f["kind"], f["phase"]) for g in result.findings):
             result.findings.append(f)
 
-    def one_case(case) -> None:
-        if not progress.failing and time.monotonic() - started > settings.cell_budget_s:
-            raise _GiveUp()
+    out_names = frozenset(a.name for a in op.out_args)
+
+    def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:
+        """Run `case` with the checks it is due: (its result, the case to keep, which is a
+        variant of it where a variant failed). A value variant (`drawn` False) gets the forward
+        judgement, and gradients where the drawn case would (a shrink step, the op's own range)."""
         if on_case:
             on_case(case)
         try:
+            if not drawn:
+                grad = settings.grad and (progress.failing or _in_op_range(case))
+                r = execute.run_case(op, case, backend, grad=grad)
+                stop = stop_if(r) if stop_if else None
+                if stop is not None:
+                    raise _StopCell(stop, case)
+                return r, case
             # metamorphic relations and finite differences on the first valid example, then on one
             # whose values make them informative (specials, extremes), and on every shrink step
             relations = settings.relations and (
@@ -157,7 +168,7 @@ def run_cell(
             # informative one (an infinite input, where an equivalent API's gradient speaks) and on
             # those drawn in the op's own range (where a derivative saturates or overflows first)
             grad = settings.grad and (
-                progress.failing or result.examples_run < settings.grad_examples or relations or _in_op_range(case)
+                progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case)
             )
             # finite differences (five float64 forwards and two AD passes) on the first of them only
             fd = relations and (progress.failing or progress.relation_runs == 0)
@@ -172,8 +183,8 @@ def run_cell(
                 and not r.invalid
                 and (progress.failing or progress.out_variants_checked < 2)
             ):
-                checked, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
-                progress.out_variants_checked += checked
+                ran, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
+                progress.out_variants_checked += ran
                 if failure is not None:
                     # the variant that failed is the case to keep and reproduce
                     r, case = failure, failure.variant_case or case
@@ -192,43 +203,87 @@ def run_cell(
             stop = stop_if(r) if stop_if else None
             if stop is not None:
                 raise _StopCell(stop, case)
+            return r, case
         finally:
             if after_case:
                 after_case()
-        if progress.failing:
-            # shrinking: only whether the case still fails, and the same way (see failure_class)
-            if r.outcome == Outcome.PASS or r.invalid or failure_class(r) != progress.failure_class:
-                hypothesis.reject()
-        else:
-            if r.invalid:
-                result.invalid_examples += 1
-                keep_finding(r)  # an error the CPU shares may still be a finding about it
-                progress.first_invalid = progress.first_invalid or r.message
-                progress.invalid_reasons.add(_reason_key(r.message))
-                progress.no_kernel = (result.invalid_examples == 1 or progress.no_kernel) and _says_no_kernel_for(
-                    r.message, dtype
-                )
-                limit = _invalid_limit(
-                    settings.examples, result.examples_run, len(progress.invalid_reasons), no_kernel=progress.no_kernel
-                )
-                if result.invalid_examples >= limit:
-                    raise _GiveUp()
-                hypothesis.reject()
-            result.examples_run += 1
-            merge_errors(r)
-            keep_finding(r)
-            if r.outcome == Outcome.PASS:
-                result.examples_passed += 1
+
+    def value_variants(case):
+        """The drawn case's value variants (generators.variants.reseeded), lazily."""
+        for k in range(1, settings.values_per_draw):
+            variant = variants.reseeded(case, k, out_names)
+            if variant is None:
                 return
-            if Outcome(r.outcome) in CELL_LEVEL:
-                raise _StopCell(r, case)
-            progress.failing = True
-            progress.failure_class = failure_class(r)
-            progress.first_failure = (r, case)
+            yield variant
+
+    def still_fails(r: CaseResult) -> bool:
+        # shrinking: only whether the case still fails, and the same way (see failure_class)
+        return r.outcome != Outcome.PASS and not r.invalid and failure_class(r) == progress.failure_class
+
+    def tally(r: CaseResult, case):
+        """Count a valid case; (result, case) when it is the cell's first failure, else None."""
+        result.examples_run += 1
+        merge_errors(r)
+        keep_finding(r)
+        if r.outcome == Outcome.PASS:
+            result.examples_passed += 1
+            return None
+        if Outcome(r.outcome) in CELL_LEVEL:
+            raise _StopCell(r, case)
+        progress.failing = True
+        progress.failure_class = failure_class(r)
+        progress.first_failure = (r, case)
+        return r, case
+
+    def one_case(case) -> None:
+        if not progress.failing and time.monotonic() - started > settings.cell_budget_s:
+            raise _GiveUp()
+        r, kept = checked(case, drawn=True)
+        failed = None
+        if progress.failing:
+            # a shrink step fails when the drawn case or one of its value variants fails the same way
+            failed = (r, kept) if still_fails(r) else None
+            for variant in () if failed else value_variants(case):
+                rv, kv = checked(variant, drawn=False)
+                if still_fails(rv):
+                    failed = (rv, kv)
+                    break
+            if failed is None:
+                hypothesis.reject()
+        elif r.invalid:
+            result.invalid_examples += 1
+            keep_finding(r)  # an error the CPU shares may still be a finding about it
+            progress.first_invalid = progress.first_invalid or r.message
+            progress.invalid_reasons.add(_reason_key(r.message))
+            progress.no_kernel = (result.invalid_examples == 1 or progress.no_kernel) and _says_no_kernel_for(
+                r.message, dtype
+            )
+            limit = _invalid_limit(
+                settings.draws, progress.drawn, len(progress.invalid_reasons), no_kernel=progress.no_kernel
+            )
+            if result.invalid_examples >= limit:
+                raise _GiveUp()
+            hypothesis.reject()
+        else:
+            progress.drawn += 1
+            failed = tally(r, kept)
+            # the same case with other values, judged alike: cases at the cost of the run alone
+            for variant in () if failed else value_variants(case):
+                if result.examples_run >= settings.examples or time.monotonic() - started > settings.cell_budget_s:
+                    break
+                rv, kv = checked(variant, drawn=False)
+                if not rv.invalid:  # (values the op rejects: not a case, not counted)
+                    failed = tally(rv, kv)
+                    if failed:
+                        break
+            if failed is None:
+                if result.examples_run >= settings.examples:
+                    raise _GiveUp()  # enough cases: the cell passes (hypothesis would draw more)
+                return
         # One raise statement for the first failure and every shrink step: hypothesis tells bugs
         # apart by where they are raised, and two sites made it call the shrunk case a different
         # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
-        raise _CaseFailed(r, case)
+        raise _CaseFailed(*failed)
 
     test = _hypothesis_settings(settings)(given(strategy)(one_case))
     # The cell's examples follow from the run seed and the cell alone (derandomized: from the cell
