@@ -28,15 +28,17 @@ class CellSettings:
 
     # valid cases judged per cell: drawn cases and their value variants (values_per_draw). A
     # full sweep has ~22k cells; its passing cells take about two thirds of its time, nearly all
-    # of it in their cases: on 2 cores, with every case drawn, the default sweep took 18 minutes
-    # at 12 and 15.5 at 8 (benchmarks/full_sweep.py), over its 15; 7 drawn cases fitted
-    examples: int = 14
+    # of it in their cases. On 2 cores (benchmarks/full_sweep.py, budget 15 minutes), with every
+    # case drawn: 18 minutes at 12, 15.5 at 8, 13.6 at 7; 7 drawn cases each with a variant
+    # (14) took 17.3. 10 is 5 drawn cases and their variants.
+    examples: int = 10
     # cases per draw: the drawn case, then the same case with other values (each tensor's seed
     # derived from its own: generators.variants.reseeded). Drawing a case costs hypothesis about
     # as much as running it (benchmarks/example_cost.py), so a value variant costs about half a
-    # drawn case; the drawn cases are those the cell would draw without them (hypothesis draws
-    # the next case the same whatever a passing case's variants did). A failing variant is the
-    # cell's failure, shrunk as the drawn case's: each shrink step runs the variants too.
+    # drawn case; the drawn cases are the first of those the cell draws with 1 at the same
+    # examples (hypothesis draws the next case the same whatever a passing case's variants did).
+    # A failing variant is the cell's failure, shrunk as the drawn case's: each shrink step runs
+    # the variants too. A case with no tensor values from a seed has none: all its cases are drawn.
     values_per_draw: int = 2
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)

@@ -10,7 +10,14 @@ import torch
 
 import opdb
 from conform.judge.compare import compare, compare_tensors, failures, summary
-from conform.judge.tolerances import DEFAULT_TOLERANCES, LeafTolerance, default_tolerance, growth, tolerance_for
+from conform.judge.tolerances import (
+    DEFAULT_TOLERANCES,
+    LeafTolerance,
+    default_tolerance,
+    growth,
+    leaf_scale,
+    tolerance_for,
+)
 from opdb.spec import Tolerance
 
 NAN, INF = float("nan"), float("inf")
@@ -231,3 +238,17 @@ def test_a_meta_tensor_is_compared_by_its_metadata_where_only_metadata_is_asked(
     key = torch.empty((2, 3), device="meta")
     assert compare_tensors(key, torch.zeros(2, 3), metadata_only=True).ok
     assert compare_tensors(key, torch.zeros(3, 2), metadata_only=True).kind == "shape"
+
+
+def test_a_leafs_scale_is_its_largest_finite_magnitude():
+    nan, inf = math.nan, math.inf
+    assert leaf_scale(torch.tensor([1.5, -3.0, nan, -inf, inf])) == 3.0
+    assert leaf_scale(torch.tensor([nan, inf], dtype=torch.float16)) == 0.0  # none finite
+    assert leaf_scale(torch.tensor([[2.0, -5.0]]).t()) == 5.0  # a view: its own values only
+    assert leaf_scale(torch.tensor([3 + 4j, complex(nan, 1)])) == 5.0
+    assert leaf_scale(torch.empty(0)) == 0.0
+    # a sparse tensor by its stored values, and one that stores none (the *_unsafe constructors)
+    assert leaf_scale(torch.tensor([[0.0, -7.0], [nan, 0.0]]).to_sparse()) == 7.0
+    empty = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (2, 2))
+    assert leaf_scale(empty) == 0.0
+    assert leaf_scale(torch.tensor([1, 2])) == math.inf  # not floating: unbounded

@@ -72,19 +72,31 @@ def _is_variant(case, made) -> bool:
     return any(s.seed in made for s in case.tensor_specs())
 
 
-def test_the_drawn_cases_are_those_drawn_without_variants(monkeypatch):
+def test_the_drawn_cases_are_the_first_of_those_drawn_without_variants(monkeypatch):
+    # hypothesis draws its next case the same whatever a passing case's variants did: at the
+    # same --examples, the drawn cases are where a run that draws every case starts
     made = _recording(monkeypatch)
     op = opdb.lookup("aten::mul.Tensor")
     runs = {}
-    for examples, per_draw in ((5, 1), (10, 2)):
+    for per_draw in (1, 2):
         seen = []
-        settings = CellSettings(examples=examples, values_per_draw=per_draw, hypothesis_db=None, seed=3)
+        settings = CellSettings(examples=10, values_per_draw=per_draw, hypothesis_db=None, seed=3)
         result = run_cell(op, "float32", CPUBackend(), settings, on_case=seen.append)
-        assert result.outcome == "pass" and result.examples_run == examples, result.message
+        assert result.outcome == "pass" and result.examples_run == 10, result.message
         runs[per_draw] = seen
     drawn = [c for c in runs[2] if not _is_variant(c, made)]
-    assert drawn == runs[1]
-    assert len(runs[2]) - len(drawn) == 5  # each valid drawn case and its one variant
+    assert len(drawn) == 5 and len(runs[2]) == 10  # each valid drawn case and its one variant
+    assert drawn == runs[1][:5]
+
+
+def test_a_case_with_no_values_from_a_seed_is_drawn_every_time(monkeypatch):
+    # aten::scalar_tensor takes a Python number: no variant, so the cell's cases are all drawn
+    made = _recording(monkeypatch)
+    seen = []
+    settings = CellSettings(examples=6, values_per_draw=2, hypothesis_db=None, seed=1)
+    result = run_cell(opdb.lookup("aten::scalar_tensor"), "float32", CPUBackend(), settings, on_case=seen.append)
+    assert result.examples_run == 6 and len(seen) >= 6, result.message
+    assert not made and not any(_is_variant(c, made) for c in seen)
 
 
 def test_a_failing_variant_is_the_cells_failure_and_shrinks_as_one(monkeypatch):

@@ -259,7 +259,7 @@ def run_cell(
                 r.message, dtype
             )
             limit = _invalid_limit(
-                settings.draws, progress.drawn, len(progress.invalid_reasons), no_kernel=progress.no_kernel
+                settings.examples, result.examples_run, len(progress.invalid_reasons), no_kernel=progress.no_kernel
             )
             if result.invalid_examples >= limit:
                 raise _GiveUp()
