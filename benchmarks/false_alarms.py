@@ -14,6 +14,7 @@ ops in NAMED, whose float32 and half-precision results the CPU computes off floa
 the last line `N ops, C cells: A alarm cells (each listed above), R reference findings`.
 
     python benchmarks/false_alarms.py [--ops 200] [--dtypes float32,bfloat16] [--workers 1] [--keep DIR]
+        [--examples 5] [--values-per-draw N]
 
 With --keep the run's database stays in DIR (`conform report --db DIR/c.db`, each alarm cell's
 minimal case and reproduction script): an alarm that shows once can then be examined.
@@ -57,8 +58,8 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=200, help="how many ops (at least the named ones)")
     ap.add_argument("--dtypes", default="float32,bfloat16,float16")
     ap.add_argument("--workers", type=int, default=1)
-    # 5 drawn cases per cell, each with its value variant at conform's default --values-per-draw
-    ap.add_argument("--examples", type=int, default=10)
+    ap.add_argument("--examples", type=int, default=5)
+    ap.add_argument("--values-per-draw", type=int, default=None, help="conform's --values-per-draw (default: its own)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--keep", metavar="DIR", help="run in DIR (created) and keep its conform.db: each alarm's case and script"
@@ -81,6 +82,8 @@ def main() -> None:
         started = time.monotonic()
         cmd = [sys.executable, "-m", "conform.cli", "run", "--ops", "@ops.txt", "--device", "tests.cpu_kernels:CPUKernels", "--dtypes", args.dtypes,
                "--examples", str(args.examples), "--seed", str(args.seed), "--db", str(db), "-n", str(args.workers), "-q"]  # fmt: skip
+        if args.values_per_draw is not None:
+            cmd += ["--values-per-draw", str(args.values_per_draw)]
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
         took = time.monotonic() - started
         if not db.exists():

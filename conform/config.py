@@ -28,10 +28,12 @@ class CellSettings:
 
     # valid cases judged per cell: drawn cases and their value variants (values_per_draw). A
     # full sweep has ~22k cells; its passing cells take about two thirds of its time, nearly all
-    # of it in their cases. On 2 cores (benchmarks/full_sweep.py, budget 15 minutes), with every
-    # case drawn: 18 minutes at 12, 15.5 at 8, 13.6 at 7; 7 drawn cases each with a variant
-    # (14) took 17.3. 10 is 5 drawn cases and their variants.
-    examples: int = 10
+    # of it in their cases. On 2 cores (benchmarks/full_sweep.py, budget 15 minutes), every case
+    # drawn: 18 minutes at 12, 15.7 at 8, 13.6 at 7. With a variant each: 17.3 at 14 (7 drawn),
+    # 14.3 at 10 (5 drawn), which found 61 published bugs of 83 where 7 drawn cases found 65
+    # (benchmarks/real_bugs.py --set all --seed 11): other values of a case found less than
+    # other cases. So every case is drawn, 7 of them.
+    examples: int = 7
     # cases per draw: the drawn case, then the same case with other values (each tensor's seed
     # derived from its own: generators.variants.reseeded). Drawing a case costs hypothesis about
     # as much as running it (benchmarks/example_cost.py), so a value variant costs about half a
@@ -39,7 +41,7 @@ class CellSettings:
     # examples (hypothesis draws the next case the same whatever a passing case's variants did).
     # A failing variant is the cell's failure, shrunk as the drawn case's: each shrink step runs
     # the variants too. A case with no tensor values from a seed has none: all its cases are drawn.
-    values_per_draw: int = 2
+    values_per_draw: int = 1
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)
@@ -53,11 +55,6 @@ class CellSettings:
 
     def __post_init__(self):
         _at_least(1, examples=self.examples, max_numel=self.max_numel, values_per_draw=self.values_per_draw)
-
-    @property
-    def draws(self) -> int:
-        """Drawn cases per cell when every one has its value variants."""
-        return -(-self.examples // self.values_per_draw)
         _positive(cell_budget_s=self.cell_budget_s)
 
 

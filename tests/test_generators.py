@@ -407,3 +407,31 @@ def test_products_of_vectors_get_short_vectors():
     for case in _drawn(from_schema(op, "float32"), examples=40):
         (tensors,) = case.args
         assert 1 <= len(tensors) <= 3 and all(len(t.shape) == 1 and t.shape[0] <= 6 for t in tensors)
+
+
+def test_a_composite_made_again_from_the_same_code_has_its_source_parsed_once(monkeypatch):
+    # a cell's stress wrapper is a composite defined inside a function: hypothesis parsed its
+    # source for every cell (2 ms each); memo.composite checks one function per code object
+    from hypothesis.strategies._internal import core
+
+    from generators import memo
+
+    parsed = []
+    real = core.is_first_param_referenced_in_function
+
+    def counted(f):
+        parsed.append(f)
+        return real(f)
+
+    monkeypatch.setattr(core, "is_first_param_referenced_in_function", counted)
+    made = []
+    for k in range(3):
+
+        @memo.composite
+        def build(draw, k=k):
+            return draw(memo.just(k))
+
+        made.append(build())
+    assert len(parsed) == 1
+    assert core.is_first_param_referenced_in_function is counted  # put back as it was
+    assert [find(strategy, lambda v: True) for strategy in made] == [0, 1, 2]

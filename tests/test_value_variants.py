@@ -122,8 +122,7 @@ def test_a_failing_variant_is_the_cells_failure_and_shrinks_as_one(monkeypatch):
 def test_one_value_per_draw_is_every_case_drawn():
     settings = CellSettings(examples=4, values_per_draw=1, hypothesis_db=None, seed=2)
     result = run_cell(opdb.lookup("aten::neg"), "float32", CPUBackend(), settings)
-    assert result.examples_run == 4 and settings.draws == 4
-    assert CellSettings(examples=7, values_per_draw=2).draws == 4
+    assert result.examples_run == 4
 
 
 def test_values_per_draw_is_checked_and_a_resumed_run_keeps_what_it_recorded():
