@@ -110,7 +110,12 @@ def run_script(path, *args, cwd=None, timeout: float = 300) -> subprocess.Comple
         try:
             code = int(_line(proc, timeout))
         except subprocess.TimeoutExpired:
-            os.killpg(pid, signal.SIGKILL)
+            # the fork makes its own process group first thing; one stuck before that has none
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             proc.kill()  # its answer would come to the next request: start a new one
             _server = None
             raise

@@ -12,6 +12,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -60,3 +62,24 @@ def test_a_script_run_in_a_fork_of_the_script_server_fails_as_python_would(tmp_p
     )
     assert seen.returncode == 0 and seen.stdout.split() == ["['a']", str(tmp_path), "here", "__main__"], seen
     assert run("import torch\nprint(torch.get_default_dtype())\n").stdout == "torch.float32\n"
+
+
+def test_a_script_past_its_time_leaves_the_next_one_a_fresh_server(tmp_path, monkeypatch):
+    # a fork stuck before it made its own process group: killpg finds no group. The server
+    # still had to go, or the stuck fork's status came as the next script's pid and its pid
+    # as that script's exit status (a CI run read 3782 for a script that exited 0)
+    import subprocess
+
+    import script_runner
+
+    def no_group(pid, sig):
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(script_runner.os, "killpg", no_group)
+    slow, quick = tmp_path / "slow.py", tmp_path / "quick.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    quick.write_text("import sys\nprint('ran')\nsys.exit(4)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        script_runner.run_script(slow, cwd=tmp_path, timeout=1)
+    done = script_runner.run_script(quick, cwd=tmp_path, timeout=60)
+    assert (done.returncode, done.stdout) == (4, "ran\n")
