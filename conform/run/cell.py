@@ -143,63 +143,65 @@ def run_cell(
 
     out_names = frozenset(a.name for a in op.out_args)
 
+    def drawn_checks(case) -> tuple[CaseResult, object]:
+        """A drawn case with the checks it is due: (its result, the case to keep, which is an
+        out= or wrong-size variant of it where one failed)."""
+        # metamorphic relations and finite differences on the first valid example, then on one
+        # whose values make them informative (specials, extremes), and on every shrink step
+        relations = settings.relations and (
+            progress.failing
+            or progress.relation_runs < settings.relation_examples
+            and (progress.relation_runs == 0 or _informative(case))
+        )
+        # gradients on the first few valid examples, on every shrink step of a failure, on the
+        # informative one (an infinite input, where an equivalent API's gradient speaks) and on
+        # those drawn in the op's own range (where a derivative saturates or overflows first)
+        grad = settings.grad and (
+            progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case)
+        )
+        # finite differences (five float64 forwards and two AD passes) on the first of them only
+        fd = relations and (progress.failing or progress.relation_runs == 0)
+        r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
+        if relations and not progress.failing and not r.invalid:
+            progress.relation_runs += 1
+        # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
+        # passing examples with non-trivial outs (they triple the cost) and every shrink step
+        if (
+            op.variant == "out"
+            and r.outcome == Outcome.PASS
+            and not r.invalid
+            and (progress.failing or progress.out_variants_checked < 2)
+        ):
+            ran, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
+            progress.out_variants_checked += ran
+            if failure is not None:
+                # the variant that failed is the case to keep and reproduce
+                r, case = failure, failure.variant_case or case
+        # inputs of a wrong size, one at a time, on the first passing example and every
+        # shrink step: the device must refuse what the CPU refuses (not on the plain CPU)
+        if (
+            r.outcome == Outcome.PASS
+            and not r.invalid
+            and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
+        ):
+            progress.sizes_checked = True
+            failure = execute.run_wrong_sizes(op, case, backend)
+            if failure is not None:
+                progress.wrong_size_failed = True
+                r, case = failure, failure.variant_case
+        return r, case
+
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:
-        """Run `case` with the checks it is due: (its result, the case to keep, which is a
-        variant of it where a variant failed). A value variant (`drawn` False) gets the forward
+        """Run `case` (see drawn_checks); a value variant (`drawn` False) gets the forward
         judgement, and gradients where the drawn case would (a shrink step, the op's own range)."""
         if on_case:
             on_case(case)
         try:
-            if not drawn:
+            if drawn:
+                r, case = drawn_checks(case)
+            else:
                 grad = settings.grad and (progress.failing or _in_op_range(case))
                 r = execute.run_case(op, case, backend, grad=grad)
-                stop = stop_if(r) if stop_if else None
-                if stop is not None:
-                    raise _StopCell(stop, case)
-                return r, case
-            # metamorphic relations and finite differences on the first valid example, then on one
-            # whose values make them informative (specials, extremes), and on every shrink step
-            relations = settings.relations and (
-                progress.failing
-                or progress.relation_runs < settings.relation_examples
-                and (progress.relation_runs == 0 or _informative(case))
-            )
-            # gradients on the first few valid examples, on every shrink step of a failure, on the
-            # informative one (an infinite input, where an equivalent API's gradient speaks) and on
-            # those drawn in the op's own range (where a derivative saturates or overflows first)
-            grad = settings.grad and (
-                progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case)
-            )
-            # finite differences (five float64 forwards and two AD passes) on the first of them only
-            fd = relations and (progress.failing or progress.relation_runs == 0)
-            r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
-            if relations and not progress.failing and not r.invalid:
-                progress.relation_runs += 1
-            # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
-            # passing examples with non-trivial outs (they triple the cost) and every shrink step
-            if (
-                op.variant == "out"
-                and r.outcome == Outcome.PASS
-                and not r.invalid
-                and (progress.failing or progress.out_variants_checked < 2)
-            ):
-                ran, failure = execute.run_out_variants(op, case, backend, relations=settings.relations)
-                progress.out_variants_checked += ran
-                if failure is not None:
-                    # the variant that failed is the case to keep and reproduce
-                    r, case = failure, failure.variant_case or case
-            # inputs of a wrong size, one at a time, on the first passing example and every
-            # shrink step: the device must refuse what the CPU refuses (not on the plain CPU)
-            if (
-                r.outcome == Outcome.PASS
-                and not r.invalid
-                and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
-            ):
-                progress.sizes_checked = True
-                failure = execute.run_wrong_sizes(op, case, backend)
-                if failure is not None:
-                    progress.wrong_size_failed = True
-                    r, case = failure, failure.variant_case
             stop = stop_if(r) if stop_if else None
             if stop is not None:
                 raise _StopCell(stop, case)
