@@ -31,7 +31,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from conform.outcomes import Outcome  # noqa: E402
+from tests.faulty_fresh import FRESH  # noqa: E402
 from tests.test_finding_power import BUGS  # noqa: E402
+
+# tests/faulty_fresh.py's faults: (bug, backend, op, expected outcome), fixed with the faults
+# before conform ran on any of them
+BUGS_FRESH = [
+    ("softmax_last_dim_only", FRESH["softmax_last_dim_only"], "aten::_softmax", Outcome.MISMATCH),
+    ("scan_carry_lost", FRESH["scan_carry_lost"], "aten::cumsum", Outcome.MISMATCH),
+    ("mm_transposed_operand", FRESH["mm_transposed_operand"], "aten::mm", Outcome.MISMATCH),
+    ("tanh_fast_math", FRESH["tanh_fast_math"], "aten::tanh", Outcome.MISMATCH),
+    ("clamp_max_dropped", FRESH["clamp_max_dropped"], "aten::clamp", Outcome.MISMATCH),
+    ("topk_largest_ignored", FRESH["topk_largest_ignored"], "aten::topk", Outcome.MISMATCH),
+    ("sort_nan_first", FRESH["sort_nan_first"], "aten::sort", Outcome.MISMATCH),
+    ("index_put_accumulate_ignored", FRESH["index_put_accumulate_ignored"], "aten::index_put", Outcome.MISMATCH),
+    ("int64_add_wraps", FRESH["int64_add_wraps"], "aten::add.Tensor", Outcome.MISMATCH),
+    ("pow_through_log", FRESH["pow_through_log"], "aten::pow.Tensor_Scalar", Outcome.MISMATCH),
+    ("gelu_tanh_backward_exact", FRESH["gelu_tanh_backward_exact"], "aten::gelu", Outcome.GRAD_MISMATCH),
+    ("expanded_read_linear", FRESH["expanded_read_linear"], "aten::div.Tensor", Outcome.MISMATCH),
+]
+SETS = {"original": BUGS, "fresh": BUGS_FRESH}
 
 FAILING = {
     "mismatch",
@@ -87,18 +107,25 @@ def outcomes(db: Path, op: str) -> dict[str, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--set",
+        dest="bug_set",
+        choices=sorted(SETS),
+        default="original",
+        help="tests/faulty.py's faults (original) or tests/faulty_fresh.py's (fresh)",
+    )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--control", default="tests.faulty:Healthy", help="device of the clean run (false alarms)")
     args = ap.parse_args()
-    bugs = [b for b in BUGS if not args.only or b[0] in args.only.split(",")]
+    bugs = [b for b in SETS[args.bug_set] if not args.only or b[0] in args.only.split(",")]
     started = time.monotonic()
     found = 0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, backend, op, expected) in enumerate(bugs):
             db = Path(tmp) / f"{name}.db"
-            device = f"tests.faulty:{backend.__name__}"
+            device = f"{backend.__module__}:{backend.__name__}"
             code, secs = run(op, device, db, args.workers)
             got = outcomes(db, op) if code == 0 else {}
             hit = [dt for dt, o in got.items() if o == expected.value]

@@ -1632,8 +1632,11 @@ def reproduces(bug: Bug) -> bool | str:
         return f"{type(e).__name__}: {e}"
 
 
-def _conform_run(bugs: list[Bug], device: str, db: Path, seed: int, workers: str, cwd: str) -> float:
-    """One default `conform run` over the bugs' ops on one device, into db; its wall time."""
+def _conform_run(
+    bugs: list[Bug], device: str, db: Path, seed: int, workers: str, cwd: str, examples: int | None = None
+) -> float:
+    """One default `conform run` over the bugs' ops on one device, into db; its wall time.
+    `examples`: conform's --examples (None: its default)."""
     ops = ",".join(sorted({op for b in bugs for op in (b.op, *b.also)}))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t = time.monotonic()
@@ -1655,6 +1658,7 @@ def _conform_run(bugs: list[Bug], device: str, db: Path, seed: int, workers: str
             "--no-bench",  # timing is not what this measures
             "--seed",
             str(seed),
+            *(["--examples", str(examples)] if examples else []),
         ],
         cwd=cwd,
         env=env,
@@ -1705,6 +1709,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
     ap.add_argument("--workers", default="1")
+    ap.add_argument("--examples", type=int, default=None, help="conform's --examples (default: its own)")
     ap.add_argument("--db", default=None, help="reuse an existing run's database instead of running")
     ap.add_argument(
         "--keep",
@@ -1737,7 +1742,9 @@ def main() -> None:
                 db = Path(args.db)
             else:
                 db = Path(tmp) / ("run.db" if len(devices) == 1 else f"run-{device}.db")
-                secs += _conform_run([b for b in live if b.device == device], device, db, seed, args.workers, tmp)
+                secs += _conform_run(
+                    [b for b in live if b.device == device], device, db, seed, args.workers, tmp, args.examples
+                )
                 if args.keep:
                     shutil.copyfile(db, args.keep if len(devices) == 1 else f"{args.keep}.{device}")
             for op, dtype, outcome, message, case in _rows(db):
