@@ -18,6 +18,7 @@ from generators.case import (
     PER_CHANNEL_LAYOUTS,
     QUANTIZED_DTYPES,
     QUANTIZED_STORAGE,
+    STRUCTURED_KINDS,
     TensorSpec,
 )
 from generators.tensor import EDGE_KINDS
@@ -360,7 +361,9 @@ def layouts(shape: tuple[int, ...], *, writable: bool = False) -> memo.SearchStr
     return memo.sampled_from(valid_layouts(shape, writable=writable))
 
 
-def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str]:
+def valid_layouts(shape: tuple[int, ...], *, writable: bool = False, rows_vary: bool = False) -> list[str]:
+    """`rows_vary`: the values need rows that are not one value repeated (an invertible matrix),
+    so no expanded_last layout."""
     rank = len(shape)
     out = ["contiguous"]
     if rank >= 2 and shape[-1] != shape[-2] or rank >= 2 and shape[-1] > 1:
@@ -372,6 +375,8 @@ def valid_layouts(shape: tuple[int, ...], *, writable: bool = False) -> list[str
     if rank in (4, 5):
         out.append("channels_last")
     out.append("offset")
+    if rank >= 2 and shape[-1] > 1 and not writable and not rows_vary:
+        out.append("expanded_last")
     assert all(x in LAYOUTS for x in out)
     return out
 
@@ -444,8 +449,8 @@ def _computed_bands(op_range: str, half: bool) -> memo.SearchStrategy[str]:
 
 
 @functools.cache
-def _layout_choices(shape: tuple[int, ...], writable: bool) -> memo.SearchStrategy[str]:
-    return memo.sampled_from(valid_layouts(shape, writable=writable))
+def _layout_choices(shape: tuple[int, ...], writable: bool, rows_vary: bool) -> memo.SearchStrategy[str]:
+    return memo.sampled_from(valid_layouts(shape, writable=writable, rows_vary=rows_vary))
 
 
 def draw_tensor(
@@ -479,6 +484,8 @@ def draw_tensor(
     if values in ("invertible", "spd") and len(shape) == 2:
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
+    # a matrix whose rows are each one value repeated is singular
+    rows_vary = values in STRUCTURED_KINDS
     stress = _stress.get()
     if layout is None and stress is not None and stress["variant"] == "edges" and low is None and high is None:
         layout = _edges_layout(stress["layout"], shape, writable)
@@ -488,11 +495,11 @@ def draw_tensor(
         # the values; and contiguous the other half, since a kernel's fast path is often for
         # contiguous input alone (native_batch_norm's float32 variance overflows there,
         # pytorch#162489, while a sliced input takes an accurate generic path)
-        strided = [x for x in valid_layouts(shape, writable=writable) if x != "contiguous"]
+        strided = [x for x in valid_layouts(shape, writable=writable, rows_vary=rows_vary) if x != "contiguous"]
         choices = ("contiguous",) * len(strided) + tuple(strided) if strided else ("contiguous",)
         layout = draw(memo.sampled_from(choices), label=f"{label} layout")
     if layout is None:
-        layout = draw(_layout_choices(shape, writable), label=f"{label} layout")
+        layout = draw(_layout_choices(shape, writable, rows_vary), label=f"{label} layout")
     if stress is not None and low is None and high is None and layout in LAYOUTS:
         return _draw_stressed(
             draw, stress, dtype=dtype, shape=shape, values=values, layout=layout, label=label, magnitude=magnitude
@@ -578,7 +585,7 @@ def _draw_quantized(draw, *, dtype, shape, values, layout, qscheme, label) -> Te
     )
     axis = draw(memo.integers(0, len(shape) - 1), label=f"{label} axis") if per_channel else None
     if layout is None:
-        choices = _layout_choices(shape, False)
+        choices = _layout_choices(shape, False, False)
         layout = draw(
             memo.sampled_from([x for x in PER_CHANNEL_LAYOUTS if x in valid_layouts(shape)])
             if per_channel

@@ -20,7 +20,11 @@ import torch
 from generators import op_ranges
 from opdb.rules import DOMAINS
 
-LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset")
+# "expanded": dim 0 of stride 0 (every batch element the same matrix); "expanded_last": the last
+# dim of stride 0 (each row one value repeated, a column broadcast: x[:, None].expand(n, m)),
+# which a vectorised loop meets as a scalar operand and a kernel that reads its input's memory
+# in order reads past each row's one value
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset", "expanded_last")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
 SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
 # the block-compressed layouts, whose spec names a block size (TensorSpec.blocksize)
@@ -280,6 +284,8 @@ class TensorSpec:
             s[0] = 2 * s[0]
         elif self.layout == "expanded" and len(s) >= 1:
             s[0] = 1 if s[0] > 0 else 0
+        elif self.layout == "expanded_last" and len(s) >= 1:
+            s[-1] = 1 if s[-1] > 0 else 0
         elif self.layout == "offset":
             return (self.numel + 1,)
         elif self.layout == EXPLICIT_LAYOUT:
@@ -344,7 +350,7 @@ class TensorSpec:
             t = t.transpose(-1, -2)
         elif self.layout == "sliced" and t.dim() >= 1:
             t = t[::2]
-        elif self.layout == "expanded" and t.dim() >= 1:
+        elif self.layout in ("expanded", "expanded_last") and t.dim() >= 1:
             t = t.expand(self.shape)
         elif self.layout == "channels_last" and t.dim() == 4:
             t = t.contiguous(memory_format=torch.channels_last)
@@ -446,6 +452,8 @@ def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         return base
     if spec.layout == "expanded" and logical.dim() >= 1:
         return logical[:1].clone()  # every batch element the same matrix
+    if spec.layout == "expanded_last" and logical.dim() >= 1:
+        return logical[..., :1].clone()  # each row its first value
     if spec.layout == "offset":
         return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
     if spec.layout == EXPLICIT_LAYOUT:

@@ -83,6 +83,8 @@ ADD_OUT = opspec("aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Te
         ("expanded", (3, 2)),
         ("channels_last", (2, 3, 2, 2)),
         ("offset", (2, 3)),
+        ("expanded_last", (3, 4)),
+        ("expanded_last", (2, 3, 5)),
     ],
 )
 def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
@@ -91,6 +93,10 @@ def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
     assert tuple(t.shape) == shape
     if layout == "expanded":
         assert t.stride(0) == 0
+    elif layout == "expanded_last":
+        # each row one value repeated: the last dim of stride 0, the others not
+        assert t.stride(-1) == 0 and all(st > 0 for st in t.stride()[:-1])
+        assert torch.equal(t, t[..., :1].expand(shape))
     elif layout == "offset":
         assert t.storage_offset() > 0
     elif layout == "channels_last":
@@ -105,7 +111,7 @@ def test_drawn_layouts_hold_their_promise(data):
     spec = data.draw(tensors(dtype="float32", shape=shapes(min_dims=2, min_side=2)), label="spec")
     t = spec.materialize(_identity)
     assert tuple(t.shape) == spec.shape
-    if spec.layout in ("transposed", "sliced", "expanded"):
+    if spec.layout in ("transposed", "sliced", "expanded", "expanded_last"):
         assert not t.is_contiguous()
     if spec.layout == "offset":
         assert t.storage_offset() == 1
@@ -115,6 +121,25 @@ def test_writable_layouts_are_never_expanded():
     for shape in [(3,), (3, 4), (2, 2, 2, 2)]:
         assert "expanded" not in generators.strategies.valid_layouts(shape, writable=True)
         assert "expanded" in generators.strategies.valid_layouts(shape)
+        assert "expanded_last" not in generators.strategies.valid_layouts(shape, writable=True)
+
+
+def test_rows_of_one_repeated_value_only_where_rows_may_be_alike():
+    valid = generators.strategies.valid_layouts
+    assert "expanded_last" in valid((3, 4))
+    assert "expanded_last" not in valid((4,))  # a 1-d expanded_last is "expanded"
+    assert "expanded_last" not in valid((4, 1))  # nothing to repeat
+    # an invertible or SPD matrix with constant rows is singular
+    assert "expanded_last" not in valid((2, 3, 3), rows_vary=True)
+
+
+@FAST
+@given(st.data())
+def test_invertible_matrices_never_draw_constant_rows(data):
+    spec = data.draw(tensors(dtype="float64", shape=st.just((2, 3, 3)), values="invertible"), label="spec")
+    assert spec.layout != "expanded_last"
+    t = spec.materialize(_identity)
+    assert bool((torch.linalg.det(t).abs() > 1e-8).all())
 
 
 # -- shapes and the element cap ---------------------------------------------------------------------
