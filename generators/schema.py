@@ -68,6 +68,7 @@ def from_schema(op, dtype: str, *, max_numel: int = DEFAULT_MAX_NUMEL, reference
         huge_band=op_range if op_range.startswith(op_ranges.PREFIX) else huge_band_for(op),
         reduces=op.family == "reduction",
         op_range=op_range,
+        full_rank=bool(rules is not None and rules.hints.get("full_rank")),
     )
 
 

@@ -110,6 +110,9 @@ _stress_rows_huge = memo.sampled_from(STRESS_ROWS_HUGE)
 _stress = contextvars.ContextVar("conform_stress", default=None)
 # the op's own range band (opdb hint `op_range`, generators.tensor.OP_RANGES) while its case is drawn
 _op_range = contextvars.ContextVar("conform_op_range", default="")
+# whether the op's result jumps where a matrix loses rank (opdb hint `full_rank`) while its case is
+# drawn: no tensor of rows of one repeated value (the expanded_last layout)
+_full_rank = contextvars.ContextVar("conform_full_rank", default=False)
 _stress_variants = memo.sampled_from(STRESS_VARIANTS)
 _edges_layouts = memo.sampled_from(EDGES_LAYOUTS)
 
@@ -157,12 +160,14 @@ def stressed(
     huge_band: str = "beyond_sqrt",
     reduces: bool = False,
     op_range: str = "",
+    full_rank: bool = False,
 ) -> memo.SearchStrategy:
     """`cases` (a case strategy) with the stress variant drawn first and in force while the rest
     of the case is drawn: shapes() and draw_tensor() read it. `tensors`: how many tensor
     arguments the op takes (see huge_role). `huge_band`: the band of a "huge" case's one large
     tensor (see huge_band_for). `reduces`: the op is a reduction, whose stress shapes are empty
-    more often (see EMPTY_FROM)."""
+    more often (see EMPTY_FROM). `op_range`: the band of the op's own range. `full_rank`: the
+    op's result jumps where a matrix loses rank (see _full_rank)."""
 
     @memo.composite
     def build(draw):
@@ -178,9 +183,11 @@ def stressed(
             state["huge_drawn"] = not huge_band
         token = _stress.set(state)
         range_token = _op_range.set(op_range)
+        rank_token = _full_rank.set(full_rank)
         try:
             return draw(cases)
         finally:
+            _full_rank.reset(rank_token)
             _op_range.reset(range_token)
             _stress.reset(token)
 
@@ -377,6 +384,8 @@ def valid_layouts(shape: tuple[int, ...], *, writable: bool = False, rows_vary: 
     out.append("offset")
     if rank >= 2 and shape[-1] > 1 and not writable and not rows_vary:
         out.append("expanded_last")
+    if rank >= 2 and shape[-1] > 1:
+        out.append("sliced_last")
     assert all(x in LAYOUTS for x in out)
     return out
 
@@ -485,7 +494,7 @@ def draw_tensor(
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
     # a matrix whose rows are each one value repeated is singular
-    rows_vary = values in STRUCTURED_KINDS
+    rows_vary = values in STRUCTURED_KINDS or _full_rank.get()
     stress = _stress.get()
     if layout is None and stress is not None and stress["variant"] == "edges" and low is None and high is None:
         layout = _edges_layout(stress["layout"], shape, writable)

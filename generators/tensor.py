@@ -23,8 +23,10 @@ from opdb.rules import DOMAINS
 # "expanded": dim 0 of stride 0 (every batch element the same matrix); "expanded_last": the last
 # dim of stride 0 (each row one value repeated, a column broadcast: x[:, None].expand(n, m)),
 # which a vectorised loop meets as a scalar operand and a kernel that reads its input's memory
-# in order reads past each row's one value
-LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset", "expanded_last")
+# in order reads past each row's one value; "sliced_last": every second element of rows twice as
+# long (x[..., ::2]: an innermost stride of 2, what a kernel with a fast path for unit inner
+# strides alone, or one that reads rows as contiguous, gets wrong)
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset", "expanded_last", "sliced_last")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
 SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
 # the block-compressed layouts, whose spec names a block size (TensorSpec.blocksize)
@@ -256,7 +258,15 @@ class TensorSpec:
         if self.data is not None:
             if len(self.data) != self.numel:
                 raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
-            if self.layout not in ("contiguous", "transposed", "sliced", "offset", "channels_last", EXPLICIT_LAYOUT):
+            if self.layout not in (
+                "contiguous",
+                "transposed",
+                "sliced",
+                "sliced_last",
+                "offset",
+                "channels_last",
+                EXPLICIT_LAYOUT,
+            ):
                 raise ValueError(f"explicit values cannot take the {self.layout} layout")
             if self.layout == EXPLICIT_LAYOUT and _overlapping(self.shape, self.stride):
                 raise ValueError(f"explicit values cannot fill the overlapping strides {self.stride}")
@@ -286,6 +296,8 @@ class TensorSpec:
             s[0] = 1 if s[0] > 0 else 0
         elif self.layout == "expanded_last" and len(s) >= 1:
             s[-1] = 1 if s[-1] > 0 else 0
+        elif self.layout == "sliced_last" and len(s) >= 1:
+            s[-1] = 2 * s[-1]
         elif self.layout == "offset":
             return (self.numel + 1,)
         elif self.layout == EXPLICIT_LAYOUT:
@@ -350,6 +362,8 @@ class TensorSpec:
             t = t.transpose(-1, -2)
         elif self.layout == "sliced" and t.dim() >= 1:
             t = t[::2]
+        elif self.layout == "sliced_last" and t.dim() >= 1:
+            t = t[..., ::2]
         elif self.layout in ("expanded", "expanded_last") and t.dim() >= 1:
             t = t.expand(self.shape)
         elif self.layout == "channels_last" and t.dim() == 4:
@@ -454,6 +468,10 @@ def _base_around(logical: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         return logical[:1].clone()  # every batch element the same matrix
     if spec.layout == "expanded_last" and logical.dim() >= 1:
         return logical[..., :1].clone()  # each row its first value
+    if spec.layout == "sliced_last" and logical.dim() >= 1:
+        base = torch.zeros(spec.base_shape(), dtype=logical.dtype)
+        base[..., ::2] = logical
+        return base
     if spec.layout == "offset":
         return torch.cat([torch.zeros(1, dtype=logical.dtype), logical.flatten()])
     if spec.layout == EXPLICIT_LAYOUT:

@@ -65,6 +65,9 @@ HINTS: dict[str, Hint] = {
     "cells": Hint("str", None, '"floating": the op takes floating tensors only'),
     "cells_reason": Hint("str", None, 'why "cells" restricts the dtypes'),
     "layout": Hint("str", None, "the layout of the tensors drawn (contiguous, sparse_coo, sparse_csr, ...)"),
+    "full_rank": Hint(
+        "bool", False, "the result jumps where a matrix loses rank: no tensor drawn with rows of one repeated value"
+    ),
     "quantized": Hint("str", None, "quantized inputs: per_tensor, per_channel or any"),
     "matrix": Hint("str", None, '"spd": square inputs are symmetric positive definite'),
     "input_products": Hint("bool", False, "the op multiplies input values together: no magnitude stress band"),

@@ -85,6 +85,8 @@ ADD_OUT = opspec("aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Te
         ("offset", (2, 3)),
         ("expanded_last", (3, 4)),
         ("expanded_last", (2, 3, 5)),
+        ("sliced_last", (3, 4)),
+        ("sliced_last", (2, 1, 5)),
     ],
 )
 def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
@@ -97,6 +99,8 @@ def test_layouts_are_really_non_contiguous_after_materialize(layout, shape):
         # each row one value repeated: the last dim of stride 0, the others not
         assert t.stride(-1) == 0 and all(st > 0 for st in t.stride()[:-1])
         assert torch.equal(t, t[..., :1].expand(shape))
+    elif layout == "sliced_last":
+        assert t.stride(-1) == 2
     elif layout == "offset":
         assert t.storage_offset() > 0
     elif layout == "channels_last":
@@ -111,7 +115,7 @@ def test_drawn_layouts_hold_their_promise(data):
     spec = data.draw(tensors(dtype="float32", shape=shapes(min_dims=2, min_side=2)), label="spec")
     t = spec.materialize(_identity)
     assert tuple(t.shape) == spec.shape
-    if spec.layout in ("transposed", "sliced", "expanded", "expanded_last"):
+    if spec.layout in ("transposed", "sliced", "expanded", "expanded_last", "sliced_last"):
         assert not t.is_contiguous()
     if spec.layout == "offset":
         assert t.storage_offset() == 1
@@ -131,6 +135,24 @@ def test_rows_of_one_repeated_value_only_where_rows_may_be_alike():
     assert "expanded_last" not in valid((4, 1))  # nothing to repeat
     # an invertible or SPD matrix with constant rows is singular
     assert "expanded_last" not in valid((2, 3, 3), rows_vary=True)
+
+
+def _layouts_drawn(qualname: str, n: int = 150) -> set[str]:
+    seen: set[str] = set()
+
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(opdb.lookup(qualname), "float32"))
+    def collect(case):
+        seen.update(sp.layout for sp in case.tensor_specs())
+
+    collect()
+    return seen
+
+
+def test_rank_deciding_ops_never_draw_rows_of_one_value():
+    # the opdb hint full_rank: lstsq's rank decision jumps on a rank-one matrix
+    assert "expanded_last" in _layouts_drawn("aten::mm")
+    assert "expanded_last" not in _layouts_drawn("aten::linalg_lstsq")
 
 
 @FAST

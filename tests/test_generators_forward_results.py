@@ -20,9 +20,10 @@ def _real(case):
 
 
 def test_explicit_values_survive_layouts():
-    for layout in ("contiguous", "transposed", "sliced", "offset"):
+    for layout in ("contiguous", "transposed", "sliced", "sliced_last", "offset"):
         t = TensorSpec((2, 3), "int64", layout=layout, data=tuple(range(6))).materialize(lambda x: x)
         assert torch.equal(t, torch.arange(6).reshape(2, 3)), layout
+        assert layout != "sliced_last" or t.stride() == (6, 2)
 
 
 def test_max_pool_backward_indices_are_the_forward_indices():
