@@ -201,6 +201,35 @@ def test_topk_ties_accept_any_tied_index():
     assert run_case(op, distinct, BACKENDS["topk_last_tie"]()).outcome == O.PASS
 
 
+class _LastIndexInOuts(TorchDispatchMode):
+    """median.dim_values that writes each row's last index into its indices out: right where the
+    whole row ties (the documentation does not promise the first), wrong elsewhere."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if func is torch.ops.aten.median.dim_values:
+            kwargs["indices"].fill_(args[0].shape[args[1]] - 1)
+        return result
+
+
+def test_median_out_ties_accept_any_tied_index_in_the_outs_too():
+    class LastTie(CPUBackend):
+        name = "median-last-tie"
+
+        def device_context(self):
+            return _LastIndexInOuts()
+
+    op = opdb.lookup("aten::median.dim_values")
+    outs = {"values": T((0,), "float32", seed=0), "indices": T((0,), "int64", seed=0)}
+    ties = Case(op.qualname, (T((4, 6), "float32", low=1, high=1.0), 1, False), dict(outs))
+    assert run_case(op, ties, LastTie(), grad=False).outcome == O.PASS
+    # an index that selects another value is still wrong
+    wrong = Case(op.qualname, (f32(4, 6, seed=3), 1, False), dict(outs))
+    r = run_case(op, wrong, LastTie(), grad=False)
+    assert r.outcome == O.MISMATCH and "out[1] (selected values)" in r.message, r.message
+
+
 def test_sign_of_zero_is_checked_only_when_the_op_asks():
     case = Case("aten::neg", (f32(4, 4, seed=5, values="special"),))
     op = opdb.lookup("aten::neg")

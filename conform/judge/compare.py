@@ -656,8 +656,9 @@ def _gather(inp: torch.Tensor, idx: torch.Tensor, dim):
     return torch.take_along_dim(inp, idx.unsqueeze(dim), dim).squeeze(dim)
 
 
-def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:  # rule (9a)
-    """Sort-like ops: values compared; integer index outputs compared by what they select."""
+def tie_records(op, dev_result, ref_result, ref_inputs, tol, path: str = "output") -> list[Record]:  # rule (9a)
+    """Sort-like ops: values compared; integer index outputs compared by what they select.
+    `path`: what the results are ("output", or "out" for an out= variant's outs in order)."""
     records: list[Record] = []
     index_positions = index_outputs(op)
     dev_leaves = list(leaves(dev_result))
@@ -665,9 +666,10 @@ def tie_records(op, dev_result, ref_result, ref_inputs, tol) -> list[Record]:  #
     inp = next(iter(leaves(ref_inputs[0])), None)
     dim = _tie_dim(op, ref_inputs)
     if len(dev_leaves) != len(ref_leaves) or inp is None:
-        return compare(dev_result, ref_result, tolerance=tol)
+        return compare(dev_result, ref_result, tolerance=tol, path=path)
+    whole = path
     for i, (a, e) in enumerate(zip(dev_leaves, ref_leaves)):
-        path = f"output[{i}]" if len(ref_leaves) > 1 else "output"
+        path = f"{whole}[{i}]" if len(ref_leaves) > 1 else whole
         if i in index_positions and not is_inexact(e.dtype) and a.shape == e.shape and a.dtype == e.dtype:
             try:
                 want = _gather(inp, e, dim)
