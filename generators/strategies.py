@@ -380,7 +380,10 @@ def valid_layouts(shape: tuple[int, ...], *, writable: bool = False, rows_vary: 
     if rank >= 1 and shape[0] > 1 and not writable:
         out.append("expanded")
     if rank in (4, 5):
-        out.append("channels_last")
+        # twice: the layout of a vision model's activations, and the one 4-d and 5-d kernels
+        # (convolution, pooling, norms, their meta functions) have separate paths for; among eight
+        # layouts it was one in eight, and a meta kernel that loses it was missed (seed 11)
+        out += ["channels_last", "channels_last"]
     out.append("offset")
     if rank >= 2 and shape[-1] > 1 and not writable and not rows_vary:
         out.append("expanded_last")
