@@ -31,26 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conform.outcomes import Outcome  # noqa: E402
-from tests.faulty_fresh import FRESH  # noqa: E402
+from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
 from tests.test_finding_power import BUGS  # noqa: E402
 
-# tests/faulty_fresh.py's faults: (bug, backend, op, expected outcome), fixed with the faults
-# before conform ran on any of them
-BUGS_FRESH = [
-    ("softmax_last_dim_only", FRESH["softmax_last_dim_only"], "aten::_softmax", Outcome.MISMATCH),
-    ("scan_carry_lost", FRESH["scan_carry_lost"], "aten::cumsum", Outcome.MISMATCH),
-    ("mm_transposed_operand", FRESH["mm_transposed_operand"], "aten::mm", Outcome.MISMATCH),
-    ("tanh_fast_math", FRESH["tanh_fast_math"], "aten::tanh", Outcome.MISMATCH),
-    ("clamp_max_dropped", FRESH["clamp_max_dropped"], "aten::clamp", Outcome.MISMATCH),
-    ("topk_largest_ignored", FRESH["topk_largest_ignored"], "aten::topk", Outcome.MISMATCH),
-    ("sort_nan_first", FRESH["sort_nan_first"], "aten::sort", Outcome.MISMATCH),
-    ("index_put_accumulate_ignored", FRESH["index_put_accumulate_ignored"], "aten::index_put", Outcome.MISMATCH),
-    ("int64_add_wraps", FRESH["int64_add_wraps"], "aten::add.Tensor", Outcome.MISMATCH),
-    ("pow_through_log", FRESH["pow_through_log"], "aten::pow.Tensor_Scalar", Outcome.MISMATCH),
-    ("gelu_tanh_backward_exact", FRESH["gelu_tanh_backward_exact"], "aten::gelu", Outcome.GRAD_MISMATCH),
-    ("expanded_read_linear", FRESH["expanded_read_linear"], "aten::div.Tensor", Outcome.MISMATCH),
-]
 SETS = {"original": BUGS, "fresh": BUGS_FRESH}
 
 FAILING = {

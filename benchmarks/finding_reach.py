@@ -10,7 +10,7 @@ seeds 1..N, and for each fault
 - the share of seeds where some cell got the fault's outcome (what one finding_power run sees),
 - per dtype, in how many seeds that cell got it (which cells carry the reach).
 
-    python benchmarks/finding_reach.py [--only NAME,...] [--seeds 20]
+    python benchmarks/finding_reach.py [--set original|fresh] [--only NAME,...] [--seeds 20]
 
 The last line reads `runs that find every fault: P% (product of the per-fault reaches)`.
 """
@@ -30,7 +30,10 @@ import generators  # noqa: E402
 import opdb  # noqa: E402
 from conform.config import DEFAULT_DTYPES, CellSettings  # noqa: E402
 from conform.run.cell import run_cell  # noqa: E402
+from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
 from tests.test_finding_power import BUGS, op_for  # noqa: E402
+
+SETS = {"original": BUGS, "fresh": BUGS_FRESH}
 
 
 def cell_outcome(op, dtype: str, backend, seed: int) -> str:
@@ -54,11 +57,18 @@ def cell_outcome(op, dtype: str, backend, seed: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--set",
+        dest="bug_set",
+        choices=sorted(SETS),
+        default="original",
+        help="tests/faulty.py's faults (original) or tests/faulty_fresh.py's (fresh)",
+    )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
-    bugs = [b for b in BUGS if not only or b[0] in only]
+    bugs = [b for b in SETS[args.bug_set] if not only or b[0] in only]
     if only - {b[0] for b in bugs}:
         sys.exit(f"finding_reach: unknown bug(s) {', '.join(sorted(only - {b[0] for b in bugs}))}")
     started = time.monotonic()
