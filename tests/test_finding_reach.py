@@ -47,3 +47,27 @@ def test_a_default_cell_finds_the_bug_class_in_most_seeds(bug, op, dtype, expect
         ):
             found.append(seed)
     assert len(found) >= at_least, f"{bug}: found with seeds {found} of {list(SEEDS)}"
+
+
+def test_a_case_of_a_mode_no_gradient_check_had_gets_its_gradient_checked(monkeypatch):
+    # gelu's backward branches on approximate: a cell whose first three (gradient-checked) cases
+    # all took the default still compares the gradient of its later 'tanh' case (seed 1), and
+    # such mode-triggered checks stay few (grad_examples) whatever the modes drawn
+    from conform.run import execute
+    from conform.run.cell import _modes
+
+    op = opdb.lookup("aten::gelu")
+    seen = []
+    original = execute.run_case
+
+    def recording(op_, case, backend, **options):
+        seen.append((dict(_modes(op_, case))["approximate"], options.get("grad")))
+        return original(op_, case, backend, **options)
+
+    monkeypatch.setattr(execute, "run_case", recording)
+    settings = CellSettings(seed=1, hypothesis_db=None)
+    run_cell(op, "float32", BACKENDS["none"](), settings)
+    assert [mode for mode, _ in seen[: settings.grad_examples]] == [None] * settings.grad_examples
+    assert ("tanh", True) in seen[settings.grad_examples :]
+    later = [grad for _, grad in seen[settings.grad_examples :]]
+    assert sum(later) <= settings.grad_examples

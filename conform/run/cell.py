@@ -30,6 +30,7 @@ from conform import backends
 from conform.config import CellSettings, WorkerSetup
 from conform.judge import references
 from conform.judge.outcome import STICKY, skip_reason_of_case, skip_reason_of_empty_cell, sticky_error
+from conform.judge.trees import bind_arguments
 from conform.outcomes import INTERNAL_ERROR, NO_KERNEL, UNTESTABLE, Outcome
 from conform.report.repro import repro_script
 from conform.results import CellResult
@@ -60,6 +61,8 @@ class _Progress:
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
     drawn: int = 0  # valid drawn cases (their value variants not counted)
+    grad_modes: set = field(default_factory=set)  # the modes (see _modes) whose gradients ran
+    mode_grads: int = 0  # gradient checks run because a case's mode was new
 
 
 class _CaseFailed(Exception):
@@ -154,16 +157,23 @@ def run_cell(
             and (progress.relation_runs == 0 or _informative(case))
         )
         # gradients on the first few valid examples, on every shrink step of a failure, on the
-        # informative one (an infinite input, where an equivalent API's gradient speaks) and on
-        # those drawn in the op's own range (where a derivative saturates or overflows first)
+        # informative one (an infinite input, where an equivalent API's gradient speaks), on
+        # those drawn in the op's own range (where a derivative saturates or overflows first),
+        # and on a few whose mode (a str or bool argument: gelu's approximate, a loss's
+        # reduction) no gradient-checked case had: a backward formula branches on it
+        mode = _modes(op, case)
+        new_mode = mode not in progress.grad_modes and progress.mode_grads < settings.grad_examples
         grad = settings.grad and (
-            progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case)
+            progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case) or new_mode
         )
         # finite differences (five float64 forwards and two AD passes) on the first of them only
         fd = relations and (progress.failing or progress.relation_runs == 0)
         r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
         if relations and not progress.failing and not r.invalid:
             progress.relation_runs += 1
+        if grad and not progress.failing and not r.invalid and mode not in progress.grad_modes:
+            progress.mode_grads += progress.drawn >= settings.grad_examples  # beyond the first few
+            progress.grad_modes.add(mode)
         # out= ops: preallocated, wrongly sized and non-contiguous outs too, on the first two
         # passing examples with non-trivial outs (they triple the cost) and every shrink step
         if (
@@ -520,6 +530,21 @@ def _informative(case) -> bool:
     return any(
         s.edges is not None or s.values == "special" or s.magnitude in ("near_max", "sqrt_max", "beyond_sqrt")
         for s in case.tensor_specs()
+    )
+
+
+# integer arguments that select a formula rather than a size (ATen's losses take their
+# reduction as an int: 0 none, 1 mean, 2 sum)
+_INT_MODES = frozenset({"reduction"})
+
+
+def _modes(op, case) -> tuple:
+    """The case's mode: its str and bool arguments (and reduction), omitted ones as None."""
+    bound = bind_arguments(op, case.args, case.kwargs)
+    return tuple(
+        (a.name, bound.get(a.name))
+        for a in op.arguments
+        if a.type.removesuffix("?") in ("str", "bool") or a.name in _INT_MODES
     )
 
 
