@@ -19,6 +19,7 @@ import torch
 
 from generators.case import TensorSpec
 from generators.context import OMIT
+from generators.tensor import VALUE_LAYOUTS
 
 
 def within_contract(name: str, value, ctx):
@@ -61,7 +62,7 @@ def produce(values: dict, ctx) -> dict:
 def as_spec(t: torch.Tensor, *, layout: str = "contiguous") -> TensorSpec:
     """`t`'s values as an explicit TensorSpec, in `layout` (valid for its shape) where explicit
     values can take it."""
-    if layout not in ("contiguous", "transposed", "sliced", "sliced_last", "offset", "channels_last"):
+    if layout not in VALUE_LAYOUTS:
         layout = "contiguous"  # an expanded one would repeat its first row: not the producer's result
     return TensorSpec(
         shape=tuple(t.shape),

@@ -27,6 +27,9 @@ from opdb.rules import DOMAINS
 # long (x[..., ::2]: an innermost stride of 2, what a kernel with a fast path for unit inner
 # strides alone, or one that reads rows as contiguous, gets wrong)
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "channels_last", "offset", "expanded_last", "sliced_last")
+# the strided layouts that hold any values (every element its own memory), which explicit values
+# may take; the expanded ones repeat a row or a batch element
+VALUE_LAYOUTS = ("contiguous", "transposed", "sliced", "sliced_last", "offset", "channels_last")
 # sparse layouts: the dense values converted on the target device (only ops that need them draw these)
 SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_coo_uncoalesced", "sparse_bsr", "sparse_bsc")
 # the block-compressed layouts, whose spec names a block size (TensorSpec.blocksize)
@@ -258,15 +261,7 @@ class TensorSpec:
         if self.data is not None:
             if len(self.data) != self.numel:
                 raise ValueError(f"{len(self.data)} values given for shape {self.shape}")
-            if self.layout not in (
-                "contiguous",
-                "transposed",
-                "sliced",
-                "sliced_last",
-                "offset",
-                "channels_last",
-                EXPLICIT_LAYOUT,
-            ):
+            if self.layout not in (*VALUE_LAYOUTS, EXPLICIT_LAYOUT):
                 raise ValueError(f"explicit values cannot take the {self.layout} layout")
             if self.layout == EXPLICIT_LAYOUT and _overlapping(self.shape, self.stride):
                 raise ValueError(f"explicit values cannot fill the overlapping strides {self.stride}")

@@ -157,11 +157,9 @@ def _expanded_read_linear(func, args, kwargs):
     fixed = []
     for a in args:
         if isinstance(a, torch.Tensor) and a.dim() >= 2 and 0 in a.stride() and a.numel() > 1:
-            distinct = math.prod(s for s, st in zip(a.shape, a.stride()) if st != 0)
-            flat = a.contiguous().reshape(-1)[:0]
-            src = torch.as_strided(a, (distinct,), (1,), a.storage_offset()) if distinct else flat
-            reps = -(-a.numel() // max(distinct, 1))
-            a = src.repeat(reps)[: a.numel()].reshape(a.shape).clone()
+            distinct = math.prod(s for s, st in zip(a.shape, a.stride()) if st != 0)  # >= 1: no empty dim
+            src = torch.as_strided(a, (distinct,), (1,), a.storage_offset())
+            a = src.repeat(-(-a.numel() // distinct))[: a.numel()].reshape(a.shape).clone()
         fixed.append(a)
     return func(*fixed, **kwargs)
 

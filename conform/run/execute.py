@@ -507,9 +507,8 @@ def _run_case(
             if outs:
                 got = tuple((actual[1] or {}).get(n) for n in outs)
                 out += tie_records(op, got, tuple(want[1][n] for n in outs), ref.inputs, tol, path="out")
-            out += _compare_all(
-                [p for p in pairs[1:] if p[2] not in {f"{n} (out)" for n in outs}], tol, sign=sign, meta_only=False
-            )
+            compared = {f"{n} (out)" for n in outs}
+            out += _compare_all([p for p in pairs[1:] if p[2] not in compared], tol, sign=sign, meta_only=False)
         else:
             exact, meta = split_ambiguous(op, pairs)
             out = _compare_all(exact, tol, sign=sign, meta_only=False) + _compare_all(
