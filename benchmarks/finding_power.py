@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
+from tests.faulty_third import BUGS_THIRD  # noqa: E402
 from tests.test_finding_power import BUGS  # noqa: E402
 
-SETS = {"original": BUGS, "fresh": BUGS_FRESH}
+SETS = {"original": BUGS, "fresh": BUGS_FRESH, "third": BUGS_THIRD}
 
 FAILING = {
     "mismatch",
@@ -95,7 +96,7 @@ def main() -> None:
         dest="bug_set",
         choices=sorted(SETS),
         default="original",
-        help="tests/faulty.py's faults (original) or tests/faulty_fresh.py's (fresh)",
+        help="tests/faulty.py's faults (original), tests/faulty_fresh.py's (fresh) or tests/faulty_third.py's (third)",
     )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--workers", type=int, default=1)

@@ -10,7 +10,7 @@ seeds 1..N, and for each fault
 - the share of seeds where some cell got the fault's outcome (what one finding_power run sees),
 - per dtype, in how many seeds that cell got it (which cells carry the reach).
 
-    python benchmarks/finding_reach.py [--set original|fresh] [--only NAME,...] [--seeds 20]
+    python benchmarks/finding_reach.py [--set original|fresh|third] [--only NAME,...] [--seeds 20]
 
 The last line reads `runs that find every fault: P% (product of the per-fault reaches)`.
 """
@@ -31,9 +31,10 @@ import opdb  # noqa: E402
 from conform.config import DEFAULT_DTYPES, CellSettings  # noqa: E402
 from conform.run.cell import run_cell  # noqa: E402
 from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
+from tests.faulty_third import BUGS_THIRD  # noqa: E402
 from tests.test_finding_power import BUGS, op_for  # noqa: E402
 
-SETS = {"original": BUGS, "fresh": BUGS_FRESH}
+SETS = {"original": BUGS, "fresh": BUGS_FRESH, "third": BUGS_THIRD}
 
 
 def cell_outcome(op, dtype: str, backend, seed: int) -> str:
@@ -62,7 +63,7 @@ def main() -> None:
         dest="bug_set",
         choices=sorted(SETS),
         default="original",
-        help="tests/faulty.py's faults (original) or tests/faulty_fresh.py's (fresh)",
+        help="tests/faulty.py's faults (original), tests/faulty_fresh.py's (fresh) or tests/faulty_third.py's (third)",
     )
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seeds", type=int, default=20)
