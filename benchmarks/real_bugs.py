@@ -1671,11 +1671,21 @@ def _conform_run(
 
 
 def _rows(db: Path) -> list[tuple]:
+    """(op, dtype, outcome, message, case JSON) of every failure of every cell: its verdict, and
+    the failures of other kinds it found after it (failures.further_failures)."""
     with sqlite3.connect(db) as c:
-        return c.execute(
-            'SELECT o.qualname, r.dtype, r.outcome, r.message, f."case" FROM results r JOIN ops o ON o.id = r.op_id'
-            " LEFT JOIN failures f ON f.result_id = r.id"
+        further = any(r[1] == "further_failures" for r in c.execute("PRAGMA table_info(failures)"))
+        rows = c.execute(
+            'SELECT o.qualname, r.dtype, r.outcome, r.message, f."case", '
+            + ("f.further_failures" if further else "NULL")
+            + " FROM results r JOIN ops o ON o.id = r.op_id LEFT JOIN failures f ON f.result_id = r.id"
         ).fetchall()
+    out = []
+    for op, dtype, outcome, message, case, more in rows:
+        out.append((op, dtype, outcome, message, case))
+        for f in (json.loads(more) if more else None) or ():
+            out.append((op, dtype, f["outcome"], f["message"], json.dumps(f["case"])))
+    return out
 
 
 def check_repros(bugs: list[Bug]) -> int:

@@ -26,6 +26,9 @@ or unaudited, and prints the precision: real-bug cells over all alarm cells.
     python benchmarks/sweep_audit.py sweep/conform.db --classify [--catalog docs/evaluation/audit]
     python benchmarks/sweep_audit.py sweep/conform.db --classify --sample 40 --sample-seed 2026
 
+`--further` does any of these for the cells' further failures instead (failures.further_failures:
+the failures of other kinds a cell found after its verdict), each as if it were a cell of its own.
+
 `--sample N` keeps N alarm cells drawn by random.Random(sample_seed).sample from the alarm cells
 sorted by (op, dtype): the same database and seed give the same cells, for a hand audit.
 """
@@ -59,34 +62,38 @@ def sample_cells(cells: list[dict], n: int, seed: int) -> list[dict]:
     return sorted(random.Random(seed).sample(ordered, min(n, len(ordered))), key=lambda c: (c["op"], c["dtype"]))
 
 
-def alarm_cells(db: str, run: int | None) -> list[dict]:
+def alarm_cells(db: str, run: int | None, *, further: bool = False) -> list[dict]:
+    """The run's alarm cells; with `further`, their further failures instead, each as a cell (the
+    cell's op, dtype and family, the failure's own outcome, message, script and case)."""
     if not Path(db).is_file():
         sys.exit(f"sweep_audit: no database at {db}")
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
         if run is None:
             run = c.execute("SELECT max(id) FROM runs").fetchone()[0]
+        has_further = any(r[1] == "further_failures" for r in c.execute("PRAGMA table_info(failures)"))
+        if further and not has_further:
+            sys.exit(f"sweep_audit: {db} stores no further failures (made before conform looked for them)")
         marks = ",".join("?" * len(ALARMS))
         rows = c.execute(
-            f'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol, o.family '
-            "FROM results r JOIN ops o ON o.id = r.op_id "
+            'SELECT o.qualname, r.dtype, r.outcome, r.message, f.repro, f."case", r.phase, r.rtol, r.atol, o.family, '
+            + ("f.further_failures " if has_further else "NULL ")
+            + "FROM results r JOIN ops o ON o.id = r.op_id "
             f"LEFT JOIN failures f ON f.result_id = r.id WHERE r.run_id = ? AND r.outcome IN ({marks}) ORDER BY r.outcome, o.qualname, r.dtype",
             (run, *ALARMS),
         ).fetchall()
-    return [
-        {
-            "op": q,
-            "dtype": d,
-            "outcome": o,
-            "message": m,
-            "repro": s or "",
-            "case": c,
-            "phase": p,
-            "rtol": rt,
-            "atol": at,
-            "family": fam,
-        }
-        for q, d, o, m, s, c, p, rt, at, fam in rows
-    ]
+    cells = []
+    for q, d, o, m, s, c, p, rt, at, fam, more in rows:
+        cell = {"op": q, "dtype": d, "outcome": o, "message": m, "repro": s or "", "case": c, "phase": p}
+        cell |= {"rtol": rt, "atol": at, "family": fam}
+        if not further:
+            cells.append(cell)
+            continue
+        for f in (json.loads(more) if more else None) or ():
+            if f["outcome"] in ALARMS:
+                cells.append(
+                    cell | {k: f[k] for k in ("outcome", "message", "repro", "phase")} | {"case": json.dumps(f["case"])}
+                )
+    return cells
 
 
 def regenerate(cell: dict) -> str:
@@ -320,12 +327,15 @@ def main() -> None:
     )
     ap.add_argument("--classify", action="store_true", help="label each alarm cell by the audit catalog")
     ap.add_argument(
+        "--further", action="store_true", help="the cells' further failures instead of their verdicts, each as a cell"
+    )
+    ap.add_argument(
         "--catalog",
         default=str(Path(__file__).resolve().parents[1] / "docs" / "evaluation" / "audit"),
         help="folder of the audit *.toml files",
     )
     args = ap.parse_args()
-    cells = alarm_cells(args.db, args.run)
+    cells = alarm_cells(args.db, args.run, further=args.further)
     if args.only:
         keep = set(args.only.split(","))
         cells = [c for c in cells if c["op"] in keep]

@@ -42,6 +42,10 @@ class CellSettings:
     # A failing variant is the cell's failure, shrunk as the drawn case's: each shrink step runs
     # the variants too. A case with no tensor values from a seed has none: all its cases are drawn.
     values_per_draw: int = 1
+    # failures of other kinds a cell looks for after its first (conform.run.cell): within the
+    # cell's own cases, so a failing cell draws what a passing one would (a device with two bugs in
+    # one op shows both; the first alone hid the second)
+    further_failures: int = 2
     grad: bool = True
     grad_examples: int = 3  # examples per cell whose gradients are compared (each costs a backward per side)
     relations: bool = True  # metamorphic relations and finite-difference gradients (conform.judge.metamorphic)
@@ -55,6 +59,7 @@ class CellSettings:
 
     def __post_init__(self):
         _at_least(1, examples=self.examples, max_numel=self.max_numel, values_per_draw=self.values_per_draw)
+        _at_least(0, further_failures=self.further_failures)
         _positive(cell_budget_s=self.cell_budget_s)
 
 
@@ -94,7 +99,8 @@ class RunConfig:
     def stored_options(self) -> dict[str, Any]:
         return {
             "device": self.device, "ops": self.ops, "dtypes": self.dtypes, "examples": self.cell.examples,
-            "values_per_draw": self.cell.values_per_draw, "grad": self.cell.grad, "max_numel": self.cell.max_numel,
+            "values_per_draw": self.cell.values_per_draw,
+            "further_failures": self.cell.further_failures, "grad": self.cell.grad, "max_numel": self.cell.max_numel,
             "case_timeout": self.case_timeout_s, "cell_budget": self.cell.cell_budget_s,
             "derandomize": self.cell.derandomize,
         }  # fmt: skip
@@ -107,6 +113,8 @@ class RunConfig:
             examples=options.get("examples", CellSettings.examples),
             # (a run stored before value variants drew every case)
             values_per_draw=options.get("values_per_draw", 1),
+            # (a run stored before further failures looked for none)
+            further_failures=options.get("further_failures", 0),
             grad=options.get("grad", CellSettings.grad),
             max_numel=options.get("max_numel", CellSettings.max_numel),
             cell_budget_s=options.get("cell_budget", CellSettings.cell_budget_s),

@@ -42,6 +42,9 @@ class CellResult:
         default_factory=list
     )  # conform.judge.verdict.Finding dicts, the first of each kind and phase
     skip_reason: str = ""  # for a skipped cell: one of conform.outcomes.SKIP_REASONS
+    # failures of other kinds than the cell's verdict, found after it among the cell's cases, each
+    # {"outcome", "phase", "message", "case", "repro"} (conform.run.cell)
+    further_failures: list = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -83,6 +83,7 @@ def test_a_cell_result_is_its_store_row(tmp_path):
         message="Mismatched elements: 1 / 4", case={"op": "aten::relu", "args": [], "kwargs": {}}, repro="import torch\n",
         traceback="Traceback ...", duration_s=1.5, invalid_examples=2, findings=[{"kind": "reference", "phase": "forward", "message": "m"}],
         skip_reason="",
+        further_failures=[{"outcome": "grad_mismatch", "phase": "backward", "message": "m2", "case": {"op": "aten::relu"}, "repro": "r2"}],
     )  # fmt: skip
     assert store.record_result(run, sent) is True
     with store.session() as s:

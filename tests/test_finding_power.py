@@ -237,3 +237,53 @@ def test_grossly_wrong_values_do_not_shrink_to_a_rounding_at_the_tolerance():
     backend = type("TwoValueFaults", (FaultyBackend,), body)()
     r = run_cell(opdb.lookup("aten::sin"), "float32", backend, CellSettings(seed=3, examples=10, hypothesis_db=None))
     assert r.outcome == O.MISMATCH.value and "greatest absolute difference 10 " in r.message, r.message
+
+
+def _two_kinds_of_neg():
+    from tests.faulty import FaultyBackend
+
+    def two_faults(func, args, kwargs):
+        # NaN for large finite values; elsewhere 1% off on tensors of two or more elements
+        x, out = args[0], func(*args, **kwargs)
+        out = torch.where(torch.isfinite(x) & (x.abs() > 100), torch.full_like(out, math.nan), out)
+        return out * 1.01 if x.numel() >= 2 else out
+
+    body = {
+        "name": "faulty-two-kinds",
+        "targets": frozenset({torch.ops.aten.neg.default}),
+        "bug": staticmethod(two_faults),
+    }
+    return type("TwoKinds", (FaultyBackend,), body)()
+
+
+def test_a_cell_reports_a_second_kind_of_failure_after_its_first():
+    # a kernel with two bugs: the cell's verdict is the one it met first, and the other is a
+    # further failure with its own minimal case and script (each seed met both among its cases)
+    from conform.config import CellSettings
+    from conform.run.cell import run_cell
+
+    backend = _two_kinds_of_neg()
+    for seed in (1, 2, 3):
+        r = run_cell(
+            opdb.lookup("aten::neg"), "float32", backend, CellSettings(seed=seed, examples=10, hypothesis_db=None)
+        )
+        assert r.outcome == O.MISMATCH.value, (seed, r.message)
+        messages = [r.message] + [f["message"] for f in r.further_failures]
+        assert any("NaN mismatch" in m for m in messages), (seed, messages)
+        assert any("greatest relative difference 0.01" in m for m in messages), (seed, messages)
+        assert r.examples_run <= 10  # within the cell's own cases
+        for f in r.further_failures:
+            assert f["outcome"] == O.MISMATCH.value and f["case"]["op"] == "aten::neg" and "aten.neg" in f["repro"]
+
+
+def test_no_further_failures_when_asked_for_none():
+    from conform.config import CellSettings
+    from conform.run.cell import run_cell
+
+    r = run_cell(
+        opdb.lookup("aten::neg"),
+        "float32",
+        _two_kinds_of_neg(),
+        CellSettings(seed=1, examples=10, hypothesis_db=None, further_failures=0),
+    )
+    assert r.outcome == O.MISMATCH.value and r.further_failures == []

@@ -172,7 +172,7 @@ def test_a_schema_2_database_gains_findings_and_skip_reason(tmp_path):
         )
         c.execute("DELETE FROM conform_schema WHERE version > 2")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=1)
     store.record_catalog(run, [OP])
     store.record_result(
@@ -197,7 +197,7 @@ def test_a_schema_3_database_gains_the_model_tables(tmp_path):
         c.execute("DELETE FROM conform_schema")
         c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')")
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     from conform.store.model_results import latest_models, record_model
 
     report = {
@@ -214,3 +214,27 @@ def test_a_schema_3_database_gains_the_model_tables(tmp_path):
     }
     record_model(store, ENV, report, repros={})
     assert [r.verdict for r in latest_models(store)] == ["runs"]
+
+
+def test_a_schema_5_database_gains_further_failures_and_keeps_them(tmp_path):
+    path = tmp_path / "c.db"
+    Store(path).close()
+    with sqlite3.connect(path) as c:  # as conform before schema 6 wrote it
+        c.execute("ALTER TABLE failures DROP COLUMN further_failures")
+        c.execute("DELETE FROM conform_schema WHERE version = 6")
+        c.execute("INSERT INTO conform_schema (version, description, applied_at) VALUES (5, 'v5', '2026-01-01')")
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 6
+    run = store.start_run(ENV, options={}, seed=1, ops_total=1, cells_planned=2)
+    store.record_catalog(run, [OP])
+    further = [{"outcome": "grad_mismatch", "phase": "backward", "message": "m2", "case": {"op": "x"}, "repro": "r2"}]
+    store.record_result(
+        run, _result(outcome="mismatch", case={"op": "aten::relu"}, repro="r", further_failures=further)
+    )
+    store.record_result(run, _result(dtype="float16", outcome="mismatch", case={"op": "aten::relu"}, repro="r"))
+    from conform.store import queries
+
+    with store.engine.connect() as c:
+        ids = dict(c.execute(text("SELECT dtype, id FROM results")).all())
+    got = queries.failures(store, set(ids.values()))
+    assert got[ids["float32"]][3] == further and got[ids["float16"]][3] == []  # (none: an empty list)

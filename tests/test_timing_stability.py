@@ -238,7 +238,7 @@ def test_a_schema_3_database_gains_timing_intervals(tmp_path):
             "INSERT OR IGNORE INTO conform_schema (version, description, applied_at) VALUES (3, 'v3', '2026-01-01')"
         )
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     run = sitedata.add_run(store, sitedata.env("2.13.0"), sitedata.OPS_213, {("aten::mm", "float32"): "pass"})
     row = {"op": "aten::mm", "dtype": "float32", "size_label": "small", "shape": [4], "layout": "contiguous"}
     row |= {"numel": 4, "device_median_s": None, "device_iqr_s": None, "device_stable": False, "repeats": 10}

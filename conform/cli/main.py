@@ -105,6 +105,13 @@ def _auto_workers(backend) -> int:
     help="cases per drawn case: it, then the same case with other values; 1 draws every case "
     f"[default: {CellSettings.values_per_draw}]",
 )
+@click.option(
+    "--further-failures",
+    type=int,
+    default=None,
+    help="failures of other kinds a failing cell looks for after its first, within its own cases "
+    f"[default: {CellSettings.further_failures}]",
+)
 @click.option("--seed", type=int, default=None, help="run seed, recorded with the run (default: random)")
 @click.option(
     "-n",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 import traceback as tb
@@ -63,6 +64,11 @@ class _Progress:
     drawn: int = 0  # valid drawn cases (their value variants not counted)
     grad_modes: set = field(default_factory=set)  # the modes (see _modes) whose gradients ran
     mode_grads: int = 0  # gradient checks run because a case's mode was new
+    stopped: bool = False  # stop_if ended the cell (a poisoned device context): nothing more runs
+    known: set = field(default_factory=set)  # failure classes already reported: no longer failures to look for
+    # drawn cases judged while nothing was failing, with their results: a search for further
+    # failures draws the same cases first (the same seed) and takes their results from here
+    judged: list = field(default_factory=list)
 
 
 class _CaseFailed(Exception):
@@ -149,12 +155,15 @@ def run_cell(
     def drawn_checks(case) -> tuple[CaseResult, object]:
         """A drawn case with the checks it is due: (its result, the case to keep, which is an
         out= or wrong-size variant of it where one failed)."""
-        # metamorphic relations and finite differences on the first valid example, then on one
-        # whose values make them informative (specials, extremes), and on every shrink step
+        # metamorphic relations and finite differences on the first valid example with a tensor
+        # of two elements or more (hypothesis draws the simplest first: a 0-d tensor, where layout
+        # and position mean nothing; the third valid one if none has), then on one whose values
+        # make them informative (specials, extremes), and on every shrink step
+        first = progress.relation_runs == 0 and (_relatable(case) or progress.drawn >= 2)
         relations = settings.relations and (
             progress.failing
             or progress.relation_runs < settings.relation_examples
-            and (progress.relation_runs == 0 or _informative(case))
+            and (first or _informative(case))
         )
         # gradients on the first few valid examples, on every shrink step of a failure, on the
         # informative one (an infinite input, where an equivalent API's gradient speaks), on
@@ -214,6 +223,7 @@ def run_cell(
                 r = execute.run_case(op, case, backend, grad=grad)
             stop = stop_if(r) if stop_if else None
             if stop is not None:
+                progress.stopped = True
                 raise _StopCell(stop, case)
             return r, case
         finally:
@@ -242,15 +252,29 @@ def run_cell(
             return None
         if Outcome(r.outcome) in CELL_LEVEL:
             raise _StopCell(r, case)
+        if failure_class(r) in progress.known:
+            return None  # a failure the cell reports already: the search goes on for others
         progress.failing = True
         progress.failure_class = failure_class(r)
         progress.first_failure = (r, case)
         return r, case
 
+    judged_before: dict[str, tuple] = {}  # (the keys of progress.judged, made when a further search starts)
+
     def one_case(case) -> None:
         if not progress.failing and time.monotonic() - started > settings.cell_budget_s:
             raise _GiveUp()
+        if judged_before and not progress.failing:
+            # a case an earlier search judged: counted then (its variants too), judged alike now
+            before = judged_before.get(_case_key(case.to_json()))
+            if before is not None:
+                if before.invalid:
+                    hypothesis.reject()
+                if before.outcome == Outcome.PASS.value or failure_class(before) in progress.known:
+                    return
         r, kept = checked(case, drawn=True)
+        if settings.further_failures and not progress.failing:
+            progress.judged.append((case, r))
         failed = None
         if progress.failing:
             # a shrink step fails when the drawn case or one of its value variants fails the same way
@@ -297,50 +321,93 @@ def run_cell(
         # bug, then report "Inconsistent results from replaying a test case" (FlakyFailure).
         raise _CaseFailed(*failed)
 
-    test = _hypothesis_settings(settings)(given(strategy)(one_case))
-    # The cell's examples follow from the run seed and the cell alone (derandomized: from the cell
-    # alone), so the same code draws the same cases, wherever it is installed (seed_only). Not
-    # hypothesis.seed() nor settings(derandomize=True): both switch the example database off, and
-    # a gating run must replay the stored failing examples first (a failure once found is found
-    # again).
-    seed = _cell_seed(0 if settings.derandomize else settings.seed, op.qualname, dtype)
-    test._hypothesis_internal_use_seed = seed
-    # The example database's key for this cell. Hypothesis would hash the test function's source
-    # instead (tokenising ~70 lines for every cell: 7% of a sweep), and that key changed with
-    # every edit of this file, orphaning the failures it holds.
-    test._hypothesis_internal_database_key = _database_key(op.qualname, dtype)
+    def search(key: bytes):
+        """One hypothesis search of the cell: (result, case, flaky) of the failure it found and
+        shrank, (None, None, False) when it found none; an internal error raises."""
+        test = _hypothesis_settings(settings)(given(strategy)(one_case))
+        # The cell's examples follow from the run seed and the cell alone (derandomized: from the
+        # cell alone), so the same code draws the same cases, wherever it is installed (seed_only).
+        # Not hypothesis.seed() nor settings(derandomize=True): both switch the example database
+        # off, and a gating run must replay the stored failing examples first (a failure once
+        # found is found again).
+        test._hypothesis_internal_use_seed = _cell_seed(
+            0 if settings.derandomize else settings.seed, op.qualname, dtype
+        )
+        # The example database's key. Hypothesis would hash the test function's source instead
+        # (tokenising ~70 lines for every cell: 7% of a sweep), and that key changed with every
+        # edit of this file, orphaning the failures it holds.
+        test._hypothesis_internal_database_key = key
+        try:
+            with seed_only():
+                test()
+        except (_CaseFailed, _StopCell) as e:
+            return e.result, e.case, False
+        except (_GiveUp, Unsatisfiable):
+            pass
+        except Flaky:
+            # a case failed, then did not fail the same way when hypothesis replayed it: the
+            # kernel's result is not a function of its inputs (a read of uninitialised memory:
+            # median along an expanded dim, chebyshev_polynomial_w of NaN). The first failure is
+            # the verdict.
+            if progress.first_failure is None:
+                raise
+            return (*progress.first_failure, True)
+        return None, None, False
 
-    final = None
-    final_case = None
-    flaky = False
+    key = _database_key(op.qualname, dtype)
     try:
-        with seed_only():
-            test()
-    except _CaseFailed as e:
-        final, final_case = e.result, e.case
-    except _StopCell as e:
-        final, final_case = e.result, e.case
-    except _GiveUp:
-        pass
-    except Unsatisfiable:
-        pass
-    except Flaky as e:
-        # a case failed, then did not fail the same way when hypothesis replayed it: the kernel's
-        # result is not a function of its inputs (a read of uninitialised memory: median along
-        # an expanded dim, chebyshev_polynomial_w of NaN). The first failure is the verdict.
-        if progress.first_failure is None:
-            return _internal_error(result, e, started)
-        (final, final_case), flaky = progress.first_failure, True
+        final, final_case, flaky = search(key)
     except Exception as e:  # a harness or generator bug: visible, never counted as pass
         return _internal_error(result, e, started)
+
+    # Further failures: the same cases drawn again (the same seed; their results kept from the
+    # first search), where a failure of a kind already reported counts as a case run and the
+    # search goes on to the cell's remaining cases; a failure of another kind is shrunk as the
+    # first was. So a failing cell judges the cases a passing cell would, and reports each kind of
+    # failure among them (a kernel right in general with a wrong vector tail, whose cell failed
+    # first on another bug, showed only that one).
+    stopped_why = ""
+    searching = final is not None and not flaky and Outcome(final.outcome) not in CELL_LEVEL and not progress.stopped
+    if searching:
+        progress.known.add(failure_class(final))
+    while searching and len(result.further_failures) < settings.further_failures:
+        if result.examples_run >= settings.examples or time.monotonic() - started > settings.cell_budget_s:
+            break
+        judged_before.update((_case_key(c.to_json()), r) for c, r in progress.judged)
+        progress.judged.clear()
+        progress.failing, progress.failure_class, progress.first_failure = False, None, None
+        progress.wrong_size_failed = False
+        try:
+            more, more_case, more_flaky = search(key + b"/further")
+        except Exception as e:  # noqa: BLE001 - the verdict stands; the search says why it stopped
+            stopped_why = f"; the search for further failures stopped: conform internal error: {type(e).__name__}: {e}"
+            break
+        if more is None or more_flaky or Outcome(more.outcome) in CELL_LEVEL:
+            break
+        progress.known.add(failure_class(more))
+        result.further_failures.append(
+            {
+                "outcome": Outcome(more.outcome).value,
+                "phase": more.phase or "",
+                "message": more.message,
+                "case": more_case.to_json(),
+                "repro": _repro(op, more_case, backend, more),
+            }
+        )
+        if progress.stopped:
+            break
 
     if final is not None:
         result.outcome = Outcome(final.outcome).value
         result.phase = final.phase
-        result.message = final.message + (
-            "; the case did not fail the same way when replayed (a result that is not a function of the inputs)"
-            if flaky
-            else ""
+        result.message = (
+            final.message
+            + (
+                "; the case did not fail the same way when replayed (a result that is not a function of the inputs)"
+                if flaky
+                else ""
+            )
+            + stopped_why
         )
         result.traceback = final.traceback
         merge_errors(final)
@@ -523,6 +590,11 @@ def failure_class(r) -> tuple[str, str, str]:
     if lead == "values":
         lead = "values, gross" if getattr(r, "excess", 0.0) >= GROSS else "values, marginal"
     return (Outcome(r.outcome).value, r.phase or "", lead)
+
+
+def _relatable(case) -> bool:
+    """Some tensor of two elements or more: one a relation can re-lay, move or cut."""
+    return any(math.prod(s.shape) >= 2 for s in case.tensor_specs())
 
 
 def _informative(case) -> bool:

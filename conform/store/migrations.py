@@ -52,6 +52,11 @@ def _add_timing_uncertainty(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE timings ADD COLUMN {name} {kind}"))
 
 
+def _add_further_failures(conn: Connection) -> None:
+    if "further_failures" not in {c["name"] for c in inspect(conn).get_columns("failures")}:
+        conn.execute(text("ALTER TABLE failures ADD COLUMN further_failures JSON"))
+
+
 # (version, description, upgrade(conn)); version 1 is the initial schema, made by create_all.
 MIGRATIONS: list[tuple[int, str, callable]] = [
     (2, "declared_kernels: kernels a torch release declares per op and dispatch key", _add_declared_kernels),
@@ -66,6 +71,7 @@ MIGRATIONS: list[tuple[int, str, callable]] = [
         "timings: each side's interval and whether it is stable (an unstable timing has no median)",
         _add_timing_uncertainty,
     ),
+    (6, "failures.further_failures: a cell's failures of other kinds after its first", _add_further_failures),
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def utcnow() -> dt.datetime:
@@ -158,6 +158,8 @@ class Failure(Base):
     case: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # generators.Case.to_json()
     repro: Mapped[str] = mapped_column(Text, default="")  # standalone reproduction script
     traceback: Mapped[str] = mapped_column(Text, default="")
+    # the cell's failures of other kinds, found after this one (CellResult.further_failures)
+    further_failures: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
 
     result: Mapped[Result] = relationship(back_populates="failure")
 

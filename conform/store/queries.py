@@ -411,14 +411,15 @@ def snapshot(store) -> Snapshot:
 
 
 def failures(store, result_ids: set[int]) -> dict[int, tuple]:
-    """{result id: (case, repro, traceback)} of those results that have a stored failure."""
+    """{result id: (case, repro, traceback, further failures)} of those results that have a stored
+    failure (the further failures: CellResult.further_failures, [] where none)."""
     out = {}
     with store.engine.connect() as c:
-        for rid, case, repro, tb in c.execute(
-            select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback)
+        for rid, case, repro, tb, further in c.execute(
+            select(Failure.result_id, Failure.case, Failure.repro, Failure.traceback, Failure.further_failures)
         ):
             if rid in result_ids:
-                out[rid] = (case, repro or "", tb or "")
+                out[rid] = (case, repro or "", tb or "", further or [])
     return out
 
 

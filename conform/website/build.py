@@ -436,7 +436,17 @@ class Builder:
                 f = data.failures.get(r[0]) if r[R_OUTCOME] != "pass" else None
                 failure = None
                 if f:
-                    failure = [text(f[1]), text(f[2]), text(json.dumps(f[0], indent=1)) if f[0] is not None else None]
+                    further = [
+                        [m.get("outcome", ""), m.get("phase", ""), text(m.get("message", "")), text(m.get("repro", ""))]
+                        for m in f[3]
+                        if isinstance(m, dict)
+                    ]
+                    failure = [
+                        text(f[1]),
+                        text(f[2]),
+                        text(json.dumps(f[0], indent=1)) if f[0] is not None else None,
+                        further,
+                    ]
                 found = [
                     [f.get("kind", ""), f.get("phase", ""), text(f.get("message", ""))]
                     for f in (r[R_FINDINGS] or [])

@@ -171,7 +171,7 @@ class SiteData:
     declared: list[Env]  # kind="declared" environments (kernels read from a release), if any
     ops: dict[int, OpInfo]
     dtypes: list[str]
-    failures: dict[int, tuple]  # result id -> (case, repro, traceback)
+    failures: dict[int, tuple]  # result id -> (case, repro, traceback, further failures)
     declared_kernels: dict[tuple[int, int], list[tuple[str, str]]]  # (env id, op id) -> [(key, how)]
     generated_at: str
     runs: dict[int, dict] = field(default_factory=dict)  # run id -> its row (uuid, started_at, state, ...)

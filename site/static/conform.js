@@ -664,6 +664,21 @@
         d.appendChild(el("summary", null, x[1]));
         cutText(d, op.texts, x[0], x[2]);
       });
+      // failures of other kinds the cell found after its verdict, each with its own script
+      ((f && f[3]) || []).forEach(function (m) {
+        var more = sec.appendChild(el("div", { class: "further" }));
+        var mh = more.appendChild(el("h4"));
+        mh.appendChild(el("span", { class: "sub" }, "further failure: "));
+        mh.appendChild(badge(m[0]));
+        if (m[1]) mh.appendChild(el("span", { class: "sub" }, " (" + m[1] + ")"));
+        if (m[2] !== null) cutText(more, op.texts, m[2], "message");
+        if (m[3] !== null) {
+          var d = more.appendChild(el("details", { class: "repro" }));
+          var s = d.appendChild(el("summary", { class: "repro-head" }, "reproduction script "));
+          bindCopy(s.appendChild(el("button", { type: "button", class: "copy" }, "copy")));
+          cutText(d, op.texts, m[3], "script");
+        }
+      });
     });
 
     page.appendChild(el("h2", null, "Timings"));
