@@ -373,7 +373,7 @@ def _domain(ctx) -> str:
 
 
 def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index") -> TensorSpec:
-    """An int64 index tensor in range: of `high`, else of the last drawn `dim`'s size, else of
+    """An index tensor (int64; int32 too where the op takes it) in range: of `high`, else of the last drawn `dim`'s size, else of
     the main tensor's numel. `shape` defaults to a 1-d shape of length 0 to 4."""
     if high is None:
         dim = ctx.drawn.get("dim")
@@ -387,12 +387,17 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
     if high <= 0:
         # nothing is in range of an empty dim: only an empty index is valid
         shape = (0,) + shape[1:] if shape else (0,)
+    # an op that takes int32 indices too (opdb hint index_int32) gets them one index in three: a
+    # kernel built for 64-bit indices reads 32-bit ones as pairs, or widens them with the sign wrong
+    dtype = "int64"
+    if ctx.hints.get("index_int32") and ctx.draw(_index_dtypes, label=f"{label} dtype") == "int32":
+        dtype = "int32"
     # about one index tensor in six points past the end: the reference must reject it, and a device
     # that accepts it silently (a missing bounds check) is a missing_error
     if shape and shape[0] > 0 and ctx.draw(memo.integers(0, 5), label=f"{label} bounds") == 5:
         return draw_tensor(
             ctx.draw,
-            dtype="int64",
+            dtype=dtype,
             shape=shape,
             values="index",
             low=max(high, 1),
@@ -401,11 +406,12 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
             label=label,
         )
     return draw_tensor(
-        ctx.draw, dtype="int64", shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label
+        ctx.draw, dtype=dtype, shape=shape, values="index", low=0, high=max(high, 1), layout="contiguous", label=label
     )
 
 
 _index_lengths = memo.integers(0, 4)
+_index_dtypes = memo.sampled_from(("int64", "int64", "int32"))
 
 
 def _draw_tensor_list(arg, ctx, label):

@@ -132,6 +132,17 @@ def _cases(draw, op, cell, max_numel, builder):
     if first is not None and first.name in ctx.hints.get("zero_dim", ()):
         ctx.shape = ()  # the op takes its first tensor as one number (opdb/rules/shapes.toml)
     ctx.list_shapes = [ctx.shape] * n_list
+    along = ctx.hints.get("concat_dim")
+    if along and ctx.rank >= 1 and n_list >= 2:
+        # members joined along a dimension differ in size there (opdb hint concat_dim): the
+        # common size first (the simplest), then half of it, one, or none
+        d = draw(memo.integers(0, ctx.rank - 1), label="concat dim")
+        n0 = ctx.shape[d]
+        sizes = [
+            draw(memo.sampled_from((n0, max(1, n0 // 2), 1, 0)), label=f"size along dim {i}") for i in range(n_list)
+        ]
+        ctx.list_shapes = [ctx.shape[:d] + (n,) + ctx.shape[d + 1 :] for n in sizes]
+        ctx.fixed[along] = d - ctx.rank if draw(memo.booleans(), label="concat dim from the end") else d
     # an internal op with a known caller takes what the caller passes it (generators.capture)
     if not (ctx.hints.get("caller") and capture.from_caller(ctx, _cases)) and builder is not None:
         builder(ctx)

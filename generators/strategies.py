@@ -427,8 +427,8 @@ INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
 # For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
 # 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
 # matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
-_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3)
-_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("sqrt_max", "near_max"))
+_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers",))
+_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "sqrt_max", "near_max"))
 _int_magnitudes = memo.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
 _byte_magnitudes = memo.sampled_from(("",) * 9 + ("int_extreme",))
 
@@ -576,8 +576,17 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
         bands = _magnitudes(dtype, values)
         magnitude = draw(bands, label=f"{label} magnitude") if bands is not None else ""
     seed = draw(_seeds, label=f"{label} seed")
+    # a reduction's case: the pattern in the first row only (TensorSpec.edge_rows)
+    edge_rows = 1 if edges is not None and stress.get("reduces") and len(shape) >= 2 else None
     return TensorSpec(
-        shape=shape, dtype=dtype, layout=layout, values=values, seed=seed, magnitude=magnitude, edges=edges
+        shape=shape,
+        dtype=dtype,
+        layout=layout,
+        values=values,
+        seed=seed,
+        magnitude=magnitude,
+        edges=edges,
+        edge_rows=edge_rows,
     )
 
 

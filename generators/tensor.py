@@ -65,6 +65,7 @@ VALUE_KINDS = (
 MAGNITUDES = (
     "",
     "moderate",
+    "half_integers",
     "sqrt_max",
     "near_max",
     "int_extreme",
@@ -77,6 +78,10 @@ MAGNITUDES = (
     "exp2_range",
     "cosh_range",
 )
+# "half_integers": the kind's own range on the grid of halves (-3, -2.5, ..., 3 for a real
+# tensor): where the breakpoints of piecewise ops lie (hardsigmoid's and hardswish's +-3,
+# hardtanh's +-1, the shrink ops' 0.5, relu's 0) and the ties of rounding (x.5), which a uniform
+# draw never meets; every value exact in every floating dtype.
 # "exp_range" / "exp2_range" / "cosh_range": values relative to an op's own range, found by
 # inverting the op where it is monotone: x whose exp (2**x, cosh) lies within a few binades of the
 # dtype's largest value, and, with the sign the kind drew, of its smallest (exp in float16 between
@@ -151,7 +156,10 @@ _EDGE_TOKENS = {
     "small": None,
     "special": None,
     "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -2, -1, 1, 2),
-    "positive": ("sub", "inf"),  # +inf is in the domain: log(inf) = inf, polygamma(n, inf) = 0
+    # +inf is in the domain (log(inf) = inf), and so are both zeros, its closed boundary: the
+    # positive-domain ops are finite on (0, inf) and IEEE defines them at 0 (log(+-0) = -inf,
+    # rsqrt(-0) = -inf, xlogy(0, 0) = 0), where a kernel's fast path meets 0 * inf or log of 0
+    "positive": ("sub", "inf", "0", "-0"),
     "nonnegative": ("sub", "0"),
     "above_minus_one": ("sub", "inf", "0"),
     "no_poles": ("sub", "inf"),
@@ -215,6 +223,10 @@ class TensorSpec:
     magnitude: str = ""
     # the tensor's role in an aligned edge pattern (see EDGE_PERIOD), or None for none
     edges: int | None = None
+    # the pattern in the first rows only (of the tensor as rows of its last dim), or None for all:
+    # a reduction's row that holds a NaN reduces to NaN, so its other rows keep finite values,
+    # where a wrong formula shows
+    edge_rows: int | None = None
     # the block-compressed layouts only: (rows, cols) of a block, which divide the last two dims
     blocksize: tuple[int, int] | None = None
     # the explicit layout only (EXPLICIT_LAYOUT): the view's strides and storage offset
@@ -316,7 +328,7 @@ class TensorSpec:
             logical = _make_values(
                 self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
             )
-            return _base_around(_with_edges(logical, self.values, self.edges), self)
+            return _base_around(_with_edges(logical, self.values, self.edges, self.edge_rows), self)
         return _make_values(
             self.base_shape(), self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
         )
@@ -417,7 +429,7 @@ class TensorSpec:
             )
         mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
         if self.edges is not None:
-            mag += f", edge pattern {self.edges}"
+            mag += f", edge pattern {self.edges}" + (f" in {self.edge_rows} row(s)" if self.edge_rows else "")
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}{mag}"
 
 
@@ -538,6 +550,15 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     hi = high if high is not None else hi
     gen_dtype = torch.float64
     x = torch.rand(shape, generator=g, dtype=gen_dtype) * (hi - lo) + lo
+    if magnitude == "half_integers":
+        # the kind's range snapped to multiples of 1/2 where they stay inside it (see MAGNITUDES)
+        snapped = torch.round(x * 2) / 2
+        inside = (snapped >= lo) & (snapped <= hi)
+        if kind in ("nonzero", "positive"):
+            inside &= snapped != 0
+        if kind == "no_poles":  # the gamma family's poles: 0 and the negative integers
+            inside &= (snapped > 0) | (snapped != snapped.round())
+        x = torch.where(inside, snapped, x)
     if kind == "nonzero":
         x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)
     if dtype.is_complex:
@@ -632,15 +653,19 @@ def _edge_slots(kind: str, role: int, dtype: torch.dtype) -> list:
     return out
 
 
-def _with_edges(x: torch.Tensor, kind: str, role: int) -> torch.Tensor:
+def _with_edges(x: torch.Tensor, kind: str, role: int, rows: int | None = None) -> torch.Tensor:
     """`x` (logical, final dtype) with the aligned edge pattern of `role` (see EDGE_PERIOD). A
     complex tensor takes the pattern in its real part and, in its imaginary part, the pattern of
-    the next slot (COMPLEX_EDGE_SHIFT)."""
+    the next slot (COMPLEX_EDGE_SHIFT). With `rows`, only the first `rows` rows of the tensor (as
+    rows of its last dim) take it."""
     if x.numel() == 0:
         return x
     parts = (x.real, x.imag) if x.dtype.is_complex else (x,)
     slots = _edge_slots(kind, role, parts[0].dtype)
-    position = torch.arange(x.numel()) % EDGE_PERIOD
+    index = torch.arange(x.numel())
+    position = index % EDGE_PERIOD
+    if rows is not None and x.dim() >= 2:
+        position = torch.where(index < rows * x.shape[-1], position, -1)  # -1: no slot, the drawn value
     out = []
     for shift, part in zip((0, COMPLEX_EDGE_SHIFT), parts):
         flat = part.reshape(-1).clone()

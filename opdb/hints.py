@@ -73,6 +73,10 @@ HINTS: dict[str, Hint] = {
     "input_products": Hint("bool", False, "the op multiplies input values together: no magnitude stress band"),
     "out_sized": Hint("bool", False, "out= tensors must already have the result's shape"),
     "zero_dim": Hint("names", (), "arguments drawn as 0-d tensors holding one number"),
+    "index_int32": Hint("bool", False, "the op takes int32 index tensors as well as int64: both are drawn"),
+    "concat_dim": Hint(
+        "str", None, "the int argument along which the op joins its Tensor[] (the members' sizes there differ)"
+    ),
     "bounds": Hint("bounds", {}, "[low, high) of the whole number a zero_dim argument holds"),
     "nonzero": Hint("names", (), "arguments never drawn as zero (or empty)"),
     "nonzero_args": Hint("names", (), "tensor arguments whose elements are never zero"),

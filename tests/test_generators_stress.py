@@ -92,12 +92,13 @@ def test_edges_cases_keep_their_operands_aligned_in_rows_and_dtype():
 
 
 def test_edges_keep_restricted_domains():
-    """A positive domain keeps its values positive, and reaches both its ends: subnormals and
-    +inf (polygamma(2, inf) is NaN where the limit is -0)."""
+    """A positive domain keeps its values out of the negatives, and reaches both its ends:
+    subnormals and both zeros (its closed boundary: log(+-0) = -inf) and +inf (polygamma(2, inf)
+    is NaN where the limit is -0)."""
     spec = TensorSpec((3, 57), "float32", values="positive", seed=3, edges=1)
     x = _cpu(spec)
-    assert (x > 0).all() and (x < torch.finfo(torch.float32).tiny).any()
-    assert (x == math.inf).any()
+    assert (x >= 0).all() and ((x > 0) & (x < torch.finfo(torch.float32).tiny)).any()
+    assert (x == math.inf).any() and ((x == 0) & torch.signbit(x)).any() and ((x == 0) & ~torch.signbit(x)).any()
     with pytest.raises(ValueError):
         TensorSpec((3,), "bool", edges=0)
 

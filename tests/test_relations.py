@@ -422,3 +422,26 @@ def test_an_opaque_packed_handle_is_compared_by_shape_not_bytes():
     case = _case(op.qualname, TensorSpec((1, 2), "int8", seed=1))
     r = execute.run_case(op, case, CPUBackend(), relations=True)
     assert r.outcome is Outcome.PASS, r.message
+
+
+def test_relations_first_run_on_a_case_with_a_tensor_to_relay(monkeypatch):
+    # hypothesis draws a 0-d case first, where no layout or position differs: the relations'
+    # first run goes to the first case with a tensor of two elements or more
+    from conform.config import CellSettings
+    from conform.run import cell
+
+    runs = []
+    real = execute.run_case
+
+    def record(op, case, backend, **kw):
+        if kw.get("relations"):
+            runs.append(max((s.numel for s in case.tensor_specs()), default=0))
+        return real(op, case, backend, **kw)
+
+    monkeypatch.setattr(cell.execute, "run_case", record)
+    for seed in (1, 2):
+        runs.clear()
+        r = cell.run_cell(
+            opdb.lookup("aten::sum.dim_IntList"), "float32", CPUBackend(), CellSettings(seed=seed, hypothesis_db=None)
+        )
+        assert r.outcome == Outcome.PASS.value and runs and runs[0] >= 2, (seed, runs)
