@@ -430,18 +430,24 @@ def test_relations_first_run_on_a_case_with_a_tensor_to_relay(monkeypatch):
     from conform.config import CellSettings
     from conform.run import cell
 
-    runs = []
+    runs, differenced = [], []
     real = execute.run_case
 
     def record(op, case, backend, **kw):
         if kw.get("relations"):
             runs.append(max((s.numel for s in case.tensor_specs()), default=0))
+        if kw.get("finite_differences"):
+            differenced.append(all(s.edges is None and s.values != "special" for s in case.tensor_specs()))
         return real(op, case, backend, **kw)
 
     monkeypatch.setattr(cell.execute, "run_case", record)
     for seed in (1, 2):
         runs.clear()
+        differenced.clear()
         r = cell.run_cell(
             opdb.lookup("aten::sum.dim_IntList"), "float32", CPUBackend(), CellSettings(seed=seed, hypothesis_db=None)
         )
         assert r.outcome == Outcome.PASS.value and runs and runs[0] >= 2, (seed, runs)
+        # finite differences once, on the first case of finite values (a 0-d one does: a wrong
+        # formula shows there as well)
+        assert differenced == [True], (seed, differenced)

@@ -61,6 +61,7 @@ class _Progress:
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
+    differenced: bool = False  # a valid case's gradients were held against finite differences
     drawn: int = 0  # valid drawn cases (their value variants not counted)
     grad_modes: set = field(default_factory=set)  # the modes (see _modes) whose gradients ran
     mode_grads: int = 0  # gradient checks run because a case's mode was new
@@ -155,15 +156,13 @@ def run_cell(
     def drawn_checks(case) -> tuple[CaseResult, object]:
         """A drawn case with the checks it is due: (its result, the case to keep, which is an
         out= or wrong-size variant of it where one failed)."""
-        # metamorphic relations and finite differences on the first valid example with a tensor
-        # of two elements or more (hypothesis draws the simplest first: a 0-d tensor, where layout
-        # and position mean nothing; the third valid one if none has), then on one whose values
-        # make them informative (specials, extremes), and on every shrink step
+        # metamorphic relations on the first valid example with a tensor of two elements or more
+        # (hypothesis draws the simplest first: a 0-d tensor, where layout and position mean
+        # nothing; the third valid one if none has), then on one whose values make them
+        # informative (specials, extremes), and on every shrink step
         first = progress.relation_runs == 0 and (_relatable(case) or progress.drawn >= 2)
         relations = settings.relations and (
-            progress.failing
-            or progress.relation_runs < settings.relation_examples
-            and (first or _informative(case))
+            progress.failing or progress.relation_runs < settings.relation_examples and (first or _informative(case))
         )
         # gradients on the first few valid examples, on every shrink step of a failure, on the
         # informative one (an infinite input, where an equivalent API's gradient speaks), on
@@ -172,12 +171,23 @@ def run_cell(
         # reduction) no gradient-checked case had: a backward formula branches on it
         mode = _modes(op, case)
         new_mode = mode not in progress.grad_modes and progress.mode_grads < settings.grad_examples
-        grad = settings.grad and (
-            progress.failing or progress.drawn < settings.grad_examples or relations or _in_op_range(case) or new_mode
+        # finite differences (five float64 forwards and two AD passes) on the first valid example
+        # whose values are all finite (they read the forward at finite points only; a wrong
+        # formula shows on a 0-d tensor as well), and on every shrink step
+        fd = settings.relations and (
+            relations and progress.failing or not progress.failing and not progress.differenced and _finite(case)
         )
-        # finite differences (five float64 forwards and two AD passes) on the first of them only
-        fd = relations and (progress.failing or progress.relation_runs == 0)
-        r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
+        grad = settings.grad and (
+            progress.failing
+            or progress.drawn < settings.grad_examples
+            or relations
+            or fd
+            or _in_op_range(case)
+            or new_mode
+        )
+        r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd and grad)
+        if fd and grad and not progress.failing and not r.invalid:
+            progress.differenced = True
         if relations and not progress.failing and not r.invalid:
             progress.relation_runs += 1
         if grad and not progress.failing and not r.invalid and mode not in progress.grad_modes:
@@ -595,6 +605,11 @@ def failure_class(r) -> tuple[str, str, str]:
 def _relatable(case) -> bool:
     """Some tensor of two elements or more: one a relation can re-lay, move or cut."""
     return any(math.prod(s.shape) >= 2 for s in case.tensor_specs())
+
+
+def _finite(case) -> bool:
+    """No tensor drawn with special values (an edge pattern, the "special" kind)."""
+    return all(s.edges is None and s.values != "special" for s in case.tensor_specs())
 
 
 def _informative(case) -> bool:
