@@ -156,9 +156,9 @@ def run_cell(
     def drawn_checks(case) -> tuple[CaseResult, object]:
         """A drawn case with the checks it is due: (its result, the case to keep, which is an
         out= or wrong-size variant of it where one failed)."""
-        # metamorphic relations on the first valid example with a tensor of two elements or more
-        # (hypothesis draws the simplest first: a 0-d tensor, where layout and position mean
-        # nothing; the third valid one if none has), then on one whose values make them
+        # metamorphic relations on the first valid example whose largest tensor has two to 512
+        # elements (hypothesis draws the simplest first: a 0-d tensor, where layout and position
+        # mean nothing; the third valid one if none has), then on one whose values make them
         # informative (specials, extremes), and on every shrink step
         first = progress.relation_runs == 0 and (_relatable(case) or progress.drawn >= 2)
         relations = settings.relations and (
@@ -387,6 +387,8 @@ def run_cell(
         progress.judged.clear()
         progress.failing, progress.failure_class, progress.first_failure = False, None, None
         progress.wrong_size_failed = False
+        # (half the first failure's shrinking time: it is the verdict, these come after it)
+        _set_shrink_budget(settings.shrink_budget_s / 2)
         try:
             more, more_case, more_flaky = search(key + b"/further")
         except Exception as e:  # noqa: BLE001 - the verdict stands; the search says why it stopped
@@ -602,9 +604,16 @@ def failure_class(r) -> tuple[str, str, str]:
     return (Outcome(r.outcome).value, r.phase or "", lead)
 
 
+# the largest tensor of the case the relations run on first: two elements or more (something to
+# re-lay, move or cut), at most an edge case's rows (a huge case's 48 rows cost the relations,
+# which run the op again per layout and per element, 16 times as much and show no more)
+RELATABLE_NUMEL = (2, 512)
+
+
 def _relatable(case) -> bool:
-    """Some tensor of two elements or more: one a relation can re-lay, move or cut."""
-    return any(math.prod(s.shape) >= 2 for s in case.tensor_specs())
+    """The case's largest tensor is of a size the relations' first run should take (RELATABLE_NUMEL)."""
+    largest = max((math.prod(s.shape) for s in case.tensor_specs()), default=0)
+    return RELATABLE_NUMEL[0] <= largest <= RELATABLE_NUMEL[1]
 
 
 def _finite(case) -> bool:
