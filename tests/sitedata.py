@@ -61,6 +61,15 @@ def add_run(store: Store, environment: dict, ops, outcomes: dict, *, timings: di
                 repro=f"import torch\n# {EVIL}\nprint(torch.ops.{op.replace('::', '.')})\n",
                 traceback=f"Traceback: {EVIL}",
                 case={"op": op, "args": [EVIL]},
+                further_failures=[
+                    {
+                        "outcome": "grad_mismatch",
+                        "phase": "backward",
+                        "message": f"a further failure {EVIL}",
+                        "case": {"op": op, "args": []},
+                        "repro": "import torch\n# the further failure's script\n",
+                    }
+                ],
             )
         store.record_result(run, CellResult(**r))
     if timings:

@@ -367,6 +367,9 @@ def test_op_page_shows_results_failures_and_timings(site, page):
     assert "aten::add.Tensor" in text and "Reproduction script" in text and "changed" in text
     assert "<script>window.__pwned = 1</script>" in text  # the message shows as text, not as markup
     assert page.evaluate("document.querySelectorAll('section.failure').length") == 1
+    # the cell's further failure, under its failure, with its own script (the message as text)
+    assert "further failure:" in text and f"a further failure {sitedata.EVIL}" in text
+    assert page.evaluate("document.querySelectorAll('section.failure .further details.repro pre').length") == 1
     assert "No timings for this op" in text
     declared = page.evaluate(
         "Array.from(document.querySelectorAll('table.declared-op tr')).map(r => r.innerText.replace(/\\s+/g, ' ').trim())"
