@@ -578,16 +578,7 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
     seed = draw(_seeds, label=f"{label} seed")
     # a reduction's case: the pattern in the first row only (TensorSpec.edge_rows)
     edge_rows = 1 if edges is not None and stress.get("reduces") and len(shape) >= 2 else None
-    return TensorSpec(
-        shape=shape,
-        dtype=dtype,
-        layout=layout,
-        values=values,
-        seed=seed,
-        magnitude=magnitude,
-        edges=edges,
-        edge_rows=edge_rows,
-    )
+    return TensorSpec(shape, dtype, layout, values, seed, magnitude=magnitude, edges=edges, edge_rows=edge_rows)
 
 
 QSCHEMES = ("per_tensor", "per_channel", "any")

@@ -61,24 +61,33 @@ class FaultyBackend(CPUBackend):
         return d
 
 
-def fault(name: str, *targets, **attrs):
-    """Register `fn(func, args, kwargs)` as the bug of a new backend named "faulty-<name>"."""
+def fault_registry(registry: dict, namespace: dict, prefix: str = ""):
+    """A `fault(name, *targets, **attrs)` decorator: it registers `fn(func, args, kwargs)` as the
+    bug of a new backend named "faulty-<name>", in `registry` and as an attribute of the module
+    whose globals are `namespace` (so that `--device module:Class` finds it)."""
 
-    def register(fn):
-        cls_name = "".join(p.title() for p in name.split("_"))
-        body = {
-            "name": f"faulty-{name}",
-            "targets": frozenset(targets),
-            "bug": staticmethod(fn),
-            "__doc__": fn.__doc__,
-            **attrs,
-        }
-        cls = type(cls_name, (FaultyBackend,), body)
-        BACKENDS[name] = cls
-        globals()[cls_name] = cls
-        return cls
+    def fault(name: str, *targets, **attrs):
+        def register(fn):
+            cls_name = prefix + "".join(p.title() for p in name.split("_"))
+            body = {
+                "name": f"faulty-{name}",
+                "targets": frozenset(targets),
+                "bug": staticmethod(fn),
+                "__doc__": fn.__doc__,
+                "__module__": namespace["__name__"],
+                **attrs,
+            }
+            cls = type(cls_name, (FaultyBackend,), body)
+            registry[name] = cls
+            namespace[cls_name] = cls
+            return cls
 
-    return register
+        return register
+
+    return fault
+
+
+fault = fault_registry(BACKENDS, globals())
 
 
 def _contiguous_strides(shape):

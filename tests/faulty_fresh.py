@@ -14,25 +14,14 @@ import math
 import torch
 
 from conform.outcomes import Outcome
-from tests.faulty import FaultyBackend
+from tests.faulty import FaultyBackend, fault_registry
 
 aten = torch.ops.aten
 
 FRESH: dict[str, type[FaultyBackend]] = {}
 
 
-def fault(name: str, *targets):
-    """Register `fn(func, args, kwargs)` as the bug of a new backend named "faulty-<name>"."""
-
-    def register(fn):
-        cls_name = "".join(p.title() for p in name.split("_"))
-        body = {"name": f"faulty-{name}", "targets": frozenset(targets), "bug": staticmethod(fn), "__doc__": fn.__doc__}
-        cls = type(cls_name, (FaultyBackend,), body)
-        FRESH[name] = cls
-        globals()[cls_name] = cls
-        return cls
-
-    return register
+fault = fault_registry(FRESH, globals())
 
 
 @fault("softmax_last_dim_only", aten._softmax.default)

@@ -16,25 +16,14 @@ import math
 import torch
 
 from conform.outcomes import Outcome
-from tests.faulty import FaultyBackend
+from tests.faulty import FaultyBackend, fault_registry
 
 aten = torch.ops.aten
 
 THIRD: dict[str, type[FaultyBackend]] = {}
 
 
-def fault(name: str, *targets):
-    """Register `fn(func, args, kwargs)` as the bug of a new backend named "faulty-<name>"."""
-
-    def register(fn):
-        cls_name = "Third" + "".join(p.title() for p in name.split("_"))
-        body = {"name": f"faulty-{name}", "targets": frozenset(targets), "bug": staticmethod(fn), "__doc__": fn.__doc__}
-        cls = type(cls_name, (FaultyBackend,), body)
-        THIRD[name] = cls
-        globals()[cls_name] = cls
-        return cls
-
-    return register
+fault = fault_registry(THIRD, globals(), prefix="Third")
 
 
 @fault("amax_nan_ignored", aten.amax.default)
