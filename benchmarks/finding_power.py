@@ -33,11 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
-from tests.faulty_third import BUGS_THIRD  # noqa: E402
-from tests.test_finding_power import BUGS  # noqa: E402
-
-SETS = {"original": BUGS, "fresh": BUGS_FRESH, "third": BUGS_THIRD}
+from tests.fault_sets import SETS, add_set_argument  # noqa: E402
 
 FAILING = {
     "mismatch",
@@ -96,13 +92,7 @@ def outcomes(db: Path, op: str) -> dict[str, list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--set",
-        dest="bug_set",
-        choices=sorted(SETS),
-        default="original",
-        help="tests/faulty.py's faults (original), tests/faulty_fresh.py's (fresh) or tests/faulty_third.py's (third)",
-    )
+    add_set_argument(ap)
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--control", default="tests.faulty:Healthy", help="device of the clean run (false alarms)")

@@ -30,11 +30,8 @@ import generators  # noqa: E402
 import opdb  # noqa: E402
 from conform.config import DEFAULT_DTYPES, CellSettings  # noqa: E402
 from conform.run.cell import run_cell  # noqa: E402
-from tests.faulty_fresh import BUGS_FRESH  # noqa: E402
-from tests.faulty_third import BUGS_THIRD  # noqa: E402
-from tests.test_finding_power import BUGS, op_for  # noqa: E402
-
-SETS = {"original": BUGS, "fresh": BUGS_FRESH, "third": BUGS_THIRD}
+from tests.fault_sets import SETS, add_set_argument  # noqa: E402
+from tests.test_finding_power import op_for  # noqa: E402
 
 
 def cell_outcome(op, dtype: str, backend, seed: int) -> str:
@@ -58,13 +55,7 @@ def cell_outcome(op, dtype: str, backend, seed: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--set",
-        dest="bug_set",
-        choices=sorted(SETS),
-        default="original",
-        help="tests/faulty.py's faults (original), tests/faulty_fresh.py's (fresh) or tests/faulty_third.py's (third)",
-    )
+    add_set_argument(ap)
     ap.add_argument("--only", default="", help="comma list of bug names")
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
