@@ -191,6 +191,16 @@ def test_a_kernel_preempted_in_every_call_is_unstable():
     assert m.low <= m.high
 
 
+def test_a_pause_after_a_preempted_round_lets_the_kernel_out_of_step_with_its_neighbours(monkeypatch):
+    # every call waits 8 ms for the worker's next time slice (the threads fell into step with the
+    # other processes' slices) until the process sleeps; a quiet round is never followed by a pause
+    slept = []
+    monkeypatch.setattr(timer.time, "sleep", slept.append)
+    m = _on_cpu(_kernel, lambda n: 0.0, late=lambda n: 0.0 if slept else 8e-3)
+    assert m.stable and slept == [timer.PAUSE] and abs(m.median / 1.01e-4 - 1) < 0.02, m
+    assert m.rounds == 3
+
+
 def test_a_round_with_too_few_unpreempted_blocks_is_not_figured():
     times = (1e-4,) * 9 + (5e-3,) * 91
     m = timer.Measurement(median=5e-3, iqr=0.0, number=1, times=times, switches=(0,) * 9 + (1,) * 91)

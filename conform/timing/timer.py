@@ -61,6 +61,16 @@ would be the short ones: a biased figure), or whose fastest unpreempted block ra
 FAST_BLOCK below its figure (rule (a)'s check: something no counter sees slowed most blocks), is
 not clean: it says why, and rule (b) and (c) go on as above. A parallel kernel whose threads waited for a
 core in every call thus ends unstable: nothing tells its own time.
+
+After a round that is not clean, the next one starts after a pause of PAUSE. Under load the
+calling thread and torch's intra-op worker can fall into step with the other processes' time
+slices: every call then waits for the worker's next slice (a 110 us kernel timed at 8 ms per call,
+every block preempted, round after round, until the timing ends unstable). Sleeping lets the
+scheduler place the threads anew when they wake (Linux's EEVDF keeps a thread's lag, the service it
+is owed or owes, across a short sleep, which a long enough one lets lapse). Measured with both
+cores of a 2-core machine kept busy by other processes (36 ops, three passes each): without a pause
+5 and 8 of 108 timings ended unstable; with pauses of 2, 5 and 10 ms, 5, 7 and 3; with 20 and
+50 ms, 0 of 144 (four passes). A quiet machine, whose rounds are clean, never pauses.
 """
 
 from __future__ import annotations
@@ -104,6 +114,8 @@ UNPREEMPTED_MIN = 8
 UNPREEMPTED_SHARE = 0.10
 # a block is unpreempted when the process's threads waited for a core at most this share of it
 WAIT_SHARE = 0.02
+# seconds of sleep before the round that follows one that was not clean (see the module doc)
+PAUSE = 0.02
 
 
 @dataclass(frozen=True)
@@ -440,6 +452,8 @@ def measure_stable(
     rounds: list[Measurement] = []
     whys: list[str] = []
     for _ in range(max_rounds):
+        if whys and whys[-1]:
+            time.sleep(PAUSE)  # the module doc, "After a round that is not clean"
         m = measure(fn, min_run_time=min_run_time / 2, **kw)
         if counted:
             m = unpreempted(m)
