@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 import torch
 
 import opdb
@@ -533,3 +534,27 @@ def test_grid_sampler_half_coordinates_are_its_precision_but_a_half_pixel_shift_
     )
     r = run_case(op, case, shifted, grad=False)
     assert r.outcome == O.MISMATCH, r.message
+
+
+def test_a_cpu_kernel_reading_a_local_it_never_set_is_no_expectation():
+    # laguerre_polynomial_l at a NaN x never enters its loop and returns the loop's variable
+    # unset: what the run before at the same call depth left there. Run right after the op ran on
+    # other values, the CPU reference gives that run's result: it is no expectation for the device
+    from conform.run.execute import _cpu_copy, _cpu_unsteady, _observed, _primed, _run_side
+
+    op = opdb.lookup("aten::special_laguerre_polynomial_l.n_scalar")
+    case = Case(op.qualname, (T((), "float32", data=(math.nan,)), 2))
+    cpu = torch.device("cpu")
+    first = _observed(_run_side(op, case, to_device=_cpu_copy, device=cpu))
+    if torch.isnan(first[0]):
+        pytest.skip("this torch's kernel gives NaN at a NaN x")
+
+    def same(again, want):
+        return compare(again[0], want[0], tolerance=(0.0, 0.0))
+
+    assert _cpu_unsteady(op, case, first, same)
+    # the primed run is what makes it show at any call depth: L_2 at 0.375 is 0.3203
+    _run_side(op, case, to_device=_primed, device=cpu)
+    assert abs(float(_observed(_run_side(op, case, to_device=_cpu_copy, device=cpu))[0]) - 0.3203) < 1e-4
+    steady = Case(op.qualname, (T((), "float32", data=(1.5,)), 2))
+    assert _cpu_unsteady(op, steady, _observed(_run_side(op, steady, to_device=_cpu_copy, device=cpu)), same) == ""
