@@ -427,8 +427,16 @@ INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
 # For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
 # 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
 # matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
-_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers",))
-_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "sqrt_max", "near_max"))
+_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "tiny"))
+_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "tiny", "sqrt_max", "near_max"))
+# The "tiny" band (generators.tensor.MAGNITUDES) where values near 0 are in the domain: also for the
+# bounded domains around 0 (unit, open_unit, and "small": expm1, sinh and atanh are where it
+# matters most), not above one (acosh's domain) nor near the poles of the gamma family (there
+# |f| grows as 1 / x**(n+1) and overflows float32 where float64 does not), nor for matrices.
+TINY_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_minus_one", "small", "unit", "open_unit")
+_float_magnitudes_no_tiny = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers",))
+_half_magnitudes_no_tiny = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "sqrt_max", "near_max"))
+_tiny_magnitudes = memo.sampled_from(("",) * 6 + ("tiny",))
 _int_magnitudes = memo.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
 _byte_magnitudes = memo.sampled_from(("",) * 9 + ("int_extreme",))
 
@@ -437,13 +445,18 @@ def _magnitudes(dtype: str, values: str):
     """The magnitude bands a tensor of `dtype` in domain `values` may draw, or None."""
     op_range = _op_range.get()
     if op_range and dtype in FLOAT_DTYPES and values == "small":
-        # an exp-like op keeps its inputs small, except in its own range band: two tensors in three
+        # an exp-like op keeps its inputs small, except in its own range band (four tensors in
+        # seven) and the tiny band (one in seven)
         return _op_range_bands(op_range)
     if op_range.startswith("range:") and dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:
         # a computed range (generators.op_ranges) beside the dtype's own bands: one tensor in two
-        return _computed_bands(op_range, dtype == "float16")
+        return _computed_bands(op_range, dtype == "float16", values in TINY_DOMAINS)
     if dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:  # not complex, not float8 (max 448)
-        return _half_magnitudes if dtype == "float16" else _float_magnitudes
+        if values in TINY_DOMAINS:
+            return _half_magnitudes if dtype == "float16" else _float_magnitudes
+        return _half_magnitudes_no_tiny if dtype == "float16" else _float_magnitudes_no_tiny
+    if dtype in FLOAT_DTYPES and values in TINY_DOMAINS:
+        return _tiny_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
         return _byte_magnitudes if dtype in ("int8", "uint8") else _int_magnitudes
     return None
@@ -451,12 +464,12 @@ def _magnitudes(dtype: str, values: str):
 
 @functools.cache
 def _op_range_bands(op_range: str) -> memo.SearchStrategy[str]:
-    return memo.sampled_from(("", op_range, op_range))
+    return memo.sampled_from(("", "") + (op_range,) * 4 + ("tiny",))
 
 
 @functools.cache
-def _computed_bands(op_range: str, half: bool) -> memo.SearchStrategy[str]:
-    plain = ("",) * 6 + ("moderate",) * 3 + (("sqrt_max", "near_max") if half else ())
+def _computed_bands(op_range: str, half: bool, tiny: bool) -> memo.SearchStrategy[str]:
+    plain = ("",) * 6 + ("moderate",) * 3 + (("tiny",) if tiny else ()) + (("sqrt_max", "near_max") if half else ())
     return memo.sampled_from(plain + (op_range,) * len(plain))
 
 

@@ -66,6 +66,7 @@ MAGNITUDES = (
     "",
     "moderate",
     "half_integers",
+    "tiny",
     "sqrt_max",
     "near_max",
     "int_extreme",
@@ -82,6 +83,14 @@ MAGNITUDES = (
 # tensor): where the breakpoints of piecewise ops lie (hardsigmoid's and hardswish's +-3,
 # hardtanh's +-1, the shrink ops' 0.5, relu's 0) and the ties of rounding (x.5), which a uniform
 # draw never meets; every value exact in every floating dtype.
+# "tiny": values log-uniform in [max(eps**2, sqrt(smallest normal)), sqrt(eps)] of the dtype, with
+# the sign the kind drew: where f(x) is about x or 1 (log1p, expm1, asinh, atanh, sin, erf, tanh)
+# and a kernel computing through 1 + x, exp(x) - 1 or a fast-math approximation loses most of x's
+# digits (all of them below eps), while every square stays a normal number (no underflow that the
+# CPU's own float32 or half arithmetic would share). MPS's log1p was such a kernel until
+# pytorch#154936 rewrote it (its regression test now checks small values). The default range
+# (about +-3) never goes below 1e-2 but at its edge pattern's subnormals, where a result may flush
+# to zero.
 # "exp_range" / "exp2_range" / "cosh_range": values relative to an op's own range, found by
 # inverting the op where it is monotone: x whose exp (2**x, cosh) lies within a few binades of the
 # dtype's largest value, and, with the sign the kind drew, of its smallest (exp in float16 between
@@ -698,6 +707,9 @@ def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | 
         return MODERATE_BAND
     if magnitude == "small_mantissa":
         return torch.finfo(dtype).smallest_normal, 2.0
+    if magnitude == "tiny":
+        info = torch.finfo(dtype)
+        return max(info.eps**2, math.sqrt(info.smallest_normal)), math.sqrt(info.eps)
     top = torch.finfo(dtype).max
     if magnitude in OP_RANGES:
         # just below the threshold: a result the dtype holds (beyond it the overflow is right,

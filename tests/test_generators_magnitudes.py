@@ -47,7 +47,7 @@ def _finite_abs(spec: TensorSpec) -> torch.Tensor:
 def test_float16_values_reach_every_magnitude_band():
     specs = _specs("float16")
     bands = {s.magnitude for s in specs}
-    assert bands == {"", "moderate", "half_integers", "sqrt_max", "near_max"}
+    assert bands == {"", "moderate", "half_integers", "tiny", "sqrt_max", "near_max"}
     # about one tensor in three, not most: the default range still finds the everyday bugs
     assert 0.2 < sum(s.magnitude != "" for s in specs) / len(specs) < 0.6
     for s in specs:
@@ -70,11 +70,38 @@ def test_wider_floats_reach_hundreds_to_thousands_but_not_their_own_overflow():
     assert {s.magnitude for s in _specs("complex64")} == {""}
     for dtype in ("float32", "bfloat16"):
         specs = _specs(dtype)
-        assert {s.magnitude for s in specs} == {"", "moderate", "half_integers"}
+        assert {s.magnitude for s in specs} == {"", "moderate", "half_integers", "tiny"}
         big = [_finite_abs(s) for s in specs if s.magnitude == "moderate"]
         hi = max(float(a.max()) for a in big if a.numel())
         # bfloat16 holds no odd integer above 256: a kernel that loses them shows here
         assert 1000 < hi <= MODERATE_BAND[1] * 1.01
+
+
+def test_tiny_values_lose_one_plus_x_but_keep_their_squares_normal():
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        info = torch.finfo(dtype)
+        lo, hi = magnitude_band("tiny", dtype)
+        x = TensorSpec((400,), str(dtype).removeprefix("torch."), seed=3, magnitude="tiny").make_cpu_base()
+        a = x[x != 0].abs().to(torch.float64)
+        assert lo * 0.99 <= float(a.min()) and float(a.max()) <= hi * 1.01, dtype
+        assert bool((x > 0).any() and (x < 0).any())  # the kind's signs kept
+        # 1 + x keeps at most half of x's digits: the band is where log1p(x) != log(1 + x)
+        assert float(a.max()) ** 2 <= info.eps * 1.01
+        assert float((x.to(dtype) * x.to(dtype)).abs().min()) >= info.smallest_normal, dtype
+
+
+def test_tiny_values_only_where_the_domain_holds_them():
+    # acosh's domain (above one) and the gamma family's (poles at 0 and below) never draw them;
+    # the bounded domains around 0 (asin's, atanh's, expm1's small inputs) do
+    for values in ("above_one", "no_poles"):
+        assert "tiny" not in {s.magnitude for s in _specs("float32", values)}, values
+    for values in ("unit", "open_unit", "small"):
+        specs = _specs("float32", values)
+        assert {s.magnitude for s in specs} == {"", "tiny"}, values
+        for s in specs:
+            a = _finite_abs(s)
+            if s.magnitude == "tiny" and a.numel():
+                assert float(a.max()) <= magnitude_band("tiny", torch.float32)[1] * 1.01
 
 
 def test_half_types_moderate_band_reaches_the_octaves_where_their_unit_is_one():
@@ -116,9 +143,11 @@ def test_bands_respect_the_domain():
         for s in _specs("float16", values):
             t = s.make_cpu_base()
             assert bool((t >= 0).all()), (values, s)
-    # bounded domains and explicit ranges keep their range
-    for values in ("unit", "open_unit", "probability", "small"):
-        assert {s.magnitude for s in _specs("float16", values)} == {""}
+    # bounded domains and explicit ranges keep their range (the tiny band inside it, where it
+    # holds 0: see test_tiny_values_only_where_the_domain_holds_them)
+    assert {s.magnitude for s in _specs("float16", "probability")} == {""}
+    for values in ("unit", "open_unit", "small"):
+        assert {s.magnitude for s in _specs("float16", values)} <= {"", "tiny"}
     ranged = _drawn(tensors(dtype="float16", shape=(8,), low=0.0, high=1.0))
     assert {s.magnitude for s in ranged} == {""}
     # an integer drawn positive is often a count: no integer bands there
