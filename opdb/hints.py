@@ -147,6 +147,11 @@ HINTS: dict[str, Hint] = {
     "discontinuity": Hint(
         "table", None, "where the op's step sits: at = input|computed, precision = math|dtype, period = argument"
     ),
+    "gradient_discontinuity": Hint(
+        "table",
+        None,
+        "where the op's gradient steps: at = input (an input as given compared with a constant or an argument)",
+    ),
     "bin_edges": Hint("table", None, "counts judged against the edges the dtype computes: edges = op, counts = op"),
 }
 

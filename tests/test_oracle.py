@@ -558,3 +558,20 @@ def test_a_cpu_kernel_reading_a_local_it_never_set_is_no_expectation():
     assert abs(float(_observed(_run_side(op, case, to_device=_cpu_copy, device=cpu))[0]) - 0.3203) < 1e-4
     steady = Case(op.qualname, (T((), "float32", data=(1.5,)), 2))
     assert _cpu_unsteady(op, steady, _observed(_run_side(op, steady, to_device=_cpu_copy, device=cpu)), same) == ""
+
+
+def test_a_gradient_on_the_wrong_side_of_an_exact_breakpoint_is_no_precision_edge():
+    # hardsigmoid's derivative steps from 1/6 to 0 at +-3, which the input holds exactly: a device
+    # passing the gradient there (<= for <) is on the wrong side of PyTorch's convention, not
+    # within the case's conditioning, though moving the input by a unit crosses the step
+    from tests.faulty_third import THIRD
+
+    op = opdb.lookup("aten::hardsigmoid")
+    for data in ((3.0, -3.0, 1.0, 0.5) * 4, (-3.0,)):
+        case = Case(op.qualname, (T((len(data),), "float32", data=data),))
+        r = run_case(op, case, THIRD["hardsigmoid_backward_boundary"](), grad=True)
+        assert r.outcome is O.GRAD_MISMATCH and r.phase == "backward", r.message
+        assert run_case(op, case, CPUKernels(), grad=True).outcome is O.PASS
+    # off the breakpoints the faulty kernel is right
+    case = Case(op.qualname, (T((4,), "float32", data=(2.5, -2.5, 1.0, 0.5)),))
+    assert run_case(op, case, THIRD["hardsigmoid_backward_boundary"](), grad=True).outcome is O.PASS

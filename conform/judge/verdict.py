@@ -615,7 +615,10 @@ def _discontinuity(phase: Phase) -> dict:
     its step sits (`at`: "input", a value of an input as given; "computed", a value the kernel
     computes from them), in which precision that value is computed (`precision`: "math", float32
     for half precision, or "dtype"), and the argument whose multiple the result jumps by
-    (`period`); {} for a continuous op. Forward results only: a gradient has no step."""
+    (`period`); {} for a continuous op. For gradients, the step of a piecewise op's derivative
+    (hint `gradient_discontinuity`: hardsigmoid's at +-3, relu's at 0)."""
+    if phase.name == "backward":
+        return hint(phase.op, "gradient_discontinuity") or {}
     if phase.name != "forward" or (hint(phase.op, "exact_only_with") and not _exactly_determined(phase)):
         return {}  # div without a rounding mode is true division: continuous
     return hint(phase.op, "discontinuity") or {}
