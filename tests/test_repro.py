@@ -240,3 +240,18 @@ def test_a_result_that_varies_from_run_to_run_is_reproduced_by_running_again(tmp
     )
     done = run_script(path, cwd=tmp_path)
     assert "verdict: pass" in done.stdout and "attempt 2" not in done.stdout, done.stdout[-2000:]
+
+
+def test_a_script_carries_the_tensor_builder_code_without_its_comment_lines():
+    # the scripts go into bug reports and pull-request comments (conform gate's summary, which
+    # GitHub limits in size): the builder's code, verbatim, and none of its comment lines
+    import inspect
+
+    from conform.report import repro as repro_module
+    from generators import tensor as tensor_module
+
+    src = repro_module._tensor_builder_source()
+    compile(src, "tensor builder", "exec")
+    body = src.splitlines()[1:]
+    assert "def _make_values(" in src and not any(line.lstrip().startswith("#") for line in body)
+    assert len(src) < 0.8 * len(inspect.getsource(tensor_module))

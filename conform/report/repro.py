@@ -1,7 +1,7 @@
 """Copy-paste reproduction: a standalone script for one case of one op on one device.
 
-The script needs torch only: it carries the source of `generators.tensor` verbatim (the module
-is torch-only by design), so every tensor is rebuilt by the very code conform tested it with:
+The script needs torch only: it carries the code of `generators.tensor` verbatim, its comment
+lines left out (the module is torch-only by design), so every tensor is rebuilt by the very code conform tested it with:
 seeded CPU values, quantization, explicit values, structured matrices, and the strided or sparse
 layout built on the device. A backend developer can paste it into a bug report without
 installing conform. It runs the op on the CPU and on the device, and prints both results and
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import io
 import json
 import math
+import tokenize
 
 import torch
 
@@ -464,10 +466,19 @@ def _expr(v, *, device_var: str = "device", names: dict[int, str] | None = None)
 
 
 def _tensor_builder_source() -> str:
-    """generators/tensor.py as script text: its imports and definitions, without its docstring."""
+    """generators/tensor.py as script text: its imports and definitions, without its docstring
+    and its comment lines (a quarter of the module: a script pasted into a bug report or a
+    pull request's comment, whose size GitHub limits, carries the code alone)."""
     src = inspect.getsource(tensor_module)
     body = src.split("from __future__ import annotations\n", 1)[1]
-    return "# -- conform's tensor builder: generators/tensor.py, verbatim " + "-" * 28 + "\n" + body.strip() + "\n\n\n"
+    comment_lines = {
+        tok.start[0]
+        for tok in tokenize.generate_tokens(io.StringIO(body).readline)
+        if tok.type == tokenize.COMMENT and tok.line.lstrip().startswith("#")
+    }
+    code = "\n".join(line for n, line in enumerate(body.splitlines(), 1) if n not in comment_lines)
+    header = "# -- conform's tensor builder: generators/tensor.py, its code verbatim (comments left out) "
+    return header + "-" * 4 + "\n" + code.strip() + "\n\n\n"
 
 
 def _given(value, default: float) -> float:
