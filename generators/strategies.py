@@ -68,7 +68,7 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 #   float64 holds it and a later sigmoid or softmax brings golden back, which no evaluation in
 #   the dtype can. Which tensor is drawn (`huge_role`), so it shrinks. For float32 and bfloat16
 #   this is the only way into large magnitudes (random draws keep them for float16, see
-#   _float_magnitudes): one example in a few, on purpose, since on the plain CPU the float64
+#   _plain_bands): one example in a few, on purpose, since on the plain CPU the float64
 #   expectation judges what the CPU's own intermediate overflow does to a representable result.
 #
 # Hypothesis's first example is the one made of the simplest choices, and the shrinker only lowers
@@ -427,15 +427,11 @@ INT_MAGNITUDE_DOMAINS = ("real", "nonzero")
 # For float32 and bfloat16 the CPU computes in the dtype's own range, so values near 1e19 or
 # 1e38 mostly measure how the CPU's own intermediates overflow (x * x in a norm, inf - inf in a
 # matrix exponential): on a sample of 68 ops they doubled the CPU sweep's alarm cells (19 -> 43).
-_float_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "tiny"))
-_half_magnitudes = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "tiny", "sqrt_max", "near_max"))
 # The "tiny" band (generators.tensor.MAGNITUDES) where values near 0 are in the domain: also for the
 # bounded domains around 0 (unit, open_unit, and "small": expm1, sinh and atanh are where it
 # matters most), not above one (acosh's domain) nor near the poles of the gamma family (there
 # |f| grows as 1 / x**(n+1) and overflows float32 where float64 does not), nor for matrices.
 TINY_DOMAINS = ("real", "nonzero", "positive", "nonnegative", "above_minus_one", "small", "unit", "open_unit")
-_float_magnitudes_no_tiny = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers",))
-_half_magnitudes_no_tiny = memo.sampled_from(("",) * 6 + ("moderate",) * 3 + ("half_integers", "sqrt_max", "near_max"))
 _tiny_magnitudes = memo.sampled_from(("",) * 6 + ("tiny",))
 _int_magnitudes = memo.sampled_from(("",) * 9 + ("moderate", "moderate", "int_extreme"))
 _byte_magnitudes = memo.sampled_from(("",) * 9 + ("int_extreme",))
@@ -452,9 +448,7 @@ def _magnitudes(dtype: str, values: str):
         # a computed range (generators.op_ranges) beside the dtype's own bands: one tensor in two
         return _computed_bands(op_range, dtype == "float16", values in TINY_DOMAINS)
     if dtype in FLOAT_DTYPES and values in MAGNITUDE_DOMAINS:  # not complex, not float8 (max 448)
-        if values in TINY_DOMAINS:
-            return _half_magnitudes if dtype == "float16" else _float_magnitudes
-        return _half_magnitudes_no_tiny if dtype == "float16" else _float_magnitudes_no_tiny
+        return _float_bands(dtype == "float16", values in TINY_DOMAINS)
     if dtype in FLOAT_DTYPES and values in TINY_DOMAINS:
         return _tiny_magnitudes
     if dtype in INT_DTYPES and values in INT_MAGNITUDE_DOMAINS:
@@ -467,9 +461,26 @@ def _op_range_bands(op_range: str) -> memo.SearchStrategy[str]:
     return memo.sampled_from(("", "") + (op_range,) * 4 + ("tiny",))
 
 
+def _plain_bands(half: bool, tiny: bool, breakpoints: bool = True) -> tuple[str, ...]:
+    """A plain floating tensor's bands, the kind's own range ("") first: float16's large ones
+    (`half`), the tiny one where its domain holds values near 0, the grid of halves (`breakpoints`)."""
+    return (
+        ("",) * 6
+        + ("moderate",) * 3
+        + (("half_integers",) if breakpoints else ())
+        + (("tiny",) if tiny else ())
+        + (("sqrt_max", "near_max") if half else ())
+    )
+
+
+@functools.cache
+def _float_bands(half: bool, tiny: bool) -> memo.SearchStrategy[str]:
+    return memo.sampled_from(_plain_bands(half, tiny))
+
+
 @functools.cache
 def _computed_bands(op_range: str, half: bool, tiny: bool) -> memo.SearchStrategy[str]:
-    plain = ("",) * 6 + ("moderate",) * 3 + (("tiny",) if tiny else ()) + (("sqrt_max", "near_max") if half else ())
+    plain = _plain_bands(half, tiny, breakpoints=False)
     return memo.sampled_from(plain + (op_range,) * len(plain))
 
 
