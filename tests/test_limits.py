@@ -110,7 +110,7 @@ def test_silu_gradient_at_plus_infinity_is_its_saturated_derivative_not_nan():
     assert r.outcome is Outcome.GRAD_MISMATCH, r.message
     assert "for an input inf" in r.message and "derivative 1.0 (times grad_output)" in r.message
     assert _replayed("aten::silu", case, r).startswith("verdict: grad_mismatch")
-    for healthy in ("aten::tanh", "aten::softplus", "aten::exp", "aten::hardswish"):
+    for healthy in ("aten::tanh", "aten::softplus", "aten::exp", "aten::sigmoid"):
         r = _run(healthy, _case(healthy, "float32", values=(1.0, 3.0, INF, -INF)))
         assert r.outcome is Outcome.PASS, (healthy, r.message)
 
@@ -121,3 +121,134 @@ def test_a_limit_beyond_the_dtypes_range_is_its_overflow():
     x = torch.tensor([-INF, 1.0])
     assert not limits.off_at_infinity(x, torch.tensor([-INF, 0.5]), {-INF: -6.2e57}, torch.float32).any()
     assert limits.off_at_infinity(x, torch.tensor([float("nan"), 0.5]), {-INF: -6.2e57}, torch.float32).any()
+
+
+# -- any op, element by element ------------------------------------------------------------------
+
+
+def _softmax_case(qualname, values=(INF, 1.0, 2.0, 0.5)):
+    return Case(qualname, (TensorSpec((len(values),), "float32", data=tuple(values)), 0, False), {}, seed=1)
+
+
+@pytest.mark.parametrize("qualname", ["aten::_softmax", "aten::_log_softmax"])
+def test_softmax_at_one_plus_infinity_is_its_value_there_not_nan(qualname):
+    """softmax([inf, 1, 2, 0.5]) is [1, 0, 0, 0] whatever rate the inf grows at; the CPU's
+    exp(x - max) meets inf - inf, and float64 golden runs the same kernel (pytorch's softmax of
+    +inf)."""
+    case = _softmax_case(qualname)
+    r = _run(qualname, case)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert r.message.startswith("result: NaN mismatch at (0,)") and "a drawn e for each" in r.message
+    assert _replayed(qualname, case, r).startswith("verdict: mismatch")
+
+
+def _pair(qualname, a, b):
+    return Case(
+        qualname, (TensorSpec((len(a),), "float32", data=a), TensorSpec((len(b),), "float32", data=b)), {}, seed=1
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _softmax_case("aten::_softmax", (-INF, 1.0, 2.0, 0.5)),  # right: 0 at -inf
+        _pair("aten::sub.Tensor", (INF, 1.0), (INF, 2.0)),  # inf - inf: the limit depends on the rates
+        _pair("aten::div.Tensor", (INF, 1.0), (-INF, 2.0)),
+        _pair("aten::mul.Tensor", (INF, 1.0), (0.0, 2.0)),  # x * 0: 0 at every finite x, IEEE's NaN at inf
+        Case(
+            "aten::lerp.Scalar",
+            (TensorSpec((2,), "float32", data=(1.0, 1.0)), TensorSpec((2,), "float32", data=(INF, 2.0)), 0.0),
+            {},
+            seed=1,
+        ),
+    ],
+    ids=lambda c: c.op,
+)
+def test_no_opinion_where_the_value_at_infinity_depends_on_the_rates_or_on_nothing(case):
+    r = _run(case.op, case)
+    assert r.outcome is Outcome.PASS, r.message
+
+
+def test_hardswish_at_minus_infinity_is_its_value_there_as_silus():
+    """hardswish(x) = x * relu6(x + 3) / 6 is -0.0 for every x below -3; at -inf the CPU's formula
+    meets -inf * 0, the class of silu's. (An activation, not tagged pointwise: judged element by
+    element.)"""
+    case = _case("aten::hardswish", "float32", values=(1.0, 3.0, INF, -INF))
+    r = _run("aten::hardswish", case)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert r.message.startswith("result: NaN mismatch at (3,)") and "gives -0.0" in r.message
+    assert _replayed("aten::hardswish", case, r).startswith("verdict: mismatch")
+
+
+def test_softmax_on_a_device_right_at_infinity_passes_and_the_cpu_is_found_wrong():
+    from tests.cpu_kernels import CPUKernels
+
+    case = _softmax_case("aten::_softmax")
+    shared = _run("aten::_softmax", case, CPUKernels())
+    assert shared.outcome is Outcome.PASS, shared.message  # parity: the device shares the CPU's NaN
+    assert shared.finding and shared.finding["kind"] == "reference" and "NaN mismatch" in shared.finding["message"]
+
+    class RightSoftmax(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is aten._softmax.default:
+                x = args[0]
+                top = x == INF
+                out = torch.where(
+                    top.any(args[1], keepdim=True), top.to(out.dtype) / top.sum(args[1], keepdim=True), out
+                )
+            return out
+
+    class Right(CPUBackend):
+        name = "right-softmax"
+
+        def device_context(self):
+            return RightSoftmax()
+
+    right = _run("aten::_softmax", case, Right())
+    assert right.outcome is Outcome.PASS, right.message  # golden sides with the CPU's NaN
+    assert right.finding and right.finding["kind"] == "cpu_wrong", right.finding
+
+
+class _InfMinusInfIsZero(TorchDispatchMode):
+    """inf - inf as 0: logsumexp's gradient exp(x - logsumexp(x)) is then right at x = inf."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is aten.sub.Tensor and all(isinstance(a, torch.Tensor) for a in args[:2]):
+            both = torch.isinf(args[0]) & (args[0] == args[1])
+            out = torch.where(both, torch.zeros_like(out), out)
+        return out
+
+
+class InfMinusInf(CPUBackend):
+    name = "inf-minus-inf"
+
+    def device_context(self):
+        return _InfMinusInfIsZero()
+
+
+def test_a_gradient_at_infinity_is_float64s_there_for_the_cases_grad_output():
+    """d logsumexp / dx is softmax(x): [1, 0] at [inf, 1]; the CPU's exp(x - logsumexp(x)) is NaN there."""
+    q = "aten::logsumexp"
+    case = Case(q, (TensorSpec((2,), "float32", data=(INF, 1.0)), [0]), {}, seed=1)
+    r = _run(q, case)
+    assert r.outcome is Outcome.GRAD_MISMATCH, r.message
+    assert r.message.startswith("grad[self]: NaN mismatch at (0,)") and "for the case's grad_output" in r.message
+    assert _replayed(q, case, r).startswith("verdict: grad_mismatch")
+    right = _run(q, case, InfMinusInf())
+    assert right.outcome is Outcome.PASS, right.message
+    assert right.finding and right.finding["kind"] == "cpu_wrong" and "grad[self]" in right.finding["message"]
+
+
+def test_the_probes_keep_finite_values_and_spread_the_infinite_ones():
+    from conform.judge import limits
+
+    x = torch.tensor([INF, 1.0, -INF, INF] * 8, dtype=torch.float64)
+    beyond = 2.0**16  # above float16's largest, 65504
+    assert limits.at_probe(x, 0, 0, torch.float16)[:4].tolist() == [beyond, 1.0, -beyond, beyond]
+    spread = limits.at_probe(x, 0, 2, torch.float16)
+    assert (spread[1::4] == 1.0).all() and (spread[2::4] <= -beyond).all()
+    assert len(set(spread[0::4].tolist())) > 1  # another power of two for each infinite element
+    assert not torch.equal(limits.at_probe(x, 1, 2, torch.float16), spread)  # another tensor, others
+    assert limits.at_probe(x, 0, limits.SPREAD, torch.float16)[:4].tolist() == [0.5, 1.0, -0.5, 0.5]

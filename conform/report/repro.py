@@ -554,6 +554,8 @@ def relation_verdict():
         return elementwise_verdict()
     if RELATION["relation"] == "limit":
         return limit_verdict()
+    if RELATION["relation"] == "infinity":
+        return infinity_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -711,6 +713,55 @@ def limit_verdict():
 '''
 
 
+_INFINITY_CODE = '''
+
+def probed(j, vs=None):
+    """float64's floating results (or, given the outputs' weights `vs`, the gradients of every
+    floating input) with each infinite input replaced as at_probe's probe j does."""
+    global _GOLDEN
+    _GOLDEN = True
+    try:
+        with torch.enable_grad():
+            _, xs = call(torch.device("cpu"), requires_grad=True)
+            dtype = getattr(torch, RELATION["dtype"])
+            ins = [at_probe(x.detach(), n, j, dtype).requires_grad_(True) for n, x in enumerate(xs)]
+            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
+            outs = [t for t in leaves(result) if t.is_floating_point()]
+            if vs is None:
+                return [o.detach() for o in outs]
+            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
+            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
+    finally:
+        _GOLDEN = False
+
+
+def infinity_verdict():
+    """The device's result (or gradients) at infinite inputs against float64's with those inputs at
+    +-2**e beyond the dtype's range: where float64 gives one finite value bit for bit whatever e
+    each of them takes, and another at moderate values, that is the op's value there; NaN is not."""
+    backward = PHASE == "backward"
+    if backward:
+        found, err = attempt(run_backward, DEVICE)
+        got, vs = (found[0], [g.double() for g in found[1]]) if err is None else (None, None)
+    else:
+        found, err = attempt(run, DEVICE)
+        got = [t for t in leaves(found[0]) if t.is_floating_point()] if err is None else None
+        vs = None
+    if err is not None:
+        return f"error (the device raised {err})"
+    runs = [probed(j, vs) for j in range(SPREAD + 2)]
+    verdict = "pass"
+    for k, (g, mask) in enumerate(zip(got, saturated_elements(runs))):
+        off = off_infinity(g, runs[0][k], mask)
+        if bool(off.any()):
+            i = tuple(int(v) for v in off.nonzero()[0]) if off.dim() else ()
+            print(f"{'grad' if backward else 'result'}[{k}] at {i}: {g[i].item()!r} on the device, where float64 "
+                  f"gives {runs[0][k][i].item()!r} at every large probe; {int(off.sum())} elements off")
+            verdict = "grad_mismatch" if backward else "mismatch"
+    return verdict
+'''
+
+
 def _function(name: str, op, case: Case) -> str:
     head = f"def {name}(device, requires_grad=False, replace=None, args_only=False):\n"
     return head + "\n".join(_body_lines(op, case)) + "\n\n"
@@ -739,6 +790,11 @@ def _relation_code(op, relation: dict | None) -> str:
         code += _LIMIT_CODE + "\n\n" + inspect.getsource(limits._same) + "\n\n" + inspect.getsource(limits.saturated)
         code += "\n\n" + inspect.getsource(limits.off_at_infinity)
         code += f"\n\nPROBE, MODERATE = {limits.PROBE!r}, {limits.MODERATE!r}\n"
+    if relation["relation"] == "infinity":
+        code += _INFINITY_CODE
+        for fn in (limits._same, limits.at_probe, limits.saturated_elements, limits.off_infinity):
+            code += "\n\n" + inspect.getsource(fn)
+        code += f"\n\nMODERATE, SPREAD, LEVELS = {limits.MODERATE!r}, {limits.SPREAD!r}, {limits.LEVELS!r}\n"
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"

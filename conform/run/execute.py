@@ -565,10 +565,19 @@ def _run_case(
         # a device right at an infinite input where the CPU and golden share a formula's NaN
         # (conform.judge.limits) is held to the op's value there, not to theirs
         made = _forward_limit(op, case, phase)
-        expected = phase.expect(phase.golden) if made is not None and phase.golden is not None else None
-        cpu_off = made[0](_only_leaf((ref_result, None))) if made is not None else ""
-        if cpu_off and expected is not None and not made[0](_only_leaf((dev.result, dev.written))):
-            fixed = _limit_expected(made, expected)
+        expected = phase.expect(phase.golden) if phase.golden is not None else None
+        if made is not None:
+            cpu_off = made[0](_only_leaf((ref_result, None)))
+            dev_off = made[0](_only_leaf((dev.result, dev.written)))
+            fix = lambda e: _limit_expected(made, e)  # noqa: E731
+        else:  # any other op, element by element (conform.judge.limits.at_probe)
+            sides = [_float_leaves(dev.result), _float_leaves(ref_result)]
+            general = _infinity_check(op, case, _forward_probe(op, case, phase), sides, ["result"])
+            cpu_off = general.judge(sides[1]) if general is not None else ""
+            dev_off = general.judge(sides[0]) if general is not None else ""
+            fix = lambda e: general.expected(e)  # noqa: E731
+        if cpu_off and expected is not None and not dev_off:
+            fixed = fix(expected)
             if fixed is not None and not failures(forward_records((dev.result, dev.written), fixed)):
                 said = f"the CPU reference and float64 are wrong at an infinite input: {cpu_off}"
                 return CaseResult(
@@ -961,6 +970,21 @@ def _backward(
         rerun_reference=rerun_on(None),
     )
     bad = failures(v.records)
+    if bad and not plain and want_golden and not meta_only and not ties:
+        # a device right at an infinite input where the CPU and golden share a formula's NaN
+        # (conform.judge.limits) is held to the op's derivative there, not to theirs
+        names = list(dev_grads)
+        sides = [[dev_grads[n] for n in names], [ref_grads.get(n) for n in names]]
+        made = _infinity_check(op, case, _gradient_probe(op, case, gos, names), sides, [f"grad[{n}]" for n in names])
+        expected = phase.expect(phase.golden) if made is not None else None
+        cpu_off = made.judge(sides[1]) if made is not None else ""
+        if cpu_off and expected is not None and not made.judge(sides[0]):
+            fixed = made.expected(([expected[0][n] for n in names], {}))
+            if fixed is not None and not failures(grad_records((dev_grads, {}), (dict(zip(names, fixed[0])), {}))):
+                said = f"the CPU reference and float64 are wrong at an infinite input: {cpu_off}"
+                return CaseResult(
+                    Outcome.PASS, "backward", said, finding=oracle.Finding(oracle.CPU_WRONG, "backward", said).to_dict()
+                )
     finding = v.finding.to_dict() if v.finding else None
     elementwise = (
         _elementwise_judge(op, case, phase, run_cpu, "grad[{name}]", shape=gos[0].shape)
@@ -987,7 +1011,7 @@ def _backward(
             finding = oracle.Finding(oracle.REFERENCE if dev_off else oracle.CPU_WRONG, "backward", cpu_off).to_dict()
     limit = (
         _backward_limit(op, case, gos, dev_grads, ref_grads, backend)
-        if want_golden and not meta_only and not ties and not bad and len(gos) == 1
+        if want_golden and not meta_only and not ties and not bad
         else None
     )
     if isinstance(limit, CaseResult):
@@ -1182,7 +1206,7 @@ def _limit_result(op, case, backend, phase, dev, ref_result, result) -> CaseResu
     the failing CaseResult, or None (a finding about the CPU goes into `result`)."""
     made = _forward_limit(op, case, phase)
     if made is None:
-        return None
+        return _infinity_result(op, case, backend, phase, dev, ref_result, result)
     judge, probe, dt, _, _ = made
     plain = is_plain_cpu(backend)
     dev_off = judge(_only_leaf((dev.result, dev.written)))
@@ -1205,11 +1229,9 @@ def _backward_limit(op, case, gos, dev_grads, ref_grads, backend):
         )
         return next(iter(found.values())) if err is None and found and len(found) == 1 else None
 
-    if len(dev_grads) != 1:
-        return None
-    made = _limit_judge(op, case, evaluate, "grad", scale=gos[0])
+    made = _limit_judge(op, case, evaluate, "grad", scale=gos[0]) if len(dev_grads) == len(gos) == 1 else None
     if made is None:
-        return None
+        return _infinity_backward(op, case, gos, dev_grads, ref_grads, backend)
     judge, probe, dt, _, _ = made
     plain = is_plain_cpu(backend)
     (name,) = dev_grads
@@ -1223,10 +1245,180 @@ def _backward_limit(op, case, gos, dev_grads, ref_grads, backend):
     return failed if failed is not None else holder.finding
 
 
+@dataclass
+class _Infinity:
+    """conform.judge.limits' values at infinity of one case, element by element: judge(leaves) says
+    what floating `leaves` (a result's or the gradients', in order) hold off them ("" where
+    nothing); expected(e) is golden's (result, written) `e` with those values in place."""
+
+    dt: torch.dtype
+    values: list[torch.Tensor]  # float64 at the first probe, per leaf
+    masks: list[torch.Tensor]  # where that is the op's value at infinity
+    labels: list[str]  # each leaf's name in messages
+
+    def judge(self, got: list) -> str:
+        for g, value, mask, label in zip(got, self.values, self.masks, self.labels):
+            off = limits.off_infinity(g, value, mask) if isinstance(g, torch.Tensor) else None
+            if off is not None and bool(off.any()):
+                return limits.infinity_message(label, g, value, off, self.dt)
+        return ""
+
+    def expected(self, expected):
+        result, written = expected
+        if written:
+            return None
+        found = iter(zip(self.values, self.masks))
+
+        def fix(t):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                value, mask = next(found, (None, None))
+                return t if value is None else torch.where(mask.to(t.device), value.to(t), t)
+            if isinstance(t, (list, tuple)):
+                return type(t)(fix(x) for x in t)
+            return t
+
+        return fix(result), written
+
+
+def _float_leaves(value) -> list:
+    return [t for t in leaves(value) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) -> _Infinity | None:
+    """conform.judge.limits' values at infinity for an op the one-tensor check does not take (several
+    tensors, reductions, norms, losses), or None where it does not apply: no infinite floating
+    input, no NaN in `sides` (the floating leaves each judged side holds), no such value where
+    they hold NaN. `evaluate(j)` gives float64's floating leaves at probe j (limits.at_probe)."""
+    if op.variant != "functional" or op.exact or _nondeterminism(op):
+        return None
+    if not hint(op, "limit_at_infinity") or hint(op, "discontinuity"):
+        return None
+    if is_backward(op) or "_jvp" in op.base_name or op.base_name.startswith(("_fused_", "_foreach_")):
+        # a gradient formula takes its forward's results and seeds as inputs, which the op's own
+        # backward reaches at their real values (silu's gradient at inf is silu_backward's);
+        # an optimizer step at an infinite gradient has no documented value
+        return None
+    dt = _one_real_dtype(case)
+    specs = [sp for sp in case.tensor_specs() if sp.torch_dtype.is_floating_point]
+    if dt is None or dt == torch.float64 or len({id(sp) for sp in specs}) != len(specs):
+        return None  # a tensor in two places would take two probes' values in a repro script
+    if not all(metamorphic._plain_spec(sp) for sp in specs):
+        return None
+    if not any(bool(torch.isinf(metamorphic._logical(sp)).any()) for sp in specs):
+        return None
+    if not any(isinstance(t, torch.Tensor) and bool(torch.isnan(t).any()) for side in sides for t in side):
+        return None
+    first = evaluate(0)
+    if not first:
+        return None
+    wanted = []
+    for k, value in enumerate(first):
+        mask = torch.zeros(value.shape, dtype=torch.bool)
+        for side in sides:
+            got = side[k] if k < len(side) else None
+            if isinstance(got, torch.Tensor) and got.shape == value.shape:
+                mask |= torch.isnan(got.detach().cpu())
+        wanted.append(mask & torch.isfinite(value))
+    if not any(bool(m.any()) for m in wanted):
+        return None
+    runs = [first]
+    for j in range(1, limits.SPREAD + 2):
+        run = evaluate(j)
+        if not run or len(run) != len(first) or any(a.shape != b.shape for a, b in zip(run, first)):
+            return None
+        runs.append(run)
+    masks = [m & w for m, w in zip(limits.saturated_elements(runs), wanted)]
+    if not any(bool(m.any()) for m in masks):
+        return None
+    if len(labels) != len(first):
+        labels = [f"{labels[0]}[{k}]" for k in range(len(first))] if len(first) > 1 else labels[:1]
+    return _Infinity(dt, first, masks, labels)
+
+
+def _probe_case(op, case, j: int, dt: torch.dtype):
+    """`case` at probe `j` of limits.at_probe: each infinite element of its floating tensors replaced."""
+    count = iter(range(len(case.tensor_specs())))
+
+    def at(sp, _name):
+        if not sp.torch_dtype.is_floating_point:
+            return sp
+        n = next(count)
+        x = metamorphic._logical(sp).to(torch.float64)
+        if not bool(torch.isinf(x).any()):
+            return sp
+        # in float64, which holds the probe's values beyond the dtype's range (golden runs in it anyway)
+        wide = dataclasses.replace(sp, dtype="float64")
+        return metamorphic._with_values(wide, limits.at_probe(x, n, j, dt), "contiguous")
+
+    return metamorphic._map_specs(case, at, set(), [a.name for a in op.arguments])
+
+
+def _forward_probe(op, case, phase):
+    def evaluate(j):
+        observed = phase.run_cpu(_probe_case(op, case, j, _one_real_dtype(case)), torch.float64)
+        return None if observed is None else _float_leaves(observed[0])
+
+    return evaluate
+
+
+def _infinity_result(op, case, backend, phase, dev, ref_result, result) -> CaseResult | None:
+    """The result at an infinite input of any op against its values there (_infinity_check): the
+    failing CaseResult, or None (a finding about the CPU goes into `result`)."""
+    plain = is_plain_cpu(backend)
+    sides = [_float_leaves(dev.result)] + ([] if plain else [_float_leaves(ref_result)])
+    made = _infinity_check(op, case, _forward_probe(op, case, phase), sides, ["result"])
+    if made is None:
+        return None
+    dev_off = made.judge(sides[0])
+    if dev_off and not plain:
+        again = _forward_rerun(op, backend)(case)  # self-consistent first: the device's rerun shows it too
+        dev_off = dev_off if again is not None and made.judge(_float_leaves(again[0])) else ""
+    cpu_off = dev_off if plain else made.judge(sides[1])
+    return _limit_verdict(dev_off, cpu_off, plain, None, made.dt, result, "forward")
+
+
+def _gradient_probe(op, case, gos, names):
+    cpu = torch.device("cpu")
+    gold_gos = [g.to(torch.float64) for g in gos]
+
+    def evaluate(j):
+        probe = _probe_case(op, case, j, _one_real_dtype(case))
+        found, _, err, _ = _run_backward(
+            op, probe, to_device=_cpu_copy, device=cpu, dtype=torch.float64, grad_outputs=gold_gos
+        )
+        return [found[n] for n in names] if err is None and found and all(n in found for n in names) else None
+
+    return evaluate
+
+
+def _infinity_backward(op, case, gos, dev_grads, ref_grads, backend):
+    """The gradients at an infinite input of any op against float64's there, for the case's own
+    grad_outputs (_infinity_check): a failing CaseResult, a finding (dict), or None."""
+    names = list(dev_grads)
+    evaluate = _gradient_probe(op, case, gos, names)
+    plain = is_plain_cpu(backend)
+    sides = [[dev_grads[n] for n in names]] + ([] if plain else [[ref_grads.get(n) for n in names]])
+    made = _infinity_check(op, case, evaluate, sides, [f"grad[{n}]" for n in names])
+    if made is None:
+        return None
+    dev_off = made.judge(sides[0])
+    if dev_off and not plain:
+        again, _, err, _ = _run_backward(op, case, **_on_device(backend), grad_outputs=gos)
+        dev_off = dev_off if err is None and again and made.judge([again.get(n) for n in names]) else ""
+    cpu_off = dev_off if plain else made.judge(sides[1])
+    holder = CaseResult(Outcome.PASS, "backward")
+    failed = _limit_verdict(dev_off, cpu_off, plain, None, made.dt, holder, "backward")
+    return failed if failed is not None else holder.finding
+
+
 def _limit_verdict(dev_off: str, cpu_off: str, plain: bool, probe, dt, result: CaseResult, phase: str):
     """Parity first, as for the element checks: the device off the limit where the CPU is not (or
-    the plain CPU off it) fails; the CPU off it is a finding about the CPU."""
-    relation = {"relation": "limit", "other": probe.to_json(), "index": None, "first": None}
+    the plain CPU off it) fails; the CPU off it is a finding about the CPU. `probe` None: the
+    element-by-element check of any op (_infinity_check), whose repro script makes its probes."""
+    if probe is None:
+        relation = {"relation": "infinity", "other": None, "index": None, "first": None}
+    else:
+        relation = {"relation": "limit", "other": probe.to_json(), "index": None, "first": None}
     relation["dtype"] = str(dt).removeprefix("torch.")
     if dev_off and (plain or not cpu_off):
         outcome = Outcome.MISMATCH if phase == "forward" else Outcome.GRAD_MISMATCH
@@ -1253,6 +1445,12 @@ def _elementwise_relation(case) -> dict:
         "dtype": str(dt).removeprefix("torch."),
         "top": top if math.isfinite(top) else None,
     }
+
+
+def _one_real_dtype(case) -> torch.dtype | None:
+    """The one real floating dtype of every inexact tensor of `case`, or None."""
+    dts = {sp.torch_dtype for sp in case.tensor_specs() if is_inexact(sp.torch_dtype)}
+    return next(iter(dts)) if len(dts) == 1 and not next(iter(dts)).is_complex else None
 
 
 def _one_exact_dtype(case) -> torch.dtype | None:
