@@ -121,10 +121,11 @@ def once_per_session(request, tmp_path_factory, name: str, make):
     return folder, json.loads(done.read_text())
 
 
-# A fixed op set on which the CPU must agree with its float64 golden reference.
+# A fixed op set on which the CPU must agree with its float64 golden reference (not softmax: its
+# NaN at one +inf in a row, where its value is one-hot, is a finding of the values at infinity).
 CLEAN_OPS = (
     "aten::add.Tensor,aten::mul.Tensor,aten::relu,aten::sum.dim_IntList,aten::mm,aten::exp,"
-    "aten::index_select,aten::cat,aten::where.self,aten::softmax.int"
+    "aten::index_select,aten::cat,aten::where.self,aten::sub.Tensor"
 )
 
 

@@ -210,35 +210,43 @@ def test_softmax_on_a_device_right_at_infinity_passes_and_the_cpu_is_found_wrong
     assert right.finding and right.finding["kind"] == "cpu_wrong", right.finding
 
 
-class _InfMinusInfIsZero(TorchDispatchMode):
-    """inf - inf as 0: logsumexp's gradient exp(x - logsumexp(x)) is then right at x = inf."""
+class _CdistBackwardAtHuge(TorchDispatchMode):
+    """_cdist_backward computed in float64 with every infinite input at +-2**200, cast back: a
+    backward kernel right at infinity, where the value there is a limit."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func is aten.sub.Tensor and all(isinstance(a, torch.Tensor) for a in args[:2]):
-            both = torch.isinf(args[0]) & (args[0] == args[1])
-            out = torch.where(both, torch.zeros_like(out), out)
-        return out
+        if func is not aten._cdist_backward.default:
+            return func(*args, **(kwargs or {}))
+        huge = torch.tensor(2.0**200, dtype=torch.float64)
+        wide = [
+            torch.where(torch.isinf(t), torch.copysign(huge, t.double()), t.double())
+            if isinstance(t, torch.Tensor) and t.is_floating_point()
+            else t
+            for t in args
+        ]
+        return func(*wide, **(kwargs or {})).to(args[1].dtype)
 
 
-class InfMinusInf(CPUBackend):
-    name = "inf-minus-inf"
+class CdistBackwardAtHuge(CPUBackend):
+    name = "cdist-backward-at-huge"
 
     def device_context(self):
-        return _InfMinusInfIsZero()
+        return _CdistBackwardAtHuge()
 
 
 def test_a_gradient_at_infinity_is_float64s_there_for_the_cases_grad_output():
-    """d logsumexp / dx is softmax(x): [1, 0] at [inf, 1]; the CPU's exp(x - logsumexp(x)) is NaN there."""
-    q = "aten::logsumexp"
-    case = Case(q, (TensorSpec((2,), "float32", data=(INF, 1.0)), [0]), {}, seed=1)
+    """d ||x1 - x2|| / dx1 is (x1 - x2) / ||x1 - x2||: 1 where x1 is inf (0 in the other
+    coordinates); the CPU's kernel divides inf by inf. The forward, inf, is right."""
+    q = "aten::_cdist_forward"
+    x1 = TensorSpec((2, 2), "float32", data=(INF, 1.0, 0.0, 1.0))
+    case = Case(q, (x1, TensorSpec((1, 2), "float32", data=(1.0, 2.0)), 2.0, None), {}, seed=1)
     r = _run(q, case)
     assert r.outcome is Outcome.GRAD_MISMATCH, r.message
-    assert r.message.startswith("grad[self]: NaN mismatch at (0,)") and "for the case's grad_output" in r.message
+    assert r.message.startswith("grad[x1]: NaN mismatch at (0, 0)") and "for the case's grad_output" in r.message
     assert _replayed(q, case, r).startswith("verdict: grad_mismatch")
-    right = _run(q, case, InfMinusInf())
-    assert right.outcome is Outcome.PASS, right.message
-    assert right.finding and right.finding["kind"] == "cpu_wrong" and "grad[self]" in right.finding["message"]
+    right = _run(q, case, CdistBackwardAtHuge())
+    assert right.outcome is Outcome.PASS, right.message  # golden shares the CPU's NaN
+    assert right.finding and right.finding["kind"] == "cpu_wrong" and "grad[x1]" in right.finding["message"]
 
 
 def test_the_probes_keep_finite_values_and_spread_the_infinite_ones():

@@ -970,7 +970,10 @@ def _backward(
         rerun_reference=rerun_on(None),
     )
     bad = failures(v.records)
-    if bad and not plain and want_golden and not meta_only and not ties:
+    # an op whose gradient at inf another API gives (opdb hint gradient_equivalent) is that
+    # opinion's to judge there, with the relations
+    probe_grads = not ties and not hint(op, "gradient_equivalent")
+    if bad and not plain and want_golden and not meta_only and probe_grads:
         # a device right at an infinite input where the CPU and golden share a formula's NaN
         # (conform.judge.limits) is held to the op's derivative there, not to theirs
         names = list(dev_grads)
@@ -1010,7 +1013,7 @@ def _backward(
             # (rule (1a): parity passes it); either way a fact about the CPU kernel
             finding = oracle.Finding(oracle.REFERENCE if dev_off else oracle.CPU_WRONG, "backward", cpu_off).to_dict()
     limit = (
-        _backward_limit(op, case, gos, dev_grads, ref_grads, backend)
+        _backward_limit(op, case, gos, dev_grads, ref_grads, backend, general=probe_grads)
         if want_golden and not meta_only and not ties and not bad
         else None
     )
@@ -1217,9 +1220,10 @@ def _limit_result(op, case, backend, phase, dev, ref_result, result) -> CaseResu
     return _limit_verdict(dev_off, cpu_off, plain, probe, dt, result, "forward")
 
 
-def _backward_limit(op, case, gos, dev_grads, ref_grads, backend):
+def _backward_limit(op, case, gos, dev_grads, ref_grads, backend, *, general=True):
     """The input's gradient at an infinite input against grad_output times the op's saturated
-    derivative there (conform.judge.limits): a failing CaseResult, a finding (dict), or None."""
+    derivative there (conform.judge.limits): a failing CaseResult, a finding (dict), or None.
+    `general`: any other op too, element by element (_infinity_backward)."""
     cpu = torch.device("cpu")
 
     def evaluate(probe):
@@ -1231,7 +1235,7 @@ def _backward_limit(op, case, gos, dev_grads, ref_grads, backend):
 
     made = _limit_judge(op, case, evaluate, "grad", scale=gos[0]) if len(dev_grads) == len(gos) == 1 else None
     if made is None:
-        return _infinity_backward(op, case, gos, dev_grads, ref_grads, backend)
+        return _infinity_backward(op, case, gos, dev_grads, ref_grads, backend) if general else None
     judge, probe, dt, _, _ = made
     plain = is_plain_cpu(backend)
     (name,) = dev_grads
