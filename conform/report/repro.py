@@ -544,6 +544,38 @@ def cast_to(x, like):
     return x
 
 
+def golden_at(make, vs=None):
+    """float64's floating results (or, given the outputs' weights `vs`, the gradients of every
+    floating input) at the inputs make(n, x) gives for each floating input x of the case."""
+    global _GOLDEN
+    _GOLDEN = True
+    try:
+        with torch.enable_grad():
+            args, kwargs = call(torch.device("cpu"), args_only=True)
+            xs = []  # the floating inputs in the order call(replace=) takes them
+
+            def gather(v):
+                if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+                    xs.append(v)
+                elif isinstance(v, (list, tuple)):
+                    for x in v:
+                        gather(x)
+
+            for v in list(args) + list(kwargs.values()):
+                gather(v)
+            ins = [make(n, x.detach()) for n, x in enumerate(xs)]
+            if vs is not None:  # (a forward's inputs need not be differentiable: running stats)
+                ins = [x.requires_grad_(True) for x in ins]
+            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
+            outs = [t for t in leaves(result) if t.is_floating_point()]
+            if vs is None:
+                return [o.detach() for o in outs]
+            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
+            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
+    finally:
+        _GOLDEN = False
+
+
 def relation_verdict():
     """The device against itself: the drawn case (or the first of two out= layouts) and another
     case of the same values, in another layout or another position."""
@@ -612,31 +644,18 @@ def moved_golden(move, vs=None):
     """float64's result (or, given the outputs' weights `vs`, its gradients) with every floating
     input moved by one unit of the case's dtype: `move` is (direction,) or (direction, bit), where
     bit 0 moves neighbours and successive inputs apart, or ("scale", factor): times 1 + factor."""
-    global _GOLDEN
-    _GOLDEN = True
-    try:
-        with torch.enable_grad():
-            _, xs = call(torch.device("cpu"), requires_grad=True)
-            dtype = getattr(torch, RELATION["dtype"])
-            ins = []
-            for n, x in enumerate(xs):
-                x = x.detach()
-                if move[0] == "scale":
-                    ins.append((x * (1 + move[1])).requires_grad_(True))
-                    continue
-                step = move[0] * _spacing(x, dtype)
-                if len(move) > 1:
-                    index = torch.arange(x.numel()).reshape(x.shape)
-                    step = step * (1 - 2 * (((index >> move[1]) + n) % 2)).to(step.dtype)
-                ins.append((x + step).requires_grad_(True))
-            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
-            outs = [t for t in leaves(result) if t.is_floating_point()]
-            if vs is None:
-                return [o.detach() for o in outs]
-            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
-            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
-    finally:
-        _GOLDEN = False
+    dtype = getattr(torch, RELATION["dtype"])
+
+    def moved(n, x):
+        if move[0] == "scale":
+            return x * (1 + move[1])
+        step = move[0] * _spacing(x, dtype)
+        if len(move) > 1:
+            index = torch.arange(x.numel()).reshape(x.shape)
+            step = step * (1 - 2 * (((index >> move[1]) + n) % 2)).to(step.dtype)
+        return x + step
+
+    return golden_at(moved, vs)
 
 
 def elementwise_verdict():
@@ -718,21 +737,8 @@ _INFINITY_CODE = '''
 def probed(j, vs=None):
     """float64's floating results (or, given the outputs' weights `vs`, the gradients of every
     floating input) with each infinite input replaced as at_probe's probe j does."""
-    global _GOLDEN
-    _GOLDEN = True
-    try:
-        with torch.enable_grad():
-            _, xs = call(torch.device("cpu"), requires_grad=True)
-            dtype = getattr(torch, RELATION["dtype"])
-            ins = [at_probe(x.detach(), n, j, dtype).requires_grad_(True) for n, x in enumerate(xs)]
-            result, _ = call(torch.device("cpu"), requires_grad=True, replace=ins)
-            outs = [t for t in leaves(result) if t.is_floating_point()]
-            if vs is None:
-                return [o.detach() for o in outs]
-            grads = torch.autograd.grad([o for o in outs if o.requires_grad], ins, vs, allow_unused=True)
-            return [g.detach() if g is not None else torch.zeros_like(x) for g, x in zip(grads, ins)]
-    finally:
-        _GOLDEN = False
+    dtype = getattr(torch, RELATION["dtype"])
+    return golden_at(lambda n, x: at_probe(x, n, j, dtype), vs)
 
 
 def infinity_verdict():
