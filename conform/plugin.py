@@ -13,7 +13,7 @@ joins another project's pytest sessions. Each hook also returns at once outside 
 #   and passes it to pytest; under plain pytest, `pytest_configure` builds it from the
 #   `--conform-*` options;
 # * **workers** get a `conform.config.WorkerSetup` through `workerinput`, run cells, and send each
-#   `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json()).
+#   `conform.results.CellResult` back in `report.user_properties` as ("conform", its to_json() as JSON text).
 #   A worker never touches the device: its cells run in clean child processes
 #   (conform.run.isolation, `WorkerContext`).
 #
@@ -343,7 +343,8 @@ class Controller:
     def pytest_runtest_logreport(self, report):
         props = dict((k, v) for k, v in report.user_properties if k == PROPERTY) if report.user_properties else {}
         if PROPERTY in props and report.when == "call":
-            self.record(CellResult.from_json(props[PROPERTY]))
+            found = props[PROPERTY]
+            self.record(CellResult.from_json(json.loads(found) if isinstance(found, str) else found))
         elif report.when == "???" or (report.failed and report.when == "call" and PROPERTY not in props):
             # after Ctrl-C a worker that stops mid-cell looks like a crash to xdist: the cell was
             # interrupted, not crashed, and `--resume` runs it again

@@ -2,7 +2,7 @@
 
 A `CellResult` is made by conform.run.cell.run_cell (from the `CaseResult`s of conform.run.execute) in a
 clean device process, comes back to the worker through a pipe as itself, travels to the
-controller in `report.user_properties` as its `to_json()` (xdist sends only plain values),
+controller in `report.user_properties` as its `to_json()` in JSON text (xdist sends only plain values),
 is rebuilt there with `from_json()`, and is stored by `Store.record_result(run_id, result)`:
 each field is a column of `results` or of `failures`, or is named in `NOT_STORED`
 (conform.store.db checks that when it is imported).
