@@ -857,12 +857,45 @@ def _draw_float_list(arg, ctx, label):
     return ctx.draw(memo.lists(memo.sampled_from([1.0, 2.0, 0.5]), min_size=n, max_size=n), label=label)
 
 
+# Python integers a narrow integer dtype cannot hold, for a Scalar beside a tensor of it: ATen
+# converts such a scalar to the tensor's dtype with wraparound in comparisons, remainders, floor
+# divisions and a clamp's bounds (x == 2**32 + 1 is True where an int32 x is 1: pytorch#101653,
+# #114679, #107702), where the result is a boolean or an integer the dtype holds; the run with the
+# tensors widened to int64 (conform.judge.widening) is the expectation. One such scalar in four,
+# the in-range draw first (so a failure shrinks back to it where it can): the type's largest value
+# plus one and smallest minus one (which wrap to each other), 2**bits plus 1 or 2 (which wrap to a
+# small value the tensor holds), and -2**bits - 1. Only for the scalars an op holds against its
+# tensor's elements (a comparison's or a division's other operand, a clamp's bounds, a fill value,
+# an isin element): a count (a polynomial's degree n loops n times), a factory's end or a scale is
+# no value of the tensor's dtype.
+NARROW_INT_DTYPES = ("int8", "int16", "int32", "uint8")
+ELEMENT_SCALARS = frozenset({"other", "self", "min", "max", "value", "element", "test_element", "test_elements"})
+
+
+@functools.cache
+def _beyond_range(dtype: str):
+    info = torch.iinfo(dtype_from_name(dtype))
+    span = 2**info.bits
+    return memo.sampled_from((None, None, None, info.max + 1, info.min - 1, span + 1, span + 2, -span - 1))
+
+
+def _beyond_range_scalar(arg, ctx, label) -> int | None:
+    if ctx.dtype not in NARROW_INT_DTYPES or arg.name not in ELEMENT_SCALARS:
+        return None
+    if not any(a.is_tensor_like and not a.is_out for a in ctx.op.arguments):
+        return None
+    return ctx.draw(_beyond_range(ctx.dtype), label=f"{label} beyond the dtype")
+
+
 def _draw_scalar(arg, ctx, label):
     role = _role_scalars(arg.name, ctx)
     if role is not None:
         return ctx.draw(role, label=label)
     if arg.name in ctx.hints.get("nonzero", ()):
         return ctx.draw(memo.integers(1, 3), label=label)
+    beyond = _beyond_range_scalar(arg, ctx, label)
+    if beyond is not None:
+        return beyond
     if (
         stress_variant() == "huge"
         and arg.name in exponent_args(ctx)

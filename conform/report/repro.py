@@ -19,7 +19,7 @@ import tokenize
 
 import torch
 
-from conform.judge import formulas, gradients, limits, references
+from conform.judge import formulas, gradients, limits, references, widening
 from conform.judge.compare import _spacing
 from generators import tensor as tensor_module
 from generators.case import Case, TensorSpec, shared_specs
@@ -43,15 +43,19 @@ SEED = {seed!r}
 RELATION = {relation!r}
 SIGN = {sign!r}  # signed zeros told apart
 _GOLDEN = False  # True while the float64 golden run builds its inputs
+_WIDE = None  # the dtype narrow integer inputs take in a widened run (int64, or float64 to confirm it)
+NARROW = (torch.int8, torch.int16, torch.int32, torch.uint8)
 
 
 def make(shape, dtype, device="cpu", **fields):
     """The case's tensor: values drawn on the CPU from its seed, its layout built on `device`
-    (in float64, or complex128, for the golden run)."""
+    (in float64, or complex128, for the golden run; a narrow integer in _WIDE for a widened run)."""
     spec = TensorSpec(tuple(shape), dtype, **fields)
     up = None
     if _GOLDEN and (spec.torch_dtype.is_floating_point or spec.torch_dtype.is_complex):
         up = torch.complex128 if spec.torch_dtype.is_complex else torch.float64
+    if _WIDE is not None and spec.torch_dtype in NARROW:
+        up = _WIDE
     return spec.materialize(lambda t: t.to(device), dtype=up)
 
 
@@ -588,6 +592,8 @@ def relation_verdict():
         return limit_verdict()
     if RELATION["relation"] == "infinity":
         return infinity_verdict()
+    if RELATION["relation"] == "widened":
+        return widened_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -768,6 +774,35 @@ def infinity_verdict():
 '''
 
 
+_WIDENED_CODE = '''
+
+def widened_run(dtype):
+    """The case on the CPU with its narrow integer tensors in `dtype`: ((result, written), error)."""
+    global _WIDE
+    _WIDE = dtype
+    try:
+        return attempt(run, torch.device("cpu"))
+    finally:
+        _WIDE = None
+
+
+def widened_verdict():
+    """The device's integer results against the op on the CPU with the narrow integer inputs in
+    int64 (confirmed by float64 where the op takes it): where that value fits the result's dtype,
+    a kernel that wraps no Python scalar into the narrow dtype gives it."""
+    got, err = attempt(run, DEVICE)
+    if err is not None:
+        return f"error (the device raised {err})"
+    wide, err = widened_run(torch.int64)
+    if err is not None:
+        return f"pass (the int64 run raised {err})"
+    exact, err = widened_run(torch.float64)
+    off = off_widened(got, wide, exact if err is None else None)
+    print(off or "the device's integer results are the widened run's")
+    return "mismatch" if off else "pass"
+'''
+
+
 def _function(name: str, op, case: Case) -> str:
     head = f"def {name}(device, requires_grad=False, replace=None, args_only=False):\n"
     return head + "\n".join(_body_lines(op, case)) + "\n\n"
@@ -801,6 +836,11 @@ def _relation_code(op, relation: dict | None) -> str:
         for fn in (limits._same, limits.at_probe, limits.saturated_elements, limits.off_infinity):
             code += "\n\n" + inspect.getsource(fn)
         code += f"\n\nMODERATE, SPREAD, LEVELS = {limits.MODERATE!r}, {limits.SPREAD!r}, {limits.LEVELS!r}\n"
+    if relation["relation"] == "widened":
+        code += _WIDENED_CODE
+        for fn in (widening._integral, widening._confirmed, widening.off_widened):
+            code += "\n\n" + inspect.getsource(fn)
+        code += "\n\nWIDE = torch.int64\n"
     if relation["relation"] == "finite_differences":
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"

@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import opdb
 from conform.backends import CPUBackend
 from conform.errors import first_line
-from conform.judge import batching, gradients, limits, metamorphic, references
+from conform.judge import batching, gradients, limits, metamorphic, references, widening
 from conform.judge import verdict as oracle
 from conform.judge.compare import (
     AMBIGUOUS_OUTPUTS,
@@ -183,7 +183,12 @@ def _announce(to_device, dtype=None, phase="forward") -> None:
     # every CPU-reference call (reference, golden, their reruns) copies its inputs with _cpu_copy;
     # no backend does, so anything else is the device under test
     if on_side is not None:
-        on_side("device" if to_device is not _cpu_copy else "golden" if dtype == torch.float64 else "reference", phase)
+        if to_device in (widening.widened_copy, widening.float_copy):  # integer cells' expectation, on the CPU
+            on_side("golden", phase)
+        else:
+            on_side(
+                "device" if to_device is not _cpu_copy else "golden" if dtype == torch.float64 else "reference", phase
+            )
 
 
 def _run_side(
@@ -583,6 +588,14 @@ def _run_case(
                 return CaseResult(
                     Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
                 )
+    if bad and not is_plain_cpu(backend) and not meta_only and ref.error is None and not nondet:
+        # a device right where the CPU's narrow integer kernel wraps a value (conform.judge.widening)
+        right = _widened_excuse(op, case, (ref_result, ref_written), (dev.result, dev.written), forward_records)
+        if right:
+            said = f"the CPU reference is wrong for integer inputs widened to int64: {right}"
+            return CaseResult(
+                Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
+            )
     if bad:
         result.outcome = of_failures({r.kind for r in bad}, "forward")
         if result.outcome is Outcome.META_MISMATCH:
@@ -605,6 +618,11 @@ def _run_case(
         failed = _elementwise_result(op, case, backend, phase, dev, ref_result, result)
         if failed is None:
             failed = _limit_result(op, case, backend, phase, dev, ref_result, result)
+        if failed is not None:
+            return failed
+
+    if ref.error is None and dtype_checked and not meta_only and not nondet and widening.applies(case):
+        failed = _widened_result(op, case, backend, (ref_result, ref_written), result)
         if failed is not None:
             return failed
 
@@ -1218,6 +1236,47 @@ def _limit_result(op, case, backend, phase, dev, ref_result, result) -> CaseResu
         dev_off = dev_off if judge(_only_leaf(again)) else ""
     cpu_off = dev_off if plain else judge(_only_leaf((ref_result, None)))
     return _limit_verdict(dev_off, cpu_off, plain, probe, dt, result, "forward")
+
+
+def _widened(op, case):
+    """The case run on the CPU with its narrow integer tensors in int64, and in float64 (None where
+    the op refuses it): ((result, written), (result, written) or None), or None."""
+    wide = _run_side(op, case, to_device=widening.widened_copy, device=torch.device("cpu"))
+    if wide.error is not None:
+        return None
+    exact = _run_side(op, case, to_device=widening.float_copy, device=torch.device("cpu"))
+    return (wide.result, wide.written), None if exact.error is not None else (exact.result, exact.written)
+
+
+_WIDENED_RELATION = {"relation": "widened", "other": None, "index": None, "first": None, "dtype": "int64"}
+
+
+def _widened_result(op, case, backend, reference, result) -> CaseResult | None:
+    """The CPU's integer results against the widened run (conform.judge.widening), after parity
+    passed (so the device's are the CPU's): on the plain CPU a difference is the cell's mismatch,
+    on an accelerator a finding about the CPU that the device shares."""
+    wide = _widened(op, case)
+    off = widening.off_widened(reference, *wide) if wide is not None else ""
+    if not off:
+        return None
+    if is_plain_cpu(backend):
+        return CaseResult(
+            Outcome.MISMATCH, "forward", off, relation=dict(_WIDENED_RELATION), kinds=frozenset({"relation"})
+        )
+    result.finding = result.finding or oracle.Finding(oracle.REFERENCE, "forward", off).to_dict()
+    return None
+
+
+def _widened_excuse(op, case, reference, observed, forward_records) -> str:
+    """Where the device and the CPU disagree on an integer case: the CPU's difference from the
+    widened run (conform.judge.widening) if the device gives the widened values there, else ""."""
+    if not widening.applies(case):
+        return ""
+    wide = _widened(op, case)
+    off = widening.off_widened(reference, *wide) if wide is not None else ""
+    if not off or widening.off_widened(observed, *wide):
+        return ""
+    return "" if failures(forward_records(observed, widening.substituted(reference, observed, *wide))) else off
 
 
 def _backward_limit(op, case, gos, dev_grads, ref_grads, backend, *, general=True):
