@@ -144,3 +144,25 @@ def test_the_generator_draws_scalars_beyond_a_narrow_dtype_for_element_arguments
     degree = "aten::special_legendre_polynomial_p.n_scalar"
     assert "n" not in ELEMENT_SCALARS
     assert not [s for c in _drawn(degree, "int32", 30) for s in _scalars(c) if abs(s) >= 2**31]
+
+
+class _RefusesTheScalar(TorchDispatchMode):
+    """A device whose remainder checks the Python scalar's conversion, as the CPU's clamp does."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.remainder.Scalar and not -(2**31) <= args[1] < 2**31:
+            raise RuntimeError("value cannot be converted to type int without overflow")
+        return func(*args, **(kwargs or {}))
+
+
+class RefusingRemainder(CPUBackend):
+    name = "refusing-remainder"
+
+    def device_context(self):
+        return _RefusesTheScalar()
+
+
+def test_a_device_that_refuses_the_scalar_with_the_conversion_error_is_no_worse_than_the_cpu():
+    r = _run("aten::remainder.Scalar", _case("aten::remainder.Scalar", 2**32 + 3), RefusingRemainder())
+    assert r.outcome is Outcome.PASS, r.message
+    assert r.finding and r.finding["kind"] == "reference" and "refuses" in r.finding["message"]

@@ -28,6 +28,14 @@ NARROW = (torch.int8, torch.int16, torch.int32, torch.uint8)
 WIDE = torch.int64
 
 
+def refuses(error: BaseException | None) -> bool:
+    """Whether `error` is ATen's checked conversion refusing the scalar: c10::checked_convert's
+    report_overflow (c10/util/TypeCast.cpp) raises "value cannot be converted to type int without
+    overflow", as the CPU's clamp, fill and where do for the same scalar."""
+    text = str(error or "")
+    return "cannot be converted to type" in text and "without overflow" in text
+
+
 def widened_copy(t: torch.Tensor) -> torch.Tensor:
     """A CPU copy of an input tensor, in int64 where its dtype is a narrow integer."""
     return t.to(WIDE) if t.dtype in NARROW else t.clone()

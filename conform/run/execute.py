@@ -474,6 +474,15 @@ def _run_case(
             return CaseResult(
                 Outcome.PASS, "forward", "invalid case: the CPU has no kernel to compare with", invalid=True
             )
+    elif dev.error is not None and widening.applies(case) and widening.refuses(dev.error):
+        # a Python integer the narrow dtype cannot hold, which the CPU wraps (conform.judge.widening):
+        # a device that refuses it with the conversion's own error is no worse than the CPU
+        said = (
+            f"the device refuses a Python integer the dtype cannot hold, which the CPU wraps: {first_line(dev.error)}"
+        )
+        return CaseResult(
+            Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.REFERENCE, "forward", said).to_dict()
+        )
     elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
     elif is_plain_cpu(backend):
