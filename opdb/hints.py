@@ -113,6 +113,12 @@ HINTS: dict[str, Hint] = {
         "names", (), "dtypes in which the op's result is exactly determined: equal bit for bit at every position"
     ),
     "position_exact_when": Hint("table", None, "argument -> the value it must have (or be absent) for position_exact"),
+    "position_opmath": Hint(
+        "bool",
+        True,
+        "float16 and bfloat16 results are computed in float32 and rounded once: the same bits at every position"
+        " away from a rounding midpoint",
+    ),
     "batch_relation": Hint(
         "any", None, "{argument: [item dim, result dim]}: the op applies per item along those dims (the batch relation)"
     ),

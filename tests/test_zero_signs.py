@@ -196,9 +196,36 @@ def _one_ulp_in_blocks(func, args, kwargs):
 
 
 @pytest.mark.parametrize("qualname, target", [("aten::tanh", aten.tanh.default), ("aten::exp", aten.exp.default)])
-def test_a_transcendental_one_ulp_apart_between_paths_is_no_alarm(qualname, target):
-    r = _run(qualname, TensorSpec((3, 57), "bfloat16", seed=1), bug=_one_ulp_in_blocks, target=target)
+def test_a_float32_transcendental_one_ulp_apart_between_paths_is_no_alarm(qualname, target):
+    # a vectorised (Sleef) and a scalar (libm) float32 result differ by an ulp: both are right
+    r = _run(qualname, TensorSpec((3, 57), "float32", seed=1), bug=_one_ulp_in_blocks, target=target)
     assert r.outcome is Outcome.PASS, r.message
+
+
+@pytest.mark.parametrize("qualname, target", [("aten::tanh", aten.tanh.default), ("aten::exp", aten.exp.default)])
+def test_a_half_precision_path_one_unit_off_the_other_is_found(qualname, target):
+    # in bfloat16 both paths compute in float32 and round once: one unit of bfloat16 apart is
+    # 2**16 float32 ulps, which no float32 kernel is off by (bfloat16 i0e's scalar path is)
+    r = _run(qualname, TensorSpec((3, 57), "bfloat16", seed=1), bug=_one_ulp_in_blocks, target=target)
+    assert r.outcome is Outcome.MISMATCH and "[position relation]" in r.message, r.message
+    assert "computed in float32 and rounded once" in r.message and "correctly rounded value" in r.message, r.message
+
+
+def test_a_half_value_near_a_rounding_midpoint_is_not_judged():
+    golden = torch.tensor([1.0 + 2**-8, 1.0 + 2**-8 + 2**-12, 1.0 + 2**-9, 1.0], dtype=torch.float64)
+    rounded = golden.to(torch.bfloat16)  # bfloat16's ulp at 1 is 2**-7: its midpoint is 1 + 2**-8
+    assert metamorphic._near_midpoint(golden, rounded).tolist() == [True, True, False, False]
+
+
+@pytest.mark.skipif(
+    torch.special.i0e(torch.tensor([0.0], dtype=torch.bfloat16)).item()
+    == torch.special.i0e(torch.full((64,), 0.0, dtype=torch.bfloat16))[0].item(),
+    reason="this torch build's bfloat16 i0e rounds the same on every path",
+)
+def test_bfloat16_i0e_scalar_path_is_found():
+    x = TensorSpec((3, 5), "bfloat16", data=(0.0, 0.5, 1.0, -0.5, 2.0) * 3)
+    r = _run("aten::special_i0e", x)
+    assert r.outcome is Outcome.MISMATCH and "[position relation]" in r.message, r.message
 
 
 @pytest.mark.parametrize(

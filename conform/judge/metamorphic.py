@@ -533,6 +533,33 @@ def exact_dtypes(op, case: Case) -> frozenset[str]:
     return dtypes
 
 
+# Half precision computed in float32 opmath and rounded once: every CPU kernel of an elementwise
+# op upcasts float16 and bfloat16 to float32 on its vector path, so two paths that both do give
+# the same bits unless the float32 values straddle a rounding midpoint of the half dtype. A half
+# ulp is 2**13 (float16) or 2**16 (bfloat16) float32 ulps: elements whose float64 value lies
+# within MIDPOINT_MARGIN of a half ulp of a midpoint are not judged, and beyond that only a float32
+# result off by hundreds of ulps (a path computing in the half dtype itself) rounds otherwise.
+# bfloat16 i0e alone is 0.9921875 at 0, 1.0 inside a vector block (pytorch#140348).
+HALF_OPMATH = frozenset({"float16", "bfloat16"})
+MIDPOINT_MARGIN = 0.125
+
+
+def opmath_dtypes(op) -> frozenset[str]:
+    """The half dtypes whose results the position relation holds to the same bits away from a
+    rounding midpoint (HALF_OPMATH); an op opts out with the hint `position_opmath = false`."""
+    return HALF_OPMATH if _hint(op, "position_opmath") else frozenset()
+
+
+def _near_midpoint(golden: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
+    """Elementwise: float64 `golden` lies within MIDPOINT_MARGIN of an ulp of a rounding midpoint
+    of `rounded`'s dtype (its correctly rounded value), so paths that round float32 results
+    may round it either way."""
+    toward = torch.where(golden >= rounded.to(torch.float64), torch.inf, -torch.inf).to(rounded.dtype)
+    ulp = (torch.nextafter(rounded, toward).to(torch.float64) - rounded.to(torch.float64)).abs()
+    off = (golden - rounded.to(torch.float64)).abs()
+    return ((off - ulp / 2).abs() <= MIDPOINT_MARGIN * ulp) | ~torch.isfinite(ulp)
+
+
 def _bitwise_same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise: the same value and sign, or both NaN (payloads mean nothing)."""
     return ((a == b) & (torch.signbit(a) == torch.signbit(b))) | (a.isnan() & b.isnan())
@@ -542,13 +569,16 @@ def _float_leaves(obs) -> list[torch.Tensor]:
     return [t for t in leaves(obs[0]) if isinstance(t, torch.Tensor)]
 
 
-def _rounded(sides: Sides, other: Case) -> list[torch.Tensor] | None:
-    """The correctly rounded result of `other`: float64 golden rounded to the result's dtypes."""
+def _rounded(sides: Sides, other: Case, *, unrounded: bool = False):
+    """The correctly rounded result of `other`: float64 golden rounded to the result's dtypes
+    (with `unrounded`, a pair: those and float64 golden's own leaves)."""
     g, ref = sides.cpu(other, torch.float64), sides.cpu(other, None)
     if g is None or ref is None:
         return None
     pair = oracle.golden_pair(g, ref)
-    return None if pair is None else _float_leaves(pair)
+    if pair is None:
+        return None
+    return (_float_leaves(pair), _float_leaves(g)) if unrounded else _float_leaves(pair)
 
 
 def _which_rounded(got: float, drawn: float, rounded: float | None, dtype: str) -> str:
@@ -562,11 +592,14 @@ def _which_rounded(got: float, drawn: float, rounded: float | None, dtype: str) 
     return f"; {right} is the correctly rounded value (float64 golden rounded to {dtype}: {rounded!r})"
 
 
-def _inexact_position(sides: Sides, other: Case, other_obs, want, exact: frozenset[str]):
-    """For an exactly determined op, the first element whose bits differ between two positions
-    while one of them is the correctly rounded value and the other is not: (flat index in
-    `other`'s result, its value, the drawn case's, the rounded value, the dtype), else None. Where
-    neither is (a kernel that rounds twice on every path), the position does not decide it."""
+def _inexact_position(
+    sides: Sides, other: Case, other_obs, want, exact: frozenset[str], opmath: frozenset[str] = frozenset()
+):
+    """For an exactly determined op (or a half dtype in `opmath`: away from a rounding midpoint),
+    the first element whose bits differ between two positions while one of them is the correctly
+    rounded value and the other is not: (flat index in `other`'s result, its value, the drawn
+    case's, the rounded value, the dtype), else None. Where neither is (a kernel that rounds
+    twice on every path), the position does not decide it."""
     got, drawn = _float_leaves(other_obs), _float_leaves(want)
     apart = [
         (k, a, d)
@@ -574,20 +607,26 @@ def _inexact_position(sides: Sides, other: Case, other_obs, want, exact: frozens
         if a.dtype == d.dtype
         and a.shape == d.shape
         and a.is_floating_point()
-        and dtype_name(a.dtype) in exact
+        and dtype_name(a.dtype) in exact | opmath
         and not bool(_bitwise_same(a, d).all())
     ]
     if not apart:
         return None
-    rounded = _rounded(sides, other)
-    if rounded is None or len(rounded) != len(got):
+    pair = _rounded(sides, other, unrounded=True)
+    if pair is None or len(pair[0]) != len(got):
         return None
+    rounded, golden = pair
     for k, a, d in apart:
         r = rounded[k]
         if r.shape != a.shape or r.dtype != a.dtype:
             continue
         a, d, r = a.reshape(-1), d.reshape(-1), r.reshape(-1)
         blamed = ~_bitwise_same(a, d) & ((a == r) != (d == r)) & torch.isfinite(r)
+        if dtype_name(a.dtype) not in exact:
+            g = golden[k].reshape(-1) if k < len(golden) and golden[k].numel() == r.numel() else None
+            if g is None or g.dtype != torch.float64:
+                continue
+            blamed &= ~_near_midpoint(g, r)
         if bool(blamed.any()):
             j = int(blamed.nonzero()[0])
             return j, a[j].item(), d[j].item(), r[j].item(), dtype_name(a.dtype)
@@ -606,6 +645,7 @@ def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | N
         return None
     real = not any(s.torch_dtype.is_complex for s in case.tensor_specs())
     exact = exact_dtypes(op, case)
+    opmath = opmath_dtypes(op) - exact if real else frozenset()
 
     def compare_fn(a, e):
         out = compare(a[0], e[0], tolerance=tol, check_sign_of_zero=real, path="output")
@@ -624,16 +664,22 @@ def check_position(op, case: Case, observed, sides: Sides, tol) -> Violation | N
             continue
         records = compare_fn(other_obs, want)
         if not failures(records):
-            found = _inexact_position(sides, other, other_obs, want, exact) if exact else None
+            found = _inexact_position(sides, other, other_obs, want, exact, opmath) if exact | opmath else None
             if found is None:
                 continue
             j, got, was, rounded, dtype = found
+            why = (
+                f"an exactly determined result in {dtype}, held bit for bit at every position"
+                if dtype in exact
+                else f"{dtype} computed in float32 and rounded once gives the same bits on every path"
+                " where the value is not near a rounding midpoint"
+            )
             return Violation(
                 POSITION,
                 "mismatch",
                 f"the result depends on the element's position: the element at {_unravel(index[j], shape)} "
                 f"computed {label} is {got!r}, the drawn case's {was!r}{_which_rounded(got, was, rounded, dtype)}"
-                f" (an exactly determined result in {dtype}, held bit for bit at every position)",
+                f" ({why})",
                 other,
                 index=index,
                 kinds=frozenset({"values"}),
