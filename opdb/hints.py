@@ -99,6 +99,9 @@ HINTS: dict[str, Hint] = {
     # which metamorphic relations hold (conform/judge/metamorphic.py; opdb/rules/relations.toml)
     "layout_relation": Hint("bool", True, "the result does not depend on the inputs' layout (false: views, strides)"),
     "position_relation": Hint("bool", True, "an element's result does not depend on its position in the tensor"),
+    "alias_relation": Hint(
+        "bool", True, "an out= (or in-place self) given as another input too raises or gives what it gives unaliased"
+    ),
     "element_precision": Hint(
         "bool",
         True,

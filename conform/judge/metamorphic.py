@@ -12,7 +12,11 @@ device under test and holds the result against the drawn case's, so they hold on
 * out layout: an out= op writes the same values into a non-contiguous out as into a
   contiguous one;
 * forms: an in-place or out= overload gives what its functional overload returns for the same
-  inputs (DeepREL's value equivalence of equivalent APIs).
+  inputs (DeepREL's value equivalence of equivalent APIs);
+* alias: an out= op handed one of its own inputs as the out, or an in-place op handed self as
+  another input, either raises (TensorIterator's overlap check) or gives what it gives with
+  memory of its own; reading an input it has begun to overwrite is the silent wrong result of
+  pytorch#85852 (mm) and #48900 (addmm).
 
 Special values (NaN, +-inf, and for elementwise real results the sign of zero) must match
 exactly; finite values within the case's tolerance, never bitwise: a vectorised and a scalar
@@ -45,7 +49,7 @@ from conform.judge.trees import bind_arguments
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 from generators.tensor import EXPLICIT_LAYOUT, dtype_name
 
-LAYOUT, POSITION, OUT_LAYOUT, FORMS = "layout", "position", "out_layout", "forms"
+LAYOUT, POSITION, OUT_LAYOUT, FORMS, ALIAS = "layout", "position", "out_layout", "forms", "alias"
 
 # elements a position relation picks from the drawn case, and how often each is repeated so
 # that it fills whole vector blocks of every CPU ISA and dtype (64 bytes x 2 unrolled, in
@@ -783,6 +787,118 @@ def check_out_layout(op, contiguous: Case, strided: Case, sides: Sides, compare_
         kinds=frozenset(r.kind for r in failures(records)),
         tolerance=_tolerance(records),
     )
+
+
+# layouts in which every element has memory of its own: an input of one of these can be an out
+_OWN_MEMORY = ("contiguous", "transposed", "sliced", "sliced_last", "offset", "channels_last")
+
+
+# the aliased cases the alias relation runs per case, at most: an out of addmm's shape may be
+# its self (the accumulator ATen handles), mat1 or mat2 (each read while written)
+ALIAS_CASES = 3
+
+
+def _own_memory(spec, like: TensorSpec) -> bool:
+    """`spec` is a tensor of `like`'s shape and dtype in which every element has its own memory."""
+    return (
+        isinstance(spec, TensorSpec)
+        and _plain_spec(spec)
+        and spec.layout in _OWN_MEMORY
+        and spec.stride is None
+        and tuple(spec.shape) == tuple(like.shape)
+        and spec.dtype == like.dtype
+    )
+
+
+def alias_cases(op, case: Case) -> list[tuple[Case, Case, str, str]]:
+    """Cases in which the tensor an op writes is also one of its inputs, each with the case it
+    is held against: (aliased, separate, the written argument's name, the input's name), at most
+    ALIAS_CASES. An out= case (its outs sized for the result): one out replaced by an input of the
+    same shape and dtype, against `case` itself (a separate out; its values do not matter). An
+    in-place case: another input replaced by self, against the same with a separate copy of self
+    (the same values, its own memory)."""
+    outs = _out_names(op)
+    names = _names(op)
+    inputs = [(names[i] if i < len(names) else f"args[{i}]", i, v) for i, v in enumerate(case.args)]
+    inputs += [(k, k, v) for k, v in case.kwargs.items() if k not in outs]
+    made: list[tuple[Case, Case, str, str]] = []
+    if op.variant == "inplace":
+        target = case.args[0] if case.args else None
+        if not isinstance(target, TensorSpec) or not _own_memory(target, target) or target.numel < 2:
+            return made
+        for in_name, where, spec in inputs[1:]:
+            if spec is target or not _own_memory(spec, target) or len(made) >= ALIAS_CASES:
+                continue
+            pair = [_replace_arg(case, where, v) for v in (target, dataclasses.replace(target))]
+            made.append((pair[0], pair[1], names[0] if names else "self", in_name))
+        return made
+    for out_name in [n for n in names if n in outs]:
+        out = case.kwargs.get(out_name)
+        if not isinstance(out, TensorSpec) or not _plain_spec(out) or out.numel < 2:
+            continue
+        for in_name, _, spec in inputs:
+            if _own_memory(spec, out) and len(made) < ALIAS_CASES:
+                made.append(
+                    (dataclasses.replace(case, kwargs={**case.kwargs, out_name: spec}), case, out_name, in_name)
+                )
+    return made
+
+
+# internal ops no caller hands an alias: a backward kernel's grad_input (zeroed, then accumulated
+# from grad_output), a loss's `*_forward` buffers, anything with a leading underscore
+_INTERNAL = re.compile(r"^_|_backward|_forward$")
+
+
+def _callable_aliased(op) -> bool:
+    """An out= or in-place overload of a public op, which a caller may hand one of its own inputs."""
+    return op.variant in ("out", "inplace") and not _INTERNAL.search(op.base_name)
+
+
+def _replace_arg(case: Case, where, value) -> Case:
+    if isinstance(where, int):
+        return dataclasses.replace(case, args=case.args[:where] + (value,) + case.args[where + 1 :])
+    return dataclasses.replace(case, kwargs={**case.kwargs, where: value})
+
+
+def check_alias(op, case: Case, sides: Sides, compare_fn) -> Violation | None:
+    """An op whose written tensor is also one of its inputs (alias_cases) raises, or gives what
+    it gives with that input in memory of its own. Raising is a right answer: PyTorch refuses
+    partial overlap ("unsupported operation: some elements of the input tensor and the written-to
+    tensor refer to a single memory location"); a kernel that reads an input it has begun to
+    overwrite (BLAS gemm into one of its operands) is not."""
+    if not _hint(op, "layout_relation") or not _hint(op, "alias_relation") or not _callable_aliased(op):
+        return None
+    wanted: dict[int, Any] = {}
+    for other, separate, written, in_name in alias_cases(op, case):
+        if id(separate) not in wanted:
+            want, err = sides.device(separate)
+            wanted[id(separate)] = None if err is not None else (want[0], {})
+        theirs = wanted[id(separate)]
+        if theirs is None:
+            continue
+        got, err = sides.device(other)
+        if err is not None:
+            continue
+        mine = (got[0], {})
+        if identical(mine, theirs):
+            continue
+        records = compare_fn(mine, theirs)
+        if not failures(records):
+            continue
+        if not _confirmed(op, sides, separate, theirs, other, mine, compare_fn, None):
+            continue
+        what = f"the out= argument {written}" if op.variant == "out" else f"the in-place {written}"
+        return Violation(
+            ALIAS,
+            "mismatch",
+            f"{what} given as the input {in_name} too (the same tensor) neither raises nor gives what it gives "
+            f"with that input in memory of its own: {_first_diff(records)} (expected: the result without the alias)",
+            other,
+            first=separate,
+            kinds=frozenset(r.kind for r in failures(records)),
+            tolerance=_tolerance(records),
+        )
+    return None
 
 
 def describe(v: Violation) -> str:

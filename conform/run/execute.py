@@ -650,6 +650,8 @@ def _run_case(
             broken = metamorphic.check_position(op, case, observed, sides, tol)
         if broken is None and not nondet:
             broken = batching.check_batch(op, case, observed, sides, by_value)
+        if broken is None and not nondet and op.variant == "inplace":
+            broken = metamorphic.check_alias(op, case, sides, by_value)
         functional = _functional_spec(op) if broken is None and (not nondet or _seeded_alike(op)) else None
         if (
             functional is not None
@@ -1807,6 +1809,17 @@ def run_out_variants(
                     else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
                 )
                 r.variant_case = variants[name]
+                return True, r
+        if not nondet and not meta_only:
+            broken = metamorphic.check_alias(op, variants["preallocated"], relation_sides(op, backend), out_compare)
+            if broken is not None:
+                shared = _shared_with_cpu(op, backend, broken, out_compare)
+                r = (
+                    violation_result(broken)
+                    if shared is None
+                    else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
+                )
+                r.variant_case = broken.other
                 return True, r
     return True, None
 
