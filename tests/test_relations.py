@@ -183,10 +183,34 @@ def test_a_backward_formula_wrong_by_a_sign_is_found_by_finite_differences():
     assert verdict.startswith("verdict: grad_mismatch"), verdict
 
 
+def _unconjugated(func, args, kwargs):
+    """sigmoid's backward without the conjugate autograd's complex convention takes: right for
+    real inputs, wrong for complex ones (grad * conj(y (1 - y)) is the right product)."""
+    grad, y = args
+    return grad * (y * (1 - y))
+
+
+def test_a_complex_backward_missing_its_conjugate_is_found_by_finite_differences():
+    case = _case("aten::sigmoid", TensorSpec((4, 6), "complex64", seed=1))
+    _, plain = _run("aten::sigmoid", case, _unconjugated, aten.sigmoid_backward.default, relations=False, grad=True)
+    assert plain.outcome is Outcome.PASS  # golden's backward runs the same formula
+    op, r = _run("aten::sigmoid", case, _unconjugated, aten.sigmoid_backward.default, relations=True, grad=True)
+    assert r.outcome is Outcome.GRAD_MISMATCH, r.message
+    assert "float64 finite differences disagree with autograd's formula" in r.message
+    verdict = _replayed(op, case, r, _unconjugated, aten.sigmoid_backward.default)
+    assert verdict.startswith("verdict: grad_mismatch"), verdict
+    real = _case("aten::sigmoid", TensorSpec((4, 6), "float32", seed=1))
+    _, fine = _run("aten::sigmoid", real, _unconjugated, aten.sigmoid_backward.default, relations=True, grad=True)
+    assert fine.outcome is Outcome.PASS, fine.message
+
+
 @pytest.mark.parametrize(
     "qualname, specs",
     [
         ("aten::sigmoid", [TensorSpec((5, 37), "float32", seed=3)]),
+        ("aten::sigmoid", [TensorSpec((5, 7), "complex64", seed=3)]),
+        ("aten::abs", [TensorSpec((5, 7), "complex64", seed=3)]),  # not holomorphic
+        ("aten::mm", [TensorSpec((5, 7), "complex64", seed=3), TensorSpec((7, 3), "complex64", seed=4)]),
         # (not maximum: this torch's maximum(+0, -0) takes another sign in the scalar tail, a bug)
         ("aten::atan2", [TensorSpec((3, 40), "float32", edges=0), TensorSpec((3, 40), "float32", seed=4, edges=1)]),
         ("aten::abs", [TensorSpec((50,), "float32", seed=3, edges=0)]),

@@ -11,8 +11,10 @@ of the forward in float64 give as well as the backward (<J^T v, u>) and forward-
 # (f(x + h u) - f(x) and f(x) - f(x - h u)). At a kink or a jump the two one-sided differences
 # part; near a pole the two steps do. A formula is called wrong only when its value is far from
 # the central difference compared with all that spread, and the forward is finite at every
-# point read. Complex inputs or results are left out (a non-holomorphic function's derivative
-# is not one number).
+# point read. A complex tensor is a pair of real ones (its real and imaginary parts): u and v
+# are complex, and every product of two of them is the real inner product Re(conj(a) b), which
+# is what autograd's complex convention computes (the gradient of a real loss L is dL/dx + i
+# dL/dy, and a grad_output v weighs a result f by Re(conj(v) f)), holomorphic or not.
 #
 # `directional` needs torch only: reproduction scripts embed its source.
 
@@ -29,6 +31,7 @@ from conform.judge.compare import leaves as result_leaves
 from conform.judge.trees import bind_arguments
 from conform.judge.verdict import RANGE_TOP
 
+_WIDE = (torch.float64, torch.complex128)  # golden's dtypes: the tensors finite differences move
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
 FLOOR = 1e-5  # ... and this share of the sum of |v_j| |f_j'| (float64 rounding never gets near it)
@@ -40,10 +43,16 @@ def directional(fn, xs, vs, seed):
     far the one-sided differences and the two steps disagree), "scale", "vjp" and "jvp" (None
     where forward-mode AD is not supported), "bad" (a reason, or "" when all agree), or None
     where the forward is not finite at a point read."""
+
+    def dot(a, b):  # the real inner product: a complex tensor is its real and imaginary parts
+        if a.is_complex() or b.is_complex():
+            a, b = torch.view_as_real(a.to(torch.complex128)), torch.view_as_real(b.to(torch.complex128))
+        return float((a * b).sum())
+
     g = torch.Generator().manual_seed(seed)
     us = []
     for x in xs:
-        u = torch.randn(x.shape, generator=g, dtype=torch.float64) * x.detach().abs().clamp_min(1.0)
+        u = torch.randn(x.shape, generator=g, dtype=x.dtype) * x.detach().abs().clamp_min(1.0)
         us.append(torch.where(torch.isfinite(x.detach()), u, torch.zeros_like(u)))
     base = [x.detach() for x in xs]
     leaves = [x.requires_grad_(True) for x in (b.clone() for b in base)]
@@ -73,8 +82,8 @@ def directional(fn, xs, vs, seed):
             fm = fn([x - h * u for x, u in zip(base, us)])
             if not all(bool(torch.isfinite(f).all()) for f in fp + fm):
                 return None
-            plus = sum(float((v * (a - b)).sum()) for v, a, b in zip(vs, fp, f0)) / h
-            minus = sum(float((v * (b - c)).sum()) for v, b, c in zip(vs, f0, fm)) / h
+            plus = sum(dot(v, a - b) for v, a, b in zip(vs, fp, f0)) / h
+            minus = sum(dot(v, b - c) for v, b, c in zip(vs, f0, fm)) / h
             scale = sum(float((v.abs() * (a - c).abs()).sum()) for v, a, c in zip(vs, fp, fm)) / (2 * h)
             diffs.append((plus, minus, scale))
     central = [(p + m) / 2 for p, m, _ in diffs]
@@ -85,7 +94,7 @@ def directional(fn, xs, vs, seed):
     scale = max(s for _, _, s in diffs)
     out = {"fd": central[0], "spread": spread, "scale": scale, "vjp": None, "jvp": None, "bad": "", "us": us}
 
-    out["vjp"] = sum(float((gr * u)[u != 0].sum()) if gr is not None else 0.0 for gr, u in zip(grads, us))
+    out["vjp"] = sum(dot(gr[u != 0], u[u != 0]) if gr is not None else 0.0 for gr, u in zip(grads, us))
     try:
         # inside the function: reproduction scripts embed its source (conform.report.repro)
         import torch.autograd.forward_ad as fwAD
@@ -94,7 +103,7 @@ def directional(fn, xs, vs, seed):
             duals = [fwAD.make_dual(x, u) for x, u in zip(base, us)]
             tangents = [fwAD.unpack_dual(o).tangent for o in fn(duals)]
         if all(t is not None for t in tangents):
-            out["jvp"] = sum(float((v * t).sum()) for v, t in zip(vs, tangents))
+            out["jvp"] = sum(dot(v, t) for v, t in zip(vs, tangents))
     except (RuntimeError, NotImplementedError):
         pass  # no forward-mode formula for some op on the way
 
@@ -133,17 +142,18 @@ def message(r) -> str:
 
 
 def case_function(op, case, vs=None):
-    """(fn, xs, vs) for `directional` on one case of `op`, in float64 on the CPU, or None where
-    the check does not apply (no real floating input or output, complex values)."""
+    """(fn, xs, vs) for `directional` on one case of `op`, in float64 (complex128) on the CPU,
+    or None where the check does not apply (no floating input or output)."""
 
     args, kwargs = case.materialize(lambda t: t.clone(), torch.device("cpu"), dtype=torch.float64)
     flat, spec = pytree.tree_flatten((args, kwargs))
     slots = [
-        i
-        for i, t in enumerate(flat)
-        if isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.layout == torch.strided
+        i for i, t in enumerate(flat) if isinstance(t, torch.Tensor) and t.dtype in _WIDE and t.layout == torch.strided
     ]
-    if not slots or any(isinstance(t, torch.Tensor) and t.is_complex() for t in flat):
+    if not slots or op.family == "linalg" and any(flat[i].is_complex() for i in slots):
+        # complex linear algebra differentiates on a manifold no random complex direction stays on:
+        # a Hermitian input read through one triangle (cholesky's gradient is the Hermitian part),
+        # a Cholesky factor's real diagonal, eigenvectors and singular vectors up to a phase
         return None
     call = op.resolve()
 
@@ -153,7 +163,7 @@ def case_function(op, case, vs=None):
             values[i] = x
         a, k = pytree.tree_unflatten(values, spec)
         result = call(*a, **k)
-        return [t for t in result_leaves(result) if isinstance(t, torch.Tensor) and t.dtype == torch.float64]
+        return [t for t in result_leaves(result) if isinstance(t, torch.Tensor) and t.dtype in _WIDE]
 
     xs = [flat[i].detach() for i in slots]
     with torch.no_grad():
@@ -162,7 +172,7 @@ def case_function(op, case, vs=None):
         return None
     if vs is None:
         g = torch.Generator().manual_seed(case.seed + 2)
-        vs = [torch.randn(o.shape, generator=g, dtype=torch.float64) for o in outs]
+        vs = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
     return fn, xs, vs
 
 
@@ -184,7 +194,14 @@ def device_agrees(r, grads: list, rtol: float) -> bool:
     difference in its direction within `rtol` of its scale (and the differences' spread)."""
     if len(grads) != len(r["us"]):
         return False
-    value = sum(float((g.detach().to(torch.float64) * u)[u != 0].sum()) for g, u in zip(grads, r["us"]))
+    value = 0.0
+    for g, u in zip(grads, r["us"]):
+        g = g.detach().to(u.dtype)[u != 0]
+        if g.is_complex():
+            g, w = torch.view_as_real(g), torch.view_as_real(u[u != 0])
+        else:
+            w = u[u != 0]
+        value += float((g * w).sum())
     return math.isfinite(value) and abs(value - r["fd"]) <= rtol * r["scale"] + SPREAD * r["spread"]
 
 

@@ -628,15 +628,16 @@ def gradient_verdict():
     (_, gos), err = attempt(run_backward, torch.device("cpu"))
     if err is not None:
         return f"error (the backward raised {err})"
-    vs = [g.double() for g in gos]
+    vs = [g.to(torch.complex128) if g.is_complex() else g.double() for g in gos]
     _GOLDEN = True
     try:
         _, xs = call(torch.device("cpu"), requires_grad=True)
-        xs = [x.detach() for x in xs if x.dtype == torch.float64]
+        wide = (torch.float64, torch.complex128)
+        xs = [x.detach() for x in xs if x.dtype in wide]
 
         def fn(ins):
             result, _ = call(torch.device("cpu"), requires_grad=True, replace=list(ins))
-            return [t for t in leaves(result) if t.dtype == torch.float64]
+            return [t for t in leaves(result) if t.dtype in wide]
 
         r = directional(fn, xs, vs, SEED + 3)
     finally:
