@@ -374,7 +374,10 @@ def _domain(ctx) -> str:
 
 def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index") -> TensorSpec:
     """An index tensor (int64; int32 too where the op takes it) in range: of `high`, else of the last drawn `dim`'s size, else of
-    the main tensor's numel. `shape` defaults to a 1-d shape of length 0 to 4."""
+    the main tensor's numel. `shape` defaults to a 1-d shape of length 0 to 4. Where the caller
+    knows the bound (`high` given), an index drawn past it is of the "past_end" kind, which the op
+    must refuse (conform.run.execute judges a kernel that accepts it); a guessed bound keeps "index"."""
+    known = high is not None
     if high is None:
         dim = ctx.drawn.get("dim")
         if isinstance(dim, int) and ctx.rank:
@@ -399,7 +402,7 @@ def draw_index(ctx, *, high: int | None = None, shape=None, label: str = "index"
             ctx.draw,
             dtype=dtype,
             shape=shape,
-            values="index",
+            values="past_end" if known and high >= 1 else "index",
             low=max(high, 1),
             high=max(high, 1) + 2,
             layout="contiguous",

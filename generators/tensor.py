@@ -51,6 +51,7 @@ VALUE_KINDS = (
     "sign",  # -1 and 1 only: the labels of the margin and embedding losses (opdb hints argument_values)
     "special",  # real values with NaN, +-inf, -0.0 and subnormals mixed in
     "index",  # integers in [0, high), for index tensors; `high` in TensorSpec.high
+    "past_end",  # integers in [low, high) past the end of the dim they index (low: its size): out of range
     "invertible",  # square matrices (last two dims) made diagonally dominant: well-conditioned
     "spd",  # symmetric (Hermitian) positive definite matrices: M @ M^H + n * I
 )
@@ -511,13 +512,13 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
         if kind in ("positive", "nonzero", "above_one", "no_poles") or (
-            kind == "index" and low is not None and low >= 1
+            kind in ("index", "past_end") and low is not None and low >= 1
         ):
             return torch.ones(shape, dtype=torch.bool)  # the domain holds one bool: True
         return torch.rand(shape, generator=g) < 0.5
     if kind == "sign":
         return (torch.randint(0, 2, shape, generator=g) * 2 - 1).to(dtype)
-    if kind == "index":
+    if kind in ("index", "past_end"):
         hi = int(high if high is not None else 1)
         lo = int(low if low is not None else 0)
         return torch.randint(lo, max(hi, lo + 1), shape, generator=g, dtype=torch.int64).to(dtype)

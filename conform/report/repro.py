@@ -42,6 +42,7 @@ SEED = {seed!r}
 # the device against itself on another case of the same values (README, "Oracles")
 RELATION = {relation!r}
 SIGN = {sign!r}  # signed zeros told apart
+PAST_END = {past_end!r}  # an index past the end of what it indexes, which the op must refuse (else None)
 _GOLDEN = False  # True while the float64 golden run builds its inputs
 _WIDE = None  # the dtype narrow integer inputs take in a widened run (int64, or float64 to confirm it)
 NARROW = (torch.int8, torch.int16, torch.int32, torch.uint8)
@@ -380,6 +381,9 @@ def parity_verdict():
     if dev_err is not None:
         gap = isinstance(dev_err, NotImplementedError) or "not implemented" in str(dev_err).lower() or "Could not run" in str(dev_err)
         return "not_implemented" if gap else "device_error"
+    if PAST_END and MODE == "golden":
+        print(f"the CPU returned a result though {{PAST_END}}, past the end of what they index")
+        return "missing_error"
     golden, _ = attempt(run, torch.device("cpu"), golden=True) if GOLDEN_JUDGES else (None, None)
     show("cpu", cpu[0])
     show(str(DEVICE), dev[0])
@@ -899,6 +903,9 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
             **({"dtype": relation["dtype"], "top": relation.get("top")} if relation.get("dtype") else {}),
         },
         sign=bool(relation and relation.get("sign")),
+        past_end=next(
+            (f"{s.describe()} holds indices from {s.low}" for s in case.tensor_specs() if s.values == "past_end"), None
+        ),
     )
     return (
         header

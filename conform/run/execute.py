@@ -483,10 +483,16 @@ def _run_case(
         return CaseResult(
             Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.REFERENCE, "forward", said).to_dict()
         )
+    elif dev.error is not None and _past_end(op, case):
+        # an index past the end of its dim, which the CPU accepts: the device refusing it is right
+        said = f"the CPU accepts {_past_end(op, case)}; the device refuses it: {first_line(dev.error)}"
+        return CaseResult(
+            Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
+        )
     elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
     elif is_plain_cpu(backend):
-        unsafe = _unsafe_cast_written(op, case)
+        unsafe = _unsafe_cast_written(op, case) or _accepted_past_end(op, case)
         if unsafe:
             return CaseResult(Outcome.MISSING_ERROR, "forward", unsafe)
 
@@ -716,6 +722,35 @@ def _run_case(
         if back is not None and back.finding and not result.finding:
             result.finding = back.finding
     return result
+
+
+# ops that take indices unchecked by design: their callers have checked them (a backward's
+# index, the _unsafe_ family) or their documentation says so
+_UNCHECKED_INDICES = re.compile(r"^_|_backward$|unsafe")
+
+
+def _past_end(op, case) -> str:
+    """What in `case` is an index past the end of the dim it indexes (a spec of the "past_end"
+    kind, which generators draw only where they know the dim's size), in words; "" where
+    nothing is, or the op takes indices unchecked by design."""
+    if _UNCHECKED_INDICES.search(op.base_name):
+        return ""
+    if any(s.numel == 0 for s in case.tensor_specs() if s.values not in ("index", "past_end")):
+        return ""  # nothing is read or written: the index reaches no element (no opinion)
+    for spec in case.tensor_specs():
+        if spec.values == "past_end" and spec.numel:
+            return (
+                f"an index past the end of what it indexes ({spec.low} or more, where 0 to {spec.low - 1} are in range)"
+            )
+    return ""
+
+
+def _accepted_past_end(op, case) -> str:
+    """On the plain CPU, the message of a kernel that returned a result for an index past the
+    end (a missing bounds check: every ATen op that takes such an index documents or raises
+    "index out of range"), or ""."""
+    what = _past_end(op, case)
+    return f"the CPU kernel accepts {what} and returns a result: a missing bounds check" if what else ""
 
 
 def _inputs_before(case):
