@@ -5,9 +5,6 @@ mm; #48900, addmm): where this torch build still does, the tests that need it ru
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -16,9 +13,9 @@ import opdb
 from conform.backends import CPUBackend
 from conform.judge import metamorphic
 from conform.outcomes import Outcome
-from conform.report.repro import repro_script
 from conform.run import execute
 from generators.case import Case, TensorSpec
+from tests.replay import replayed
 
 aten = torch.ops.aten
 
@@ -42,14 +39,6 @@ def _out_case(qualname, *shapes):
     return Case(qualname, specs, {"out": TensorSpec(shapes[0], "float32", seed=9)}, seed=5)
 
 
-def _replayed(op, case, result) -> str:
-    script = repro_script(op, case, "cpu", result=result, golden_is_expectation=True)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
-    return out.getvalue().strip().splitlines()[-1]
-
-
 @pytest.mark.skipif(not MM_BUG, reason="this torch build's mm gives the right result into an aliased out")
 @pytest.mark.parametrize(
     ("qualname", "shapes", "aliased"),
@@ -64,7 +53,7 @@ def test_an_out_that_is_an_input_of_a_gemm_is_found_with_a_script_that_reproduce
     assert checked and r is not None and r.outcome is Outcome.MISMATCH, r and r.message
     assert r.message.startswith("[alias relation]") and f"the input {aliased} too" in r.message, r.message
     assert r.variant_case.kwargs["out"] is r.variant_case.args[[a.name for a in op.arguments].index(aliased)]
-    assert _replayed(op, r.variant_case, r).startswith("verdict: mismatch")
+    assert replayed(op, r.variant_case, r).startswith("verdict: mismatch")
 
 
 @pytest.mark.skipif(not MM_BUG, reason="this torch build's addmm_ gives the right result with self as an operand")
@@ -74,7 +63,7 @@ def test_an_in_place_self_that_is_another_input_too_is_found():
     r = execute.run_case(op, case, CPUBackend(), grad=False, relations=True)
     assert r.outcome is Outcome.MISMATCH and r.message.startswith("[alias relation]"), r.message
     assert "the in-place self given as the input mat" in r.message, r.message
-    assert _replayed(op, case, r).startswith("verdict: mismatch")
+    assert replayed(op, case, r).startswith("verdict: mismatch")
 
 
 @pytest.mark.parametrize(

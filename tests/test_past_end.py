@@ -6,9 +6,6 @@ refuses it is right."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -18,9 +15,9 @@ import generators
 import opdb
 from conform.backends import CPUBackend
 from conform.outcomes import Outcome
-from conform.report.repro import repro_script
 from conform.run import execute
 from generators.case import Case, TensorSpec
+from tests.replay import replayed
 
 aten = torch.ops.aten
 
@@ -49,21 +46,13 @@ def _case(index_values="past_end"):
     return Case("aten::take_along_dim", (x, index), {"dim": 1}, seed=3)
 
 
-def _replayed(op, case, result) -> str:
-    script = repro_script(op, case, "cpu", result=result, golden_is_expectation=True)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
-    return out.getvalue().strip().splitlines()[-1]
-
-
 @pytest.mark.skipif(not UNCHECKED, reason="this torch build's take_along_dim checks its indices")
 def test_a_cpu_kernel_that_accepts_an_index_past_the_end_is_a_missing_error_with_a_script():
     op = opdb.lookup("aten::take_along_dim")
     r = execute.run_case(op, _case(), CPUBackend(), grad=False)
     assert r.outcome is Outcome.MISSING_ERROR, r.message
     assert "past the end" in r.message and "missing bounds check" in r.message, r.message
-    assert _replayed(op, _case(), r).startswith("verdict: missing_error")
+    assert replayed(op, _case(), r).startswith("verdict: missing_error")
     assert execute.run_case(op, _case("index"), CPUBackend(), grad=False).outcome is Outcome.PASS
 
 

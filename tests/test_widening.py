@@ -5,9 +5,6 @@ where the right one is a value the dtype holds."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -17,10 +14,10 @@ import generators
 import opdb
 from conform.backends import CPUBackend
 from conform.outcomes import Outcome
-from conform.report.repro import repro_script
 from conform.run import execute
 from generators.argtypes import ELEMENT_SCALARS
 from generators.case import Case, TensorSpec
+from tests.replay import replayed
 
 aten = torch.ops.aten
 VALUES = (0, 1, 5, -3, 7, 2**31 - 1, -(2**31))
@@ -33,14 +30,6 @@ def _case(qualname, *args, values=VALUES, **kwargs):
 
 def _run(qualname, case, backend=None):
     return execute.run_case(opdb.lookup(qualname), case, backend or CPUBackend(), relations=True)
-
-
-def _replayed(qualname, case, result) -> str:
-    script = repro_script(opdb.lookup(qualname), case, "cpu", result=result, golden_is_expectation=True)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(script, "repro.py", "exec"), {"__name__": "__main__"})
-    return out.getvalue().strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(
@@ -57,7 +46,7 @@ def test_a_python_scalar_wrapped_into_int32_is_found_with_a_script_that_reproduc
     r = _run(qualname, case)
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "widened to int64" in r.message and r.relation["relation"] == "widened"
-    assert _replayed(qualname, case, r).startswith("verdict: mismatch")
+    assert replayed(opdb.lookup(qualname), case, r).startswith("verdict: mismatch")
 
 
 @pytest.mark.parametrize(

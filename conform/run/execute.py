@@ -1837,26 +1837,21 @@ def run_out_variants(
                 values=nondet != "seeded" or _seeded_alike(op),
             )
             if broken is not None:
-                shared = _shared_with_cpu(op, backend, broken, out_compare)
-                r = (
-                    violation_result(broken)
-                    if shared is None
-                    else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
-                )
-                r.variant_case = variants[name]
-                return True, r
+                return True, _out_relation_result(op, backend, broken, out_compare, variants[name])
         if not nondet and not meta_only:
             broken = metamorphic.check_alias(op, variants["preallocated"], relation_sides(op, backend), out_compare)
             if broken is not None:
-                shared = _shared_with_cpu(op, backend, broken, out_compare)
-                r = (
-                    violation_result(broken)
-                    if shared is None
-                    else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
-                )
-                r.variant_case = broken.other
-                return True, r
+                return True, _out_relation_result(op, backend, broken, out_compare, broken.other)
     return True, None
+
+
+def _out_relation_result(op, backend, broken, compare_fn, variant) -> CaseResult:
+    """An out= relation the device broke: its failure, or, where the CPU's kernel breaks it too
+    (parity first), a pass with that finding; `variant` is the case kept and reproduced."""
+    shared = _shared_with_cpu(op, backend, broken, compare_fn)
+    r = violation_result(broken) if shared is None else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
+    r.variant_case = variant
+    return r
 
 
 def _unsafe_out(op, case, backend) -> CaseResult | None:
