@@ -108,6 +108,33 @@ def test_on_an_accelerator_the_cpus_gemm_into_its_operand_is_a_finding():
     assert r.finding and r.finding["kind"] == "reference" and "[alias relation]" in r.finding["message"], r.finding
 
 
+class _SevensIntoAnAliasedOut(TorchDispatchMode):
+    """A device whose mm into one of its operands is wrong in its own way (sevens; the CPU's gemm
+    zeroes its output first, so an aliased operand reads zeros)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = kwargs.get("out")
+        if func is aten.mm.out and any(a is out for a in args):
+            return out.fill_(7.0)
+        return func(*args, **kwargs)
+
+
+class SevensDevice(CPUBackend):
+    name = "sevens-into-aliased-mm"
+
+    def device_context(self):
+        return _SevensIntoAnAliasedOut()
+
+
+@pytest.mark.skipif(not MM_BUG, reason="this torch build's mm gives the right result into an aliased out")
+def test_a_device_wrong_its_own_way_where_the_cpu_is_wrong_too_is_a_finding_not_an_alarm():
+    op = opdb.lookup("aten::mm.out")
+    checked, r = execute.run_out_variants(op, _out_case("aten::mm.out", (4, 4), (4, 4)), SevensDevice(), relations=True)
+    assert checked and r is not None and r.outcome is Outcome.PASS, r and r.message
+    assert "the CPU's kernel too, with other values" in r.finding["message"], r.finding
+
+
 def test_alias_cases_pair_only_inputs_of_the_outs_shape_and_dtype_with_memory_of_their_own():
     mm = opdb.lookup("aten::mm.out")
     sized = Case("aten::mm.out", _specs((3, 4), (4, 5)), {"out": TensorSpec((3, 5), "float32", seed=9)})

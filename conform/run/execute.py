@@ -677,6 +677,8 @@ def _run_case(
                     on_functional(None)
         if broken is not None:
             shared = _shared_with_cpu(op, backend, broken, by_value)
+            if shared is None and broken.relation == metamorphic.ALIAS:
+                shared = _alias_shared(op, backend, case, by_value)
             if shared is None and broken.relation == metamorphic.LAYOUT and not is_plain_cpu(backend):
                 # the CPU's kernel breaks the layout relation on this case too, with other values
                 # (memory it never wrote, read through the layout): no expectation for the device
@@ -1841,14 +1843,30 @@ def run_out_variants(
         if not nondet and not meta_only:
             broken = metamorphic.check_alias(op, variants["preallocated"], relation_sides(op, backend), out_compare)
             if broken is not None:
-                return True, _out_relation_result(op, backend, broken, out_compare, broken.other)
+                shared = _alias_shared(op, backend, variants["preallocated"], out_compare)
+                return True, _out_relation_result(op, backend, broken, out_compare, broken.other, shared)
     return True, None
 
 
-def _out_relation_result(op, backend, broken, compare_fn, variant) -> CaseResult:
+def _alias_shared(op, backend, case, compare_fn) -> oracle.Finding | None:
+    """On an accelerator, the CPU's kernel breaking the alias relation on the same case too, with
+    values of its own (what an aliased gemm reads depends on its blocking): no expectation for
+    the device, and a finding; None where the CPU keeps it, or on the plain CPU."""
+    if is_plain_cpu(backend):
+        return None
+    again = metamorphic.check_alias(op, case, relation_sides(op, backend, cpu_kernels=True), compare_fn)
+    if again is None:
+        return None
+    return oracle.Finding(
+        oracle.REFERENCE, "forward", f"the CPU's kernel too, with other values: {metamorphic.describe(again)}"
+    )
+
+
+def _out_relation_result(op, backend, broken, compare_fn, variant, shared=None) -> CaseResult:
     """An out= relation the device broke: its failure, or, where the CPU's kernel breaks it too
-    (parity first), a pass with that finding; `variant` is the case kept and reproduced."""
-    shared = _shared_with_cpu(op, backend, broken, compare_fn)
+    (parity first, or `shared` already known), a pass with that finding; `variant` is the case
+    kept and reproduced."""
+    shared = _shared_with_cpu(op, backend, broken, compare_fn) or shared
     r = violation_result(broken) if shared is None else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
     r.variant_case = variant
     return r
