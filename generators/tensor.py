@@ -172,7 +172,10 @@ _EDGE_TOKENS = {
     "positive": ("sub", "inf", "0", "-0"),
     "nonnegative": ("sub", "0"),
     "above_minus_one": ("sub", "inf", "0"),
-    "no_poles": ("sub", "inf"),
+    # the poles themselves too (0, -0, -2): finite nowhere, defined by convention (lgamma's +inf,
+    # digamma's +-inf at +-0 and NaN at -2, polygamma's signed infinities, as SciPy gives them),
+    # which a kernel's reflection or recurrence may miss (polygamma(1, -2) is 1.6e32 in float64)
+    "no_poles": ("sub", "inf", "0", "-0", -2),
 }
 EDGE_KINDS = tuple(_EDGE_TOKENS)
 # A complex tensor's imaginary part takes the slot after its real part's: the pattern's pairs

@@ -103,6 +103,16 @@ def test_edges_keep_restricted_domains():
         TensorSpec((3,), "bool", edges=0)
 
 
+def test_edges_of_the_gamma_family_reach_its_poles():
+    """The gamma family's domain keeps off the poles in its drawn values and puts them in its edge
+    pattern, where their values are a convention an independent reference (SciPy) holds:
+    polygamma(1, -2) is finite garbage on the CPU where SciPy gives +inf."""
+    x = _cpu(TensorSpec((3, 57), "float32", values="no_poles", seed=3, edges=0))
+    assert (x == -2).any() and ((x == 0) & torch.signbit(x)).any() and ((x == 0) & ~torch.signbit(x)).any()
+    drawn = _cpu(TensorSpec((3, 57), "float32", values="no_poles", seed=3))
+    assert not ((drawn <= 0) & (drawn == drawn.round())).any()
+
+
 def test_complex_edges_pair_special_parts_in_one_number():
     """A complex tensor's pattern puts special values in both parts of one number (C99's
     infinities beside NaNs, signed zeros together), aligned across two operands: (-inf+infj) +
