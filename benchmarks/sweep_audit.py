@@ -52,7 +52,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ALARMS = ("mismatch", "grad_mismatch", "meta_mismatch", "device_error", "crash", "timeout")
+# the alarm outcomes (README's table of outcomes): every cell a backend developer must look at
+ALARMS = ("mismatch", "grad_mismatch", "meta_mismatch", "missing_error", "device_error", "crash", "timeout")
 _VERDICT = re.compile(r"^verdict: (\S+)", re.MULTILINE)
 
 
