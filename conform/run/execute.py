@@ -483,9 +483,9 @@ def _run_case(
         return CaseResult(
             Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.REFERENCE, "forward", said).to_dict()
         )
-    elif dev.error is not None and _past_end(op, case):
+    elif dev.error is not None and (past_end := _past_end(op, case)):
         # an index past the end of its dim, which the CPU accepts: the device refusing it is right
-        said = f"the CPU accepts {_past_end(op, case)}; the device refuses it: {first_line(dev.error)}"
+        said = f"the CPU accepts {past_end}; the device refuses it: {first_line(dev.error)}"
         return CaseResult(
             Outcome.PASS, "forward", said, finding=oracle.Finding(oracle.CPU_WRONG, "forward", said).to_dict()
         )
@@ -1843,8 +1843,7 @@ def run_out_variants(
         if not nondet and not meta_only:
             broken = metamorphic.check_alias(op, variants["preallocated"], relation_sides(op, backend), out_compare)
             if broken is not None:
-                shared = _alias_shared(op, backend, variants["preallocated"], out_compare)
-                return True, _out_relation_result(op, backend, broken, out_compare, broken.other, shared)
+                return True, _out_relation_result(op, backend, broken, out_compare, broken.other)
     return True, None
 
 
@@ -1862,11 +1861,13 @@ def _alias_shared(op, backend, case, compare_fn) -> oracle.Finding | None:
     )
 
 
-def _out_relation_result(op, backend, broken, compare_fn, variant, shared=None) -> CaseResult:
+def _out_relation_result(op, backend, broken, compare_fn, variant) -> CaseResult:
     """An out= relation the device broke: its failure, or, where the CPU's kernel breaks it too
-    (parity first, or `shared` already known), a pass with that finding; `variant` is the case
-    kept and reproduced."""
-    shared = _shared_with_cpu(op, backend, broken, compare_fn) or shared
+    (parity first; for the alias relation, with values of its own), a pass with that finding;
+    `variant` is the case kept and reproduced."""
+    shared = _shared_with_cpu(op, backend, broken, compare_fn)
+    if shared is None and broken.relation == metamorphic.ALIAS:
+        shared = _alias_shared(op, backend, broken.first, compare_fn)  # first: the case it was held against
     r = violation_result(broken) if shared is None else CaseResult(Outcome.PASS, "forward", finding=shared.to_dict())
     r.variant_case = variant
     return r
