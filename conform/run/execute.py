@@ -1545,7 +1545,8 @@ def _infinity_result(op, case, backend, phase, dev, ref_result, result) -> CaseR
 
 def _gradient_probe(op, case, gos, names):
     cpu = torch.device("cpu")
-    gold_gos = [g.to(torch.float64) for g in gos]
+    # (a complex result's grad_output stays complex: cast to float64 it would lose its imaginary part)
+    gold_gos = [g.to(torch.complex128) if g.is_complex() else g.to(torch.float64) for g in gos]
 
     def evaluate(j):
         probe = _probe_case(op, case, j, _one_real_dtype(case))
