@@ -62,7 +62,8 @@ VECTOR_LENGTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65)
 #   (order among the case's tensors) choosing its column;
 # - "huge": the same rows (half of the tensors in a strided layout), finite values of ONE floating tensor in the
 #   "beyond_sqrt" band (every square overflows the dtype while the values and most results fit;
-#   the others keep their kind's own range) or at the integer type's limits, where
+#   the others keep their kind's own range; a complex tensor in both parts, where a product's
+#   re * re - im * im is inf - inf and |z| must not square its parts) or at the integer type's limits, where
 #   intermediates and accumulations in the dtype itself overflow. One, because a product of two
 #   such tensors (x @ W, q . k, lr * g) is beyond the range by the op's own definition: golden
 #   float64 holds it and a later sigmoid or softmax brings golden back, which no evaluation in
@@ -587,7 +588,7 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
             # (generators.tensor.MAGNITUDES): a tensor's own band draw rarely gives one tensor
             # large values while the other keeps small ones at the same positions
             magnitude = "apart_even" if role % 2 == 0 else "apart_odd"
-    elif real_float and values in MAGNITUDE_DOMAINS and given is None:
+    elif (real_float or dtype in COMPLEX_DTYPES) and values in MAGNITUDE_DOMAINS and given is None:
         # the tensor of the drawn role, or the first one that can be huge after it
         huge = role >= stress["huge_role"] and not stress.get("huge_drawn")
         stress["huge_drawn"] = stress.get("huge_drawn") or huge
