@@ -357,3 +357,18 @@ def test_conform_run_on_the_emulated_device_stores_the_finding_parity_first_give
     rows = [r for r in _findings(db) if r[0] == "aten::gelu"]  # the pattern takes gelu.out too
     assert [r[:3] for r in rows] == [("aten::gelu", "float32", "pass")], rows
     assert kind in rows[0][3], rows
+
+
+def test_views_keep_their_device_strides_on_the_way_back(emu, fallback_off):
+    # Tensor.to("cpu") makes a non-dense view contiguous: expand's stride 0 and a slice's gaps
+    # came back as a contiguous result, and the stride check blamed the device for the copy
+    x = emu.to_device(torch.arange(12.0).reshape(3, 4))
+    for view in (x[:, None, :].expand(3, 2, 4), x[:, ::2], x[1:, 1:], x.t()):
+        back = emu.to_cpu(view)
+        assert back.stride() == view.stride() and torch.equal(back, view.to("cpu"))
+    for name, args in (
+        ("aten::expand", (f32(3, 1), [3, 5])),
+        ("aten::slice.Tensor", (f32(4, 6), 1, 1, 5, 2)),
+    ):
+        r = run(name, *args, backend=emu)
+        assert r.outcome == O.PASS, r.message
