@@ -69,3 +69,10 @@ def tanh_mlp():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     return model, torch.randn(3, 8)
+
+
+def embedding_mlp():
+    """Token ids (an integer input, whose value range the trace records) into an embedding."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Tanh())
+    return model, torch.tensor([[1, 2, 3], [4, 5, 9]])

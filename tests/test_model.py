@@ -69,6 +69,19 @@ def test_without_the_fallback_the_model_fails_at_the_first_op_emu_lacks(emu_avai
     assert next(o for o in r.ops if o.op == "aten::addmm").outcome is Outcome.NOT_IMPLEMENTED
 
 
+def test_a_failing_step_names_an_op_the_model_calls_not_the_recorders_own(emu_available, monkeypatch):
+    # the recorder read integer inputs' ranges with min and max on the device: emu has no such
+    # kernel, and the step failed at "an unknown op" the model never calls
+    from conform.backends.emulated import EmulatedBackend
+
+    monkeypatch.delenv("CONFORM_EMU_FALLBACK", raising=False)
+    r = check_model("emu_model_kernels:embedding_mlp", EmulatedBackend(), timing=False)
+    assert r.verdict == "fails"
+    # (the embedding runs; the loss's square is the first op emu has no kernel for)
+    assert r.fails_at["op"] == "aten::pow.Tensor_Scalar", r.fails_at
+    assert "aten::min" not in r.fails_at["error"] and "aten::max" not in r.fails_at["error"]
+
+
 def test_a_seeded_one_percent_error_is_named_as_the_culprit_and_no_other_op(emu_available, fallback_on):
     from emu_model_kernels import EmuWrongSigmoid
 

@@ -166,6 +166,9 @@ def _value_range(t: torch.Tensor) -> tuple[int, int] | None:
 
     if isinstance(t, FakeTensor) or t.device.type == "meta" or t.numel() == 0:
         return None
+    # read on a CPU copy: a device without a min kernel of the dtype must not fail the model for
+    # the recorder's own bookkeeping (nor fall back to the CPU for it)
+    t = t.detach().to("cpu")
     return int(t.min()), int(t.max())
 
 
