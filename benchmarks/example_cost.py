@@ -16,6 +16,11 @@ as on an accelerator, whatever the plain CPU's harness shares between them. Time
 process's CPU time (torch runs one thread here, as in a device process), so that other
 processes on the machine change them little. The ratio is harness / work.
 
+Drawing alone: the cell's own strategy under the cell's hypothesis settings, with a test that does
+nothing with its cases (`drawing ms`), the mean choices a case draws (`choices`), and hypothesis's
+engine alone drawing that many plain integers (`engine ms`): the floor of any harness that draws
+each case with hypothesis, whatever it does with the case.
+
 Single-op wall time: `python -m conform.cli run --ops aten::abs --no-bench` in a fresh folder,
 wall clock and the CPU time of its whole process tree.
 
@@ -99,6 +104,51 @@ def _work(op, case) -> float:
     return total
 
 
+def _drawing(cell: tuple[str, str], examples: int, seed: int) -> tuple[float, int]:
+    """(CPU seconds, choices drawn) of hypothesis drawing the cell's cases alone, with the cell's
+    own strategy and settings and a test that does nothing with them."""
+    from hypothesis import given
+    from hypothesis.control import current_build_context
+
+    import generators
+    import opdb
+    from conform.config import CellSettings
+    from conform.judge import references
+    from conform.run.cell import _hypothesis_settings
+
+    op = opdb.lookup(cell[0])
+    strategy = generators.from_schema(
+        op, cell[1], max_numel=CellSettings.max_numel, reference=references.float64_function
+    )
+    choices = []
+
+    def count(case):
+        choices.append(len(current_build_context().data.choices))
+
+    test = _hypothesis_settings(CellSettings(examples=examples, hypothesis_db=None))(given(strategy)(count))
+    test._hypothesis_internal_use_seed = seed
+    start = time.process_time()
+    test()
+    return time.process_time() - start, round(statistics.mean(choices))
+
+
+def _engine_floor(choices: int, examples: int, seed: int) -> float:
+    """CPU seconds of hypothesis alone: `examples` tests each drawing `choices` integers (from a
+    range too wide to exhaust) and doing nothing with them, with the cells' settings."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from conform.config import CellSettings
+    from conform.run.cell import _hypothesis_settings
+
+    many = st.lists(st.integers(0, 2**20), min_size=choices, max_size=choices)
+    test = _hypothesis_settings(CellSettings(examples=examples, hypothesis_db=None))(given(many)(lambda xs: None))
+    test._hypothesis_internal_use_seed = seed
+    start = time.process_time()
+    test()
+    return time.process_time() - start
+
+
 def _median_work(cases, repeats: int) -> float:
     return sum(statistics.median(_work(op, c) for _ in range(repeats)) for op, c, _ in cases)
 
@@ -115,7 +165,7 @@ def per_example(names, repeats: int, seed: int, per_draw: int | None = None) -> 
         for name in names:
             cell = (opdb.lookup(f"aten::{name}").qualname, "float32")
             runners[FEW](cell)  # warm: first calls build strategies and load kernels
-            harness, work = {}, {}
+            harness, work, drawing, floor = {}, {}, {}, {}
             for n in (FEW, MANY):
                 times, cases = [], []
                 for _ in range(repeats):
@@ -126,6 +176,10 @@ def per_example(names, repeats: int, seed: int, per_draw: int | None = None) -> 
                     cases = rec.cases
                 harness[n] = statistics.median(times)
                 work[n] = _median_work(cases, repeats)
+                drawn = [_drawing(cell, n, seed) for _ in range(repeats)]
+                drawing[n] = statistics.median(t for t, _ in drawn)
+                choices = drawn[0][1]
+                floor[n] = statistics.median(_engine_floor(choices, n, seed) for _ in range(repeats))
             rows.append(
                 {
                     "cell": f"{name}[float32]",
@@ -133,6 +187,9 @@ def per_example(names, repeats: int, seed: int, per_draw: int | None = None) -> 
                     "examples": result.examples_run,
                     "harness_ms": (harness[MANY] - harness[FEW]) / (MANY - FEW) * 1e3,
                     "work_ms": (work[MANY] - work[FEW]) / (MANY - FEW) * 1e3,
+                    "drawing_ms": (drawing[MANY] - drawing[FEW]) / (MANY - FEW) * 1e3,
+                    "floor_ms": (floor[MANY] - floor[FEW]) / (MANY - FEW) * 1e3,
+                    "choices": choices,
                 }
             )
     return rows
@@ -258,11 +315,17 @@ def main() -> None:
         f"per-example cost, float32 cells, CPU time, median of {a.repeats}, seed {a.seed}, "
         f"{per_draw} value(s) per drawn case"
     )
-    print(f"{'cell':24} {'outcome':10} {'harness ms':>11} {'work ms':>9} {'ratio':>7}")
+    print(
+        f"{'cell':24} {'outcome':10} {'harness ms':>11} {'work ms':>9} {'ratio':>7}"
+        f" {'drawing ms':>11} {'choices':>8} {'engine ms':>10}"
+    )
     rows = per_example(names, a.repeats, a.seed, per_draw)
     for r in rows:
         ratio = r["harness_ms"] / r["work_ms"] if r["work_ms"] > 0 else float("inf")
-        print(f"{r['cell']:24} {r['outcome']:10} {r['harness_ms']:11.2f} {r['work_ms']:9.3f} {ratio:6.1f}x")
+        print(
+            f"{r['cell']:24} {r['outcome']:10} {r['harness_ms']:11.2f} {r['work_ms']:9.3f} {ratio:6.1f}x"
+            f" {r['drawing_ms']:11.2f} {r['choices']:8d} {r['floor_ms']:10.2f}"
+        )
     # a failing cell stops at its failure and shrinks: its examples do not scale with the count
     passing = [r for r in rows if r["outcome"] == "pass"] or rows
     harness = statistics.mean(r["harness_ms"] for r in passing)
@@ -271,6 +334,13 @@ def main() -> None:
     print(
         f"per example ({len(passing)} passing cells{'; not ' + left if left else ''}): "
         f"harness {harness:.2f} ms, work {work:.3f} ms: {harness / work:.1f}x the work"
+    )
+    drawing = statistics.mean(r["drawing_ms"] for r in passing)
+    engine = statistics.mean(r["floor_ms"] for r in passing)
+    print(
+        f"of the harness: drawing the cases alone {drawing:.2f} ms ({drawing / work:.1f}x the work); hypothesis's"
+        f" engine alone, drawing as many plain integers for a test that does nothing: {engine:.2f} ms"
+        f" ({engine / work:.1f}x)"
     )
     if not a.no_single_op:
         wall, cpu, rc = single_op(["--ops", "aten::abs", "--no-bench"])
