@@ -108,8 +108,9 @@ class Whole:
         }
 
 
-def run_step(built: Built, device, dtype: torch.dtype, *, train: bool, to_cpu=None, sync=None, ctx=None) -> Step:
-    """One step of a fresh copy of `built` on `device` in `dtype`; its outputs and gradients on the CPU."""
+def run_step(built: Built, device, dtype: torch.dtype, *, train: bool, to_cpu=None, sync=None, context=None) -> Step:
+    """One step of a fresh copy of `built` on `device` in `dtype`; its outputs and gradients on the CPU.
+    `context`: makes the device's context for a step (a backend's `device_context` hook)."""
     device = torch.device(device)
     to_cpu = to_cpu or (lambda t: t.to("cpu"))
     model = prepare(copy.deepcopy(built.model), train=train).to(device=device, dtype=dtype)
@@ -117,14 +118,14 @@ def run_step(built: Built, device, dtype: torch.dtype, *, train: bool, to_cpu=No
     out = Step()
     started = time.perf_counter()
     try:
-        with ctx if ctx is not None else _null():
+        with _entered(context):
             output = step(model, args, kwargs, train=train)
         if sync is not None:
             sync()
     except Exception as e:  # noqa: BLE001 - a model that fails on the device is a verdict
         out.error = first_line(e, 300)
         if device.type != "cpu":
-            out.failed_op, out.failed_module = _failing_op(built, device, dtype, train=train, ctx=ctx)
+            out.failed_op, out.failed_module = _failing_op(built, device, dtype, train=train, context=context)
         return out
     out.seconds = time.perf_counter() - started
     for i, t in enumerate(floating_leaves(output)):
@@ -136,7 +137,7 @@ def run_step(built: Built, device, dtype: torch.dtype, *, train: bool, to_cpu=No
     return out
 
 
-def _failing_op(built: Built, device, dtype: torch.dtype, *, train: bool, ctx=None) -> tuple[str, str]:
+def _failing_op(built: Built, device, dtype: torch.dtype, *, train: bool, context=None) -> tuple[str, str]:
     """(op, module path) of the ATen call a failing step raised in: the step again, under the
     recorder. Not in the timed step: the recorder's Python dispatch would be the device's time."""
     model = prepare(copy.deepcopy(built.model), train=train).to(device=device, dtype=dtype)
@@ -144,11 +145,17 @@ def _failing_op(built: Built, device, dtype: torch.dtype, *, train: bool, ctx=No
     tracker = ModuleTracker()
     recorder = Recorder(tracker, device.type)
     try:
-        with tracker, ctx if ctx is not None else _null(), recorder:
+        with tracker, _entered(context), recorder:
             step(model, args, kwargs, train=train)
     except Exception:  # noqa: BLE001 - the failure the first run met, now with its op named
         pass
     return recorder.failed or ("", "")
+
+
+def _entered(context):
+    """A fresh device context from `context` (a factory), or none."""
+    made = context() if context is not None else None
+    return made if made is not None else _null()
 
 
 class _null:
@@ -195,7 +202,7 @@ def compare_whole(
             train=train,
             to_cpu=backend.to_cpu,
             sync=backend.synchronize,
-            ctx=_device_context(backend),
+            context=lambda: _device_context(backend),
         )
         if device.error:
             whole.error, whole.failed_op, whole.failed_module = device.error, device.failed_op, device.failed_module
