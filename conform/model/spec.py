@@ -52,7 +52,26 @@ TINY_CONFIG = {
     "bos_token_id": 0,
     "eos_token_id": 1,
     "pad_token_id": 2,
+    "decoder_start_token_id": 0,
+    # encoder-decoder models (t5, bart, whisper) size each side apart
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "num_decoder_layers": 2,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "d_ff": 64,
+    "d_kv": 16,
+    # audio and vision inputs: whisper's frames, an image's side and patch
+    "max_source_positions": 32,
+    "max_target_positions": 64,
+    "num_mel_bins": 16,
+    "image_size": 32,
+    "patch_size": 8,
 }
+AUDIO_SAMPLES = 1600  # a waveform (wav2vec2, hubert): its convolutions take 400 samples at least
+VIDEO_FRAMES = 8
 
 
 class SpecError(ConformError):
@@ -113,6 +132,9 @@ def _torchvision(name: str):
     except ValueError as e:
         raise SpecError(f"torchvision has no model {name!r}: {e}") from None
     size = 224 if name.startswith(("vit_", "swin", "maxvit")) else IMAGE
+    if name in tv.models.list_models(module=tv.models.video):
+        # a clip: (batch, channels, frames, height, width)
+        return model, torch.randn(BATCH, 3, VIDEO_FRAMES, size, size)
     return model, torch.randn(BATCH, 3, size, size)
 
 
@@ -132,24 +154,49 @@ def _hf(model_type: str):
         config = transformers.AutoConfig.for_model(model_type, **TINY_CONFIG)
     except (ValueError, KeyError) as e:
         raise SpecError(f"transformers has no model type {model_type!r}: {str(e).splitlines()[0]}") from None
-    # no dropout: the device, the CPU and float64 must compute the same function
+    # no dropout, nor any other random training-time change (layer drop, SpecAugment's masks):
+    # the device, the CPU and float64 must compute the same function
     for key, value in list(vars(config).items()):
-        if isinstance(value, float) and ("dropout" in key or "pdrop" in key):
+        random_train = "dropout" in key or "pdrop" in key or "layerdrop" in key
+        if isinstance(value, float) and (random_train or key.startswith("mask_") and key.endswith("_prob")):
             setattr(config, key, 0.0)
-    model = None
-    for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel"):
+    model, why = None, ""
+    # an encoder-decoder whole (t5, bart, whisper), not its decoder alone as a causal LM
+    heads = (
+        ("AutoModelForSeq2SeqLM", "AutoModelForSpeechSeq2Seq") if getattr(config, "is_encoder_decoder", False) else ()
+    )
+    for auto in (*heads, "AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel"):
         try:
             model = getattr(transformers, auto).from_config(config)
             break
-        except ValueError:
-            continue
+        except ValueError as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
     if model is None:
-        raise SpecError(f"transformers builds no model from a {model_type!r} config")
-    ids = torch.randint(3, config.vocab_size, (BATCH, SEQUENCE))
-    inputs = {"input_ids": ids}
-    if type(model).__name__.endswith(("ForCausalLM", "ForMaskedLM")):
+        raise SpecError(f"transformers builds no model from a {model_type!r} config: {why}")
+    return model, _hf_inputs(model, config)
+
+
+def _hf_inputs(model, config) -> dict:
+    """The model's main input (token ids, a waveform, mel frames or an image, by its
+    `main_input_name`), decoder ids for an encoder-decoder, and labels where the model has a
+    language-model head (its own loss then ends the step)."""
+    main = getattr(model, "main_input_name", "input_ids")
+    ids = torch.randint(3, config.vocab_size, (BATCH, SEQUENCE)) if getattr(config, "vocab_size", None) else None
+    if main == "input_values":
+        inputs = {main: torch.randn(BATCH, AUDIO_SAMPLES)}
+    elif main == "input_features":
+        frames = 2 * getattr(config, "max_source_positions", SEQUENCE)
+        inputs = {main: torch.randn(BATCH, getattr(config, "num_mel_bins", 80), frames)}
+    elif main == "pixel_values":
+        side = getattr(config, "image_size", IMAGE)
+        inputs = {main: torch.randn(BATCH, getattr(config, "num_channels", 3), side, side)}
+    else:
+        inputs = {main: ids}
+    if getattr(config, "is_encoder_decoder", False) and ids is not None:
+        inputs["decoder_input_ids"] = ids
+    if type(model).__name__.endswith(("ForCausalLM", "ForMaskedLM", "ForConditionalGeneration")) and ids is not None:
         inputs["labels"] = ids.clone()
-    return model, inputs
+    return inputs
 
 
 def _factory(text: str):
