@@ -12,6 +12,7 @@ import json
 import pytest
 import torch
 
+import opdb
 from cli_helpers import conform_here
 from conform.model import backendbench, cases, spec, trace, whole
 from conform.model.verdict import check_model
@@ -156,6 +157,30 @@ def test_integer_ranges_are_recorded_and_cases_draw_within_them():
     case = cases.to_case(call)
     args, _ = case.materialize(lambda t: t, torch.device("cpu"))
     assert 3 <= int(args[1].min()) and int(args[1].max()) <= 12
+
+
+def test_labels_padded_with_the_ignore_index_are_replayed_as_classes():
+    # a causal LM shifts its labels and pads them with -100 (cross-entropy's ignore_index): the
+    # recorded range [-100, 9] made almost every replayed label out of bounds, and the loss was
+    # never judged
+    logits = torch.randn(6, 10)
+    labels = torch.tensor([3, 9, 0, -100, 5, -100])
+    built = spec.Built("ce", _CrossEntropy(), (logits, labels), {})
+    tr = trace.trace_on(built, "cpu", train=False)
+    call = tr.ops()["aten::nll_loss_forward"][0]
+    assert call.int_ranges[1] == (-100, 9)
+    op = opdb.lookup("aten::nll_loss_forward")
+    args, _ = cases.to_case(call, op).materialize(lambda t: t, torch.device("cpu"))
+    assert 0 <= int(args[1].min()) and int(args[1].max()) <= 9
+    from conform.backends import resolve
+
+    judged = {o.op: o.outcome for o in cases.judge_trace(tr, resolve("cpu"), timing=False)}
+    assert judged["aten::nll_loss_forward"] is Outcome.PASS, judged
+
+
+class _CrossEntropy(torch.nn.Module):
+    def forward(self, logits, labels):
+        return torch.nn.functional.cross_entropy(logits, labels)
 
 
 def test_a_strided_traced_tensor_is_replayed_with_its_strides():

@@ -152,12 +152,23 @@ def _smallest_size(call: TracedCall) -> int:
     return max(1, min(sizes, default=1))
 
 
+def _ignore_index(call: TracedCall, op) -> int | None:
+    """The call's `ignore_index` argument (a loss's label meaning "no class"), or None."""
+    names = [a.name for a in getattr(op, "arguments", ())]
+    if "ignore_index" not in names:
+        return None
+    i = names.index("ignore_index")
+    value = call.kwargs.get("ignore_index", call.args[i] if i < len(call.args) else None)
+    return value if isinstance(value, int) else None
+
+
 def to_case(call: TracedCall, op=None) -> Case:
     """The Case that replays `call` (see the module docstring); `op` its OpSpec, for its domain."""
     domain = getattr(getattr(op, "rules", None), "domain", "real")
     domain = domain if domain in VALUE_KINDS else "real"
     counter = iter(range(1 << 30))
     key = call.key
+    ignored = _ignore_index(call, op)
 
     def build(v):
         if isinstance(v, TensorMeta):
@@ -168,6 +179,11 @@ def to_case(call: TracedCall, op=None) -> Case:
             elif v.dtype != "bool":
                 known = call.int_ranges.get(i)
                 lo, hi = known if known is not None else (0, _smallest_size(call) - 1)
+                if lo == ignored and hi >= 0:
+                    # a loss's labels padded with its ignore_index (-100 where a causal LM shifts
+                    # them): the recorded range then starts there, and almost every label drawn
+                    # between it and 0 is out of bounds; the classes start at 0
+                    lo = 0
                 fields.update(values="index", low=lo, high=hi + 1)
             if not v.contiguous:
                 fields.update(layout=EXPLICIT_LAYOUT, stride=v.stride, storage_offset=v.storage_offset)
