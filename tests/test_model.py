@@ -178,6 +178,25 @@ def test_labels_padded_with_the_ignore_index_are_replayed_as_classes():
     assert judged["aten::nll_loss_forward"] is Outcome.PASS, judged
 
 
+def test_embedding_bag_offsets_are_replayed_sorted():
+    # offsets drawn at random within their recorded range were unsorted, and every replayed
+    # _embedding_bag case was refused ("offsets[-1] ... got 12"): the op was never judged
+    def make():
+        bag = torch.nn.EmbeddingBag(20, 4, mode="mean")
+        return spec.Built("bag", bag, (torch.tensor([1, 5, 7, 2, 9, 11, 3, 4, 0, 19]), torch.tensor([0, 3, 4, 8])), {})
+
+    from conform.backends import resolve
+
+    for fake, last in ((False, 8), (True, 10)):  # fake tensors record no range: up to len(indices)
+        tr = trace.trace_on(make(), "cpu", train=False, fake=fake, builder=make)
+        call = tr.ops()["aten::_embedding_bag"][0]
+        op = opdb.lookup("aten::_embedding_bag")
+        args, _ = cases.to_case(call, op).materialize(lambda t: t, torch.device("cpu"))
+        assert args[2].tolist() == sorted(args[2].tolist()) and args[2][0] == 0 and args[2][-1] == last
+        judged = {o.op: o.outcome for o in cases.judge_trace(tr, resolve("cpu"), timing=False)}
+        assert judged["aten::_embedding_bag"] is Outcome.PASS, judged
+
+
 class _CrossEntropy(torch.nn.Module):
     def forward(self, logits, labels):
         return torch.nn.functional.cross_entropy(logits, labels)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,14 +153,26 @@ def _smallest_size(call: TracedCall) -> int:
     return max(1, min(sizes, default=1))
 
 
+# Integer arguments that hold sorted starts into another tensor (embedding_bag's offsets, a
+# segment reduction's): drawn at random within their range they are unsorted, and the op refuses
+# every case ("offsets[-1] ... got 12").
+# (argument -> the argument it indexes into)
+MONOTONE = {"offsets": "indices"}
+
+
+def _argument(call: TracedCall, op, name: str):
+    """The call's argument `name` (a TensorMeta or a value) by `op`'s schema, or None."""
+    names = [a.name for a in getattr(op, "arguments", ())]
+    if not name or name not in names:
+        return None
+    i = names.index(name)
+    return call.kwargs.get(name, call.args[i] if i < len(call.args) else None)
+
+
 def _ignore_index(call: TracedCall, op) -> int | None:
     """The call's `ignore_index` argument (a loss's label meaning "no class"), or None."""
-    names = [a.name for a in getattr(op, "arguments", ())]
-    if "ignore_index" not in names:
-        return None
-    i = names.index("ignore_index")
-    value = call.kwargs.get("ignore_index", call.args[i] if i < len(call.args) else None)
-    return value if isinstance(value, int) else None
+    value = _argument(call, op, "ignore_index")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def to_case(call: TracedCall, op=None) -> Case:
@@ -170,10 +183,18 @@ def to_case(call: TracedCall, op=None) -> Case:
     key = call.key
     ignored = _ignore_index(call, op)
 
-    def build(v):
+    def build(v, name=""):
         if isinstance(v, TensorMeta):
             i = next(counter)
             fields: dict[str, Any] = {"seed": _seed(key, i)}
+            into = _argument(call, op, MONOTONE.get(name, ""))
+            if isinstance(into, TensorMeta) and len(v.shape) == 1 and v.contiguous:
+                # bag or segment starts: sorted, from the recorded first to the recorded last (a
+                # trace on fake tensors records none: from 0 to the length of what they index)
+                lo, hi = call.int_ranges.get(i) or (0, math.prod(into.shape))
+                n = v.shape[0]
+                data = tuple(lo + (hi - lo) * k // max(1, n - 1) for k in range(n))
+                return TensorSpec(v.shape, v.dtype, data=data)
             if v.dtype.startswith(("float", "bfloat", "complex")):
                 fields["values"] = domain
             elif v.dtype != "bool":
@@ -194,8 +215,9 @@ def to_case(call: TracedCall, op=None) -> Case:
             return [build(x) for x in v]
         return v
 
-    args = tuple(build(a) for a in call.args)
-    kwargs = {k: build(v) for k, v in call.kwargs.items()}
+    names = [a.name for a in getattr(op, "arguments", ())]
+    args = tuple(build(a, names[j] if j < len(names) else "") for j, a in enumerate(call.args))
+    kwargs = {k: build(v, k) for k, v in call.kwargs.items()}
     case = Case(call.op, args, kwargs, seed=_seed(key, -1) % (1 << 31))
     return _with_derived(case) if call.op in DERIVED else case
 
