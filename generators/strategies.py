@@ -518,7 +518,7 @@ def draw_tensor(
         return _draw_quantized(
             draw, dtype=dtype, shape=shape, values=values, layout=layout, qscheme=qscheme, label=label
         )
-    if values in ("invertible", "spd") and len(shape) == 2:
+    if values in STRUCTURED_KINDS and len(shape) == 2:
         # expanding a single matrix repeats its first row: no longer SPD or invertible
         writable = True
     # a matrix whose rows are each one value repeated is singular

@@ -54,6 +54,9 @@ VALUE_KINDS = (
     "past_end",  # integers in [low, high) past the end of the dim they index (low: its size): out of range
     "invertible",  # square matrices (last two dims) made diagonally dominant: well-conditioned
     "spd",  # symmetric (Hermitian) positive definite matrices: M @ M^H + n * I
+    # matrices a factorisation must refuse: exactly, in every dtype (no pivot that rounding decides)
+    "indefinite",  # an SPD matrix with its last diagonal entry negated: Cholesky stops at the last pivot
+    "singular",  # an invertible matrix with its last row zeroed: LU meets an exact zero pivot
 )
 
 
@@ -194,7 +197,7 @@ PER_CHANNEL_LAYOUTS = ("contiguous", "channels_last")
 
 
 # value kinds that constrain whole matrices (the last two dims), not single elements
-STRUCTURED_KINDS = ("invertible", "spd")
+STRUCTURED_KINDS = ("invertible", "spd", "indefinite", "singular")
 
 
 QUANTIZED_STORAGE_DTYPES = {q: getattr(torch, s) for q, s in QUANTIZED_STORAGE.items()}
@@ -545,7 +548,7 @@ def _make_values(shape, dtype: torch.dtype, kind: str, seed: int, low, high, mag
             x = torch.where(x == 0, torch.ones_like(x), x)
         return x.to(dtype)
     real_dtype = dtype.to_real() if dtype.is_complex else dtype
-    if kind in ("invertible", "spd") and len(shape) >= 2 and shape[-1] == shape[-2]:
+    if kind in STRUCTURED_KINDS and len(shape) >= 2 and shape[-1] == shape[-2]:
         m = _make_matrices(shape, torch.float64 if not dtype.is_complex else torch.complex128, kind, g)
         # apart_even: the whole matrix in the moderate band, apart_odd: its own range, so two
         # matrices of a case are apart role by role (columns scaled apart would wreck conditioning)
@@ -792,17 +795,22 @@ def _int_extremes(x: torch.Tensor, info, g: torch.Generator) -> torch.Tensor:
 
 
 def _make_matrices(shape, dtype: torch.dtype, kind: str, g: torch.Generator) -> torch.Tensor:
-    """Well-conditioned square matrices: diagonally dominant, or SPD (Hermitian for complex)."""
+    """Well-conditioned square matrices: diagonally dominant, or SPD (Hermitian for complex); or
+    one of those made exactly indefinite or singular (see VALUE_KINDS)."""
     n = shape[-1]
     cdt = torch.complex128 if dtype.is_complex else torch.float64
     m = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
     if dtype.is_complex:
         m = torch.complex(m, torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1)
     eye = torch.eye(n, dtype=cdt)
-    if kind == "spd":
+    if kind in ("spd", "indefinite"):
         m = m @ m.mT.conj() + n * eye
     else:
         m = m + (n + 1) * eye
+    if kind == "indefinite" and n:
+        m[..., -1, -1] = -m[..., -1, -1]  # still Hermitian; a negative diagonal entry: not definite
+    if kind == "singular" and n:
+        m[..., -1, :] = 0
     return m.to(dtype)
 
 

@@ -382,11 +382,16 @@ def test_family_cases_are_all_valid_on_cpu(op):
 @FAST
 @given(st.data())
 def test_cholesky_inputs_are_symmetric_positive_definite(data):
+    # or, one case in four, indefinite: a matrix the factorisation must refuse (MUST_REFUSE)
     case = data.draw(from_schema(CHOLESKY, "float64"), label="case")
     (a,), _ = _materialize(case)
     if a.numel():
         assert torch.allclose(a, a.mT)
-        assert bool((torch.linalg.eigvalsh(a) > 0).all())
+        positive = torch.linalg.eigvalsh(a) > 0
+        spec = case.args[0]
+        assert (
+            bool(positive.all()) if spec.values == "spd" else spec.values == "indefinite" and not bool(positive.all())
+        )
 
 
 @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -542,3 +547,32 @@ def test_a_reductions_edge_pattern_stays_in_its_first_row():
         if s.edges is not None
     ]
     assert pointwise and all(s.edge_rows is None for s in pointwise)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_matrices_a_factorisation_must_refuse_are_refused_in_every_dtype(dtype):
+    # exactly: a negative diagonal entry of a Hermitian matrix, a zero row; no pivot left to rounding
+    for seed in range(5):
+        for n in (1, 3):
+            indefinite = TensorSpec((2, n, n), dtype, values="indefinite", seed=seed).materialize(lambda t: t)
+            assert torch.equal(indefinite, indefinite.mH)
+            with pytest.raises(RuntimeError, match="positive-definite"):
+                torch.linalg.cholesky(indefinite)
+            singular = TensorSpec((n, n), dtype, values="singular", seed=seed).materialize(lambda t: t)
+            with pytest.raises(RuntimeError, match="singular"):
+                torch.linalg.inv(singular)
+
+
+def test_a_device_that_drops_the_factorisations_status_is_a_missing_error():
+    from conform.config import CellSettings
+    from conform.run.cell import run_cell
+    from tests.faulty_fourth import FOURTH
+
+    op = opdb.lookup("aten::linalg_cholesky")
+    from conform.backends import CPUBackend
+
+    # one case in four draws a matrix to refuse: seed 2's cell meets one
+    r = run_cell(op, "float32", FOURTH["cholesky_info_dropped"](), CellSettings(seed=2, hypothesis_db=None))
+    assert r.outcome == "missing_error", r.message
+    assert "positive-definite" in r.message
+    assert run_cell(op, "float32", CPUBackend(), CellSettings(seed=2, hypothesis_db=None)).outcome == "pass"

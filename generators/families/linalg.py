@@ -7,12 +7,29 @@ from generators.case import TensorSpec
 from generators.families.common import _tensor
 from generators.families.registry import _FAMILY_BUILDERS, family
 
+# Ops that must refuse a matrix they cannot factor (torch raises: "linalg.cholesky: The factorization
+# could not be completed because the input is not positive-definite", "linalg.inv: The diagonal
+# element 2 is zero ... singular"), and the kind of matrix each must refuse. One case in four draws
+# one, so that a device that returns a result for it (a dropped LAPACK info) is a missing_error;
+# the _ex overloads report the status instead and return undefined factors: not drawn there.
+MUST_REFUSE = {
+    "cholesky": "indefinite",
+    "linalg_cholesky": "indefinite",
+    "inverse": "singular",
+    "linalg_inv": "singular",
+    "linalg_lu_factor": "singular",
+}
+_refused = memo.sampled_from((False,) * 3 + (True,))
+
 
 def _linalg_default(ctx):
     """Square (batched) matrices, well-conditioned; symmetric positive definite where the op
-    needs a Cholesky factorisation or a Hermitian eigenproblem."""
+    needs a Cholesky factorisation or a Hermitian eigenproblem; one case in four a matrix the op
+    must refuse (MUST_REFUSE)."""
     name = ctx.op.base_name
     kind = "spd" if any(w in name for w in ("cholesky", "eigh", "eigvalsh", "ldl")) else "invertible"
+    if name in MUST_REFUSE and ctx.draw(_refused, label="a matrix it must refuse"):
+        kind = MUST_REFUSE[name]
     n = ctx.draw(memo.integers(1, 4), label="n")
     batch = ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch")
     ctx.shape = (*batch, n, n)
