@@ -168,5 +168,7 @@ def test_max_unpooling_draws_its_indices_from_a_contiguous_pooling():
     from conform.config import CellSettings
     from conform.run.cell import run_cell
 
-    r = run_cell(opdb.lookup("aten::max_unpool3d.out"), "float32", CPUBackend(), CellSettings(seed=23, hypothesis_db=None))
+    r = run_cell(
+        opdb.lookup("aten::max_unpool3d.out"), "float32", CPUBackend(), CellSettings(seed=23, hypothesis_db=None)
+    )
     assert r.outcome == "pass", r.message
