@@ -169,3 +169,27 @@ def warmth_setup():
         return {"dynamo": "torch._dynamo" in sys.modules, "derivatives": capture._derivatives.cache_info().currsize > 0}
 
     return warmth
+
+
+# -- a kernel that dies writing through an out='s strides -----------------------------------------
+
+
+class _AbortOnStridedOut(TorchDispatchMode):
+    """aten::abs.out aborts the process when its out is not contiguous, as uint8 bilinear
+    upsampling into a transposed out segfaults in torch 2.13's CPU kernel."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = kwargs.get("out")
+        if func is torch.ops.aten.abs.out and isinstance(out, torch.Tensor) and not out.is_contiguous():
+            os.abort()
+        return func(*args, **kwargs)
+
+
+class StridedOutAbortBackend(CPUBackend):
+    """The CPU, but abs.out dies on a non-contiguous out."""
+
+    name = "strided-out-abort"
+
+    def device_context(self):
+        return _AbortOnStridedOut()

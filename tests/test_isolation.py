@@ -331,3 +331,32 @@ def test_a_run_with_one_shot_children_warms_their_fork_server():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == str({"dynamo": True, "derivatives": True}), proc.stdout
+
+
+def test_a_death_on_an_out_variant_is_recorded_with_that_variant(tmp_path):
+    # the out= variants run the case again with its out written through other strides; a death
+    # there was recorded with the drawn case (a contiguous or empty out), whose script passes
+    db = tmp_path / "c.db"
+    proc = conform(
+        "run",
+        "--ops",
+        "aten::abs.out",
+        "--dtypes",
+        "float32",
+        "--device",
+        "isolation_backends:StridedOutAbortBackend",
+        "--seed",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
+    assert proc.returncode != 2, proc.stderr
+    with sqlite3.connect(db) as c:
+        outcome, message = c.execute("SELECT outcome, message FROM results").fetchone()
+        (case,) = c.execute('SELECT f."case" FROM failures f').fetchone()
+    assert outcome == "crash", message
+    assert "variant)" in message, message
+    out = json.loads(case)["kwargs"]["out"]["__tensor__"]
+    assert out["layout"] not in (None, "contiguous"), out

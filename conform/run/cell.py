@@ -479,6 +479,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
     # functional's (conform.plugin), and once it failed so, the siblings do not run it again
     execute.on_functional = watchdog.functional
     execute.on_functional_poisoned = watchdog.functional_poisoned
+    # an out= variant of the case (its out written through other strides): a death there is that
+    # call's, recorded with the variant so that its script replays it
+    execute.on_variant = lambda case, name: watchdog.variant(
+        None if case is None else case.to_json(), "" if case is None else f"{case.describe()} (the out= {name} variant)"
+    )
     execute.functional_failed = lambda qualname: op_base(qualname) in crashed_ops(Path(setup.run_dir))
 
     def poisoned_by(r):

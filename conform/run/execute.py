@@ -175,6 +175,18 @@ on_side: Callable[[str, str], None] | None = None
 # a functional already failed that way in this run: its siblings then hold no forms relation.
 on_functional: Callable[[str | None], None] | None = None
 functional_failed: Callable[[str], bool] = lambda qualname: False  # noqa: E731
+# Told when a variant of the case (its generators Case and a description) is about to run, and
+# None when the case itself runs again, by the device process (conform.run.cell): a process that
+# dies on a variant (uint8 bilinear upsampling into a transposed out= segfaults) is recorded with
+# that variant, so its script replays the call that died, not the drawn one.
+on_variant: Callable[[Any, str], None] | None = None
+
+
+def _running_variant(case, name: str = "") -> None:
+    if on_variant is not None:
+        on_variant(case, name)
+
+
 # Told that the functional's error poisoned the device context (its qualname, the error's line)
 on_functional_poisoned: Callable[[str, str], None] | None = None
 
@@ -1807,7 +1819,11 @@ def run_out_variants(
     for name, variant in variants.items():
         if name == "as_drawn":
             continue
-        r = run_case(op, variant, backend, grad=grad)
+        _running_variant(variant, name)
+        try:
+            r = run_case(op, variant, backend, grad=grad)
+        finally:
+            _running_variant(None)
         if r.outcome is not Outcome.PASS and not r.invalid:
             r.message = f"[out= {name}] {r.message}"
             r.variant_case = variant
@@ -1828,17 +1844,21 @@ def run_out_variants(
         for name in STRIDED_OUT_VARIANTS:
             if name not in variants:
                 continue
-            broken = metamorphic.check_out_layout(
-                op,
-                variants["preallocated"],
-                variants[name],
-                relation_sides(op, backend),
-                out_compare,
-                # a random op re-seeded identically before each run draws the same values into
-                # either out (PyTorch's test_out expects it; randn's, randint's and normal's CPU
-                # kernels are its expected failures), unless a rule says its draws follow the layout
-                values=nondet != "seeded" or _seeded_alike(op),
-            )
+            _running_variant(variants[name], name)
+            try:
+                broken = metamorphic.check_out_layout(
+                    op,
+                    variants["preallocated"],
+                    variants[name],
+                    relation_sides(op, backend),
+                    out_compare,
+                    # a random op re-seeded identically before each run draws the same values into
+                    # either out (PyTorch's test_out expects it; randn's, randint's and normal's CPU
+                    # kernels are its expected failures), unless a rule says its draws follow the layout
+                    values=nondet != "seeded" or _seeded_alike(op),
+                )
+            finally:
+                _running_variant(None)
             if broken is not None:
                 return True, _out_relation_result(op, backend, broken, out_compare, variants[name])
         if not nondet and not meta_only:

@@ -299,6 +299,7 @@ class Watchdog:
         self.limit_s = limit_s
         self._deadline: float | None = None
         self._record = InFlight()
+        self._drawn: InFlight | None = None  # the armed case, while a variant of it runs
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = False
@@ -313,7 +314,7 @@ class Watchdog:
         record = replace(record, limit_s=self.limit_s, pid=os.getpid(), started=time.time())
         _rewrite(self._fd, record)
         with self._lock:
-            self._record = record
+            self._record, self._drawn = record, None
             idle, self._deadline = self._deadline is None, time.monotonic() + self.limit_s
         if idle:
             # a thread already watching a deadline looks again within a second and finds the
@@ -336,6 +337,21 @@ class Watchdog:
             if self._deadline is None:
                 return
             self._record = record = replace(self._record, functional=qualname or "")
+        _rewrite(self._fd, record)
+
+    def variant(self, case: dict | None, describe: str = "") -> None:
+        """A variant of the armed case is about to run (an out= written through other strides:
+        conform.run.execute.on_variant), so that a death there names the call that died and its
+        script replays it; None: the armed case again. The clock runs on."""
+        with self._lock:
+            if self._deadline is None:
+                return
+            drawn = self._drawn or self._record
+            if case is None:  # (the side and functional running now stay)
+                record, self._drawn = replace(self._record, case=drawn.case, describe=drawn.describe), None
+            else:
+                record, self._drawn = replace(self._record, case=case, describe=describe), drawn
+            self._record = record
         _rewrite(self._fd, record)
 
     def functional_poisoned(self, qualname: str, error: str) -> None:
