@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -26,7 +26,9 @@ expected-failure entries of PyTorch's OpInfo database and from tracker searches 
 before conform ran on it (docs/evaluation/real_bugs_fresh.md). BUGS_FIFTH is a fifth, of ops none
 of the other four names, drawn in order from sources the fresh set did not use (the meta
 expected-failure tables, other OpInfo test families, new tracker queries), fixed before conform ran
-on it (docs/evaluation/real_bugs_fifth.md).
+on it (docs/evaluation/real_bugs_fifth.md). BUGS_SIXTH is a sixth, of ops none of the other five
+names, drawn in order from tracker searches the fifth set did not use, fixed before conform ran on it
+(docs/evaluation/real_bugs_sixth.md).
 """
 
 from __future__ import annotations
@@ -1613,13 +1615,196 @@ BUGS_FIFTH = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# A sixth set: ops none of the five sets names, drawn in order from tracker searches the fifth set
+# did not use (integer and half-precision results, meta shapes and errors, reductions, sampling
+# and pooling, linear algebra), fixed before conform ran on it
+# (docs/evaluation/real_bugs_sixth.md). `python benchmarks/real_bugs.py --set sixth`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _convolution_backward_meta_bias() -> bool:
+    """convolution_backward's bias gradient: the CPU sizes it by grad_output's channels (2), meta
+    by bias_sizes (4)."""
+    g = torch.Generator().manual_seed(0)
+    args = [
+        torch.rand(1, 2, 4, 4, generator=g),
+        torch.rand(1, 2, 8, 8, generator=g),
+        torch.rand(2, 2, 3, 3, generator=g),
+    ]
+    kw = dict(
+        bias_sizes=[4],
+        stride=[2, 2],
+        padding=[1, 1],
+        dilation=[1, 1],
+        transposed=False,
+        output_padding=[0, 0],
+        groups=1,
+        output_mask=[True, True, True],
+    )
+    cpu = torch.ops.aten.convolution_backward(*args, **kw)
+    meta = torch.ops.aten.convolution_backward(*_to_meta(args), **kw)
+    return cpu[2].shape != meta[2].shape
+
+
+def _conv_transpose1d_meta_output_padding() -> bool:
+    """An output_padding (2) not smaller than the stride (2): the CPU raises, meta returns a shape."""
+    x, w = torch.randn(2, 16, 10), torch.randn(16, 33, 5)
+    kw = dict(stride=2, padding=[0], output_padding=2, groups=2)
+    return _meta_returns_where_cpu_raises(lambda a, b: torch.conv_transpose1d(a, b, **kw), x, w)
+
+
+def _conv_transpose2d_half_nan() -> bool:
+    """A float16 transposed convolution whose true outputs lie beyond float16's range: NaN where
+    -inf is right (the report's inputs)."""
+    import numpy as np
+
+    rng = np.random.default_rng(2186)
+    x = torch.tensor(rng.uniform(-3.998, 5.0, (6, 7, 15, 23)), dtype=torch.float16)
+    w = torch.tensor(rng.uniform(-9990.0, -9990.0, (7, 3, 15, 18)), dtype=torch.float16)
+    got = F.conv_transpose2d(x, w, stride=1, padding=2)
+    want = F.conv_transpose2d(x.float(), w.float(), stride=1, padding=2)
+    return bool((got.isnan() & want.isfinite()).any())
+
+
+def _grid_sampler_inf_nan() -> bool:
+    """An infinite grid coordinate with zeros padding: NaN where the out-of-range sample is 0."""
+    image = torch.arange(9.0, 0.0, -1.0).view(1, 1, 3, 3)
+    grid = torch.zeros(1, 1, 1, 2)
+    grid[..., 0] = float("inf")
+    return bool(F.grid_sample(image, grid, padding_mode="zeros", align_corners=False).isnan().any())
+
+
+def _mean_float32_overflow() -> bool:
+    """The float32 mean of three values of 3e38 is inf: the sum overflows before the division."""
+    x = torch.full((3,), 3e38)
+    return bool(x.mean().isinf()) and math.isfinite(x.double().mean().item())
+
+
+def _var_float32_overflow() -> bool:
+    """The float32 variance of equal values of 3e38 is inf where 0 is right."""
+    x = torch.full((3,), 3e38)
+    return bool(x.var().isinf()) and x.double().var().item() == 0.0
+
+
+def _histc_min_equal_max() -> bool:
+    """histc with min == max != 0 bins the data's own range: values outside [7, 7] are counted."""
+    t = torch.tensor([1.0, 2, 3, 3, 4, 5, 6, 7, 8])
+    return torch.histc(t, 5, 7, 7).sum().item() > 1
+
+
+def _embedding_bag_last_offset() -> bool:
+    """include_last_offset=True with a last offset short of the end: mean divides the first bag's sum
+    by a count that includes the trailing index (2 where 3 is right)."""
+    w = torch.tensor([[1.0, 1.0], [5.0, 5.0], [9.0, 9.0]])
+    got = F.embedding_bag(torch.tensor([0, 1, 2]), w, torch.tensor([0, 2]), mode="mean", include_last_offset=True)
+    return got[0, 0].item() != 3.0
+
+
+BUGS_SIXTH = [
+    # -- the meta kernel's form -------------------------------------------------------------------
+    Bug(
+        "convolution_backward_meta_bias_grad_size",
+        "aten::convolution_backward",
+        FLOATS,
+        "meta_mismatch",
+        "https://github.com/pytorch/pytorch/issues/119407",
+        _convolution_backward_meta_bias,
+        "bias_sizes that differ from grad_output's channel count: the CPU's bias gradient has grad_output's"
+        " channels, meta's has bias_sizes",
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "conv_transpose1d_meta_output_padding_no_error",
+        "aten::conv_transpose1d",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/178125",
+        _conv_transpose1d_meta_output_padding,
+        "an output_padding not smaller than stride or dilation: the CPU raises, meta returns a shape",
+        category="meta",
+        device="meta",
+    ),
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "conv_transpose2d_half_overflow_nan",
+        "aten::conv_transpose2d.input",
+        ("float16",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/153700",
+        _conv_transpose2d_half_nan,
+        "float16 inputs whose true outputs lie beyond float16's range (large weights, inputs of both signs):"
+        " NaN where -inf is right",
+        category="edge",
+    ),
+    Bug(
+        "mean_float32_sum_overflow",
+        "aten::mean",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/44350",
+        _mean_float32_overflow,
+        "values near float32's maximum (3e38): the sum overflows, the mean is inf where 3e38 is right",
+        also=("aten::mean.dim",),
+        category="edge",
+    ),
+    Bug(
+        "var_float32_overflow",
+        "aten::var.correction",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/44350",
+        _var_float32_overflow,
+        "values near float32's maximum (3e38): the variance is inf where 0 (equal values) or a finite value is right",
+        also=("aten::var",),
+        category="edge",
+    ),
+    # -- the expectation shares the bug -----------------------------------------------------------
+    Bug(
+        "grid_sampler_2d_inf_coordinate_nan",
+        "aten::grid_sampler_2d",
+        ("float32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/24823",
+        _grid_sampler_inf_nan,
+        "an infinite grid coordinate with zeros padding: NaN where the out-of-range sample is 0 (float64 too)",
+        category="shared",
+    ),
+    Bug(
+        "histc_min_equal_max_counts_outside",
+        "aten::histc",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/126021",
+        _histc_min_equal_max,
+        "min == max != 0: the data's own range is binned, values outside [min, max] are counted (the"
+        " documented fallback is for min == max == 0 only)",
+        category="shared",
+    ),
+    Bug(
+        "embedding_bag_last_offset_trailing_indices",
+        "aten::_embedding_bag",
+        FLOATS,
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/191965",
+        _embedding_bag_last_offset,
+        "include_last_offset=True with a last offset before the end of the indices: mean counts the trailing"
+        " indices in its divisor and max takes them, sum leaves them out",
+        also=("aten::_embedding_bag_forward_only", "aten::embedding_bag"),
+        category="shared",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
     "heldout": BUGS_HELDOUT,
     "fresh": BUGS_FRESH,
     "fifth": BUGS_FIFTH,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH,
+    "sixth": BUGS_SIXTH,
+    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
