@@ -260,3 +260,51 @@ def test_the_probes_keep_finite_values_and_spread_the_infinite_ones():
     assert len(set(spread[0::4].tolist())) > 1  # another power of two for each infinite element
     assert not torch.equal(limits.at_probe(x, 1, 2, torch.float16), spread)  # another tensor, others
     assert limits.at_probe(x, 0, limits.SPREAD, torch.float16)[:4].tolist() == [0.5, 1.0, -0.5, 0.5]
+
+
+def test_a_sparse_gradient_is_read_densely_at_infinity():
+    # embedding_bag with sparse=True returns its weight's gradient as a sparse tensor; the check
+    # of the gradient at infinity or'ed its NaN mask with it and stopped the cell as an internal error
+    spec = {"dtype": "float32", "layout": "contiguous", "values": "real", "requires_grad": False}
+    case = Case.from_json(
+        {
+            "op": "aten::_embedding_bag",
+            "args": [
+                {"__tensor__": {**spec, "shape": [3, 3], "seed": 97321, "magnitude": "apart_even", "edges": 0}},
+                {
+                    "__tensor__": {
+                        **spec,
+                        "shape": [3],
+                        "dtype": "int64",
+                        "values": "index",
+                        "seed": 3244,
+                        "low": 0,
+                        "high": 3,
+                    }
+                },
+                {
+                    "__tensor__": {
+                        **spec,
+                        "shape": [1],
+                        "dtype": "int64",
+                        "values": "index",
+                        "seed": 5,
+                        "low": 0,
+                        "high": 1,
+                    }
+                },
+            ],
+            "kwargs": {
+                "mode": 0,
+                "sparse": True,
+                "per_sample_weights": {"__tensor__": {**spec, "shape": [3], "seed": 119644, "edges": 1}},
+                "include_last_offset": False,
+            },
+            "seed": 152746,
+        }
+    )
+    op = opdb.lookup("aten::_embedding_bag")
+    args, kwargs = case.materialize(lambda t: t, torch.device("cpu"))
+    assert bool(torch.isinf(args[0]).any()) and kwargs["sparse"]
+    r = execute.run_case(op, case, CPUBackend(), grad=True, relations=True)
+    assert r.outcome is Outcome.PASS, r.message
