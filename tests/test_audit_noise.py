@@ -172,3 +172,22 @@ def test_max_unpooling_draws_its_indices_from_a_contiguous_pooling():
         opdb.lookup("aten::max_unpool3d.out"), "float32", CPUBackend(), CellSettings(seed=23, hypothesis_db=None)
     )
     assert r.outcome == "pass", r.message
+
+
+def test_sparse_results_kernels_without_float64_and_conjugate_views_are_judged_not_internal_errors():
+    # three classes of conform internal error in a default sweep (99 cells): the check at infinity
+    # or'ed a dense mask with a sparse result (the sparse constructors, to_sparse, embedding_bag's
+    # sparse gradient); finite differences ran an op that has no float64 kernel (mkldnn and NNPACK
+    # convolutions); the relations' element picks viewed a conjugate view as real
+    from conform.config import CellSettings
+    from conform.run.cell import run_cell
+
+    for qualname, dtype in [
+        ("aten::_sparse_coo_tensor_unsafe", "float32"),
+        ("aten::_sparse_csr_tensor_unsafe", "float32"),
+        ("aten::_nnpack_spatial_convolution", "float32"),
+        ("aten::conj", "complex64"),
+    ]:
+        r = run_cell(opdb.lookup(qualname), dtype, CPUBackend(), CellSettings(seed=3, hypothesis_db=None))
+        assert "internal error" not in r.message, (qualname, r.message)
+        assert r.outcome == "pass", (qualname, r.message)

@@ -166,8 +166,13 @@ def case_function(op, case, vs=None):
         return [t for t in result_leaves(result) if isinstance(t, torch.Tensor) and t.dtype in _WIDE]
 
     xs = [flat[i].detach() for i in slots]
-    with torch.no_grad():
-        outs = fn(xs)
+    try:
+        with torch.no_grad():
+            outs = fn(xs)
+    except (RuntimeError, NotImplementedError, ValueError, TypeError, IndexError):
+        # no float64 kernel (mkldnn and NNPACK convolutions, quantize_per_tensor_dynamic): the
+        # golden run found its own expectation; finite differences have no opinion
+        return None
     if not outs:
         return None
     if vs is None:

@@ -444,7 +444,7 @@ def _picks(n: int, out_leaves: list[torch.Tensor], inputs: list[torch.Tensor], s
     flagged = torch.zeros(n, dtype=torch.bool)
     for t in out_leaves + inputs:
         if t.is_floating_point() or t.is_complex():
-            v = torch.view_as_real(t).reshape(n, -1) if t.is_complex() else t.reshape(n, 1)
+            v = torch.view_as_real(t.resolve_conj()).reshape(n, -1) if t.is_complex() else t.reshape(n, 1)
             flagged |= (~torch.isfinite(v) | (v == 0)).any(-1)
     rng = random.Random(seed)
     meets = _zero_meets(n, out_leaves, inputs)

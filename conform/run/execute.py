@@ -1407,6 +1407,13 @@ def _float_leaves(value) -> list:
     return [t for t in leaves(value) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
+def _dense_leaves(leaves):
+    """`leaves` with each tensor of a sparse or blocked layout made dense (None stays None)."""
+    if not leaves:
+        return leaves
+    return [v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v for v in leaves]
+
+
 def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) -> _Infinity | None:
     """conform.judge.limits' values at infinity for an op the one-tensor check does not take (several
     tensors, reductions, norms, losses), or None where it does not apply: no infinite floating
@@ -1421,6 +1428,9 @@ def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) ->
         # backward reaches at their real values (silu's gradient at inf is silu_backward's);
         # an optimizer step at an infinite gradient has no documented value
         return None
+    # a sparse result or gradient (a sparse constructor, embedding_bag with sparse=True) is read
+    # element by element, densely
+    sides = [_dense_leaves(side) for side in sides]
     # cheapest first: most cases hold no NaN at all
     if not any(isinstance(t, torch.Tensor) and bool(torch.isnan(t).any()) for side in sides for t in side):
         return None
@@ -1438,11 +1448,7 @@ def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) ->
     if unexplained is not None and not any(bool(m.any()) for m in unexplained):
         return None
 
-    def strided(run):
-        # a sparse gradient (embedding_bag with sparse=True) is read element by element, densely
-        return run and [v.to_dense() if isinstance(v, torch.Tensor) and v.layout != torch.strided else v for v in run]
-
-    first = strided(evaluate(0))
+    first = _dense_leaves(evaluate(0))
     if not first:
         return None
     wanted = []
@@ -1451,7 +1457,7 @@ def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) ->
         for side in sides:
             got = side[k] if k < len(side) else None
             if isinstance(got, torch.Tensor) and got.shape == value.shape:
-                mask |= torch.isnan(strided([got.detach().cpu()])[0])
+                mask |= torch.isnan(got.detach().cpu())
         if unexplained is not None and k < len(unexplained) and unexplained[k].shape == mask.shape:
             mask &= unexplained[k]
         wanted.append(mask & torch.isfinite(value))
@@ -1459,7 +1465,7 @@ def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) ->
         return None
     runs = [first]
     for j in range(1, limits.SPREAD + 2):
-        run = strided(evaluate(j))
+        run = _dense_leaves(evaluate(j))
         if not run or len(run) != len(first) or any(a.shape != b.shape for a, b in zip(run, first)):
             return None
         runs.append(run)
