@@ -31,6 +31,7 @@ import random
 import re
 import signal
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -476,7 +477,7 @@ def died_result(cell, inflight: InFlight | None, device: str | None, detail: str
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
             # the case's own op: the functional an out= cell's generator was running, if that died
-            r.repro = _repro_from_json(r.case.get("op") or cell[0], r.case, device or "auto")
+            r.repro = _repro_from_json(r.case.get("op") or cell[0], r.case, device or "auto", inflight.phase)
     else:
         r.message = f"the process died {detail} before its case was recorded".replace("  ", " ")
     return r
@@ -527,9 +528,11 @@ def _functional_died(r: CellResult, inflight: InFlight, detail: str) -> CellResu
     return r
 
 
-def _repro_from_json(op_name: str, case_json: dict, device: str) -> str:
+def _repro_from_json(op_name: str, case_json: dict, device: str, phase: str = "") -> str:
+    # a death in a backward replays the backward (the phase is all a script takes of a result)
+    result = types.SimpleNamespace(phase=phase) if phase == "backward" else None
     try:
-        return repro_script(opdb.lookup(op_name), Case.from_json(case_json), device)
+        return repro_script(opdb.lookup(op_name), Case.from_json(case_json), device, result=result)
     except Exception:
         return ""
 

@@ -13,6 +13,7 @@ must not inherit). The captured float64 values, rounded to the captured dtypes, 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import re
@@ -196,6 +197,10 @@ def _captured_once(ctx, cases, names):
     case = ctx.draw(
         cases(caller, ctx.cell, ctx.max_numel, families.builder_for(caller)), label=f"caller {caller.qualname}"
     )
+    # sampling coordinates at infinity or NaN: the CPU's grid sampler segfaults or gives NaN there
+    # (pytorch#24823), which the caller's own cell reports; the process drawing this kernel's case
+    # would die with no case of its own to show, so the caller samples inside the input here
+    case = dataclasses.replace(case, args=_in_range(case.args), kwargs=_in_range(case.kwargs))
     packet = getattr(torch.ops.aten, ctx.op.base_name)
     try:
         args, kwargs = case.materialize(_same, torch.device("cpu"))
@@ -206,6 +211,19 @@ def _captured_once(ctx, cases, names):
     except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
         return None
     return None if exact is None else (low, exact)
+
+
+def _in_range(v):
+    """`v` (a case's args or kwargs) with each coordinate tensor's edge pattern and band dropped."""
+    if isinstance(v, TensorSpec):
+        return dataclasses.replace(v, edges=None, magnitude="") if v.values == "coordinate" else v
+    if isinstance(v, tuple):
+        return tuple(_in_range(x) for x in v)
+    if isinstance(v, list):
+        return [_in_range(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _in_range(x) for k, x in v.items()}
+    return v
 
 
 def _layout_of(t: torch.Tensor) -> str:

@@ -57,6 +57,10 @@ VALUE_KINDS = (
     # matrices a factorisation must refuse: exactly, in every dtype (no pivot that rounding decides)
     "indefinite",  # an SPD matrix with its last diagonal entry negated: Cholesky stops at the last pivot
     "singular",  # an invertible matrix with its last row zeroed: LU meets an exact zero pivot
+    # sampling coordinates (a grid_sampler's grid): drawn in [-1, 1], the input's extent, but any
+    # value is a valid coordinate (outside the extent the padding mode decides), so its stress
+    # cases take every special value and magnitude: +-inf, NaN, the dtype's largest values
+    "coordinate",
 )
 
 
@@ -168,6 +172,7 @@ _EDGE_TOKENS = {
     "real": None,  # all
     "small": None,
     "special": None,
+    "coordinate": None,
     "nonzero": ("nan", "inf", "-inf", "sub", "min", "max", -2, -1, 1, 2),
     # +inf is in the domain (log(inf) = inf), and so are both zeros, its closed boundary: the
     # positive-domain ops are finite on (0, inf) and IEEE defines them at 0 (log(+-0) = -inf,
@@ -820,6 +825,7 @@ _RANGES = {
     "positive": (0.05, 4.0),
     "nonnegative": (0.0, 4.0),
     "unit": (-1.0, 1.0),
+    "coordinate": (-1.0, 1.0),
     "open_unit": (-0.95, 0.95),
     "above_one": (1.05, 4.0),
     "above_minus_one": (-0.95, 3.0),

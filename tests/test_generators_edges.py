@@ -101,3 +101,46 @@ def test_unary_op_cases_reach_their_premature_overflow():
         finite = x[torch.isfinite(x)].double().abs()
         reached += bool(((finite > 88.73) & (finite < 91.9)).any())
     assert reached >= len(cases) // 6, f"{reached} of {len(cases)} i0 cases reach past exp's overflow"
+
+
+# -- sampling coordinates --------------------------------------------------------------------
+
+
+def test_sampling_coordinates_meet_infinity_and_nan():
+    # a grid coordinate outside [-1, 1] is valid (the padding mode decides its sample): the grid
+    # samplers' grids take the edge patterns (+-inf, NaN), where the CPU's kernels give NaN for a
+    # sample zeros padding defines as 0, and segfault under border and reflection (pytorch#24823)
+    cases = _cases("aten::grid_sampler_2d", "float32")
+    grids = [c.args[1] for c in cases]
+    assert all(g.values == "coordinate" for g in grids)
+    values = [g.materialize(lambda t: t) for g in grids]
+    assert sum(bool(v.isinf().any()) for v in values) >= 5
+    assert sum(bool(v.isnan().any()) for v in values) >= 5
+    assert sum(bool(v.isfinite().all()) for v in values) >= 5  # plain cases stay within [-1, 1]
+    assert all(float(v.abs().max()) <= 1 for v in values if bool(v.isfinite().all()) and v.numel())
+
+
+def test_the_grid_sampler_backward_takes_finite_coordinates_from_its_caller():
+    # its caller's forward would die at a non-finite coordinate while the case is drawn, with no
+    # case of the backward's own to show; the forward's cell reports that
+    for case in _cases("aten::grid_sampler_2d_backward", "float32", examples=30):
+        args, _ = case.materialize(lambda t: t, torch.device("cpu"))
+        assert bool(args[2].isfinite().all()), case.describe()
+
+
+def test_an_infinite_coordinate_under_zeros_padding_samples_zero():
+    # golden is the same kernel (NaN there too); the decomposition is the independent reference
+    from conform.backends import CPUBackend
+    from conform.outcomes import Outcome
+    from conform.run import execute
+    from generators.case import Case
+
+    inf = math.inf
+    image = TensorSpec((1, 1, 3, 3), "float32", data=tuple(float(i) for i in range(9, 0, -1)))
+    grid = TensorSpec((1, 1, 2, 2), "float32", values="coordinate", data=(inf, 0.0, 0.25, -0.5))
+    op = opdb.lookup("aten::grid_sampler_2d")
+    r = execute.run_case(op, Case(op.qualname, (image, grid, 0, 0, False)), CPUBackend(), relations=True)
+    assert r.outcome is Outcome.MISMATCH and "independent reference" in r.message, r.message
+    finite = TensorSpec((1, 1, 2, 2), "float32", values="coordinate", data=(0.75, 0.0, 0.25, -0.5))
+    r = execute.run_case(op, Case(op.qualname, (image, finite, 0, 0, False)), CPUBackend(), relations=True)
+    assert r.outcome is Outcome.PASS, r.message

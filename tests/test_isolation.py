@@ -360,3 +360,18 @@ def test_a_death_on_an_out_variant_is_recorded_with_that_variant(tmp_path):
     assert "variant)" in message, message
     out = json.loads(case)["kwargs"]["out"]["__tensor__"]
     assert out["layout"] not in (None, "contiguous"), out
+
+
+def test_a_death_in_a_backward_gets_a_script_that_runs_the_backward():
+    # float64 grid_sampler_2d_backward at a NaN coordinate segfaults: the forward alone, which
+    # the script replayed, passes; on the plain CPU the in-flight record now keeps the phase
+    from conform.plugin import died_result
+    from conform.run.isolation import InFlight
+
+    cell = ("aten::abs", "float32")
+    case = {"op": "aten::abs", "args": [{"__tensor__": {"shape": [3], "dtype": "float32", "seed": 1}}], "kwargs": {}}
+    record = InFlight(op=cell[0], dtype=cell[1], case=case, describe="abs(float32[3])")
+    forward = died_result(cell, record, "cpu", "(signal 11)")
+    backward = died_result(cell, InFlight(**{**record.to_dict(), "phase": "backward"}), "cpu", "(signal 11)")
+    assert forward.outcome == backward.outcome == "crash"
+    assert "PHASE = 'forward'" in forward.repro and "PHASE = 'backward'" in backward.repro

@@ -475,6 +475,11 @@ def cell_process(setup: WorkerSetup, inflight: str):
         # (on the plain CPU it is: its death there stays the device's crash)
         execute.on_side = watchdog.side
         generator_side = {"side": "reference", "phase": "forward"}
+    else:
+        # the plain CPU's sides are one kernel: only the phase is recorded, so that a death in a
+        # backward (float64 grid_sampler_2d_backward at a NaN coordinate segfaults) gets a script
+        # that runs the backward
+        execute.on_side = lambda name, phase: watchdog.side("", phase)
     # the forms relation runs a sibling's functional on the device: a death or hang there is the
     # functional's (conform.plugin), and once it failed so, the siblings do not run it again
     execute.on_functional = watchdog.functional
