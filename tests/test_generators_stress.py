@@ -313,3 +313,16 @@ def test_a_factory_size_is_drawn_as_a_tensor_shape_is():
     strided = [s for s in sizes if math.prod(s) >= 16 and sum(n > 1 for n in s) >= 2]
     assert len(strided) >= len(sizes) // 2, sizes
     assert all(math.prod(s) <= 256 for s in sizes), sizes
+
+
+def test_a_reductions_huge_case_reaches_near_the_dtypes_largest_value():
+    # a sum of such values overflows where the mean fits (pytorch#44350); an elementwise op's huge
+    # case keeps the band where squares overflow
+    from conform.run.cell import _near_max
+
+    mean = [c for c in _cases("aten::mean", "float32", 100) if any(t.magnitude == "near_max" for t in c.tensor_specs())]
+    assert len(mean) >= 2
+    assert all(_near_max(c) for c in mean)  # their gradients, of an overflowed statistic, are not compared
+    x = _cpu(mean[0].args[0])
+    assert float(x.abs().max()) > torch.finfo(torch.float32).max / 64
+    assert not any(t.magnitude == "near_max" for c in _cases("aten::sqrt", "float32", 60) for t in c.tensor_specs())
