@@ -154,7 +154,14 @@ def huge_role(tensors: int) -> memo.SearchStrategy[int]:
     return memo.sampled_from((0,) * (3 * (tensors - 1)) + tuple(range(1, tensors)))
 
 
-_reduction_huge_bands = memo.sampled_from(("beyond_sqrt", "near_max"))
+# The reductions whose result is an average or a statistic of the values (a mean, a variance, a
+# trapezoid's area, a histogram's bins), which fits where the values' sum does not; a sum's own
+# partial sums overflowing where the total fits is the order of a float summation, not a bug
+AVERAGING = frozenset(
+    ("mean", "nanmean", "var", "std", "var_mean", "std_mean", "trapezoid", "trapz", "histc", "cov", "corrcoef")
+)
+AVERAGING_BANDS = "beyond_sqrt|near_max"
+_averaging_bands = memo.sampled_from(tuple(AVERAGING_BANDS.split("|")))
 
 
 def stressed(
@@ -184,10 +191,10 @@ def stressed(
         if variant == "huge":
             state["huge_role"] = draw(huge_role(tensors), label="huge tensor")
             state["huge_band"] = huge_band
-            if reduces and huge_band == "beyond_sqrt":
-                # a reduction's huge tensor, one case in two, near the dtype's largest value: its sum
-                # overflows where its mean, or any average of it, fits (pytorch#44350)
-                state["huge_band"] = draw(_reduction_huge_bands, label="huge band")
+            if huge_band == AVERAGING_BANDS:
+                # an averaging reduction's huge tensor, one case in two, near the dtype's largest
+                # value: its sum overflows where its mean fits (pytorch#44350)
+                state["huge_band"] = draw(_averaging_bands, label="huge band")
             state["huge_drawn"] = not huge_band
         token = _stress.set(state)
         range_token = _op_range.set(op_range)
@@ -216,6 +223,8 @@ def huge_band_for(op) -> str:
     hints = getattr(getattr(op, "rules", None), "hints", None) or {}
     if hints.get("input_products"):
         return ""
+    if op.family == "reduction" and op.base_name in AVERAGING:
+        return AVERAGING_BANDS  # beyond_sqrt or, one case in two, near_max (see stressed)
     return "moderate" if getattr(op, "exact", False) else "beyond_sqrt"
 
 
