@@ -15,8 +15,10 @@ from typing import Any
 
 from conform.errors import ConformError
 
-# int32 as well as int64: MPS lacks int64 in places, and integer promotion bugs show on int32
-DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "int32", "bool")
+# int32 as well as int64: MPS lacks int64 in places, and integer promotion bugs show on int32;
+# uint8, the images' dtype: its kernels are paths of their own (the AVX uint8 resampling), and a
+# Python integer outside 0..255 meets it in comparisons, clamps and shifts
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "float64", "complex64", "int64", "int32", "bool", "uint8")
 # On the CPU the reference is float64 itself, so a float64 cell would compare a computation with
 # itself: it is left out of the CPU's default set (name it in --dtypes to run it anyway).
 CPU_DEFAULT_DTYPES = tuple(d for d in DEFAULT_DTYPES if d != "float64")
