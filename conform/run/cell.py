@@ -658,8 +658,8 @@ def _modes(op, case) -> tuple:
 
 
 def _near_max(case) -> bool:
-    """A float32, bfloat16 or complex64 tensor near the dtype's largest value (a reduction's huge case,
-    generators.strategies): its forward judges the sum's overflow; gradients there are the
+    """A float32, bfloat16 or complex64 tensor near the dtype's largest value (an averaging reduction's
+    huge case, generators.strategies.AVERAGING): its forward judges the sum's overflow; gradients there are the
     derivatives of an overflowed statistic (std's (x - mean) / std at std = inf), not compared."""
     return any(
         s.magnitude == "near_max" and s.dtype in ("float32", "bfloat16", "complex64") for s in case.tensor_specs()

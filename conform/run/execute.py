@@ -175,6 +175,9 @@ on_side: Callable[[str, str], None] | None = None
 # a functional already failed that way in this run: its siblings then hold no forms relation.
 on_functional: Callable[[str | None], None] | None = None
 functional_failed: Callable[[str], bool] = lambda qualname: False  # noqa: E731
+# Told that the functional's error poisoned the device context (its qualname, the error's line)
+on_functional_poisoned: Callable[[str, str], None] | None = None
+
 # Told when a variant of the case (its generators Case and a description) is about to run, and
 # None when the case itself runs again, by the device process (conform.run.cell): a process that
 # dies on a variant (uint8 bilinear upsampling into a transposed out= segfaults) is recorded with
@@ -185,10 +188,6 @@ on_variant: Callable[[Any, str], None] | None = None
 def _running_variant(case, name: str = "") -> None:
     if on_variant is not None:
         on_variant(case, name)
-
-
-# Told that the functional's error poisoned the device context (its qualname, the error's line)
-on_functional_poisoned: Callable[[str, str], None] | None = None
 
 
 def _announce(to_device, dtype=None, phase="forward") -> None:
@@ -1447,7 +1446,6 @@ def _infinity_check(op, case, evaluate, sides: list[list], labels: list[str]) ->
     unexplained = _unexplained_nan(op, specs, sides)
     if unexplained is not None and not any(bool(m.any()) for m in unexplained):
         return None
-
     first = _dense_leaves(evaluate(0))
     if not first:
         return None
