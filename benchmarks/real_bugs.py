@@ -112,7 +112,10 @@ def _specs(case: dict) -> list[dict]:
 
 def _large(message: str, case: dict) -> bool:
     """The cell's minimal case keeps values whose squares overflow (the large-magnitude bands)."""
-    return any(s.get("magnitude") in ("beyond_sqrt", "sqrt_max", "near_max") for s in _specs(case))
+    return any(
+        (s.get("magnitude") or "").removeprefix("equal_") in ("beyond_sqrt", "sqrt_max", "near_max")
+        for s in _specs(case)
+    )
 
 
 def _arg(case: dict, name: str, position: int):

@@ -160,8 +160,13 @@ def huge_role(tensors: int) -> memo.SearchStrategy[int]:
 AVERAGING = frozenset(
     ("mean", "nanmean", "var", "std", "var_mean", "std_mean", "trapezoid", "trapz", "histc", "cov", "corrcoef")
 )
-AVERAGING_BANDS = "beyond_sqrt|near_max"
-_averaging_bands = memo.sampled_from(tuple(AVERAGING_BANDS.split("|")))
+# An averaging reduction's huge tensor: beyond the square root of the dtype's maximum or near the
+# maximum itself, random or one value repeated (generators.tensor.EQUAL_PREFIX); a norm layer's
+# (family "norm", whose statistics are a mean and a variance) beyond the square root, random or
+# one value repeated: a variance of 0 computed as E[x**2] - E[x]**2 is inf - inf there
+AVERAGING_BANDS = "beyond_sqrt|near_max|equal_beyond_sqrt|equal_near_max"
+NORM_BANDS = "beyond_sqrt|equal_beyond_sqrt"
+_band_choices = {bands: memo.sampled_from(tuple(bands.split("|"))) for bands in (AVERAGING_BANDS, NORM_BANDS)}
 
 
 def stressed(
@@ -191,10 +196,11 @@ def stressed(
         if variant == "huge":
             state["huge_role"] = draw(huge_role(tensors), label="huge tensor")
             state["huge_band"] = huge_band
-            if huge_band == AVERAGING_BANDS:
+            if huge_band in _band_choices:
                 # an averaging reduction's huge tensor, one case in two, near the dtype's largest
-                # value: its sum overflows where its mean fits (pytorch#44350)
-                state["huge_band"] = draw(_averaging_bands, label="huge band")
+                # value: its sum overflows where its mean fits (pytorch#44350); an averaging
+                # reduction's or a norm layer's, one case in two, one value repeated
+                state["huge_band"] = draw(_band_choices[huge_band], label="huge band")
             state["huge_drawn"] = not huge_band
         token = _stress.set(state)
         range_token = _op_range.set(op_range)
@@ -224,7 +230,9 @@ def huge_band_for(op) -> str:
     if hints.get("input_products"):
         return ""
     if op.family == "reduction" and op.base_name in AVERAGING:
-        return AVERAGING_BANDS  # beyond_sqrt or, one case in two, near_max (see stressed)
+        return AVERAGING_BANDS  # beyond_sqrt or near_max, random or one value (see stressed)
+    if op.family == "norm":
+        return NORM_BANDS
     return "moderate" if getattr(op, "exact", False) else "beyond_sqrt"
 
 

@@ -86,7 +86,21 @@ MAGNITUDES = (
     "exp_range",
     "exp2_range",
     "cosh_range",
+    "equal_beyond_sqrt",
+    "equal_near_max",
 )
+# "equal_beyond_sqrt" / "equal_near_max": the whole tensor one value, a power of two in the band
+# (with the sign the kind drew for its first element): degenerate data, whose statistics are
+# exact (a variance of 0, a mean equal to the value, a normalisation's 0) and which every correct
+# evaluation gets exactly, since n * 2**e, its quotient by n and (x - mean) are exact in the dtype;
+# a kernel that squares in the dtype (E[x**2] - E[x]**2, inf - inf) or sums before it divides
+# overflows there, where random values in the band give the expectation an overflowed statistic
+# too (the variance of values near 1e38 is beyond any dtype's range but float64's): the variance
+# of equal values near float32's maximum is inf (pytorch#44350), a layer norm of one repeated value
+# near 1e20 NaN (pytorch#162489). A power of two, not any value: a sum of n equal values that
+# rounds puts the mean an ulp or more from them, and cancellation makes the rest of that error
+# (a variance of (n * ulp)**2), which is rounding, not a bug.
+EQUAL_PREFIX = "equal_"
 # "half_integers": the kind's own range on the grid of halves (-3, -2.5, ..., 3 for a real
 # tensor): where the breakpoints of piecewise ops lie (hardsigmoid's and hardswish's +-3,
 # hardtanh's +-1, the shrink ops' 0.5, relu's 0) and the ties of rounding (x.5), which a uniform
@@ -449,6 +463,8 @@ class TensorSpec:
                 "" if self.axis is None else f", per channel along {self.axis}"
             )
         mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
+        if self.magnitude.startswith(EQUAL_PREFIX):
+            mag = f", one value repeated ({base_magnitude(self.magnitude)} magnitude)"
         if self.edges is not None:
             mag += f", edge pattern {self.edges}" + (f" in {self.edge_rows} row(s)" if self.edge_rows else "")
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}{mag}"
@@ -713,8 +729,14 @@ def exponent_band(dtype: torch.dtype) -> tuple[int, int]:
     return round(0.6 * emax), emax + esub
 
 
+def base_magnitude(magnitude: str) -> str:
+    """The band a magnitude draws in: "near_max" for "equal_near_max" (one value repeated)."""
+    return magnitude.removeprefix(EQUAL_PREFIX)
+
+
 def magnitude_band(magnitude: str, dtype: torch.dtype) -> tuple[float, float] | None:
     """(low, high) of the absolute values a floating band draws, or None for the kind's own range."""
+    magnitude = base_magnitude(magnitude)
     if magnitude == "moderate":
         return MODERATE_BAND
     if magnitude == "small_mantissa":
@@ -747,6 +769,8 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
         cols = torch.arange(x.numel()).reshape(x.shape) % (x.shape[-1] if x.dim() else 1)
         on = cols % 2 == (0 if magnitude == "apart_even" else 1)
         return torch.where(on, _in_band(x, "moderate", dtype, g), x)
+    if magnitude.startswith(EQUAL_PREFIX) and x.numel():
+        return _one_power_of_two(x, magnitude_band(magnitude, dtype), g)
     if magnitude == "exponent" and x.numel():
         lo, hi = exponent_band(dtype)
         return torch.randint(lo, hi + 1, x.shape, generator=g).to(x.dtype)
@@ -769,6 +793,16 @@ def _in_band(x: torch.Tensor, magnitude: str, dtype: torch.dtype, g: torch.Gener
         in_octaves = _log_uniform(x.shape, octaves, g)
         mag = torch.where(torch.rand(x.shape, generator=g) < 0.5, in_octaves, mag)
     return torch.sign(x) * mag
+
+
+def _one_power_of_two(x: torch.Tensor, band: tuple[float, float], g: torch.Generator) -> torch.Tensor:
+    """`x` made one value: +-2**e for an e drawn uniformly among the powers of two in `band`, with
+    the sign of x's first nonzero element (so a positive domain stays positive)."""
+    lo, hi = math.ceil(math.log2(band[0])), math.floor(math.log2(band[1]))
+    e = int(torch.randint(lo, max(hi, lo) + 1, (), generator=g))
+    nonzero = x[x != 0]
+    sign = -1.0 if nonzero.numel() and float(nonzero[0]) < 0 else 1.0
+    return torch.full_like(x, sign * 2.0**e)
 
 
 def _log_uniform(shape, band: tuple[float, float], g: torch.Generator) -> torch.Tensor:

@@ -323,6 +323,34 @@ def test_a_reductions_huge_case_reaches_near_the_dtypes_largest_value():
     mean = [c for c in _cases("aten::mean", "float32", 100) if any(t.magnitude == "near_max" for t in c.tensor_specs())]
     assert len(mean) >= 2
     assert all(_near_max(c) for c in mean)  # their gradients, of an overflowed statistic, are not compared
-    x = _cpu(mean[0].args[0])
+    x = next(x for x in (_cpu(c.args[0]) for c in mean) if x.numel())
     assert float(x.abs().max()) > torch.finfo(torch.float32).max / 64
     assert not any(t.magnitude == "near_max" for c in _cases("aten::sqrt", "float32", 60) for t in c.tensor_specs())
+
+
+def test_statistics_and_norm_layers_meet_one_large_value_repeated():
+    # degenerate data: a variance of 0 and a normalisation's 0 are exact there, while a kernel
+    # that squares in the dtype overflows (the std of equal values near 1e38 is inf on the CPU,
+    # pytorch#44350; a layer norm of one value near 1e20, pytorch#162489)
+    from conform.run.cell import _near_max
+
+    for op, band in (("aten::std", "near_max"), ("aten::native_layer_norm", "beyond_sqrt")):
+        specs = [(c, s) for c in _cases(op, "float32", 150) for s in c.tensor_specs() if s.magnitude == "equal_" + band]
+        assert specs, f"no {op} case of one {band} value repeated in 150 examples"
+        lo, hi = magnitude_band(band, torch.float32)
+        for case, spec in specs:
+            x = _cpu(spec).double()
+            if not x.numel():
+                continue
+            value = float(x.flatten()[0])
+            assert (x == value).all() and lo <= abs(value) <= hi
+            assert math.frexp(abs(value))[0] == 0.5  # a power of two: n equal values sum exactly
+            assert _near_max(case) == (band == "near_max")
+    std = next(
+        s for c in _cases("aten::std", "float32", 150) for s in c.tensor_specs() if s.magnitude == "equal_near_max"
+    )
+    assert "one value repeated" in std.describe()
+    # an elementwise op's huge case keeps random values
+    assert not any(
+        t.magnitude.startswith("equal_") for c in _cases("aten::sqrt", "float32", 60) for t in c.tensor_specs()
+    )

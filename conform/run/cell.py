@@ -40,6 +40,7 @@ from conform.run.isolation import InFlight, Watchdog, apply_memory_limit, crashe
 from generators import Untestable, op_ranges, variants
 from generators import backward as generators_backward
 from generators.seeding import seed_only
+from generators.tensor import base_magnitude
 
 # Outcomes that are facts about the cell, not about one input: shrinking them teaches nothing,
 # so the first occurrence ends the cell.
@@ -637,7 +638,9 @@ def _finite(case) -> bool:
 def _informative(case) -> bool:
     """Values where vector and scalar paths part: special values, edge patterns, extreme bands."""
     return any(
-        s.edges is not None or s.values == "special" or s.magnitude in ("near_max", "sqrt_max", "beyond_sqrt")
+        s.edges is not None
+        or s.values == "special"
+        or base_magnitude(s.magnitude) in ("near_max", "sqrt_max", "beyond_sqrt")
         for s in case.tensor_specs()
     )
 
@@ -662,7 +665,8 @@ def _near_max(case) -> bool:
     huge case, generators.strategies.AVERAGING): its forward judges the sum's overflow; gradients there are the
     derivatives of an overflowed statistic (std's (x - mean) / std at std = inf), not compared."""
     return any(
-        s.magnitude == "near_max" and s.dtype in ("float32", "bfloat16", "complex64") for s in case.tensor_specs()
+        base_magnitude(s.magnitude) == "near_max" and s.dtype in ("float32", "bfloat16", "complex64")
+        for s in case.tensor_specs()
     )
 
 
