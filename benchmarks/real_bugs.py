@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -28,7 +28,9 @@ of the other four names, drawn in order from sources the fresh set did not use (
 expected-failure tables, other OpInfo test families, new tracker queries), fixed before conform ran
 on it (docs/evaluation/real_bugs_fifth.md). BUGS_SIXTH is a sixth, of ops none of the other five
 names, drawn in order from tracker searches the fifth set did not use, fixed before conform ran on it
-(docs/evaluation/real_bugs_sixth.md).
+(docs/evaluation/real_bugs_sixth.md). BUGS_SEVENTH is a seventh, of ops none of the other six names,
+drawn in order from tracker searches by op family that no earlier set used, fixed before conform ran
+on it (docs/evaluation/real_bugs_seventh.md).
 """
 
 from __future__ import annotations
@@ -1800,6 +1802,260 @@ BUGS_SIXTH = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# A seventh set: ops none of the six sets names, drawn in order from tracker searches by op family
+# that no earlier set used (pooling, padding, losses, linear algebra, FFT, special functions,
+# indexing, integer arithmetic), fixed before conform ran on it
+# (docs/evaluation/real_bugs_seventh.md). `python benchmarks/real_bugs.py --set seventh`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _dies_with_signal(code: str) -> bool:
+    """The snippet kills its (child) process with a signal (SIGFPE, SIGSEGV)."""
+    proc = subprocess.run([sys.executable, "-c", "import torch\n" + code], capture_output=True)
+    return proc.returncode < 0
+
+
+def _lstsq_gelsy_rank() -> bool:
+    """The default gelsy driver of a rank-4 5x5 system: some calls report rank 0 and return a
+    solution whose residual is 5 where 1 is right (the report's input)."""
+    a = torch.eye(5)
+    a[0, :] = 0
+    b = torch.ones(5, 1)
+    return any(int(torch.linalg.lstsq(a, b).rank) != 4 for _ in range(200))
+
+
+def _triu_inplace_overlap() -> bool:
+    """triu_ on an expanded (self-overlapping) tensor writes through the overlap where every other
+    in-place op raises."""
+    x = torch.full((3,), 5.0).expand(3, 3)
+    try:
+        x.add_(0)
+    except RuntimeError:
+        pass
+    else:
+        return False  # the overlap check itself is gone
+    x = torch.full((3,), 5.0).expand(3, 3)
+    try:
+        x.triu_()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _max_pool2d_window_in_padding() -> bool:
+    """A dilated window that only covers padding (height 1, kernel 3, dilation 2, padding 1,
+    ceil_mode): the CPU returns a row of -inf where the arguments are invalid."""
+    x = torch.rand(1, 1, 1, 224)
+    y = F.max_pool2d(x, 3, stride=6, padding=1, dilation=2, ceil_mode=True)
+    return bool(y.isinf().all())
+
+
+def _gcd_int_min() -> bool:
+    """gcd with the signed minimum: abs(INT_MIN) overflows, gcd(-128, 124) is -4 in int8 and
+    gcd(INT64_MIN, 215) is -1, where 4 and 1 are right."""
+    i8 = torch.gcd(torch.tensor([-128], dtype=torch.int8), torch.tensor([124], dtype=torch.int8))
+    i64 = torch.gcd(torch.tensor([-(2**63)]), torch.tensor([215]))
+    return i8.item() == -4 or i64.item() == -1
+
+
+def _lcm_int_min_fpe() -> bool:
+    """lcm(INT64_MIN, 215) kills the process with SIGFPE: gcd is -1 and INT64_MIN / -1 traps."""
+    return _dies_with_signal("torch.lcm(torch.tensor([-(2**63)]), torch.tensor([215]))")
+
+
+def _eigvals_nan_crash() -> bool:
+    """float32 eigvals of a matrix with NaN entries: MKL rejects the argument and the process
+    dies (heap corruption)."""
+    return _dies_with_signal("torch.linalg.eigvals(torch.tensor([[1.13, float('nan')], [float('nan'), float('nan')]]))")
+
+
+def _svdvals_hessian_overflow() -> bool:
+    """The second derivative of svdvals at a matrix of scale 1e19 in float32 is NaN where 2e-20 is
+    right: the derivative forms sigma_i^2 - sigma_j^2, which overflows (float64 is finite)."""
+    a = torch.tensor([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]]) * 1e19
+
+    def f(m):
+        return torch.linalg.svdvals(m).sum()
+
+    h32 = torch.func.hessian(f)(a)
+    h64 = torch.func.hessian(f)(a.double())
+    return bool(h32.isnan().any()) and bool(h64.isfinite().all())
+
+
+def _take_along_dim_wraps() -> bool:
+    """take_along_dim with dim=0 and index 9 into a size-3 dimension returns x[9 % 3] where
+    gather, take and take_along_dim without dim raise."""
+    x = torch.tensor([10.0, 20.0, 30.0])
+    try:
+        torch.take_along_dim(x, torch.tensor([9]), dim=0)
+    except (RuntimeError, IndexError):
+        return False
+    return True
+
+
+def _zeta_q_inf() -> bool:
+    """Hurwitz zeta(2, +inf) is NaN where 0 is the limit (SciPy gives 0)."""
+    return bool(torch.special.zeta(torch.tensor([2.0]), torch.tensor([float("inf")])).isnan().all())
+
+
+def _fft_c2r_meta_strides() -> bool:
+    """_fft_c2r's meta kernel returns contiguous strides; the CPU keeps the input's layout
+    (strides (12, 60, 1) on the CPU, (72, 12, 1) on meta), as hfft2 over dims (0, -1) makes it."""
+    x = torch.randn(6, 7, 5, dtype=torch.complex64).permute(2, 0, 1)
+    cpu = torch.ops.aten._fft_c2r(x, [2], 0, 12)
+    meta = torch.ops.aten._fft_c2r(x.to("meta"), [2], 0, 12)
+    return cpu.shape == meta.shape and cpu.stride() != meta.stride()
+
+
+def _adaptive_avg_pool3d_backward_channels() -> bool:
+    """A grad_output with fewer channels than the input is accepted (the kernel reads past it)
+    where a size check must raise."""
+    x = torch.ones((1, 2, 1, 1, 1))
+    g = torch.ones((1, 1, 1, 1, 1))
+    try:
+        torch.ops.aten._adaptive_avg_pool3d_backward(g, x)
+    except RuntimeError:
+        return False
+    return True
+
+
+BUGS_SEVENTH = [
+    # -- the expectation shares the bug -----------------------------------------------------------
+    Bug(
+        "linalg_lstsq_gelsy_rank_zero",
+        "aten::linalg_lstsq",
+        ("float32", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/92537",
+        _lstsq_gelsy_rank,
+        "a rank-deficient matrix (an identity with its first row zeroed) with the default gelsy driver:"
+        " about half the calls report rank 0 and return a solution of residual 5 where 1 is right",
+        category="shared",
+    ),
+    Bug(
+        "max_pool2d_window_only_padding_no_error",
+        "aten::max_pool2d",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/114216",
+        _max_pool2d_window_in_padding,
+        "a dilated kernel larger than the padded input (height 1, kernel 3, dilation 2, padding 1, ceil_mode):"
+        " the CPU returns -inf where the arguments are invalid and must raise",
+        also=("aten::max_pool2d_with_indices",),
+        category="shared",
+    ),
+    Bug(
+        "take_along_dim_out_of_range_wraps",
+        "aten::take_along_dim",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/196106",
+        _take_along_dim_wraps,
+        "an index beyond the dimension with an explicit dim: the value at index % size is returned where"
+        " gather, take and take_along_dim without dim raise",
+        category="shared",
+    ),
+    Bug(
+        "special_zeta_q_inf_nan",
+        "aten::special_zeta",
+        ("float32", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/187294",
+        _zeta_q_inf,
+        "q = +inf with s > 1: NaN where the limit 0 is right (float64 too)",
+        category="shared",
+    ),
+    Bug(
+        "adaptive_avg_pool3d_backward_channel_mismatch_no_error",
+        "aten::_adaptive_avg_pool3d_backward",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/194800",
+        _adaptive_avg_pool3d_backward_channels,
+        "a grad_output with fewer batch or channel entries than the input: accepted, the kernel reads past"
+        " grad_output's end, where a size check must raise",
+        category="shared",
+    ),
+    # -- a layout not drawn -----------------------------------------------------------------------
+    Bug(
+        "triu_inplace_overlapping_self_no_error",
+        "aten::triu_",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/165987",
+        _triu_inplace_overlap,
+        "an expanded (internally overlapping) self: triu_ and tril_ write through the overlap where in-place"
+        " ops raise 'more than one element of the written-to tensor refers to a single memory location'",
+        also=("aten::tril_",),
+        category="layout",
+    ),
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "gcd_int_min_negative",
+        "aten::gcd",
+        ("int8", "int16", "int32", "int64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/187338 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/187544)",
+        _gcd_int_min,
+        "the signed minimum as an operand: abs() overflows, gcd(-128, 124) is -4 in int8 and"
+        " gcd(INT_MIN, 215) is -1 where 4 and 1 are right",
+        category="edge",
+    ),
+    Bug(
+        "lcm_int_min_sigfpe",
+        "aten::lcm",
+        ("int32", "int64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/121343 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/185959)",
+        _lcm_int_min_fpe,
+        "the signed minimum with an odd operand (INT_MIN, 215): gcd is -1 and INT_MIN / -1 kills the process"
+        " with SIGFPE",
+        category="edge",
+    ),
+    Bug(
+        "linalg_eigvals_nan_crash",
+        "aten::linalg_eigvals",
+        ("float32",),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/93124",
+        _eigvals_nan_crash,
+        "a float32 matrix with NaN entries: MKL rejects an argument (SGEBAL) and the process dies",
+        also=("aten::linalg_eig",),
+        category="edge",
+    ),
+    # -- the gradient formula at special points ---------------------------------------------------
+    Bug(
+        "linalg_svdvals_second_derivative_overflow",
+        "aten::linalg_svdvals",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/194705",
+        _svdvals_hessian_overflow,
+        "a matrix of scale beyond sqrt of the dtype's maximum (1e19 in float32): the second derivative forms"
+        " sigma_i^2 - sigma_j^2, which overflows to NaN where 2e-20 is right",
+        also=("aten::_linalg_svd", "aten::linalg_svd"),
+        category="gradient",
+    ),
+    # -- the meta kernel's form -------------------------------------------------------------------
+    Bug(
+        "fft_c2r_meta_strides",
+        "aten::_fft_c2r",
+        ("float32", "float64", "complex64", "complex128"),
+        "meta_mismatch",
+        "https://github.com/pytorch/pytorch/issues/106623",
+        _fft_c2r_meta_strides,
+        "a complex input that is not contiguous (as hfft2 over dims (0, -1) leaves it): meta returns"
+        " contiguous strides (72, 12, 1) where the CPU's are (12, 60, 1)",
+        also=("aten::fft_hfft2", "aten::fft_hfftn"),
+        category="meta",
+        device="meta",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
@@ -1807,7 +2063,8 @@ SETS = {
     "fresh": BUGS_FRESH,
     "fifth": BUGS_FIFTH,
     "sixth": BUGS_SIXTH,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH,
+    "seventh": BUGS_SEVENTH,
+    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH + BUGS_SEVENTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
