@@ -144,6 +144,37 @@ def inplace_target(case: Case):
     return case.args[0] if case.args else None
 
 
+# layouts in which elements of a tensor share memory (a stride of 0), first the one used
+OVERLAPPING_LAYOUTS = ("expanded", "expanded_last")
+
+
+def overlapping_self_case(case: Case) -> Case | None:
+    """An in-place case with its self made a tensor of the same shape and dtype whose elements
+    share memory (expanded: a dim of stride 0, the first batch item or each row's first value
+    repeated), or None where self is not a plain strided tensor of two or more elements along a
+    dim that can be expanded. In-place ops must refuse to write it ("unsupported operation: more
+    than one element of the written-to tensor refers to a single memory location": the check of
+    aten/src/ATen/MemoryOverlap.cpp, assert_no_internal_overlap, which TensorIterator and most
+    in-place kernels run)."""
+    target = inplace_target(case)
+    if (
+        not isinstance(target, TensorSpec)
+        or target.layout in STRIDELESS_LAYOUTS
+        or target.quantized
+        or target.numel < 2
+    ):
+        return None
+    shape = tuple(target.shape)
+    if len(shape) >= 1 and shape[0] > 1:
+        layout = "expanded"
+    elif len(shape) >= 2 and shape[-1] > 1:
+        layout = "expanded_last"
+    else:
+        return None
+    over = dataclasses.replace(target, layout=layout, stride=None, storage_offset=0, requires_grad=False)
+    return dataclasses.replace(case, args=(over, *case.args[1:]))
+
+
 # At most this many inputs of a case are each given a wrong size (see wrong_size_inputs)
 WRONG_SIZE_INPUTS = 4
 

@@ -102,6 +102,12 @@ HINTS: dict[str, Hint] = {
     "alias_relation": Hint(
         "bool", True, "an out= (or in-place self) given as another input too raises or gives what it gives unaliased"
     ),
+    "overlap_check": Hint(
+        "bool",
+        True,
+        "an in-place write into a tensor whose elements share memory (an expanded self) must raise "
+        "(false: the op writes one value per element, which ATen allows there)",
+    ),
     "element_precision": Hint(
         "bool",
         True,

@@ -58,6 +58,7 @@ class _Progress:
     invalid_reasons: set[str] = field(default_factory=set)  # invalid cases' messages, numbers blanked
     no_kernel: bool = False  # every invalid case said the CPU has no kernel for the dtype
     out_variants_checked: int = 0  # passing out= cases whose out variants ran
+    overlaps_checked: int = 0  # passing in-place cases run again with a self whose elements share memory
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
@@ -209,6 +210,18 @@ def run_cell(
             progress.out_variants_checked += ran
             if failure is not None:
                 # the variant that failed is the case to keep and reproduce
+                r, case = failure, failure.variant_case or case
+        # in-place ops: a self whose elements share memory, on the first two passing examples
+        # and every shrink step: it must be refused
+        if (
+            op.variant == "inplace"
+            and r.outcome == Outcome.PASS
+            and not r.invalid
+            and (progress.failing or progress.overlaps_checked < 2)
+        ):
+            progress.overlaps_checked += 1
+            failure = execute.run_overlapping_self(op, case, backend)
+            if failure is not None:
                 r, case = failure, failure.variant_case or case
         # inputs of a wrong size, one at a time, on the first passing example and every
         # shrink step: the device must refuse what the CPU refuses (not on the plain CPU)

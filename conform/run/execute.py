@@ -62,10 +62,12 @@ from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of, is_backward
 from generators.case import TensorSpec
 from generators.variants import (
+    OVERLAPPING_LAYOUTS,
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
     other_dtype_out_case,
     out_variants,
+    overlapping_self_case,
     unsafe_out_case,
     wrong_size_inputs,
 )
@@ -503,7 +505,7 @@ def _run_case(
     elif dev.error is not None:  # rule (10c)
         return _error_result(dev, backend, "forward")
     elif is_plain_cpu(backend):
-        unsafe = _unsafe_cast_written(op, case) or _accepted_past_end(op, case)
+        unsafe = _unsafe_cast_written(op, case) or _accepted_past_end(op, case) or _overlap_written(op, case, dev)
         if unsafe:
             return CaseResult(Outcome.MISSING_ERROR, "forward", unsafe)
 
@@ -1961,6 +1963,94 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
             r.variant_case = variant
             return r
     return None
+
+
+def run_overlapping_self(op, case, backend) -> CaseResult | None:
+    """The in-place contract on a written tensor whose elements share memory
+    (generators.variants.overlapping_self_case): the op must refuse it, as 185 of the 225 in-place
+    ops of torch 2.13 with a float32 case do (MemoryOverlap.cpp's "unsupported operation"); one
+    that writes it reads elements another alias has already overwritten (triu_ on an expanded
+    self, pytorch#165987). On the plain CPU the contract alone judges, in run_case
+    (`_overlap_written`), so that the cell's repro script shows it. On an accelerator: a
+    missing_error where the device writes it and the CPU refuses it; where the CPU's kernel writes
+    it too, a pass with that finding (parity first), and where only the device refuses it, a pass
+    (the device is right). Not for the ops `_overlap_checked` leaves out."""
+    if not _overlap_checked(op):
+        return None
+    over = overlapping_self_case(case)
+    if over is None:
+        return None
+    if is_plain_cpu(backend) or _cpu_call(op, over) is None:
+        r = run_case(op, over, backend, grad=False)
+        if r.outcome is not Outcome.MISSING_ERROR:
+            return None
+        r.variant_case = over
+        return r
+    side = _run_side(op, over, **_on_device(backend))
+    said = _overlap_written(op, over, side)
+    if side.error is not None or not said:
+        return None
+    shared = f"{said}; the CPU's kernel writes it too"
+    return CaseResult(
+        Outcome.PASS, "forward", shared, finding=oracle.Finding(oracle.REFERENCE, "forward", shared).to_dict()
+    )
+
+
+# internal ops no caller hands an expanded self: backward kernels, a leading underscore
+_INTERNAL_OP = re.compile(r"^_|_backward")
+
+
+def _overlap_checked(op) -> bool:
+    """Whether `op` is held to the overlap contract: an in-place overload of a public op, not an
+    in-place view (tag inplace_view: t_, squeeze_ write no element), not one that writes one value
+    per element (opdb hint overlap_check: fill_, masked_fill_), not a random one (what it draws
+    into an alias is any draw)."""
+    return (
+        op.variant == "inplace"
+        and "inplace_view" not in op.tags
+        and bool(hint(op, "overlap_check"))
+        and not _nondeterminism(op)
+        and not _INTERNAL_OP.search(op.base_name)
+    )
+
+
+def _overlap_written(op, case, side) -> str:
+    """Why the in-place call of `side` broke the overlap contract, or "": `case`'s self shares
+    memory between its elements (an expanded layout) and the call changed it without an error
+    (a call that leaves every element as it was, dropout_ in eval mode, threshold_ below its
+    threshold, wrote nothing)."""
+    target = case.args[0] if case.args else None
+    if (
+        side.error is not None
+        or not isinstance(target, TensorSpec)
+        or target.layout not in OVERLAPPING_LAYOUTS
+        or not _overlap_checked(op)
+    ):
+        return ""
+    after = (side.written or {}).get(op.arguments[0].name)
+    if not isinstance(after, torch.Tensor):
+        return ""
+    before = target.materialize(lambda t: t)
+    if not _changed(before, after):
+        return ""
+    return (
+        f"[overlapping self] the in-place op wrote into a self whose elements share memory ({target.describe()}) "
+        "without an error: what such a self holds afterwards depends on the order in which its aliases were read "
+        'and written, and in-place ops refuse it ("unsupported operation: more than one element of the '
+        'written-to tensor refers to a single memory location", aten/src/ATen/MemoryOverlap.cpp)'
+    )
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether a call changed an element of the tensor it was given (a NaN left a NaN is
+    unchanged). A tensor whose shape or dtype changed was given new metadata (resize_, set_),
+    not values written through its aliases: no."""
+    after = after.detach().cpu()
+    if after.shape != before.shape or after.dtype != before.dtype:
+        return False
+    if not (before.dtype.is_floating_point or before.dtype.is_complex):
+        return not torch.equal(after, before)
+    return not (torch.equal(after.isnan(), before.isnan()) and torch.equal(after.nan_to_num(), before.nan_to_num()))
 
 
 def _out_dtypes(op, case, backend) -> CaseResult | None:
