@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from generators.case import TensorSpec
 from generators.contracts import as_spec
 from generators.strategies import draw_tensor
+from generators.tensor import STRUCTURED_KINDS
 
 
 class _Capture(TorchDispatchMode):
@@ -199,7 +200,9 @@ def _captured_once(ctx, cases, names):
     )
     # sampling coordinates at infinity or NaN: the CPU's grid sampler segfaults or gives NaN there
     # (pytorch#24823), which the caller's own cell reports; the process drawing this kernel's case
-    # would die with no case of its own to show, so the caller samples inside the input here
+    # would die with no case of its own to show, so the caller samples inside the input here. A
+    # matrix's non-finite entry likewise (linalg_eigvals segfaults on it), and its NaNs would reach
+    # this kernel as values, judged as values
     case = dataclasses.replace(case, args=_in_range(case.args), kwargs=_in_range(case.kwargs))
     packet = getattr(torch.ops.aten, ctx.op.base_name)
     try:
@@ -214,9 +217,12 @@ def _captured_once(ctx, cases, names):
 
 
 def _in_range(v):
-    """`v` (a case's args or kwargs) with each coordinate tensor's edge pattern and band dropped."""
+    """`v` (a case's args or kwargs) with each coordinate tensor's edge pattern and band dropped,
+    and each structured matrix's non-finite entry."""
+    if isinstance(v, TensorSpec) and v.values == "coordinate":
+        return dataclasses.replace(v, edges=None, magnitude="")
     if isinstance(v, TensorSpec):
-        return dataclasses.replace(v, edges=None, magnitude="") if v.values == "coordinate" else v
+        return dataclasses.replace(v, edges=None) if v.values in STRUCTURED_KINDS else v
     if isinstance(v, tuple):
         return tuple(_in_range(x) for x in v)
     if isinstance(v, list):

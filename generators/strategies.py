@@ -579,6 +579,10 @@ def draw_tensor(
     )
 
 
+def _square(shape: tuple[int, ...]) -> bool:
+    return len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 0
+
+
 def _edges_layout(layout: str, shape: tuple[int, ...], writable: bool) -> str:
     """The layout of a tensor of an "edges" case whose layout the case drew (see EDGES_LAYOUTS)."""
     if layout == "sliced" and (len(shape) < 2 or "sliced" not in valid_layouts(shape, writable=writable)):
@@ -605,6 +609,11 @@ def _draw_stressed(draw, stress: dict, *, dtype, shape, values, layout, label, m
             and values in INT_MAGNITUDE_DOMAINS
         ):
             edges = role
+        if (real_float or dtype in COMPLEX_DTYPES) and values in STRUCTURED_KINDS and _square(shape):
+            # a structured matrix, one case in two: one non-finite entry (generators.tensor.STRUCTURED_EDGES)
+            if "nonfinite_matrix" not in stress:
+                stress["nonfinite_matrix"] = draw(memo.booleans(), label="non-finite matrix")
+            edges = role if stress["nonfinite_matrix"] else None
         if real_float and values in MAGNITUDE_DOMAINS and "apart" not in stress:
             stress["apart"] = draw(memo.booleans(), label="apart")
         if real_float and values in MAGNITUDE_DOMAINS and stress["apart"] and given is None:

@@ -200,6 +200,13 @@ _EDGE_TOKENS = {
     "no_poles": ("sub", "inf", "0", "-0", -2),
 }
 EDGE_KINDS = tuple(_EDGE_TOKENS)
+# A structured matrix (STRUCTURED_KINDS) in an edge case: one non-finite entry, the [0, 0] element
+# of the first matrix of the batch, by role (NaN, +inf, -inf), the rest of the batch finite. An
+# elementwise pattern would leave no matrix to factorise; one entry is what a LAPACK routine meets
+# when a model's activations overflow, and where it crashes (linalg_eigvals on a NaN entry
+# segfaults in torch 2.13's CPU kernel, pytorch#93124) or loops, while float64 of the same routine
+# gives the same NaNs or the same refusal wherever it does not.
+STRUCTURED_EDGES = (math.nan, math.inf, -math.inf)
 # A complex tensor's imaginary part takes the slot after its real part's: the pattern's pairs
 # then meet in one number (nan+nanj, nan+infj, -inf+infj, inf+subj, 0-0j against -0+0j), where
 # C99's special values live (a number with one infinite part is an infinity, even beside a NaN),
@@ -303,7 +310,9 @@ class TensorSpec:
                 )
         elif self.scale is not None or self.axis is not None:
             raise ValueError(f"scale and axis are for quantized dtypes, not {self.dtype}")
-        if self.edges is not None and (self.values not in EDGE_KINDS or self.quantized or self.dtype == "bool"):
+        square = len(self.shape) >= 2 and self.shape[-1] == self.shape[-2]
+        edge_kinds = EDGE_KINDS + (STRUCTURED_KINDS if square else ())
+        if self.edges is not None and (self.values not in edge_kinds or self.quantized or self.dtype == "bool"):
             raise ValueError(f"no edge pattern for {self.values} values of {self.dtype}")
         if self.data is not None:
             if len(self.data) != self.numel:
@@ -395,6 +404,8 @@ class TensorSpec:
         logical = _make_values(
             self.shape, self.value_dtype, self.values, self.seed, self.low, self.high, self.magnitude
         )
+        if self.edges is not None and logical.numel():
+            logical.view(-1)[0] = STRUCTURED_EDGES[self.edges % len(STRUCTURED_EDGES)]
         return _base_around(logical, self)
 
     def apply_layout(self, base: torch.Tensor) -> torch.Tensor:
@@ -465,7 +476,9 @@ class TensorSpec:
         mag = f", {self.magnitude} magnitudes" if self.magnitude else ""
         if self.magnitude.startswith(EQUAL_PREFIX):
             mag = f", one value repeated ({base_magnitude(self.magnitude)} magnitude)"
-        if self.edges is not None:
+        if self.edges is not None and self.values in STRUCTURED_KINDS:
+            mag += f", {STRUCTURED_EDGES[self.edges % len(STRUCTURED_EDGES)]} at [0, 0]"
+        elif self.edges is not None:
             mag += f", edge pattern {self.edges}" + (f" in {self.edge_rows} row(s)" if self.edge_rows else "")
         return f"{self.dtype}{list(self.shape)}{extra}, {self.values}{mag}"
 

@@ -385,7 +385,7 @@ def test_cholesky_inputs_are_symmetric_positive_definite(data):
     # or, one case in four, indefinite: a matrix the factorisation must refuse (MUST_REFUSE)
     case = data.draw(from_schema(CHOLESKY, "float64"), label="case")
     (a,), _ = _materialize(case)
-    if a.numel():
+    if a.numel() and case.args[0].edges is None:  # else one non-finite entry (STRUCTURED_EDGES)
         assert torch.allclose(a, a.mT)
         positive = torch.linalg.eigvalsh(a) > 0
         spec = case.args[0]

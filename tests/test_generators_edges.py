@@ -144,3 +144,56 @@ def test_an_infinite_coordinate_under_zeros_padding_samples_zero():
     finite = TensorSpec((1, 1, 2, 2), "float32", values="coordinate", data=(0.75, 0.0, 0.25, -0.5))
     r = execute.run_case(op, Case(op.qualname, (image, finite, 0, 0, False)), CPUBackend(), relations=True)
     assert r.outcome is Outcome.PASS, r.message
+
+
+# -- a non-finite entry in a structured matrix ------------------------------------------------
+
+
+def test_a_factorisation_meets_one_non_finite_entry_in_the_first_matrix():
+    # linalg_eigvals segfaults on a NaN entry in torch 2.13's CPU kernel (pytorch#93124)
+    from generators.tensor import STRUCTURED_EDGES, STRUCTURED_KINDS
+
+    specs = [
+        s
+        for c in _cases("aten::linalg_inv", "float32", 80)
+        for s in c.tensor_specs()
+        if s.values in STRUCTURED_KINDS and s.edges is not None and s.numel
+    ]
+    assert specs, "no matrix with a non-finite entry in 80 examples"
+    for spec in specs:
+        t = spec.materialize(lambda t: t)
+        first = t.reshape(-1, *t.shape[-2:])
+        assert not torch.isfinite(first[0, 0, 0]) and torch.isfinite(first.reshape(-1)[1:]).all()
+        assert float(first[0, 0, 0]) in STRUCTURED_EDGES or math.isnan(first[0, 0, 0])
+        assert "at [0, 0]" in spec.describe()
+
+
+def test_a_matrix_with_a_non_finite_entry_is_judged_in_form_and_survival_alone():
+    # where a factorisation's NaNs land is the routine's pivoting: a device that puts them
+    # elsewhere (here: everywhere) is not wrong there, and is wrong on a finite matrix
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from conform.backends import CPUBackend
+    from conform.outcomes import Outcome
+    from conform.run import execute
+    from generators import Case
+
+    class _AllNaN(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.linalg_inv_ex.default:
+                return (torch.full_like(out[0], math.nan), out[1])
+            return out
+
+    class AllNaN(CPUBackend):
+        name = "all-nan-inverse"
+
+        def device_context(self):
+            return _AllNaN()
+
+    op = opdb.lookup("aten::linalg_inv")
+    nonfinite = Case(op.qualname, (TensorSpec((3, 3), "float32", values="invertible", seed=4, edges=0),))
+    finite = Case(op.qualname, (TensorSpec((3, 3), "float32", values="invertible", seed=4),))
+    assert execute.nonfinite_matrix(nonfinite) and not execute.nonfinite_matrix(finite)
+    assert execute.run_case(op, nonfinite, AllNaN(), grad=False).outcome is Outcome.PASS
+    assert execute.run_case(op, finite, AllNaN(), grad=False).outcome is Outcome.MISMATCH

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from generators import memo
 from generators.case import TensorSpec
 from generators.families.common import _tensor
@@ -58,7 +60,9 @@ def linalg_ldl_solve(ctx):
     k = ctx.draw(memo.integers(1, 3), label="k")
     batch = tuple(ctx.draw(memo.lists(memo.integers(1, 2), max_size=1), label="batch"))
     hermitian = ctx.draw(memo.booleans(), label="hermitian") if ctx.dtype.startswith("complex") else False
-    x = _tensor(ctx, batch + (n, n), values="invertible", label="matrix").materialize(lambda t: t)
+    # finite: a non-finite entry would reach LD as values, judged as values (see execute.nonfinite_matrix)
+    matrix = _tensor(ctx, batch + (n, n), values="invertible", label="matrix")
+    x = dataclasses.replace(matrix, edges=None).materialize(lambda t: t)
     a = x + (x.mH if hermitian else x.mT)
     try:
         ld, pivots, _ = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
