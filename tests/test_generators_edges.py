@@ -197,3 +197,10 @@ def test_a_matrix_with_a_non_finite_entry_is_judged_in_form_and_survival_alone()
     assert execute.nonfinite_matrix(nonfinite) and not execute.nonfinite_matrix(finite)
     assert execute.run_case(op, nonfinite, AllNaN(), grad=False).outcome is Outcome.PASS
     assert execute.run_case(op, finite, AllNaN(), grad=False).outcome is Outcome.MISMATCH
+    # refusing it and returning NaNs for it are both answers: linalg_eigvals through a dispatch
+    # mode goes by linalg_eig, which refuses it, where the CPU's own call returns NaN
+    from tests.cpu_kernels import CPUKernels
+
+    eigvals = opdb.lookup("aten::linalg_eigvals")
+    one = Case(eigvals.qualname, (TensorSpec((1, 1), "float32", values="invertible", seed=0, edges=0),))
+    assert execute.run_case(eigvals, one, CPUKernels()).outcome is Outcome.PASS
