@@ -354,3 +354,39 @@ def test_statistics_and_norm_layers_meet_one_large_value_repeated():
     assert not any(
         t.magnitude.startswith("equal_") for c in _cases("aten::sqrt", "float32", 60) for t in c.tensor_specs()
     )
+
+
+def test_one_value_repeated_is_judged_where_a_result_is_not_finite():
+    # a normalisation of equal values is 0 / 0 to within rounding: a mean an ulp off gives values
+    # of order one, which is rounding; a NaN (E[x**2] - E[x]**2 as inf - inf) is the bug
+    from conform.outcomes import Outcome
+    from conform.run import execute
+    from generators import Case
+    from tests.faulty import FaultyBackend
+
+    def off_by_one(func, args, kwargs):
+        out = func(*args, **kwargs)
+        return (out[0] + 1.0, *out[1:])
+
+    def nan(func, args, kwargs):
+        out = func(*args, **kwargs)
+        return (torch.full_like(out[0], math.nan), *out[1:])
+
+    class OffByOne(FaultyBackend):
+        name = "norm-off-by-one"
+        targets = frozenset({torch.ops.aten.native_layer_norm.default})
+        bug = off_by_one
+
+    class NaNs(OffByOne):
+        name = "norm-nan"
+        bug = nan
+
+    op = opdb.lookup("aten::native_layer_norm")
+    # rows of 57: the CPU's own kernel is right there (on rows of 16 it is the NaN, pytorch#162489)
+    x = TensorSpec((3, 57), "float32", seed=2, magnitude="equal_beyond_sqrt")
+    case = Case(op.qualname, (x, [57], None, None, 1e-5))
+    assert execute.degenerate_data(case)
+    assert execute.run_case(op, case, OffByOne(), grad=False, relations=True).outcome is Outcome.PASS
+    assert execute.run_case(op, case, NaNs(), grad=False).outcome is Outcome.MISMATCH
+    plain = Case(op.qualname, (TensorSpec((3, 57), "float32", seed=2), [57], None, None, 1e-5))
+    assert execute.run_case(op, plain, OffByOne(), grad=False).outcome is Outcome.MISMATCH

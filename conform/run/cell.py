@@ -181,6 +181,7 @@ def run_cell(
         grad = (
             settings.grad
             and not _near_max(case)
+            and not execute.degenerate_data(case)
             and (
                 progress.failing
                 or progress.drawn < settings.grad_examples
