@@ -475,3 +475,19 @@ def test_relations_first_run_on_a_case_with_a_tensor_to_relay(monkeypatch):
         # finite differences once, on the first case of finite values (a 0-d one does: a wrong
         # formula shows there as well)
         assert differenced == [True], (seed, differenced)
+
+
+def test_an_lu_saved_for_the_backward_may_factor_the_transpose():
+    # _linalg_slogdet of A stored transposed returns the LU of A.T (LAPACK's cheaper memory
+    # order): its sign and logabsdet agree, its saved factors differ by layout by design
+    import opdb
+    from conform.backends import CPUBackend
+    from conform.outcomes import Outcome
+    from conform.run import execute
+    from generators import Case, TensorSpec
+
+    op = opdb.lookup("aten::_linalg_slogdet")
+    a = TensorSpec((3, 3), "float32", layout="transposed", values="invertible", seed=5)
+    assert (
+        execute.run_case(op, Case(op.qualname, (a,)), CPUBackend(), grad=False, relations=True).outcome is Outcome.PASS
+    )
