@@ -75,7 +75,7 @@ class RunConfig:
     ops: str = "all"
     dtypes: str | None = None  # None: DEFAULT_DTYPES, or CPU_DEFAULT_DTYPES on the plain CPU
     seed: int | None = None  # None: a random one, recorded with the run
-    case_timeout_s: float = 60.0  # a case running longer is a hang
+    case_timeout_s: float = 30.0  # a case running longer is a hang (a sweep's slowest cell takes under 10 s)
     memory_limit: str = "auto"  # GiB | auto | none, see memory_limit_bytes
     cell: CellSettings = field(default_factory=CellSettings)
     db: str | None = None  # None: conform.db or $CONFORM_DB (conform.store)
