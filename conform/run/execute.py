@@ -433,8 +433,9 @@ def _run_case(
 ) -> CaseResult:
     cpu = torch.device("cpu")
     device_is_cpu = torch.device(backend.device).type == "cpu"
-    meta_only = bool(getattr(backend, "metadata_only", False)) or nonfinite_matrix(case)
-    if nonfinite_matrix(case):
+    nonfinite = nonfinite_matrix(case)
+    meta_only = bool(getattr(backend, "metadata_only", False)) or nonfinite
+    if nonfinite:
         # the forward's form alone: a backward takes another path (linalg_eigvals with grad goes
         # through linalg_eig, which refuses a non-finite entry that _linalg_eigvals takes)
         grad = finite_differences = False
@@ -467,11 +468,7 @@ def _run_case(
     # -- validity and errors -----------------------------------------------------------------
     ref_result, ref_written = ref.result, ref.written
     dtype_checked = True
-    if (
-        nonfinite_matrix(case)
-        and (ref.error is None) != (dev.error is None)
-        and not is_kernel_gap(ref.error or dev.error)
-    ):
+    if nonfinite and (ref.error is None) != (dev.error is None) and not is_kernel_gap(ref.error or dev.error):
         # refusing a non-finite entry (linalg_eig's "input tensor should not contain infs or NaNs")
         # and returning NaNs for it are both answers; surviving it is what is asked
         said = f"one side refuses the non-finite entry, the other returns: {first_line(ref.error or dev.error)}"
