@@ -35,26 +35,39 @@ _WIDE = (torch.float64, torch.complex128)  # golden's dtypes: the tensors finite
 STEPS = (1e-6, 1e-5)  # relative to each element's magnitude (at least 1)
 SPREAD = 10.0  # a formula is off when its error exceeds this many times the differences' spread
 FLOOR = 1e-5  # ... and this share of the sum of |v_j| |f_j'| (float64 rounding never gets near it)
+HERMITIAN_KINDS = ("spd", "indefinite")  # generators.tensor's Hermitian (symmetric) matrices
+# elements beyond this are not moved: a relative step there spans integers, and floor, the identity
+# on float64's integers at 1e22, would difference to a slope of 1 where its derivative is 0
+LARGEST_MOVED = 2.0**16
 
 
-def directional(fn, xs, vs, seed):
+def directional(fn, xs, vs, seed, hermitian=(), within=None):
     """v^T J u of `fn` at `xs` (float64 tensors) three ways. `fn(list of tensors)` returns the
     outputs (float64) that `vs` weigh. Returns a dict: "fd" (central difference), "spread" (how
     far the one-sided differences and the two steps disagree), "scale", "vjp" and "jvp" (None
     where forward-mode AD is not supported), "bad" (a reason, or "" when all agree), or None
-    where the forward is not finite at a point read."""
+    where the forward is not finite at a point read. `hermitian[i]`: input i is a Hermitian
+    (symmetric) matrix, and its direction stays one: an op that reads one triangle of it defines
+    its gradient as the Hermitian part (cholesky, eigvalsh), which only such directions meet.
+    `within`: the function whose ignored triangles the directions leave alone (`fn` by default;
+    the forward, where `fn` is its backward)."""
 
     def dot(a, b):  # the real inner product: a complex tensor is its real and imaginary parts
+        a, b = a.detach(), b.detach()
         if a.is_complex() or b.is_complex():
             a, b = torch.view_as_real(a.to(torch.complex128)), torch.view_as_real(b.to(torch.complex128))
         return float((a * b).sum())
 
     g = torch.Generator().manual_seed(seed)
     us = []
-    for x in xs:
+    for i, x in enumerate(xs):
         u = torch.randn(x.shape, generator=g, dtype=x.dtype) * x.detach().abs().clamp_min(1.0)
-        us.append(torch.where(torch.isfinite(x.detach()), u, torch.zeros_like(u)))
+        if i < len(hermitian) and hermitian[i] and x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
+            u = (u + u.mT.conj()) / 2
+        moved = torch.isfinite(x.detach()) & (x.detach().abs() <= LARGEST_MOVED)
+        us.append(torch.where(moved, u, torch.zeros_like(u)))
     base = [x.detach() for x in xs]
+    _read_triangles(within or fn, base, us, hermitian)
     leaves = [x.requires_grad_(True) for x in (b.clone() for b in base)]
     with torch.enable_grad():
         outs = fn(leaves)
@@ -124,6 +137,39 @@ def directional(fn, xs, vs, seed):
     return out
 
 
+def _read_triangles(reads, base, us, hermitian) -> None:
+    """A matrix input the op reads one triangle of (cholesky_inverse's factor, triangular_solve's
+    matrix) is given as that triangle, and its direction stays in it, as PyTorch's own gradient
+    tests wrap such inputs in triu or tril: the other triangle's gradient is a convention, and a
+    backward may read entries its forward ignores. In place on `base` and `us`; `reads` is the
+    function whose results must not move (the forward)."""
+    with torch.no_grad():
+        r0 = None
+        for i, x in enumerate(base):
+            if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < 2 or i < len(hermitian) and hermitian[i]:
+                continue
+            n = x.shape[-1]
+            every = torch.ones(n, n, dtype=torch.bool)
+            # (the diagonal too: a unitriangular solve reads ones there)
+            for mask in (every.triu(1), every.tril(-1), torch.eye(n, dtype=torch.bool)):
+                off = torch.where(mask, us[i], torch.zeros_like(us[i]))
+                if not bool(off.any()):
+                    continue
+                r0 = reads(base) if r0 is None else r0
+                # (a result that is the input's copy, triangular_solve's cloned_coefficient, reads all)
+                results = [k for k, o in enumerate(r0) if o.shape != x.shape or not torch.equal(o, x)]
+                moved = list(base)
+                moved[i] = base[i] + STEPS[1] * off
+                found = reads(moved)
+                if not all(torch.equal(r0[k], found[k]) for k in results):
+                    continue
+                us[i] = us[i] - off
+                moved[i] = torch.where(mask, torch.zeros_like(base[i]), base[i])
+                found = reads(moved)
+                if all(torch.equal(r0[k], found[k]) for k in results):
+                    base[i] = moved[i]
+
+
 def message(r) -> str:
     """What a finding says, for a result of `directional` that is off."""
     fd, vjp, jvp = r["fd"], r["vjp"], r["jvp"]
@@ -178,7 +224,14 @@ def case_function(op, case, vs=None):
     if vs is None:
         g = torch.Generator().manual_seed(case.seed + 2)
         vs = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
-    return fn, xs, vs
+    return fn, xs, vs, hermitian_inputs(case, slots)
+
+
+def hermitian_inputs(case, slots) -> list[bool]:
+    """Per floating input (`slots`: their positions among the materialized case's leaves), whether
+    it was drawn Hermitian (symmetric): the kinds generators.tensor makes as m m^H + n I."""
+    drawn = pytree.tree_leaves((case.args, case.kwargs))
+    return [i < len(drawn) and getattr(drawn[i], "values", None) in HERMITIAN_KINDS for i in slots]
 
 
 def check(op, case, vs=None):
@@ -187,11 +240,80 @@ def check(op, case, vs=None):
     made = case_function(op, case, vs)
     if made is None:
         return None
-    fn, xs, vs = made
+    fn, xs, vs, hermitian = made
     try:
-        return directional(fn, xs, vs, case.seed + 3)
+        return _either_convention(lambda h: directional(fn, xs, vs, case.seed + 3, h), hermitian)
     except (RuntimeError, ValueError, TypeError, IndexError):
         return None  # a perturbed input the op rejects (out of a domain it checks): no opinion
+
+
+def _either_convention(run, hermitian):
+    """`run(hermitian)` with Hermitian directions for the Hermitian inputs, and where that is off,
+    with directions in the triangle the op reads instead, whose verdict stands: an op that reads
+    one triangle of a Hermitian input may define its gradient by either convention (cholesky's is
+    the Hermitian part, cholesky_inverse's lives in the factor's triangle). The result says which
+    it used ("hermitian"), so that a reproduction script draws the same directions."""
+    r = run(hermitian)
+    if r is not None and r["bad"] and any(hermitian):
+        r, hermitian = run(()), ()
+    if r is not None:
+        r["hermitian"] = list(hermitian)
+    return r
+
+
+# -- the derivative of the backward ---------------------------------------------------------------
+#
+# A backward formula is itself differentiated when a model takes a Hessian-vector product, a
+# gradient penalty or a meta-gradient, and its derivative (double backward, forward-over-reverse)
+# is another formula written by hand (OpInfo keeps expected failures of both). The first-order
+# gradient x -> J(x)^T v, which `directional` has just held to finite differences, is a function
+# like any other: `directional` of it holds its reverse-mode and forward-mode derivatives to
+# central differences of it, in float64, with the same conditioning.
+
+
+def backward_function(fn, vs):
+    """x -> autograd's J(x)^T v of `fn` (the gradient of each input that has one, zeros where an
+    input is unused), differentiable in both modes: `directional`'s function of the backward."""
+
+    def backward(xs):
+        taped = torch.is_grad_enabled()  # finite differences read it under no_grad: values alone
+        with torch.enable_grad():
+            ys = [x if x.requires_grad else x.clone().requires_grad_(True) for x in xs]
+            outs = fn(ys)
+            pairs = [(o, v) for o, v in zip(outs, vs) if o.requires_grad]
+            if not pairs:
+                return [torch.zeros_like(y) for y in ys]
+            gs = torch.autograd.grad(
+                [o for o, _ in pairs], ys, [v for _, v in pairs], create_graph=True, allow_unused=True
+            )
+        return [torch.zeros_like(y.detach()) if g is None else g if taped else g.detach() for g, y in zip(gs, ys)]
+
+    return backward
+
+
+def second_order(op, case, vs=None):
+    """`directional` of the backward of one case (`vs`: the outputs' weights of the first-order
+    check), or None where it does not apply or cannot conclude: where the backward does not
+    depend on the inputs (a linear op), or has no derivative (once-differentiable formulas raise)."""
+    made = case_function(op, case, vs)
+    if made is None:
+        return None
+    fn, xs, vs, hermitian = made
+    if len(vs) != len(fn([x.detach() for x in xs])):
+        return None
+    g = torch.Generator().manual_seed(case.seed + 5)
+    ws = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
+    try:
+        return _either_convention(
+            lambda h: directional(backward_function(fn, vs), xs, ws, case.seed + 7, h, within=fn), hermitian
+        )
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
+        return None  # no derivative of the backward, or a perturbed input out of the op's domain
+
+
+def second_order_message(r) -> str:
+    """What a finding of `second_order` says."""
+    return "the derivative of the backward: " + message(r).replace("v^T J u", "w^T H u")
 
 
 def device_agrees(r, grads: list, rtol: float) -> bool:

@@ -604,7 +604,7 @@ def relation_verdict():
     """The device against itself: the drawn case (or the first of two out= layouts) and another
     case of the same values, in another layout or another position."""
     global SIGN
-    if RELATION["relation"] == "finite_differences":
+    if RELATION["relation"] in ("finite_differences", "second_order"):
         return gradient_verdict()
     if RELATION["relation"] == "elementwise":
         return elementwise_verdict()
@@ -659,7 +659,12 @@ def gradient_verdict():
             result, _ = call(torch.device("cpu"), requires_grad=True, replace=list(ins))
             return [t for t in leaves(result) if t.dtype in wide]
 
-        r = directional(fn, xs, vs, SEED + 3)
+        if RELATION["relation"] == "second_order":  # the backward's own derivatives
+            g = torch.Generator().manual_seed(SEED + 5)
+            ws = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
+            r = directional(backward_function(fn, vs), xs, ws, SEED + 7, RELATION.get("hermitian", ()), within=fn)
+        else:
+            r = directional(fn, xs, vs, SEED + 3, RELATION.get("hermitian", ()))
     finally:
         _GOLDEN = False
     if r is None:
@@ -866,9 +871,12 @@ def _relation_code(op, relation: dict | None) -> str:
         for fn in (widening._integral, widening._confirmed, widening.off_widened):
             code += "\n\n" + inspect.getsource(fn)
         code += "\n\nWIDE = torch.int64\n"
-    if relation["relation"] == "finite_differences":
+    if relation["relation"] in ("finite_differences", "second_order"):
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
+        code += "\n\n" + inspect.getsource(gradients.backward_function)
+        code += "\n\n" + inspect.getsource(gradients._read_triangles).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"
+        code += f"LARGEST_MOVED = {gradients.LARGEST_MOVED!r}\n"
     return code
 
 

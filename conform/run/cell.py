@@ -62,7 +62,8 @@ class _Progress:
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
-    differenced: bool = False  # a valid case's gradients were held against finite differences
+    differenced: int = 0  # valid cases whose gradients were held against finite differences
+    differenced_wide: bool = False  # ... one of them of the relations' size (RELATABLE_NUMEL)
     drawn: int = 0  # valid drawn cases (their value variants not counted)
     grad_modes: set = field(default_factory=set)  # the modes (see _modes) whose gradients ran
     mode_grads: int = 0  # gradient checks run because a case's mode was new
@@ -173,10 +174,17 @@ def run_cell(
         mode = _modes(op, case)
         new_mode = mode not in progress.grad_modes and progress.mode_grads < settings.grad_examples
         # finite differences (five float64 forwards and two AD passes) on the first valid example
-        # whose values are all finite (they read the forward at finite points only; a wrong
-        # formula shows on a 0-d tensor as well), and on every shrink step
+        # whose values are all finite (they read the forward at finite points only), again on the
+        # first such example of the relations' size where the first was smaller (a formula wrong
+        # off the diagonal, across a reduction or in a broadcast has no such element in a 0-d or
+        # one-element tensor: triangular_solve's forward-mode derivative reads the triangle the
+        # op ignores), and on every shrink step
         fd = settings.relations and (
-            relations and progress.failing or not progress.failing and not progress.differenced and _finite(case)
+            relations
+            and progress.failing
+            or not progress.failing
+            and _finite(case)
+            and (not progress.differenced or not progress.differenced_wide and _relatable(case) and _moderate(case))
         )
         grad = (
             settings.grad
@@ -191,9 +199,18 @@ def run_cell(
                 or new_mode
             )
         )
-        r = execute.run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd and grad)
+        r = execute.run_case(
+            op,
+            case,
+            backend,
+            grad=grad,
+            relations=relations,
+            finite_differences=fd and grad,
+            second_order=fd and grad and dtype in SECOND_ORDER_DTYPES,
+        )
         if fd and grad and not progress.failing and not r.invalid:
-            progress.differenced = True
+            progress.differenced += 1
+            progress.differenced_wide = progress.differenced_wide or _relatable(case)
         if relations and not progress.failing and not r.invalid:
             progress.relation_runs += 1
         if grad and not progress.failing and not r.invalid and mode not in progress.grad_modes:
@@ -636,6 +653,10 @@ def failure_class(r) -> tuple[str, str, str]:
 # re-lay, move or cut), at most an edge case's rows (a huge case's 48 rows cost the relations,
 # which run the op again per layout and per element, 16 times as much and show no more)
 RELATABLE_NUMEL = (2, 512)
+# the derivative of the backward (conform.judge.gradients.second_order) is a float64 check of the
+# formulas, the same whatever the cell's dtype: it runs in the float32 cell of an op, and in the
+# complex64 one, whose formulas are complex
+SECOND_ORDER_DTYPES = ("float32", "complex64")
 
 
 def _relatable(case) -> bool:
@@ -647,6 +668,14 @@ def _relatable(case) -> bool:
 def _finite(case) -> bool:
     """No tensor drawn with special values (an edge pattern, the "special" kind)."""
     return all(s.edges is None and s.values != "special" for s in case.tensor_specs())
+
+
+def _moderate(case) -> bool:
+    """Every tensor drawn in the moderate band (or the kind's own range): where a relative step
+    of finite differences is small in absolute terms too. At 1e22 a step of 1e-6 relative spans
+    1e16 integers, and floor, which is the identity on float64's integers there, differences to
+    a slope of 1 where its derivative is 0."""
+    return all(base_magnitude(s.magnitude) in ("", "moderate", "half_integers") for s in case.tensor_specs())
 
 
 def _informative(case) -> bool:

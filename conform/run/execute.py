@@ -379,15 +379,25 @@ def _on_device(backend) -> dict:
 
 
 def run_case(
-    op, case, backend, *, grad: bool = True, relations: bool = False, finite_differences: bool | None = None
+    op,
+    case,
+    backend,
+    *,
+    grad: bool = True,
+    relations: bool = False,
+    finite_differences: bool | None = None,
+    second_order: bool = False,
 ) -> CaseResult:
     """Run `case` of `op` on the CPU reference and on `backend`; never raises (see module doc).
     `relations`: hold the device against itself too (conform.judge.metamorphic) and its
     gradients against finite differences (conform.judge.gradients; `finite_differences` None:
-    with the relations)."""
+    with the relations). `second_order`: where finite differences agree with the gradient, hold
+    the backward's own derivatives to finite differences of it too."""
     fd = relations if finite_differences is None else finite_differences
     try:
-        return _run_case(op, case, backend, grad=grad, relations=relations, finite_differences=fd)
+        return _run_case(
+            op, case, backend, grad=grad, relations=relations, finite_differences=fd, second_order=second_order and fd
+        )
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - a bug in conform must not kill the sweep
@@ -429,7 +439,14 @@ def is_plain_cpu(backend) -> bool:
 
 
 def _run_case(
-    op, case, backend, *, grad: bool, relations: bool = False, finite_differences: bool = False
+    op,
+    case,
+    backend,
+    *,
+    grad: bool,
+    relations: bool = False,
+    finite_differences: bool = False,
+    second_order: bool = False,
 ) -> CaseResult:
     cpu = torch.device("cpu")
     device_is_cpu = torch.device(backend.device).type == "cpu"
@@ -438,7 +455,7 @@ def _run_case(
     if nonfinite:
         # the forward's form alone: a backward takes another path (linalg_eigvals with grad goes
         # through linalg_eig, which refuses a non-finite entry that _linalg_eigvals takes)
-        grad = finite_differences = False
+        grad = finite_differences = second_order = False
     nondet = _nondeterminism(op)
     floating = _has_floating_inputs(case)
     want_golden = golden_runs(
@@ -764,6 +781,7 @@ def _run_case(
             scales=(scale, back_second),
             want_golden=want_golden,
             finite_differences=finite_differences and nondet != "ties",
+            second_order=second_order and nondet != "ties",
             equivalents=relations and nondet != "ties",
         )
         if back is not None and back.outcome is not Outcome.PASS:
@@ -967,6 +985,7 @@ def _backward(
     scales=(0.0, 0.0),
     want_golden=True,
     finite_differences=False,
+    second_order=False,
     equivalents=False,
 ) -> CaseResult | None:
     """None when backward cannot be checked; else its CaseResult (pass with a finding, or a failure)."""
@@ -1143,13 +1162,42 @@ def _backward(
                 Outcome.GRAD_MISMATCH,
                 "backward",
                 text,
-                relation={"relation": "finite_differences", "other": None, "index": None, "first": None},
+                relation={
+                    "relation": "finite_differences",
+                    "other": None,
+                    "index": None,
+                    "first": None,
+                    "hermitian": fd["hermitian"],
+                },
                 kinds=frozenset({"relation"}),
             )
         cpu_wrong = oracle.Finding(oracle.REFERENCE if not bad else oracle.CPU_WRONG, "backward", text)
         finding = cpu_wrong.to_dict()
         if bad and _device_matches(fd, dev_grads, case, tol):
             bad = []  # the device matches finite differences: the formula golden ran is wrong, not the device
+    so = (
+        gradients.second_order(op, case, vs=gold_gos)
+        if second_order and fd is not None and not fd["bad"] and not bad and not meta_only
+        else None
+    )
+    if so is not None and so["bad"]:
+        text = gradients.second_order_message(so)
+        if plain:
+            return CaseResult(
+                Outcome.GRAD_MISMATCH,
+                "backward",
+                text,
+                relation={
+                    "relation": "second_order",
+                    "other": None,
+                    "index": None,
+                    "first": None,
+                    "hermitian": so["hermitian"],
+                },
+                kinds=frozenset({"relation"}),
+            )
+        # the device's own second derivatives are not computed: a fact about the formulas it shares
+        finding = finding or oracle.Finding(oracle.REFERENCE, "backward", text).to_dict()
     eq = gradients.equivalent(op, case, vs=gold_gos) if equivalents and not meta_only and want_golden else None
     if eq is not None and eq["bad"]:
         agrees = gradients.equivalent_agrees(eq, dev_grads, _case_rtol(case, tol))
