@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|eighth|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -30,7 +30,9 @@ on it (docs/evaluation/real_bugs_fifth.md). BUGS_SIXTH is a sixth, of ops none o
 names, drawn in order from tracker searches the fifth set did not use, fixed before conform ran on it
 (docs/evaluation/real_bugs_sixth.md). BUGS_SEVENTH is a seventh, of ops none of the other six names,
 drawn in order from tracker searches by op family that no earlier set used, fixed before conform ran
-on it (docs/evaluation/real_bugs_seventh.md).
+on it (docs/evaluation/real_bugs_seventh.md). BUGS_EIGHTH is an eighth, of ops none of the other seven
+names, drawn in order from tracker searches by op family and by symptom that no earlier set used, fixed
+before conform ran on it (docs/evaluation/real_bugs_eighth.md).
 """
 
 from __future__ import annotations
@@ -2056,6 +2058,340 @@ BUGS_SEVENTH = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# An eighth set: ops none of the seven sets names, drawn in order from tracker searches by op
+# family and by symptom that no earlier set used (recurrent cells, distances, sorting and
+# selection, cumulative and masked ops, special functions, forward-mode and second-order
+# derivatives, missing shape checks), fixed before conform ran on it
+# (docs/evaluation/real_bugs_eighth.md). `python benchmarks/real_bugs.py --set eighth`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _jvp2(f, t: torch.Tensor) -> torch.Tensor:
+    """The nested forward-mode second derivative of a scalar function of one scalar."""
+
+    def first(s):
+        return torch.func.jvp(f, (s,), (torch.ones_like(s),))[1]
+
+    return torch.func.jvp(first, (t,), (torch.ones_like(t),))[1]
+
+
+def _gru_cell_hidden_rank() -> bool:
+    """gru_cell with a 5-d hidden state for a (1, 1) input: the kernel reads out of bounds and the
+    process dies where a shape check must raise (nn.GRUCell checks in Python, the op does not)."""
+    return _dies_with_signal(
+        "torch.gru_cell(torch.ones(1, 1), torch.ones(1, 1, 5, 127, 1), torch.ones(3, 1), torch.ones(3, 1), None, None)"
+    )
+
+
+def _rnn_cell_backward_gates() -> bool:
+    """The differentiable GRU cell backward with (1, 1) gate tensors: unsafe_chunk(3, 1) gives one
+    chunk, the kernel indexes three, and the process dies where a shape check must raise."""
+    return _dies_with_signal(
+        "torch.ops.aten._thnn_differentiable_gru_cell_backward("
+        "torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 3), torch.ones(1, 1), None, None)"
+    )
+
+
+def _pdist_backward_zero_rows() -> bool:
+    """The backward of pdist on an input with zero rows divides by the row count and the process
+    dies, where the forward returns an empty result and the gradient is an empty (0, d) tensor."""
+    return _dies_with_signal("x = torch.zeros(0, 3, requires_grad=True)\ntorch.nn.functional.pdist(x).sum().backward()")
+
+
+def _cholesky_inverse_jvp() -> bool:
+    """The JVP of cholesky_inverse at a valid lower factor [[t + 1, 0], [1, 2]], t = 0.7: -0.4988
+    where the derivative of the explicit inverse, -0.33584, is right (reverse mode agrees)."""
+
+    def f(t):
+        one, zero = torch.ones((), dtype=t.dtype), torch.zeros((), dtype=t.dtype)
+        return torch.cholesky_inverse(torch.stack((t + one, zero, one, 2 * one)).reshape(2, 2)).sum()
+
+    t = torch.tensor(0.7, dtype=torch.float64)
+    return abs(torch.func.jvp(f, (t,), (torch.ones_like(t),))[1].item() - -0.3358436800325667) > 1e-6
+
+
+def _householder_product_jvp2() -> bool:
+    """The nested-JVP second derivative of householder_product for v = [1, t], tau = 2 / (1 + t^2)
+    at t = 0.7: -0.7533 where 1.55625 is right (the forward value matches)."""
+
+    def f(t):
+        a = torch.stack((torch.ones((), dtype=t.dtype), t)).reshape(2, 1)
+        return torch.linalg.householder_product(a, (2 / (1 + t * t)).reshape(1)).sum()
+
+    return abs(_jvp2(f, torch.tensor(0.7, dtype=torch.float64)).item() - 1.556251320682393) > 1e-6
+
+
+def _sinc_second_derivative_zero() -> bool:
+    """The second derivative of sinc at 0 is NaN where -pi^2 / 3 is right (the removable
+    singularity; the first derivative, 0, is right)."""
+    x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(torch.sinc(x), x, create_graph=True)
+    return bool(torch.autograd.grad(g, x)[0].isnan())
+
+
+def _nanmedian_empty_int() -> bool:
+    """nanmedian of an empty integer tensor returns the dtype's minimum (int32) or 0 (int8) where
+    the reduction must raise, as nanmedian with a dim does."""
+    try:
+        v = torch.nanmedian(torch.tensor([], dtype=torch.int32))
+    except (RuntimeError, IndexError):
+        return False
+    return v.item() == -(2**31)
+
+
+def _slogdet_jvp2() -> bool:
+    """The nested-JVP second derivative of slogdet's logabsdet for [[t + 2, 1], [1, 3]] at t = 0.7:
+    0.0 where -9 / (3t + 5)^2 = -0.17854 is right (reverse mode agrees with the formula)."""
+
+    def f(t):
+        a = torch.stack((t + 2, torch.ones_like(t), torch.ones_like(t), 3 * torch.ones_like(t))).reshape(2, 2)
+        return torch.linalg.slogdet(a)[1]
+
+    return abs(_jvp2(f, torch.tensor(0.7, dtype=torch.float64)).item() - -0.17853600476096013) > 1e-6
+
+
+def _cholesky_solve_jvp() -> bool:
+    """The JVP of cholesky_solve through the factor (a batch of two lower factors with t in them,
+    t = -7): -410.22 where -11/3 is right (reverse mode gives -11/3)."""
+
+    def f(t):
+        one, zero = torch.ones((), dtype=t.dtype), torch.zeros((), dtype=t.dtype)
+        factor = torch.stack((2 * one, zero, t, 3 * one, 3 * one, zero, 2 * t + 1, 2 * one)).reshape(2, 2, 2)
+        b = torch.tensor([[1, 2], [-1, 3]], dtype=t.dtype)
+        w = torch.tensor([[[1, 2], [3, 4]], [[2, -1], [4, 3]]], dtype=t.dtype)
+        return (torch.cholesky_solve(b, factor, upper=False) * w).sum()
+
+    t = torch.tensor(-7.0, dtype=torch.float64)
+    return abs(torch.func.jvp(f, (t,), (torch.ones_like(t),))[1].item() - -11 / 3) > 1e-6
+
+
+def _segment_reduce_empty_offsets() -> bool:
+    """segment_reduce with a 5-d offsets tensor of zero elements: the process dies where the
+    arguments are invalid and an error is due."""
+    return _dies_with_signal(
+        "data = torch.full((6, 9, 1, 1, 8), 7.0, dtype=torch.double)\n"
+        "offsets = torch.zeros((5, 0, 0, 9, 2), dtype=torch.long)\n"
+        "torch.segment_reduce(data, 'max', offsets=offsets, axis=4, unsafe=False, initial=7.0)"
+    )
+
+
+def _fbgemm_pack_empty() -> bool:
+    """fbgemm_pack_gemm_matrix_fp16 of a 5-d input with a zero dimension: the process dies where a
+    rank or size check must raise."""
+    return _dies_with_signal("torch.fbgemm_pack_gemm_matrix_fp16(torch.rand(12, 10, 0, 8, 7))")
+
+
+def _weight_norm_empty() -> bool:
+    """_weight_norm of v and g with a zero dimension (shape (3, 0, 4)): the process dies where an
+    empty result or an error is due."""
+    return _dies_with_signal("v = torch.ones(3, 0, 4)\ntorch._weight_norm(v, v, 0)")
+
+
+def _weight_int8pack_mm_rank() -> bool:
+    """_weight_int8pack_mm with a 4-d int8 weight where a 2-d one is required: the process dies
+    where a shape check must raise."""
+    return _dies_with_signal(
+        "torch._weight_int8pack_mm(torch.ones(2, 3, dtype=torch.bfloat16),"
+        " torch.full((3, 3, 3, 3), -1, dtype=torch.int8), torch.zeros(3, dtype=torch.bfloat16))"
+    )
+
+
+def _max_pool1d_huge_kernel() -> bool:
+    """max_pool1d with a kernel size near 2^63 and huge padding and dilation: the output-size
+    arithmetic overflows and the process dies where max_pool1d_with_indices raises."""
+    return _dies_with_signal(
+        "x = torch.full((1, 2, 3), 0.5, dtype=torch.float64)\n"
+        "torch.max_pool1d(x, [8608480567731124087], [], [1250999896764], [1250999896764], True)"
+    )
+
+
+def _embedding_backward_empty_grad() -> bool:
+    """embedding_backward with an empty grad and indices far past num_weights (scale_grad_by_freq):
+    the process dies where an index check must raise."""
+    return _dies_with_signal(
+        "grad = torch.zeros(2, 0)\nindices = torch.tensor([10**12, 10**12])\n"
+        "torch.ops.aten.embedding_backward(grad, indices, 5, -1, True, False)"
+    )
+
+
+BUGS_EIGHTH = [
+    # -- the expectation shares the bug -----------------------------------------------------------
+    Bug(
+        "gru_cell_hidden_rank_segfault",
+        "aten::gru_cell",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/106769",
+        _gru_cell_hidden_rank,
+        "a hidden state of another rank than the input's (5-d hx for a (1, 1) input): the kernel reads out of"
+        " bounds and the process dies where a shape check must raise (nn.GRUCell checks in Python since)",
+        category="shared",
+    ),
+    Bug(
+        "rnn_cell_backward_undersized_gates_segfault",
+        "aten::_thnn_differentiable_gru_cell_backward",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/194049 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/194095)",
+        _rnn_cell_backward_gates,
+        "gate tensors whose second dim is not a multiple of 3 (GRU) or 4 (LSTM): unsafe_chunk gives fewer"
+        " chunks than the kernel indexes and the process dies where a shape check must raise",
+        also=("aten::_thnn_differentiable_lstm_cell_backward",),
+        category="shared",
+    ),
+    Bug(
+        "weight_int8pack_mm_rank_segfault",
+        "aten::_weight_int8pack_mm",
+        ("bfloat16",),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/136709",
+        _weight_int8pack_mm_rank,
+        "a 4-d int8 weight where a 2-d (N, K) one is required: the process dies where a shape check must raise",
+        category="shared",
+    ),
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "pdist_backward_zero_rows_segfault",
+        "aten::_pdist_backward",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/197099 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/197152)",
+        _pdist_backward_zero_rows,
+        "an input with zero rows: the forward returns an empty result, the backward divides by the row count"
+        " and the process dies where an empty (0, d) gradient is right",
+        also=("aten::pdist",),
+        category="edge",
+    ),
+    Bug(
+        "nanmedian_empty_integer_no_error",
+        "aten::nanmedian",
+        ("int8", "int16", "int32", "int64"),
+        "missing_error|mismatch",
+        "https://github.com/pytorch/pytorch/issues/95756",
+        _nanmedian_empty_int,
+        "an empty integer input reduced over all elements: the dtype's minimum (int32, int64) or 0 (int8,"
+        " int16) is returned where the reduction must raise, as nanmedian with a dim does",
+        category="edge",
+    ),
+    Bug(
+        "segment_reduce_empty_offsets_segfault",
+        "aten::segment_reduce",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/141481",
+        _segment_reduce_empty_offsets,
+        "an offsets tensor of zero elements and more dims than data's leading ones: the process dies where an"
+        " error is due",
+        category="edge",
+    ),
+    Bug(
+        "fbgemm_pack_gemm_matrix_fp16_empty_segfault",
+        "aten::fbgemm_pack_gemm_matrix_fp16",
+        ("float32",),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/88036",
+        _fbgemm_pack_empty,
+        "a 5-d input with a zero dimension: the process dies where a rank or size check must raise",
+        category="edge",
+    ),
+    Bug(
+        "weight_norm_empty_segfault",
+        "aten::_weight_norm",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/136709",
+        _weight_norm_empty,
+        "v and g with a zero dimension: the process dies where an empty result or an error is due",
+        also=("aten::_weight_norm_interface",),
+        category="edge",
+    ),
+    Bug(
+        "max_pool1d_huge_kernel_segfault",
+        "aten::max_pool1d",
+        FLOATS,
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/142454",
+        _max_pool1d_huge_kernel,
+        "a kernel size near 2^63 with huge padding and dilation: the output-size arithmetic overflows and the"
+        " process dies where max_pool1d_with_indices raises",
+        category="edge",
+    ),
+    Bug(
+        "embedding_backward_index_past_end_segfault",
+        "aten::embedding_backward",
+        ("float32",),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/143482",
+        _embedding_backward_empty_grad,
+        "an empty grad with indices far past num_weights and scale_grad_by_freq: the process dies where an"
+        " index check must raise",
+        also=("aten::embedding_dense_backward",),
+        category="edge",
+    ),
+    # -- the gradient formula at special points ---------------------------------------------------
+    Bug(
+        "cholesky_inverse_jvp_wrong",
+        "aten::cholesky_inverse",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/196682",
+        _cholesky_inverse_jvp,
+        "forward mode at a valid lower factor with a non-symmetric tangent: the JVP is -0.4988 where -0.3358 is"
+        " right (the reverse-mode gradient is right)",
+        category="gradient",
+    ),
+    Bug(
+        "cholesky_solve_jvp_wrong",
+        "aten::cholesky_solve",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/196694",
+        _cholesky_solve_jvp,
+        "forward mode with a tangent through the Cholesky factor (a batch of lower factors): -410.2 where -11/3"
+        " is right (the reverse-mode gradient is right)",
+        category="gradient",
+    ),
+    Bug(
+        "householder_product_second_jvp_wrong",
+        "aten::linalg_householder_product",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/196698",
+        _householder_product_jvp2,
+        "a forward-over-forward second derivative at a valid reflector (v = [1, t], tau = 2 / (1 + t^2)):"
+        " -0.7533 where 1.5563 is right; the first derivative is right",
+        category="gradient",
+    ),
+    Bug(
+        "linalg_slogdet_second_jvp_zero",
+        "aten::linalg_slogdet",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/196697",
+        _slogdet_jvp2,
+        "a forward-over-forward second derivative of logabsdet at a positive definite matrix: 0.0 where"
+        " -9 / (3t + 5)^2 is right; reverse-over-reverse is right",
+        also=("aten::_linalg_slogdet",),
+        category="gradient",
+    ),
+    Bug(
+        "sinc_second_derivative_nan_at_zero",
+        "aten::sinc",
+        ("float32", "float64"),
+        "grad_mismatch",
+        "https://github.com/pytorch/pytorch/issues/196703 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/196885)",
+        _sinc_second_derivative_zero,
+        "the removable singularity x = 0 in a second derivative: NaN where -pi^2 / 3 is right (the first"
+        " derivative, 0, is right)",
+        category="gradient",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
@@ -2064,7 +2400,8 @@ SETS = {
     "fifth": BUGS_FIFTH,
     "sixth": BUGS_SIXTH,
     "seventh": BUGS_SEVENTH,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH + BUGS_SEVENTH,
+    "eighth": BUGS_EIGHTH,
+    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH + BUGS_SEVENTH + BUGS_EIGHTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
