@@ -1158,19 +1158,7 @@ def _backward(
         text = gradients.message(fd)
         if plain:
             # golden's formula is the expectation here: finite differences are the opinion it does not share
-            return CaseResult(
-                Outcome.GRAD_MISMATCH,
-                "backward",
-                text,
-                relation={
-                    "relation": "finite_differences",
-                    "other": None,
-                    "index": None,
-                    "first": None,
-                    "hermitian": fd["hermitian"],
-                },
-                kinds=frozenset({"relation"}),
-            )
+            return _differences_disagree(text, "finite_differences", fd)
         cpu_wrong = oracle.Finding(oracle.REFERENCE if not bad else oracle.CPU_WRONG, "backward", text)
         finding = cpu_wrong.to_dict()
         if bad and _device_matches(fd, dev_grads, case, tol):
@@ -1183,19 +1171,7 @@ def _backward(
     if so is not None and so["bad"]:
         text = gradients.second_order_message(so)
         if plain:
-            return CaseResult(
-                Outcome.GRAD_MISMATCH,
-                "backward",
-                text,
-                relation={
-                    "relation": "second_order",
-                    "other": None,
-                    "index": None,
-                    "first": None,
-                    "hermitian": so["hermitian"],
-                },
-                kinds=frozenset({"relation"}),
-            )
+            return _differences_disagree(text, "second_order", so)
         # the device's own second derivatives are not computed: a fact about the formulas it shares
         finding = finding or oracle.Finding(oracle.REFERENCE, "backward", text).to_dict()
     eq = gradients.equivalent(op, case, vs=gold_gos) if equivalents and not meta_only and want_golden else None
@@ -1227,6 +1203,18 @@ def _backward(
     if fallback:
         result.message += f" ({fallback_message(fallback)})"
     return result
+
+
+def _differences_disagree(text: str, relation: str, r) -> CaseResult:
+    """The plain CPU's grad_mismatch where finite differences (`r`, of conform.judge.gradients)
+    disagree with a formula, with what its reproduction script needs to draw the same directions."""
+    return CaseResult(
+        Outcome.GRAD_MISMATCH,
+        "backward",
+        text,
+        relation={"relation": relation, "other": None, "index": None, "first": None, "hermitian": r["hermitian"]},
+        kinds=frozenset({"relation"}),
+    )
 
 
 def _elementwise_judge(op, case, phase, run_cpu, what: str, shape=None):
