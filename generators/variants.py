@@ -205,6 +205,49 @@ def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
     return found[:WRONG_SIZE_INPUTS]
 
 
+# the shapes a malformed input takes (see malformed_inputs), each a function of the drawn shape
+MALFORMED_SHAPES = {
+    "one longer in its last dim": lambda shape: (*shape[:-1], shape[-1] + 1),
+    "empty in its first dim": lambda shape: (0, *shape[1:]),
+    "with one more leading dim": lambda shape: (2, *shape),
+    "with one dim fewer": lambda shape: shape[1:],
+}
+
+
+def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(what, case) for each tensor input (not an out) of at least one dim, one at a time, in
+    each of MALFORMED_SHAPES: arguments whose shapes no longer fit the op's contract (a hidden
+    state of another rank, gates not a multiple of the gate count, zero rows), which a kernel
+    must refuse or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden
+    state, _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
+    WRONG_SIZE_INPUTS such inputs, in argument order."""
+    found: list[tuple[str, Case]] = []
+    places = [(str(i), v) for i, v in enumerate(case.args)]
+    places += [(k, v) for k, v in case.kwargs.items() if k not in out_names]
+    inputs = [
+        (where, v)
+        for where, v in places
+        if isinstance(v, TensorSpec)
+        and not v.quantized
+        and v.layout not in STRIDELESS_LAYOUTS
+        and v.shape
+        and v.data is None
+    ][:WRONG_SIZE_INPUTS]
+    for where, spec in inputs:
+        label = f"argument {int(where) + 1}" if where.isdigit() else repr(where)
+        for name, reshape in MALFORMED_SHAPES.items():
+            bad = dataclasses.replace(
+                spec, shape=reshape(spec.shape), layout="contiguous", stride=None, storage_offset=0
+            )
+            if where.isdigit():
+                i = int(where)
+                variant = dataclasses.replace(case, args=(*case.args[:i], bad, *case.args[i + 1 :]))
+            else:
+                variant = dataclasses.replace(case, kwargs={**case.kwargs, where: bad})
+            found.append((f"{label} {name}", variant))
+    return found
+
+
 def reseeded(case: Case, k: int, out_names=()) -> Case | None:
     """The case with other values, the k-th (k >= 1) of its value variants: every tensor whose
     values follow from its seed gets a seed derived from its own and k; shapes, dtypes, layouts,

@@ -249,6 +249,7 @@ def run_cell(
             and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
         ):
             progress.sizes_checked = True
+            execute.run_malformed(op, case, backend)
             failure = execute.run_wrong_sizes(op, case, backend)
             if failure is not None:
                 progress.wrong_size_failed = True
@@ -523,7 +524,7 @@ def cell_process(setup: WorkerSetup, inflight: str):
     # an out= variant of the case (its out written through other strides): a death there is that
     # call's, recorded with the variant so that its script replays it
     execute.on_variant = lambda case, name: watchdog.variant(
-        None if case is None else case.to_json(), "" if case is None else f"{case.describe()} (the out= {name} variant)"
+        None if case is None else case.to_json(), "" if case is None else f"{case.describe()} ({name})"
     )
     execute.functional_failed = lambda qualname: op_base(qualname) in crashed_ops(Path(setup.run_dir))
 

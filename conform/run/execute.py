@@ -66,6 +66,7 @@ from generators.variants import (
     OVERLAPPING_LAYOUTS,
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
+    malformed_inputs,
     other_dtype_out_case,
     out_variants,
     overlapping_self_case,
@@ -189,6 +190,8 @@ on_variant: Callable[[Any, str], None] | None = None
 
 
 def _running_variant(case, name: str = "") -> None:
+    """`case` is about to run in place of the drawn case (None: the drawn case again); `name`
+    says which variant it is, for the record of a death there."""
     if on_variant is not None:
         on_variant(case, name)
 
@@ -1900,7 +1903,7 @@ def run_out_variants(
     for name, variant in variants.items():
         if name == "as_drawn":
             continue
-        _running_variant(variant, name)
+        _running_variant(variant, f"the out= {name} variant")
         try:
             r = run_case(op, variant, backend, grad=grad)
         finally:
@@ -1925,7 +1928,7 @@ def run_out_variants(
         for name in STRIDED_OUT_VARIANTS:
             if name not in variants:
                 continue
-            _running_variant(variants[name], name)
+            _running_variant(variants[name], f"the out= {name} variant")
             try:
                 broken = metamorphic.check_out_layout(
                     op,
@@ -2033,6 +2036,28 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
             r.variant_case = variant
             return r
     return None
+
+
+def run_malformed(op, case, backend) -> int:
+    """The process-death contract on the plain CPU: each malformed variant of a passing case
+    (generators.variants.malformed_inputs: an input one longer, empty, of one more or one fewer
+    dim) is called once, and the op must compute or raise. A kernel that indexes past what it
+    checked kills the process there; the isolation records the variant that was running, so the
+    cell is a `crash` whose script replays that call. Nothing else about these calls is judged
+    (a shape the op accepts is another valid case, drawn elsewhere). Not for ops that say they
+    skip their checks (`unsafe` in the name), nor, elsewhere than on the plain CPU, at all: a
+    device's refusals are held to the CPU's by run_wrong_sizes. Returns the calls made."""
+    if not is_plain_cpu(backend) or "unsafe" in op.qualname:
+        return 0
+    made = 0
+    for what, variant in malformed_inputs(case, {a.name for a in op.out_args}):
+        _running_variant(variant, f"a malformed argument: {what}")
+        try:
+            _cpu_call(op, variant)
+            made += 1
+        finally:
+            _running_variant(None)
+    return made
 
 
 def run_overlapping_self(op, case, backend) -> CaseResult | None:
