@@ -30,10 +30,15 @@ def test_each_input_is_malformed_in_every_way_one_at_a_time():
     assert found[0][0] == "argument 1 one longer in its last dim"
 
 
-def test_malformed_calls_run_on_the_plain_cpu_only():
+def test_malformed_calls_run_on_the_plain_cpu_in_an_isolated_process_only(monkeypatch):
     op = opdb.lookup("aten::mm")
     case = Case("aten::mm", (TensorSpec((2, 3), "float32"), TensorSpec((3, 4), "float32")), {})
+    # in the caller's own process (no isolation records a death): none, or a death kills the caller
+    assert execute.run_malformed(op, case, CPUBackend()) == 0
+    announced = []
+    monkeypatch.setattr(execute, "on_variant", lambda case, name: announced.append(name))
     assert execute.run_malformed(op, case, CPUBackend()) == 2 * len(MALFORMED_SHAPES)
+    assert "a malformed argument: argument 2 with one dim fewer" in announced
 
     class Other(CPUBackend):
         name = "other"

@@ -2046,8 +2046,10 @@ def run_malformed(op, case, backend) -> int:
     cell is a `crash` whose script replays that call. Nothing else about these calls is judged
     (a shape the op accepts is another valid case, drawn elsewhere). Not for ops that say they
     skip their checks (`unsafe` in the name), nor, elsewhere than on the plain CPU, at all: a
-    device's refusals are held to the CPU's by run_wrong_sizes. Returns the calls made."""
-    if not is_plain_cpu(backend) or "unsafe" in op.qualname:
+    device's refusals are held to the CPU's by run_wrong_sizes. Only in an isolated process
+    (`on_variant` set: conform.run.cell's worker), where a death is survived and recorded; a
+    caller that runs cells in its own process would die with them. Returns the calls made."""
+    if not is_plain_cpu(backend) or "unsafe" in op.qualname or on_variant is None:
         return 0
     made = 0
     for what, variant in malformed_inputs(case, {a.name for a in op.out_args}):
