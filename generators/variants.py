@@ -179,32 +179,6 @@ def overlapping_self_case(case: Case) -> Case | None:
 WRONG_SIZE_INPUTS = 4
 
 
-def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
-    """(argument name or position, case) for each tensor input (not an out) of at least one
-    dim, one at a time, its last dim one longer, contiguous: an input whose size no longer fits
-    the others' (a bias longer than the channels, an index longer than its source), which the
-    CPU kernel refuses and a device's or meta's kernel must refuse too. The first
-    WRONG_SIZE_INPUTS such inputs, in argument order."""
-    found: list[tuple[str, Case]] = []
-
-    def grown(spec: TensorSpec) -> TensorSpec | None:
-        if spec.quantized or spec.layout in STRIDELESS_LAYOUTS or not spec.shape or spec.data is not None:
-            return None
-        return dataclasses.replace(
-            spec, shape=(*spec.shape[:-1], spec.shape[-1] + 1), layout="contiguous", stride=None, storage_offset=0
-        )
-
-    for i, v in enumerate(case.args):
-        w = grown(v) if isinstance(v, TensorSpec) else None
-        if w is not None:
-            found.append((str(i), dataclasses.replace(case, args=(*case.args[:i], w, *case.args[i + 1 :]))))
-    for k, v in case.kwargs.items():
-        w = grown(v) if isinstance(v, TensorSpec) and k not in out_names else None
-        if w is not None:
-            found.append((k, dataclasses.replace(case, kwargs={**case.kwargs, k: w})))
-    return found[:WRONG_SIZE_INPUTS]
-
-
 # the shapes a malformed input takes (see malformed_inputs), each a function of the drawn shape
 MALFORMED_SHAPES = {
     "one longer in its last dim": lambda shape: (*shape[:-1], shape[-1] + 1),
@@ -214,17 +188,27 @@ MALFORMED_SHAPES = {
 }
 
 
-def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
-    """(what, case) for each tensor input (not an out) of at least one dim, one at a time, in
-    each of MALFORMED_SHAPES: arguments whose shapes no longer fit the op's contract (a hidden
-    state of another rank, gates not a multiple of the gate count, zero rows), which a kernel
-    must refuse or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden
-    state, _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
+def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(argument name or position, case) for each tensor input (not an out) of at least one
+    dim, one at a time, its last dim one longer, contiguous: an input whose size no longer fits
+    the others' (a bias longer than the channels, an index longer than its source), which the
+    CPU kernel refuses and a device's or meta's kernel must refuse too. The first
     WRONG_SIZE_INPUTS such inputs, in argument order."""
-    found: list[tuple[str, Case]] = []
+    grow = MALFORMED_SHAPES["one longer in its last dim"]
+    return [(where, _with_input(case, where, spec, grow(spec.shape))) for where, spec in _sized_inputs(case, out_names)]
+
+
+def input_label(where: str) -> str:
+    """How a message names an input: "argument 2" for position 1, "'weight'" for a keyword."""
+    return f"argument {int(where) + 1}" if where.isdigit() else repr(where)
+
+
+def _sized_inputs(case: Case, out_names) -> list[tuple[str, TensorSpec]]:
+    """(argument position or name, spec) of the case's first WRONG_SIZE_INPUTS tensor inputs (not
+    outs) of at least one dim whose shape can change: not quantized, strided, values not given."""
     places = [(str(i), v) for i, v in enumerate(case.args)]
     places += [(k, v) for k, v in case.kwargs.items() if k not in out_names]
-    inputs = [
+    return [
         (where, v)
         for where, v in places
         if isinstance(v, TensorSpec)
@@ -233,19 +217,29 @@ def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
         and v.shape
         and v.data is None
     ][:WRONG_SIZE_INPUTS]
-    for where, spec in inputs:
-        label = f"argument {int(where) + 1}" if where.isdigit() else repr(where)
-        for name, reshape in MALFORMED_SHAPES.items():
-            bad = dataclasses.replace(
-                spec, shape=reshape(spec.shape), layout="contiguous", stride=None, storage_offset=0
-            )
-            if where.isdigit():
-                i = int(where)
-                variant = dataclasses.replace(case, args=(*case.args[:i], bad, *case.args[i + 1 :]))
-            else:
-                variant = dataclasses.replace(case, kwargs={**case.kwargs, where: bad})
-            found.append((f"{label} {name}", variant))
-    return found
+
+
+def _with_input(case: Case, where: str, spec: TensorSpec, shape) -> Case:
+    """`case` with its input at `where` of another shape, contiguous."""
+    bad = dataclasses.replace(spec, shape=tuple(shape), layout="contiguous", stride=None, storage_offset=0)
+    if where.isdigit():
+        i = int(where)
+        return dataclasses.replace(case, args=(*case.args[:i], bad, *case.args[i + 1 :]))
+    return dataclasses.replace(case, kwargs={**case.kwargs, where: bad})
+
+
+def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(what, case) for each tensor input (not an out) of at least one dim, one at a time, in
+    each of MALFORMED_SHAPES: arguments whose shapes no longer fit the op's contract (a hidden
+    state of another rank, gates not a multiple of the gate count, zero rows), which a kernel
+    must refuse or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden
+    state, _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
+    WRONG_SIZE_INPUTS such inputs, in argument order."""
+    return [
+        (f"{input_label(where)} {name}", _with_input(case, where, spec, reshape(spec.shape)))
+        for where, spec in _sized_inputs(case, out_names)
+        for name, reshape in MALFORMED_SHAPES.items()
+    ]
 
 
 def reseeded(case: Case, k: int, out_names=()) -> Case | None:

@@ -273,19 +273,21 @@ def _either_convention(run, hermitian):
 
 def backward_function(fn, vs):
     """x -> autograd's J(x)^T v of `fn` (the gradient of each input that has one, zeros where an
-    input is unused), differentiable in both modes: `directional`'s function of the backward."""
+    input is unused), differentiable in both modes: `directional`'s function of the backward.
+    `vs` weigh every output, or the differentiable ones only (as in `directional`)."""
 
     def backward(xs):
         taped = torch.is_grad_enabled()  # finite differences read it under no_grad: values alone
         with torch.enable_grad():
             ys = [x if x.requires_grad else x.clone().requires_grad_(True) for x in xs]
             outs = fn(ys)
-            pairs = [(o, v) for o, v in zip(outs, vs) if o.requires_grad]
-            if not pairs:
+            differentiable = [o for o in outs if o.requires_grad]
+            weights = [v for o, v in zip(outs, vs) if o.requires_grad] if len(vs) == len(outs) else list(vs)
+            if len(weights) != len(differentiable):
+                raise ValueError("the outputs' weights do not match the differentiable outputs")
+            if not differentiable:
                 return [torch.zeros_like(y) for y in ys]
-            gs = torch.autograd.grad(
-                [o for o, _ in pairs], ys, [v for _, v in pairs], create_graph=True, allow_unused=True
-            )
+            gs = torch.autograd.grad(differentiable, ys, weights, create_graph=True, allow_unused=True)
         return [torch.zeros_like(y.detach()) if g is None else g if taped else g.detach() for g, y in zip(gs, ys)]
 
     return backward
@@ -299,8 +301,6 @@ def second_order(op, case, vs=None):
     if made is None:
         return None
     fn, xs, vs, hermitian = made
-    if len(vs) != len(fn([x.detach() for x in xs])):
-        return None
     g = torch.Generator().manual_seed(case.seed + 5)
     ws = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
     try:

@@ -62,7 +62,7 @@ class _Progress:
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
-    differenced: int = 0  # valid cases whose gradients were held against finite differences
+    differenced: bool = False  # a valid case's gradients were held against finite differences
     differenced_wide: bool = False  # ... one of them of the relations' size (RELATABLE_NUMEL)
     drawn: int = 0  # valid drawn cases (their value variants not counted)
     grad_modes: set = field(default_factory=set)  # the modes (see _modes) whose gradients ran
@@ -209,7 +209,7 @@ def run_cell(
             second_order=fd and grad and dtype in SECOND_ORDER_DTYPES,
         )
         if fd and grad and not progress.failing and not r.invalid:
-            progress.differenced += 1
+            progress.differenced = True
             progress.differenced_wide = progress.differenced_wide or _relatable(case)
         if relations and not progress.failing and not r.invalid:
             progress.relation_runs += 1
@@ -672,10 +672,8 @@ def _finite(case) -> bool:
 
 
 def _moderate(case) -> bool:
-    """Every tensor drawn in the moderate band (or the kind's own range): where a relative step
-    of finite differences is small in absolute terms too. At 1e22 a step of 1e-6 relative spans
-    1e16 integers, and floor, which is the identity on float64's integers there, differences to
-    a slope of 1 where its derivative is 0."""
+    """Every tensor drawn in the moderate band (or the kind's own range): where finite differences
+    move every element (they leave those beyond conform.judge.gradients.LARGEST_MOVED alone)."""
     return all(base_magnitude(s.magnitude) in ("", "moderate", "half_integers") for s in case.tensor_specs())
 
 

@@ -66,6 +66,7 @@ from generators.variants import (
     OVERLAPPING_LAYOUTS,
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
+    input_label,
     malformed_inputs,
     other_dtype_out_case,
     out_variants,
@@ -2031,8 +2032,7 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     for where, variant in wrong_size_inputs(case, {a.name for a in op.out_args}):
         r = run_case(op, variant, backend, grad=False)
         if r.outcome is Outcome.MISSING_ERROR and not _DATA_DEPENDENT.search(r.message):
-            label = f"argument {int(where) + 1}" if where.isdigit() else repr(where)
-            r.message = f"[wrong size] {label} one longer in its last dim: {r.message}"
+            r.message = f"[wrong size] {input_label(where)} one longer in its last dim: {r.message}"
             r.variant_case = variant
             return r
     return None
