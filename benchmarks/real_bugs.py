@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|eighth|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|eighth|ninth|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -32,7 +32,9 @@ names, drawn in order from tracker searches the fifth set did not use, fixed bef
 drawn in order from tracker searches by op family that no earlier set used, fixed before conform ran
 on it (docs/evaluation/real_bugs_seventh.md). BUGS_EIGHTH is an eighth, of ops none of the other seven
 names, drawn in order from tracker searches by op family and by symptom that no earlier set used, fixed
-before conform ran on it (docs/evaluation/real_bugs_eighth.md).
+before conform ran on it (docs/evaluation/real_bugs_eighth.md). BUGS_NINTH is a ninth, of ops none of
+the other eight names, drawn in order from tracker searches by op family and by symptom that no earlier
+set used, fixed before conform ran on it (docs/evaluation/real_bugs_ninth.md).
 """
 
 from __future__ import annotations
@@ -2392,6 +2394,280 @@ BUGS_EIGHTH = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# A ninth set: ops none of the eight sets names, drawn in order from tracker searches by op family
+# and by symptom that no earlier set used (sparse and quantized tensors, linear algebra
+# factorizations, padding, transforms, meta kernels, losses), fixed before conform ran on it
+# (docs/evaluation/real_bugs_ninth.md). `python benchmarks/real_bugs.py --set ninth`.
+# ---------------------------------------------------------------------------------------------
+
+
+def _sparse_mask_csr_drops_zeros() -> bool:
+    """sparse_mask of a CSR tensor by a CSR mask keeps only the masked-in elements that are
+    non-zero in self (2 of 3) where every element of the mask's pattern is due, as the strided
+    and COO paths give."""
+    mask = torch.tensor([[0, 1], [1, 1]], dtype=torch.bool).to_sparse_csr()
+    data = torch.tensor([[1, 2], [3, 0]])
+    return data.to_sparse_csr().sparse_mask(mask)._nnz() != data.sparse_mask(mask)._nnz()
+
+
+def _sparse_broadcast_to_coalesced_flag() -> bool:
+    """_sparse_broadcast_to of an uncoalesced 0-d COO tensor (ten values at one index) marks its
+    result coalesced while the result repeats each index ten times."""
+    s = torch.sparse_coo_tensor(torch.zeros(0, 10, dtype=torch.int64), torch.ones(10), ())
+    b = torch._sparse_broadcast_to(s, (2, 2))
+    return b.is_coalesced() and b._indices().unique(dim=1).shape[1] < b._indices().shape[1]
+
+
+def _quantized_view_dtype() -> bool:
+    """view(torch.float32) of a qint8 tensor returns a float32-typed tensor over quantized storage
+    where the view must raise; printing it kills the process."""
+    return _dies_with_signal(
+        "q = torch.quantize_per_tensor(torch.ones(32), 0.5, 0, torch.qint8)\nrepr(q.view(torch.float32))"
+    )
+
+
+def _dequantize_qint32_overflow() -> bool:
+    """dequantize of a qint32 value 2^31 - 1 with zero point -2^31: q - zero_point overflows int32
+    and the result is -1 where 2^32 - 1 is right."""
+    q = torch._make_per_tensor_quantized_tensor(torch.tensor([2**31 - 1], dtype=torch.int32), 1.0, -(2**31))
+    return torch.dequantize(q).item() != 2**32 - 1
+
+
+def _fused_fake_quant_axis() -> bool:
+    """fused_moving_avg_obs_fake_quant with per-row quantization and an axis near -2^40: the
+    process dies where an axis check must raise."""
+    return _dies_with_signal(
+        "x = torch.full((1,), 0.5)\n"
+        "on = torch.ones(1, dtype=torch.int32)\n"
+        "torch.fused_moving_avg_obs_fake_quant(x, on, on.long(), x.clone(), x.clone(), x.clone(),"
+        " torch.zeros(1, dtype=torch.int32), 0.01, 0, 255, -1250999896764, True, True)"
+    )
+
+
+def _quantize_per_channel_float_zero_points() -> bool:
+    """quantize_per_channel to qint32 with floating zero points: the process dies (a division by
+    zero in the float-qparams kernel) where a result or an error is due."""
+    return _dies_with_signal(
+        "torch.quantize_per_channel(torch.ones(1, 1), torch.tensor([0.5], dtype=torch.float64),"
+        " torch.tensor([0.0]), 0, dtype=torch.qint32)"
+    )
+
+
+def _ldl_factor_singular_raises() -> bool:
+    """linalg_ldl_factor of the singular symmetric [[0]]: an internal assert ("Unknown error code:
+    1") where the factorization exists and ldl_factor_ex returns it."""
+    a = torch.zeros(1, 1)
+    torch.linalg.ldl_factor_ex(a)
+    try:
+        torch.linalg.ldl_factor(a)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _replication_pad2d_huge() -> bool:
+    """replication_pad2d with a padding of 2^63 - 1: the output size overflows and the process
+    dies where an error is due."""
+    return _dies_with_signal("torch._C._nn.replication_pad2d(torch.ones(1, 3, 10, 10), [2**63 - 1] * 4)")
+
+
+def _ifft2_2048_scaled_twice() -> bool:
+    """ifft2 of a complex64 2048 x 2048 delta of height 2048^2: 1 / 2048^2 where 1 is right (the
+    1/n scale applied twice; 2048 x 1024 and complex128 are right)."""
+    x = torch.zeros(2048, 2048, dtype=torch.complex64)
+    x[0, 0] = 2048 * 2048
+    return abs(torch.fft.ifft2(x)[0, 0].item() - 1) > 1e-3
+
+
+def _conv1d_meta_groups() -> bool:
+    """conv1d with groups=6 and a weight of 3 output channels: the CPU raises, meta returns a
+    shape."""
+    return _meta_returns_where_cpu_raises(
+        lambda x, w: F.conv1d(x, w, groups=6), torch.randn(2, 12, 30), torch.randn(3, 2, 3)
+    )
+
+
+def _masked_scatter_inplace_meta() -> bool:
+    """masked_scatter_ of a one-element self with a (2, 1, 2, 1) mask: the CPU raises (the mask
+    does not broadcast to self), meta returns self."""
+    return _meta_returns_where_cpu_raises(
+        lambda s, m, src: s.masked_scatter_(m, src), torch.zeros(1), torch.ones(2, 1, 2, 1) < 0.5, torch.ones(4)
+    )
+
+
+def _multi_margin_loss_backward_empty() -> bool:
+    """multi_margin_loss_backward with an empty grad_output (reduction none, one sample): the
+    process dies where a shape check must raise."""
+    return _dies_with_signal(
+        "torch.ops.aten.multi_margin_loss_backward(torch.tensor([]), torch.tensor([64.0]), torch.tensor([0]),"
+        " 2, 1.0, None, 0)"
+    )
+
+
+def _nll_loss2d_backward_target_past_end() -> bool:
+    """nll_loss2d_backward with reduction none and a target equal to the class count: it returns
+    (writing past grad_input) where the mean and sum reductions raise "Target 1 is out of bounds"."""
+    args = (torch.zeros(1, 1, 1, 1), torch.tensor([[[1]]]), None)
+    try:
+        torch.ops.aten.nll_loss2d_backward(torch.tensor(1.0), *args, 1, -100, torch.tensor(1.0))
+    except (RuntimeError, IndexError):
+        torch.ops.aten.nll_loss2d_backward(torch.ones(1, 1, 1), *args, 0, -100, torch.tensor(1.0))
+        return True
+    return False
+
+
+BUGS_NINTH = [
+    # -- the expectation shares the bug -----------------------------------------------------------
+    Bug(
+        "quantized_view_dtype_segfault",
+        "aten::view.dtype",
+        ("qint8",),
+        "missing_error|crash",
+        "https://github.com/pytorch/pytorch/issues/86848",
+        _quantized_view_dtype,
+        "a quantized tensor viewed as another dtype: no error, and using the returned tensor (printing it) kills"
+        " the process, where the view must raise",
+        category="shared",
+    ),
+    Bug(
+        "quantize_per_channel_float_zero_points_crash",
+        "aten::quantize_per_channel",
+        ("float32",),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/116351",
+        _quantize_per_channel_float_zero_points,
+        "floating zero points with a qint32 result: the process dies (a division by zero) where a result or an"
+        " error is due",
+        category="shared",
+    ),
+    # -- the result depends on position or length ------------------------------------------------
+    Bug(
+        "ifft2_2048_square_scaled_twice",
+        "aten::fft_ifft2",
+        ("complex64",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/169670",
+        _ifft2_2048_scaled_twice,
+        "a complex64 2048 x 2048 transform with a 1/n or 1/sqrt(n) scale: the scale is applied with an extra"
+        " 1/n (ifft2(fft2(a)) is a / 2048^2); other sizes and complex128 are right",
+        also=("aten::_fft_c2c", "aten::fft_ifftn", "aten::fft_fft2"),
+        category="position",
+    ),
+    # -- a layout not drawn -----------------------------------------------------------------------
+    Bug(
+        "sparse_mask_csr_drops_zero_values",
+        "aten::sparse_mask",
+        ("int64", "float32", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/107381",
+        _sparse_mask_csr_drops_zeros,
+        "a sparse CSR self and mask: masked-in elements whose value in self is zero are dropped, where the"
+        " result must have the mask's indices (the strided and COO paths keep them)",
+        category="layout",
+    ),
+    Bug(
+        "sparse_broadcast_to_false_coalesced",
+        "aten::_sparse_broadcast_to",
+        ("float32", "float64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/162482",
+        _sparse_broadcast_to_coalesced_flag,
+        "an uncoalesced 0-d COO input: the broadcast result repeats its indices yet is flagged coalesced",
+        category="layout",
+    ),
+    # -- values at the op's own edges -------------------------------------------------------------
+    Bug(
+        "dequantize_qint32_zero_point_overflow",
+        "aten::dequantize.self",
+        ("qint32",),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/153358",
+        _dequantize_qint32_overflow,
+        "a qint32 value of 2^31 - 1 with a zero point of -2^31: q - zero_point wraps in int32 and -1 is"
+        " returned where 2^32 - 1 is right",
+        category="edge",
+    ),
+    Bug(
+        "fused_moving_avg_obs_fake_quant_axis_segfault",
+        "aten::fused_moving_avg_obs_fake_quant",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/128693",
+        _fused_fake_quant_axis,
+        "per-row quantization with an axis far out of range (-1250999896764): the process dies where an axis"
+        " check must raise",
+        category="edge",
+    ),
+    Bug(
+        "ldl_factor_singular_internal_assert",
+        "aten::linalg_ldl_factor",
+        ("float32", "float64"),
+        "device_error",
+        "https://github.com/pytorch/pytorch/issues/121683",
+        _ldl_factor_singular_raises,
+        "a singular symmetric matrix (an exactly zero pivot): an internal assert where the factorization exists"
+        " (LAPACK completes it; ldl_factor_ex returns it)",
+        category="edge",
+    ),
+    Bug(
+        "replication_pad2d_huge_padding_segfault",
+        "aten::replication_pad2d",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/169741 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/185948)",
+        _replication_pad2d_huge,
+        "a padding of 2^63 - 1: the output-size sum overflows int64 and the process dies where an error is due",
+        category="edge",
+    ),
+    Bug(
+        "multi_margin_loss_backward_empty_grad_segfault",
+        "aten::multi_margin_loss_backward",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/146790",
+        _multi_margin_loss_backward_empty,
+        "an empty grad_output for one sample with reduction none: the process dies where a shape check must raise",
+        category="edge",
+    ),
+    Bug(
+        "nll_loss2d_backward_target_past_end_no_error",
+        "aten::nll_loss2d_backward",
+        ("bfloat16", "float32", "float64"),
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/194802",
+        _nll_loss2d_backward_target_past_end,
+        "reduction none with a target equal to the class count: no error (an out-of-bounds write) where the"
+        " other reductions raise",
+        category="edge",
+    ),
+    # -- the meta kernel's form -------------------------------------------------------------------
+    Bug(
+        "conv1d_meta_groups_unchecked",
+        "aten::conv1d",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/178472",
+        _conv1d_meta_groups,
+        "groups that the weight's output channels do not fit: the CPU raises, meta returns a shape",
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "masked_scatter_inplace_meta_unchecked",
+        "aten::masked_scatter_",
+        FLOATS,
+        "missing_error",
+        "https://github.com/pytorch/pytorch/issues/72650",
+        _masked_scatter_inplace_meta,
+        "a mask that does not broadcast to self: the CPU raises, meta returns self",
+        category="meta",
+        device="meta",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
@@ -2401,7 +2677,16 @@ SETS = {
     "sixth": BUGS_SIXTH,
     "seventh": BUGS_SEVENTH,
     "eighth": BUGS_EIGHTH,
-    "all": BUGS + BUGS_DISJOINT + BUGS_HELDOUT + BUGS_FRESH + BUGS_FIFTH + BUGS_SIXTH + BUGS_SEVENTH + BUGS_EIGHTH,
+    "ninth": BUGS_NINTH,
+    "all": BUGS
+    + BUGS_DISJOINT
+    + BUGS_HELDOUT
+    + BUGS_FRESH
+    + BUGS_FIFTH
+    + BUGS_SIXTH
+    + BUGS_SEVENTH
+    + BUGS_EIGHTH
+    + BUGS_NINTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
