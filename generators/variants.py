@@ -12,6 +12,9 @@ reference run), so it passes them in.
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import torch
 
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 
@@ -199,15 +202,24 @@ def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
 
 
 def input_label(where: str) -> str:
-    """How a message names an input: "argument 2" for position 1, "'weight'" for a keyword."""
-    return f"argument {int(where) + 1}" if where.isdigit() else repr(where)
+    """How a message names an input: "argument 2" for position 1, "'weight'" for a keyword, "the
+    first tensor of argument 2" for the first of a list."""
+    where, _, element = where.partition(".")
+    label = f"argument {int(where) + 1}" if where.isdigit() else repr(where)
+    return f"the first tensor of {label}" if element else label
 
 
-def _sized_inputs(case: Case, out_names) -> list[tuple[str, TensorSpec]]:
+def _sized_inputs(case: Case, out_names, lists: bool = False) -> list[tuple[str, TensorSpec]]:
     """(argument position or name, spec) of the case's first WRONG_SIZE_INPUTS tensor inputs (not
-    outs) of at least one dim whose shape can change: not quantized, strided, values not given."""
+    outs) of at least one dim whose shape can change: not quantized, strided, values not given.
+    `lists`: the first tensor of a list argument too (position or name, then ".0")."""
     places = [(str(i), v) for i, v in enumerate(case.args)]
     places += [(k, v) for k, v in case.kwargs.items() if k not in out_names]
+    if lists:
+        places = [
+            (f"{where}.0", v[0]) if isinstance(v, (list, tuple)) and v and isinstance(v[0], TensorSpec) else (where, v)
+            for where, v in places
+        ]
     return [
         (where, v)
         for where, v in places
@@ -221,11 +233,9 @@ def _sized_inputs(case: Case, out_names) -> list[tuple[str, TensorSpec]]:
 
 def _with_input(case: Case, where: str, spec: TensorSpec, shape) -> Case:
     """`case` with its input at `where` of another shape, contiguous."""
-    bad = dataclasses.replace(spec, shape=tuple(shape), layout="contiguous", stride=None, storage_offset=0)
-    if where.isdigit():
-        i = int(where)
-        return dataclasses.replace(case, args=(*case.args[:i], bad, *case.args[i + 1 :]))
-    return dataclasses.replace(case, kwargs={**case.kwargs, where: bad})
+    return _with_value(
+        case, where, dataclasses.replace(spec, shape=tuple(shape), layout="contiguous", stride=None, storage_offset=0)
+    )
 
 
 def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
@@ -234,12 +244,112 @@ def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
     state of another rank, gates not a multiple of the gate count, zero rows), which a kernel
     must refuse or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden
     state, _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
-    WRONG_SIZE_INPUTS such inputs, in argument order."""
-    return [
+    WRONG_SIZE_INPUTS such inputs, in argument order; of a list (cat's tensors, an rnn's
+    weights), its first tensor."""
+    sized = _sized_inputs(case, out_names, lists=True)
+    made = [
         (f"{input_label(where)} {name}", _with_input(case, where, spec, reshape(spec.shape)))
-        for where, spec in _sized_inputs(case, out_names)
+        for where, spec in sized
         for name, reshape in MALFORMED_SHAPES.items()
     ]
+    if len(sized) >= 2:  # arguments malformed together (two empty inputs, both with a batch dim)
+        for name in JOINT_MALFORMED_SHAPES:
+            joint = case
+            for where, spec in sized:
+                joint = _with_input(joint, where, spec, MALFORMED_SHAPES[name](spec.shape))
+            made.append((f"every input {name}", joint))
+    return made
+
+
+# the MALFORMED_SHAPES given to every input at once: kernels that check one argument against
+# another (an empty input beside an empty gradient) pass a check each alone would fail
+JOINT_MALFORMED_SHAPES = ("empty in its first dim", "with one more leading dim")
+
+# numbers a kernel must refuse or compute with, never die on. Integers: zero (a divisor: a
+# stride, a group count, a size), -1 (an index, a count) and int64's extremes, whose sums and
+# products overflow a size or offset computation (a kernel size near 2**63). Floats: zero and -1
+# (a scale, an eps, a norm's order), NaN and the infinities (a size computed from a scale, a
+# bin count from a range)
+EXTREME_INTEGERS = {"0": 0, "-1": -1, "2**63 - 1": 2**63 - 1, "-2**63": -(2**63)}
+EXTREME_FLOATS = {"0.0": 0.0, "-1.0": -1.0, "nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+# schema types (ArgSpec.base_type) whose value is a number, and lists of them
+NUMBER_TYPES = ("int", "SymInt", "float", "Scalar")
+NUMBER_LIST_TYPES = ("int[]", "SymInt[]", "float[]")
+
+
+def malformed_numbers(op, case: Case) -> list[tuple[str, Case]]:
+    """(what, case) for each number the case passes, in turn: an int set to each of
+    EXTREME_INTEGERS, a float to each of EXTREME_FLOATS (a Scalar as the kind of number it is);
+    a list of them with every element so, and one element shorter and longer (a kernel size of
+    another rank); an integer tensor input (an index, an offset, a length) with every element its
+    dtype's smallest, then its largest value. Arguments a kernel must check before it uses them
+    (published CPU crashes: max_pool1d with a kernel size near 2**63, embedding_bag with offsets
+    out of range); what the op then does besides dying is not judged. Not bools, not tensors of
+    floating values (their extremes are drawn as values: the "special" kind)."""
+    made = []
+    for where, arg, value in _schema_places(op, case):
+        label = input_label(where)
+        if arg.base_type in NUMBER_TYPES and _extremes(value):
+            made += [(f"{label} set to {text}", _with_value(case, where, v)) for text, v in _extremes(value).items()]
+        elif arg.base_type in NUMBER_LIST_TYPES and isinstance(value, (list, tuple)) and value:
+            extremes = _extremes(value[0])
+            if not extremes or any(type(x) is not type(value[0]) for x in value):
+                continue
+            made += [
+                (f"{label} with every element {text}", _with_value(case, where, [v] * len(value)))
+                for text, v in extremes.items()
+            ]
+            made.append((f"{label} one element shorter", _with_value(case, where, list(value[:-1]))))
+            made.append((f"{label} one element longer", _with_value(case, where, [*value, value[-1]])))
+        elif isinstance(value, TensorSpec) and _integer_values(value):
+            limits = torch.iinfo(value.torch_dtype)
+            for text, v in (("smallest", limits.min), ("largest", limits.max)):
+                extreme = dataclasses.replace(
+                    value, data=(v,) * value.numel, layout="contiguous", stride=None, storage_offset=0
+                )
+                made.append((f"{label} with every element its dtype's {text}", _with_value(case, where, extreme)))
+    return made
+
+
+def _extremes(value) -> dict:
+    """The extremes a number of value's kind is set to ({} for a bool, None, anything else)."""
+    return EXTREME_INTEGERS if type(value) is int else EXTREME_FLOATS if type(value) is float else {}
+
+
+def _integer_values(spec: TensorSpec) -> bool:
+    """An integer tensor whose values can be given: strided, not quantized, of some elements."""
+    dtype = spec.torch_dtype
+    return (
+        not spec.quantized
+        and spec.layout not in STRIDELESS_LAYOUTS
+        and spec.numel > 0
+        and not dtype.is_floating_point
+        and not dtype.is_complex
+        and dtype is not torch.bool
+    )
+
+
+def _schema_places(op, case: Case):
+    """(argument position or name, schema argument, value) of the case's arguments (not outs):
+    positional ones in schema order, then keywords by name."""
+    positional = [a for a in op.arguments if not a.kwarg_only and not a.is_out]
+    by_name = {a.name: a for a in op.arguments if not a.is_out}
+    places = [(str(i), positional[i], v) for i, v in enumerate(case.args[: len(positional)])]
+    places += [(k, by_name[k], v) for k, v in case.kwargs.items() if k in by_name]
+    return places
+
+
+def _with_value(case: Case, where: str, value) -> Case:
+    """`case` with the argument at `where` replaced by `value` (at "where.0": the first element of
+    the list there)."""
+    where, _, element = where.partition(".")
+    if element:
+        within = case.args[int(where)] if where.isdigit() else case.kwargs[where]
+        value = type(within)([value, *within[1:]])
+    if where.isdigit():
+        i = int(where)
+        return dataclasses.replace(case, args=(*case.args[:i], value, *case.args[i + 1 :]))
+    return dataclasses.replace(case, kwargs={**case.kwargs, where: value})
 
 
 def reseeded(case: Case, k: int, out_names=()) -> Case | None:

@@ -1,19 +1,32 @@
-"""Malformed arguments (an input one longer, empty, of one more or one fewer dim) must be refused
-or computed with: a kernel that dies on them is a `crash`, recorded with the call that died."""
+"""Malformed arguments (an input one longer, empty, of one more or one fewer dim; integers at their
+extremes) must be refused or computed with: a kernel that dies on them is a `crash`, recorded with
+the call that died, and one that loops over an extreme count is not judged."""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import math
+import os
 import sqlite3
 import subprocess
 import sys
+import time
 
 import opdb
 from cli_helpers import conform, conform_env
 from conform.backends import CPUBackend
 from conform.run import execute
+from conform.run.contained import Disposable
 from generators.case import Case, TensorSpec
-from generators.variants import MALFORMED_SHAPES, malformed_inputs
+from generators.variants import (
+    EXTREME_FLOATS,
+    EXTREME_INTEGERS,
+    JOINT_MALFORMED_SHAPES,
+    MALFORMED_SHAPES,
+    malformed_inputs,
+    malformed_numbers,
+)
 
 
 def test_each_input_is_malformed_in_every_way_one_at_a_time():
@@ -23,11 +36,82 @@ def test_each_input_is_malformed_in_every_way_one_at_a_time():
         {"out": TensorSpec((0,), "float32")},
     )
     found = malformed_inputs(case, {"out"})
-    assert len(found) == 3 * len(MALFORMED_SHAPES)
+    assert len(found) == 3 * len(MALFORMED_SHAPES) + len(JOINT_MALFORMED_SHAPES)
     shapes = [tuple(tuple(a.shape) for a in c.args) for _, c in found[: len(MALFORMED_SHAPES)]]
     assert shapes == [((4,), (2, 4), (4, 3)), ((0,), (2, 4), (4, 3)), ((2, 3), (2, 4), (4, 3)), ((), (2, 4), (4, 3))]
     assert all(c.kwargs["out"].shape == (0,) for _, c in found)  # the out is not an input
     assert found[0][0] == "argument 1 one longer in its last dim"
+    # and every input at once: two arguments empty together pass a check of one against the other
+    (what, joint), (_, batched) = found[-2:]
+    assert what == "every input empty in its first dim"
+    assert [tuple(a.shape) for a in joint.args] == [(0,), (0, 4), (0, 3)]
+    assert [tuple(a.shape) for a in batched.args] == [(2, 3), (2, 2, 4), (2, 4, 3)]
+
+
+def test_the_first_tensor_of_a_list_is_malformed_too():
+    case = Case("aten::cat", ([TensorSpec((2, 3), "float32"), TensorSpec((2, 3), "float32", seed=2)], 0))
+    found = dict(malformed_inputs(case))
+    assert len(found) == len(MALFORMED_SHAPES)  # one input (the list): nothing joint
+    tensors = found["the first tensor of argument 1 empty in its first dim"].args[0]
+    assert isinstance(tensors, list) and [t.shape for t in tensors] == [(0, 3), (2, 3)]
+    assert tensors[1] is case.args[0][1]
+
+
+def test_integer_arguments_are_set_to_their_extremes_one_at_a_time():
+    op = opdb.lookup("aten::max_pool2d_with_indices_backward")
+    x = TensorSpec((1, 2, 4, 4), "float32")
+    indices = TensorSpec((1, 2, 2, 2), "int64", values="index", high=16)
+    case = Case(op.qualname, (TensorSpec((1, 2, 2, 2), "float32"), x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices))
+    found = dict(malformed_numbers(op, case))
+    extremes = len(EXTREME_INTEGERS)
+    assert len(found) == 4 * (extremes + 2) + 2  # four int lists, the indices' two limits; not the bool
+    assert found["argument 3 with every element 2**63 - 1"].args[2] == [2**63 - 1, 2**63 - 1]
+    assert found["argument 4 one element shorter"].args[3] == [2]
+    assert found["argument 6 one element longer"].args[5] == [1, 1, 1]
+    smallest = found["argument 8 with every element its dtype's smallest"].args[7]
+    assert smallest.data == (-(2**63),) * 8 and smallest.shape == (1, 2, 2, 2)
+    assert found["argument 8 with every element its dtype's largest"].args[7].data == (2**63 - 1,) * 8
+    assert all(c.args[6] is False for c in found.values())
+    # an int by keyword, and an int32 tensor's own limits
+    op = opdb.lookup("aten::bincount")
+    case = Case(op.qualname, (TensorSpec((3,), "int32", values="index", high=4),), {"minlength": 2})
+    found = dict(malformed_numbers(op, case))
+    assert found["'minlength' set to -2**63"].kwargs["minlength"] == -(2**63)
+    assert found["argument 1 with every element its dtype's largest"].args[0].data == (2**31 - 1,) * 3
+    # floats and Scalars as the kind of number they are
+    op = opdb.lookup("aten::upsample_nearest2d.vec")
+    case = Case(op.qualname, (TensorSpec((1, 1, 2, 2), "float32"), None, [2.0, 3.0]))
+    found = dict(malformed_numbers(op, case))
+    assert len(found) == len(EXTREME_FLOATS) + 2
+    assert math.isnan(found["argument 3 with every element nan"].args[2][1])
+    op = opdb.lookup("aten::hardtanh")
+    found = dict(malformed_numbers(op, Case(op.qualname, (TensorSpec((3,), "float32"), -1.0, 2))))
+    assert found["argument 2 set to -inf"].args[1] == -math.inf and found["argument 3 set to 0"].args[2] == 0
+
+
+def _dies(request):
+    if request == "die":
+        ctypes.string_at(0)  # a read of address 0: SIGSEGV
+    if request == "hang":
+        while True:
+            pass
+    if request == "exit":
+        os._exit(3)
+    if request == "raise":
+        raise RuntimeError("refused")
+
+
+def test_a_disposable_fork_names_the_call_that_killed_it_and_skips_one_that_hangs():
+    fork = Disposable(_dies, timeout_s=0.5)
+    try:
+        started = time.monotonic()
+        assert fork.run(["ok", "raise", "hang", "ok", "die", "ok"]) == (4, 1)
+        assert time.monotonic() - started < 30
+        # a new fork after a death; an exit that is not a death by a signal is not one
+        assert fork.run(["ok", "exit", "ok"]) == (None, 0)
+        assert fork.run(["ok"] * 3) == (None, 0)
+    finally:
+        fork.close()
 
 
 def test_malformed_calls_run_on_the_plain_cpu_in_an_isolated_process_only(monkeypatch):
@@ -37,8 +121,15 @@ def test_malformed_calls_run_on_the_plain_cpu_in_an_isolated_process_only(monkey
     assert execute.run_malformed(op, case, CPUBackend()) == 0
     announced = []
     monkeypatch.setattr(execute, "on_variant", lambda case, name: announced.append(name))
-    assert execute.run_malformed(op, case, CPUBackend()) == 2 * len(MALFORMED_SHAPES)
+    assert execute.run_malformed(op, case, CPUBackend()) == 2 * len(MALFORMED_SHAPES) + len(JOINT_MALFORMED_SHAPES)
     assert "a malformed argument: argument 2 with one dim fewer" in announced
+    assert "a malformed argument: every input empty in its first dim" in announced
+    # the numbers (none here) run in a disposable fork first: only a death there is made again here
+    op = opdb.lookup("aten::sum.dim_IntList")
+    case = Case(op.qualname, (TensorSpec((2, 3), "float32"), [1], False))
+    announced.clear()
+    assert execute.run_malformed(op, case, CPUBackend(), numbers=True) == len(MALFORMED_SHAPES) + 6
+    assert len(announced) == 2 * len(MALFORMED_SHAPES)  # each shape, then the drawn case again
 
     class Other(CPUBackend):
         name = "other"

@@ -249,7 +249,7 @@ def run_cell(
             and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
         ):
             progress.sizes_checked = True
-            execute.run_malformed(op, case, backend)
+            execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
             failure = execute.run_wrong_sizes(op, case, backend)
             if failure is not None:
                 progress.wrong_size_failed = True
@@ -658,6 +658,12 @@ RELATABLE_NUMEL = (2, 512)
 # formulas, the same whatever the cell's dtype: it runs in the float32 cell of an op, and in the
 # complex64 one, whose formulas are complex
 SECOND_ORDER_DTYPES = ("float32", "complex64")
+
+# numbers at their extremes (conform.run.execute.run_malformed) do not depend on the cell's
+# dtype, except an integer tensor's limits: they run in an op's float32 cell, its int64 cell
+# (where the integer tensors are the op's data too) and the single cell of an op without tensor
+# inputs or dtype, once per op rather than in each of its ~11 cells
+MALFORMED_NUMBER_CELLS = ("float32", "int64", "none")
 
 
 def _relatable(case) -> bool:

@@ -58,9 +58,10 @@ from conform.judge.tolerances import (
 )
 from conform.judge.verdict import cast_like, max_abs_vs
 from conform.outcomes import Outcome
+from conform.run import contained
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of, is_backward
-from generators.case import TensorSpec
+from generators.case import Case, TensorSpec
 from generators.tensor import EQUAL_PREFIX, STRUCTURED_KINDS
 from generators.variants import (
     OVERLAPPING_LAYOUTS,
@@ -68,6 +69,7 @@ from generators.variants import (
     UNSAFE_OUT_DTYPE,
     input_label,
     malformed_inputs,
+    malformed_numbers,
     other_dtype_out_case,
     out_variants,
     overlapping_self_case,
@@ -2038,28 +2040,69 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     return None
 
 
-def run_malformed(op, case, backend) -> int:
-    """The process-death contract on the plain CPU: each malformed variant of a passing case
-    (generators.variants.malformed_inputs: an input one longer, empty, of one more or one fewer
-    dim) is called once, and the op must compute or raise. A kernel that indexes past what it
-    checked kills the process there; the isolation records the variant that was running, so the
-    cell is a `crash` whose script replays that call. Nothing else about these calls is judged
-    (a shape the op accepts is another valid case, drawn elsewhere). Not for ops that say they
-    skip their checks (`unsafe` in the name), nor, elsewhere than on the plain CPU, at all: a
-    device's refusals are held to the CPU's by run_wrong_sizes. Only in an isolated process
-    (`on_variant` set: conform.run.cell's worker), where a death is survived and recorded; a
-    caller that runs cells in its own process would die with them. Returns the calls made."""
+def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
+    """The process-death contract on the plain CPU: each malformed variant of a passing case is
+    called once, and the op must compute or raise. The variants
+    (generators.variants.malformed_inputs): each input one longer, empty, of one more or one fewer
+    dim, and every input empty or of one more dim at once; with `numbers`, also each number the
+    case passes at its extremes (generators.variants.malformed_numbers: an int at 0, -1 and int64's
+    extremes, a float at 0, -1, NaN and the infinities, lists of them of another length, integer
+    tensors all at their dtype's limits). Nothing but a death is judged (a shape the op accepts is
+    another valid case, drawn elsewhere; a loop over 2**63 - 1 terms is a hang, the caller's).
+
+    The numbers run first in a disposable fork (conform.run.contained), where a hang is skipped and
+    a death is survived; the call that killed it is then made again here, in the isolated cell
+    process, where the in-flight record names it: the cell is a `crash` whose script replays that
+    call, and a death that does not happen again here (a heap an earlier call corrupted) is not
+    recorded. The shapes, in every cell, run here at once (a call through the fork costs twice
+    one made here, and no shape of a small case has hung a kernel in a sweep). Not for ops that
+    say they skip their checks (`unsafe` in the name), nor, elsewhere than on the plain CPU, at
+    all: a device's refusals are held to the CPU's by run_wrong_sizes, and a process that touched
+    a device must not fork. Only in an isolated process (`on_variant` set: conform.run.cell's
+    worker); a caller that runs cells in its own process would die with them. Returns the
+    variants made."""
     if not is_plain_cpu(backend) or "unsafe" in op.qualname or on_variant is None:
         return 0
-    made = 0
-    for what, variant in malformed_inputs(case, {a.name for a in op.out_args}):
+    shapes = malformed_inputs(case, {a.name for a in op.out_args})
+    for what, variant in shapes:
         _running_variant(variant, f"a malformed argument: {what}")
         try:
             _cpu_call(op, variant)
-            made += 1
         finally:
             _running_variant(None)
-    return made
+    numbers = malformed_numbers(op, case) if numbers and contained.AVAILABLE else []
+    global _disposable
+    if numbers and _disposable is None:
+        _disposable = contained.Disposable(_disposable_call, _quiet_hooks)
+    requests = [{"op": op.qualname, "case": variant.to_json()} for _, variant in numbers]
+    start = 0
+    while start < len(requests):
+        fatal = _disposable.run(requests[start:])[0]
+        if fatal is None:
+            break
+        what, variant = numbers[start + fatal]
+        _running_variant(variant, f"a malformed argument: {what}")
+        try:
+            _cpu_call(op, variant)  # a death again ends this process here, recorded
+        finally:
+            _running_variant(None)
+        start += fatal + 1
+    return len(shapes) + len(numbers)
+
+
+# the fork that makes run_malformed's calls first (made at its first use in a cell process)
+_disposable: contained.Disposable | None = None
+
+
+def _disposable_call(request: dict) -> None:
+    _cpu_call(opdb.lookup(request["op"]), Case.from_json(request["case"]))
+
+
+def _quiet_hooks() -> None:
+    """In the disposable fork: no hook of the cell process's watchdog is called (its thread is
+    not in the fork, and may have held its lock at the fork)."""
+    global on_side, on_variant, on_functional, on_functional_poisoned
+    on_side = on_variant = on_functional = on_functional_poisoned = None
 
 
 def run_overlapping_self(op, case, backend) -> CaseResult | None:
