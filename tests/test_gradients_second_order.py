@@ -1,7 +1,7 @@
-"""The backward's own derivatives (double backward, forward-over-reverse) held against finite
-differences of the backward, and the directions finite differences take: inside the triangle
-an op reads, Hermitian for a Hermitian input, and not through elements so large that a relative
-step spans integers."""
+"""The backward's own derivatives (double backward, forward-over-reverse) and the forward-mode
+formula's (reverse-over-forward, forward-over-forward) held against finite differences of them,
+and the directions finite differences take: inside the triangle an op reads, Hermitian for a
+Hermitian input, and not through elements so large that a relative step spans integers."""
 
 from __future__ import annotations
 
@@ -66,6 +66,33 @@ def test_triangular_solves_forward_over_reverse_derivative_is_found():
 @pytest.mark.parametrize(
     "qualname, args",
     [
+        # a formula that moves with the input where finite differences do not agree with it
+        (
+            "aten::linalg_householder_product",
+            (TensorSpec((3, 2), "float32", seed=1), TensorSpec((2,), "float32", seed=2)),
+        ),
+        ("aten::linalg_det", (TensorSpec((3, 3), "float32", seed=1),)),
+        # one autograd does not track through (computed from detached values): a zero derivative
+        ("aten::linalg_slogdet", (TensorSpec((3, 3), "float32", seed=1),)),
+    ],
+)
+def test_a_wrong_derivative_of_the_forward_mode_formula_is_found(qualname, args):
+    """Real kernels of torch 2.13: the first derivatives (both modes) and the backward's own agree
+    with finite differences; the derivative of the forward-mode formula J(x) u, by autograd through
+    it and by forward-over-forward alike, does not (jacrev(jacfwd(f)) and jacfwd(jacfwd(f)) are
+    wrong where jacrev(jacrev(f)) is right)."""
+    _, _, first = _run(qualname, *args, second_order=False)
+    assert first.outcome is Outcome.PASS, first.message
+    op, case, r = _run(qualname, *args)
+    assert r.outcome is Outcome.GRAD_MISMATCH, r.message
+    assert r.message.startswith("the derivative of the forward-mode formula"), r.message
+    assert "reverse-over-forward" in r.message and "forward-over-forward gives" in r.message
+    assert _replayed(op, case, r).startswith("verdict: grad_mismatch")
+
+
+@pytest.mark.parametrize(
+    "qualname, args",
+    [
         ("aten::sigmoid", (TensorSpec((4, 6), "float32", seed=1),)),
         ("aten::softmax.int", (TensorSpec((4, 6), "float32", seed=1), -1)),
         ("aten::mm", (TensorSpec((3, 4), "float32", seed=1), TensorSpec((4, 2), "float32", seed=2))),
@@ -81,6 +108,16 @@ def test_triangular_solves_forward_over_reverse_derivative_is_found():
 def test_right_formulas_keep_both_orders_quiet(qualname, args):
     _, _, r = _run(qualname, *args)
     assert r.outcome is Outcome.PASS, r.message
+
+
+def test_a_derivative_autograd_does_not_track_is_zero_and_right_for_a_linear_op():
+    """The forward-mode formula of add does not move with the input: its derivative is zero, which
+    autograd does not track, and finite differences agree."""
+    op = opdb.lookup("aten::add.Tensor")
+    case = Case(op.qualname, (TensorSpec((3, 4), "float32", seed=1), TensorSpec((3, 4), "float32", seed=2)), seed=5)
+    for check in (gradients.second_order, gradients.forward_second_order):
+        r = check(op, case)
+        assert r is not None and not r["bad"] and r["vjp"] == 0.0, r
 
 
 def test_floor_of_values_beyond_a_unit_step_is_no_alarm():

@@ -41,7 +41,7 @@ HERMITIAN_KINDS = ("spd", "indefinite")  # generators.tensor's Hermitian (symmet
 LARGEST_MOVED = 2.0**16
 
 
-def directional(fn, xs, vs, seed, hermitian=(), within=None):
+def directional(fn, xs, vs, seed, hermitian=(), within=None, derivative=False):
     """v^T J u of `fn` at `xs` (float64 tensors) three ways. `fn(list of tensors)` returns the
     outputs (float64) that `vs` weigh. Returns a dict: "fd" (central difference), "spread" (how
     far the one-sided differences and the two steps disagree), "scale", "vjp" and "jvp" (None
@@ -50,7 +50,11 @@ def directional(fn, xs, vs, seed, hermitian=(), within=None):
     (symmetric) matrix, and its direction stays one: an op that reads one triangle of it defines
     its gradient as the Hermitian part (cholesky, eigvalsh), which only such directions meet.
     `within`: the function whose ignored triangles the directions leave alone (`fn` by default;
-    the forward, where `fn` is its backward)."""
+    the forward, where `fn` is its backward). `derivative`: `fn` is itself a derivative (the
+    backward, the forward-mode formula), whose every output counts, and one autograd does not
+    track is taken as constant (a formula computed from detached values has a zero derivative
+    there, which finite differences then contradict); else outputs autograd does not track are
+    not differentiable, and not read."""
 
     def dot(a, b):  # the real inner product: a complex tensor is its real and imaginary parts
         a, b = a.detach(), b.detach()
@@ -58,27 +62,23 @@ def directional(fn, xs, vs, seed, hermitian=(), within=None):
             a, b = torch.view_as_real(a.to(torch.complex128)), torch.view_as_real(b.to(torch.complex128))
         return float((a * b).sum())
 
-    g = torch.Generator().manual_seed(seed)
-    us = []
-    for i, x in enumerate(xs):
-        u = torch.randn(x.shape, generator=g, dtype=x.dtype) * x.detach().abs().clamp_min(1.0)
-        if i < len(hermitian) and hermitian[i] and x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
-            u = (u + u.mT.conj()) / 2
-        moved = torch.isfinite(x.detach()) & (x.detach().abs() <= LARGEST_MOVED)
-        us.append(torch.where(moved, u, torch.zeros_like(u)))
-    base = [x.detach() for x in xs]
-    _read_triangles(within or fn, base, us, hermitian)
+    base, us = directions(within or fn, xs, seed, hermitian)
     leaves = [x.requires_grad_(True) for x in (b.clone() for b in base)]
     with torch.enable_grad():
         outs = fn(leaves)
-    keep = [i for i, o in enumerate(outs) if o.requires_grad]
+    keep = list(range(len(outs))) if derivative else [i for i, o in enumerate(outs) if o.requires_grad]
     if not keep:
         return None
     # `vs` weigh every output, or the differentiable ones only
     vs = [vs[i] for i in keep] if len(vs) == len(outs) else list(vs)
     if len(vs) != len(keep) or any(outs[i].shape != v.shape for i, v in zip(keep, vs)):
         return None  # the result's structure depends on the values (nonzero, unique)
-    grads = torch.autograd.grad([outs[i] for i in keep], leaves, vs, allow_unused=True)
+    tracked = [(outs[i], v) for i, v in zip(keep, vs) if outs[i].requires_grad]
+    grads = (
+        torch.autograd.grad([o for o, _ in tracked], leaves, [v for _, v in tracked], allow_unused=True)
+        if tracked
+        else [None] * len(leaves)  # (a derivative autograd does not track is constant: zero)
+    )
     whole = fn
 
     def fn(ins):  # the differentiable outputs only
@@ -108,6 +108,7 @@ def directional(fn, xs, vs, seed, hermitian=(), within=None):
     out = {"fd": central[0], "spread": spread, "scale": scale, "vjp": None, "jvp": None, "bad": "", "us": us}
 
     out["vjp"] = sum(dot(gr[u != 0], u[u != 0]) if gr is not None else 0.0 for gr, u in zip(grads, us))
+    tangents = None
     try:
         # inside the function: reproduction scripts embed its source (conform.report.repro)
         import torch.autograd.forward_ad as fwAD
@@ -115,10 +116,15 @@ def directional(fn, xs, vs, seed, hermitian=(), within=None):
         with fwAD.dual_level():
             duals = [fwAD.make_dual(x, u) for x, u in zip(base, us)]
             tangents = [fwAD.unpack_dual(o).tangent for o in fn(duals)]
-        if all(t is not None for t in tangents):
-            out["jvp"] = sum(dot(v, t) for v, t in zip(vs, tangents))
     except (RuntimeError, NotImplementedError):
         pass  # no forward-mode formula for some op on the way
+    if derivative and (tangents is None or any(t is None for t in tangents)):
+        try:  # forward AD nests in torch.func.jvp only (the forward-mode formula's own derivative)
+            tangents = list(torch.func.jvp(lambda *ins: tuple(fn(list(ins))), tuple(base), tuple(us))[1])
+        except (RuntimeError, NotImplementedError):
+            pass
+    if tangents is not None and all(t is not None for t in tangents):
+        out["jvp"] = sum(dot(v, t) for v, t in zip(vs, tangents))
 
     def off(value):
         if value is None:
@@ -135,6 +141,24 @@ def directional(fn, xs, vs, seed, hermitian=(), within=None):
     elif off(out["jvp"]):
         out["bad"] = "jvp"
     return out
+
+
+def directions(fn, xs, seed, hermitian=()):
+    """(point, direction) of `directional` at `xs`: the inputs, a matrix `fn` reads one triangle
+    of given as that triangle (_read_triangles), and a random direction u (one tensor per input,
+    scaled by the input's magnitude), Hermitian for the Hermitian inputs, inside the triangles
+    `fn` reads, zero at elements that are not finite or beyond LARGEST_MOVED."""
+    g = torch.Generator().manual_seed(seed)
+    us = []
+    for i, x in enumerate(xs):
+        u = torch.randn(x.shape, generator=g, dtype=x.dtype) * x.detach().abs().clamp_min(1.0)
+        if i < len(hermitian) and hermitian[i] and x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
+            u = (u + u.mT.conj()) / 2
+        moved = torch.isfinite(x.detach()) & (x.detach().abs() <= LARGEST_MOVED)
+        us.append(torch.where(moved, u, torch.zeros_like(u)))
+    base = [x.detach() for x in xs]
+    _read_triangles(fn, base, us, hermitian)
+    return base, us
 
 
 def _read_triangles(reads, base, us, hermitian) -> None:
@@ -255,7 +279,9 @@ def _either_convention(run, hermitian):
     it used ("hermitian"), so that a reproduction script draws the same directions."""
     r = run(hermitian)
     if r is not None and r["bad"] and any(hermitian):
-        r, hermitian = run(()), ()
+        other = run(())
+        if other is None or not other["bad"]:  # (off both ways: the Hermitian run is the one shown)
+            r, hermitian = other, ()
     if r is not None:
         r["hermitian"] = list(hermitian)
     return r
@@ -305,15 +331,65 @@ def second_order(op, case, vs=None):
     ws = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
     try:
         return _either_convention(
-            lambda h: directional(backward_function(fn, vs), xs, ws, case.seed + 7, h, within=fn), hermitian
+            lambda h: directional(backward_function(fn, vs), xs, ws, case.seed + 7, h, within=fn, derivative=True),
+            hermitian,
         )
     except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
         return None  # no derivative of the backward, or a perturbed input out of the op's domain
 
 
 def second_order_message(r) -> str:
-    """What a finding of `second_order` says."""
-    return "the derivative of the backward: " + message(r).replace("v^T J u", "w^T H u")
+    """What a finding of `second_order` or `forward_second_order` says."""
+    text = message(r).replace("v^T J u", "w^T H u")
+    if not r.get("forward"):
+        return "the derivative of the backward: " + text
+    text = text.replace("autograd's formula", "autograd's derivative of it").replace(
+        "forward-mode AD gives", "forward-over-forward gives"
+    )
+    return "the derivative of the forward-mode formula (its J u): " + text.replace(
+        "the backward (vjp) formula", "autograd through forward-mode AD (reverse-over-forward)"
+    ).replace("the forward-mode (jvp) formula", "forward-over-forward")
+
+
+# The forward-mode formula (jvp) is a third one written by hand, and its own derivative is what a
+# Hessian by forward-over-forward or reverse-over-forward meets (torch.func.hessian is jacfwd of
+# jacrev; torch.func.jvp of jvp). The first-order jvp x -> J(x) u is a function like the backward:
+# `directional` holds its reverse-mode derivative (autograd through torch.func.jvp,
+# reverse-over-forward) and its forward-mode one (torch.func.jvp of it, forward-over-forward:
+# torch.autograd.forward_ad does not nest) to central differences of it.
+
+
+def tangent_function(fn, us):
+    """x -> forward-mode AD's J(x) u of `fn` (one tangent per output), differentiable by autograd:
+    `directional`'s function of the forward-mode formula."""
+
+    def tangent(xs):
+        _, tangents = torch.func.jvp(lambda *ins: tuple(fn(list(ins))), tuple(xs), tuple(us))
+        return list(tangents)
+
+    return tangent
+
+
+def forward_second_order(op, case, vs=None):
+    """`directional` of the forward-mode formula of one case along a random direction (`vs`: the
+    outputs' weights of the first-order check), or None where it does not apply or cannot
+    conclude: no forward-mode formula, or one that does not depend on the inputs (a linear op)."""
+    made = case_function(op, case, vs)
+    if made is None:
+        return None
+    fn, xs, vs, hermitian = made
+
+    def run(h):
+        tangent = tangent_function(fn, directions(fn, xs, case.seed + 9, h)[1])
+        r = directional(tangent, xs, vs, case.seed + 11, h, within=fn, derivative=True)
+        if r is not None:
+            r["forward"] = True
+        return r
+
+    try:
+        return _either_convention(run, hermitian)
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
+        return None  # no forward-mode formula, or a perturbed input out of the op's domain
 
 
 def device_agrees(r, grads: list, rtol: float) -> bool:

@@ -604,7 +604,7 @@ def relation_verdict():
     """The device against itself: the drawn case (or the first of two out= layouts) and another
     case of the same values, in another layout or another position."""
     global SIGN
-    if RELATION["relation"] in ("finite_differences", "second_order"):
+    if RELATION["relation"] in ("finite_differences", "second_order", "forward_second_order"):
         return gradient_verdict()
     if RELATION["relation"] == "elementwise":
         return elementwise_verdict()
@@ -662,7 +662,12 @@ def gradient_verdict():
         if RELATION["relation"] == "second_order":  # the backward's own derivatives
             g = torch.Generator().manual_seed(SEED + 5)
             ws = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
-            r = directional(backward_function(fn, vs), xs, ws, SEED + 7, RELATION.get("hermitian", ()), within=fn)
+            hermitian = RELATION.get("hermitian", ())
+            r = directional(backward_function(fn, vs), xs, ws, SEED + 7, hermitian, within=fn, derivative=True)
+        elif RELATION["relation"] == "forward_second_order":  # the forward-mode formula's own derivative
+            hermitian = RELATION.get("hermitian", ())
+            us = directions(fn, xs, SEED + 9, hermitian)[1]
+            r = directional(tangent_function(fn, us), xs, vs, SEED + 11, hermitian, within=fn, derivative=True)
         else:
             r = directional(fn, xs, vs, SEED + 3, RELATION.get("hermitian", ()))
     finally:
@@ -871,9 +876,11 @@ def _relation_code(op, relation: dict | None) -> str:
         for fn in (widening._integral, widening._confirmed, widening.off_widened):
             code += "\n\n" + inspect.getsource(fn)
         code += "\n\nWIDE = torch.int64\n"
-    if relation["relation"] in ("finite_differences", "second_order"):
+    if relation["relation"] in ("finite_differences", "second_order", "forward_second_order"):
         code += "\n\n" + inspect.getsource(gradients.directional).replace("STEPS", "FD_STEPS")
+        code += "\n\n" + inspect.getsource(gradients.directions)
         code += "\n\n" + inspect.getsource(gradients.backward_function)
+        code += "\n\n" + inspect.getsource(gradients.tangent_function)
         code += "\n\n" + inspect.getsource(gradients._read_triangles).replace("STEPS", "FD_STEPS")
         code += f"\n\nFD_STEPS, SPREAD, FLOOR = {gradients.STEPS!r}, {gradients.SPREAD!r}, {gradients.FLOOR!r}\n"
         code += f"LARGEST_MOVED = {gradients.LARGEST_MOVED!r}\n"

@@ -398,7 +398,8 @@ def run_case(
     `relations`: hold the device against itself too (conform.judge.metamorphic) and its
     gradients against finite differences (conform.judge.gradients; `finite_differences` None:
     with the relations). `second_order`: where finite differences agree with the gradient, hold
-    the backward's own derivatives to finite differences of it too."""
+    the backward's own derivatives, and the forward-mode formula's, to finite differences of
+    them too."""
     fd = relations if finite_differences is None else finite_differences
     try:
         return _run_case(
@@ -1169,15 +1170,16 @@ def _backward(
         finding = cpu_wrong.to_dict()
         if bad and _device_matches(fd, dev_grads, case, tol):
             bad = []  # the device matches finite differences: the formula golden ran is wrong, not the device
-    so = (
-        gradients.second_order(op, case, vs=gold_gos)
-        if second_order and fd is not None and not fd["bad"] and not bad and not meta_only
-        else None
-    )
+    so = None
+    if second_order and fd is not None and not fd["bad"] and not bad and not meta_only:
+        # the backward's derivatives, then (where they agree) the forward-mode formula's
+        so = gradients.second_order(op, case, vs=gold_gos)
+        if so is None or not so["bad"]:
+            so = gradients.forward_second_order(op, case, vs=gold_gos)
     if so is not None and so["bad"]:
         text = gradients.second_order_message(so)
         if plain:
-            return _differences_disagree(text, "second_order", so)
+            return _differences_disagree(text, "forward_second_order" if so.get("forward") else "second_order", so)
         # the device's own second derivatives are not computed: a fact about the formulas it shares
         finding = finding or oracle.Finding(oracle.REFERENCE, "backward", text).to_dict()
     eq = gradients.equivalent(op, case, vs=gold_gos) if equivalents and not meta_only and want_golden else None
