@@ -11,6 +11,7 @@ where they differ.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import io
 import json
@@ -489,10 +490,12 @@ def _expr(v, *, device_var: str = "device", names: dict[int, str] | None = None)
     return repr(v)
 
 
+@functools.cache
 def _tensor_builder_source() -> str:
     """generators/tensor.py as script text: its imports and definitions, without its docstring
     and its comment lines (a quarter of the module: a script pasted into a bug report or a
-    pull request's comment, whose size GitHub limits, carries the code alone)."""
+    pull request's comment, whose size GitHub limits, carries the code alone). Made once per
+    process: tokenizing the module for every failing cell's script was 3% of a sweep."""
     src = inspect.getsource(tensor_module)
     body = src.split("from __future__ import annotations\n", 1)[1]
     comment_lines = {
