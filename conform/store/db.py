@@ -14,6 +14,7 @@ serialised by a lock (an advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -433,26 +434,32 @@ class Store:
         if failure["case"] is None and not failure["repro"] and not failure["traceback"]:
             failure = None
 
+        stmt = self._result_insert
+
         def go(s: Session) -> bool:
-            exists = s.scalar(
-                select(Result.id).where(Result.run_id == run_id, Result.op_id == op_id, Result.dtype == result.dtype)
-            )
-            if exists is not None:
-                return False
-            # another writer may record the same cell between that check and this insert
-            stmt = self._conflict_insert(Result, ["run_id", "op_id", "dtype"])
             if stmt is None:
+                # no INSERT that skips a stored row: look first (another writer may still record
+                # the same cell between the two; the unique key refuses it then)
+                exists = s.scalar(
+                    select(Result.id).where(
+                        Result.run_id == run_id, Result.op_id == op_id, Result.dtype == result.dtype
+                    )
+                )
+                if exists is not None:
+                    return False
                 res = Result(run_id=run_id, op_id=op_id, dtype=result.dtype, **values)
                 s.add(res)
                 s.flush()
                 result_id = res.id
             else:
+                # on the session's connection, not through the ORM: this runs once per cell, in
+                # the process that schedules the workers, and the ORM's insert cost twice as much
                 row = {"run_id": run_id, "op_id": op_id, "dtype": result.dtype, "created_at": utcnow(), **values}
-                result_id = s.scalar(stmt.values(row).returning(Result.id))
+                result_id = s.connection().execute(stmt, row).scalar()
                 if result_id is None:
                     return False
             if failure is not None:
-                s.execute(insert(Failure), [{"result_id": result_id, **failure}])
+                s.connection().execute(insert(Failure.__table__), [{"result_id": result_id, **failure}])
             return True
 
         try:
@@ -510,6 +517,13 @@ class Store:
         return env_id
 
     # -- concurrent writers ------------------------------------------------------------------
+
+    @functools.cached_property
+    def _result_insert(self):
+        """record_result's INSERT, built once (its values come as parameters): None where the
+        database has no INSERT that skips a stored row."""
+        stmt = self._conflict_insert(Result.__table__, ["run_id", "op_id", "dtype"])
+        return None if stmt is None else stmt.returning(Result.id)
 
     def _conflict_insert(self, model, index_elements: list[str]):
         """An INSERT that skips a row whose unique key exists, where the database can say so."""
