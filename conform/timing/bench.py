@@ -25,6 +25,7 @@ import torch
 
 import opdb
 from conform.errors import ConformError, first_line
+from conform.run.execute import is_plain_cpu
 from conform.run.isolation import ChildDied, ChildTimedOut, CleanChild, IsolationError
 from conform.store import queries
 from conform.store.timings import record_timings
@@ -127,12 +128,19 @@ def time_cell(
                 result.skipped.append((label, f"device raised {first_line(e, 200)}"))
                 continue
             ref: Measurement | None
-            try:
-                ref = measure_stable(
-                    bound_call(op, sc.case, lambda t: t, torch.device("cpu")), min_run_time=min_run_time, on_cpu=True
-                )
-            except Exception:
-                ref = None  # the CPU has no kernel for this dtype: the device time still counts
+            if is_plain_cpu(backend):
+                # the device under test is the CPU reference: the same call, timed once (twice
+                # was half of the timing pass `conform run` ends with)
+                ref = dev
+            else:
+                try:
+                    ref = measure_stable(
+                        bound_call(op, sc.case, lambda t: t, torch.device("cpu")),
+                        min_run_time=min_run_time,
+                        on_cpu=True,
+                    )
+                except Exception:
+                    ref = None  # the CPU has no kernel for this dtype: the device time still counts
         result.rows.append(
             {
                 "op": op.qualname,
