@@ -26,6 +26,7 @@ joins another project's pytest sessions. Each hook also returns at once outside 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -40,7 +41,7 @@ from tqdm import tqdm
 
 import opdb
 from conform import __version__, backends, environment
-from conform.config import CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
+from conform.config import AUTO_CASE_TIMEOUT_S, CPU_DEFAULT_DTYPES, DEFAULT_DTYPES, CellSettings, RunConfig, WorkerSetup
 from conform.errors import ConformError
 from conform.judge.outcome import of_death, of_reference_death, reference_death
 from conform.judge.verdict import REFERENCE, Finding
@@ -126,7 +127,8 @@ def pytest_addoption(parser):
     )
     g.addoption(
         "--conform-case-timeout", type=float, default=None,
-        help=f"seconds one case may run before it counts as a hang (default: {RunConfig.case_timeout_s:g})",
+        help="seconds one case may run before it counts as a hang (default: "
+        f"{AUTO_CASE_TIMEOUT_S['cpu']:g} on cpu and meta, {AUTO_CASE_TIMEOUT_S['accelerator']:g} on accelerators)",
     )  # fmt: skip
     g.addoption(
         "--conform-cell-budget",
@@ -447,8 +449,10 @@ def _read_lines(path: Path) -> set[str]:
         return set()
 
 
+@functools.cache
 def _isolated(qualname: str) -> bool:
-    """opdb knows the op kills the process on some inputs (opdb/rules/isolate.toml)."""
+    """opdb knows the op kills the process on some inputs (opdb/rules/isolate.toml); asked for
+    every cell, and the op's rules are read once."""
     try:
         return opdb.lookup(qualname).rules.hint("isolate")
     except opdb.UnknownOpError:  # an op of another catalog: the run's crash list still applies

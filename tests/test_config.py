@@ -93,3 +93,15 @@ def test_a_cell_result_is_its_store_row(tmp_path):
         got = {"op": qualname, **{name: getattr(result if hasattr(Result, name) else failure, name) for name in stored}}
     store.close()
     assert got == {k: v for k, v in dataclasses.asdict(sent).items() if k not in NOT_STORED}
+
+
+def test_the_hang_limit_is_short_on_the_cpu_and_longer_where_kernels_compile():
+    # a hang holds a worker for the whole limit; an accelerator's first call of a kernel may compile it
+    auto = RunConfig()
+    assert auto.case_timeout_for("cpu") == auto.case_timeout_for("meta") == 10.0
+    assert auto.case_timeout_for("mps") == auto.case_timeout_for("cuda") == 30.0
+    given = RunConfig(case_timeout_s=4.0)
+    assert given.case_timeout_for("cpu") == given.case_timeout_for("cuda") == 4.0
+    # a run stored before the limit depended on the device resumes with the limit it recorded
+    assert auto.resumed({"case_timeout": 30.0}, seed=1).case_timeout_for("cpu") == 30.0
+    assert auto.resumed(auto.stored_options(), seed=1).case_timeout_for("cpu") == 10.0

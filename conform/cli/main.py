@@ -17,7 +17,7 @@ import click
 from tqdm import tqdm
 
 from conform import __version__
-from conform.config import DEFAULT_DTYPES, CellSettings, RunConfig
+from conform.config import AUTO_CASE_TIMEOUT_S, DEFAULT_DTYPES, CellSettings, RunConfig
 from conform.errors import ConformError
 from conform.run import interrupts
 
@@ -128,7 +128,8 @@ def _auto_workers(backend) -> int:
     "case_timeout_s",
     type=float,
     default=None,
-    help=f"seconds before a case counts as hung [default: {RunConfig.case_timeout_s:g}]",
+    help=f"seconds before a case counts as hung [default: auto = {AUTO_CASE_TIMEOUT_S['cpu']:g} on cpu and meta, "
+    f"{AUTO_CASE_TIMEOUT_S['accelerator']:g} on accelerators, whose first call of a kernel may compile it]",
 )
 @click.option("--max-numel", type=int, default=None, help=f"elements per case [default: {CellSettings.max_numel}]")
 @click.option(
@@ -145,7 +146,7 @@ def _auto_workers(backend) -> int:
     default=True,
     show_default=True,
     help="after the sweep, time the passing float32 cells of the core ops at 1e3 and 1e5 elements on the device "
-    "and the CPU, for the site's Performance page (about 2 minutes on 2 CPU cores; --no-bench skips it)",
+    "and the CPU, for the site's Performance page (under a minute on 2 CPU cores; --no-bench skips it)",
 )
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @db_option
@@ -248,6 +249,10 @@ def _pytest_args(c, n: int | None, junitxml: str | None) -> list[str]:
         "--assert=plain",
         "-p",
         "no:unraisableexception",
+        # cells log nothing through `logging`; its capture, set up and torn down around each
+        # cell's three phases, was a third of a worker's own time per cell
+        "-p",
+        "no:logging",
     ]
     args += ["-q", "--no-header", "--tb=no", "-rN", "--disable-warnings"]
     if junitxml is not None:
