@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
+from generators.case import STRIDELESS_LAYOUTS, STRUCTURED_KINDS, Case, TensorSpec
 
 OUT_VARIANTS = ("as_drawn", "preallocated", "wrong_size", "noncontiguous", "permuted")
 # the variants whose outs are not contiguous, held against the preallocated one
@@ -209,10 +209,11 @@ def input_label(where: str) -> str:
     return f"the first tensor of {label}" if element else label
 
 
-def _sized_inputs(case: Case, out_names, lists: bool = False) -> list[tuple[str, TensorSpec]]:
+def _sized_inputs(case: Case, out_names, lists: bool = False, scalars: bool = False) -> list[tuple[str, TensorSpec]]:
     """(argument position or name, spec) of the case's first WRONG_SIZE_INPUTS tensor inputs (not
     outs) of at least one dim whose shape can change: not quantized, strided, values not given.
-    `lists`: the first tensor of a list argument too (position or name, then ".0")."""
+    `lists`: the first tensor of a list argument too (position or name, then ".0"); `scalars`:
+    0-d tensors too."""
     places = [(str(i), v) for i, v in enumerate(case.args)]
     places += [(k, v) for k, v in case.kwargs.items() if k not in out_names]
     if lists:
@@ -226,39 +227,99 @@ def _sized_inputs(case: Case, out_names, lists: bool = False) -> list[tuple[str,
         if isinstance(v, TensorSpec)
         and not v.quantized
         and v.layout not in STRIDELESS_LAYOUTS
-        and v.shape
+        and (v.shape or scalars)
         and v.data is None
     ][:WRONG_SIZE_INPUTS]
 
 
 def _with_input(case: Case, where: str, spec: TensorSpec, shape) -> Case:
-    """`case` with its input at `where` of another shape, contiguous."""
+    """`case` with its input at `where` of another shape, contiguous. A structured matrix's edge
+    pattern (an entry of a square matrix) is dropped where the shape is no longer square."""
+    shape = tuple(shape)
+    square = len(shape) >= 2 and shape[-1] == shape[-2]
+    edges = None if spec.values in STRUCTURED_KINDS and not square else spec.edges
     return _with_value(
-        case, where, dataclasses.replace(spec, shape=tuple(shape), layout="contiguous", stride=None, storage_offset=0)
+        case,
+        where,
+        dataclasses.replace(spec, shape=shape, layout="contiguous", stride=None, storage_offset=0, edges=edges),
     )
 
 
+# the shapes a malformed 0-d input takes: a gradient or a scale that should be a single number
+# handed as an empty vector or as two numbers (published CPU crash: multi_margin_loss_backward
+# reads an empty grad_output's first element)
+MALFORMED_SCALAR_SHAPES = {
+    "empty in its first dim": (0,),
+    "with one more leading dim": (2,),
+}
+# how a message names them
+SCALAR_SHAPE_NAMES = {
+    "empty in its first dim": "empty, of shape (0,) in place of 0-d",
+    "with one more leading dim": "of shape (2,) in place of 0-d",
+}
+
+
+def _malformed_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape MALFORMED_SHAPES[name] gives `shape`; of a 0-d shape, MALFORMED_SCALAR_SHAPES's
+    (None where it has none)."""
+    if shape:
+        return MALFORMED_SHAPES[name](shape)
+    return MALFORMED_SCALAR_SHAPES.get(name)
+
+
 def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
-    """(what, case) for each tensor input (not an out) of at least one dim, one at a time, in
-    each of MALFORMED_SHAPES: arguments whose shapes no longer fit the op's contract (a hidden
-    state of another rank, gates not a multiple of the gate count, zero rows), which a kernel
-    must refuse or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden
-    state, _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
+    """(what, case) for each tensor input (not an out), one at a time, in each of
+    MALFORMED_SHAPES (a 0-d one in each of MALFORMED_SCALAR_SHAPES): arguments whose shapes no
+    longer fit the op's contract (a hidden state of another rank, gates not a multiple of the
+    gate count, zero rows, an empty gradient where a number is due), which a kernel must refuse
+    or compute with, never die on (published CPU crashes: gru_cell on a 5-d hidden state,
+    _pdist_backward on zero rows, rnn cell backwards on undersized gates). The first
     WRONG_SIZE_INPUTS such inputs, in argument order; of a list (cat's tensors, an rnn's
     weights), its first tensor."""
-    sized = _sized_inputs(case, out_names, lists=True)
-    made = [
-        (f"{input_label(where)} {name}", _with_input(case, where, spec, reshape(spec.shape)))
-        for where, spec in sized
-        for name, reshape in MALFORMED_SHAPES.items()
-    ]
+    sized = _sized_inputs(case, out_names, lists=True, scalars=True)
+    made = []
+    for where, spec in sized:
+        for name in MALFORMED_SHAPES:
+            shape = _malformed_shape(name, spec.shape)
+            if shape is not None:
+                text = name if spec.shape else SCALAR_SHAPE_NAMES[name]
+                made.append((f"{input_label(where)} {text}", _with_input(case, where, spec, shape)))
     if len(sized) >= 2:  # arguments malformed together (two empty inputs, both with a batch dim)
         for name in JOINT_MALFORMED_SHAPES:
             joint = case
             for where, spec in sized:
-                joint = _with_input(joint, where, spec, MALFORMED_SHAPES[name](spec.shape))
+                joint = _with_input(joint, where, spec, _malformed_shape(name, spec.shape))
             made.append((f"every input {name}", joint))
     return made
+
+
+def malformed_dtypes(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(what, case) for each tensor input (not an out; 0-d ones too), one at a time, of the other
+    kind of number: an integer one (an index, a count, a zero point) as float32, a floating one
+    as int64, with the values the case drew. A kernel that dispatches on one argument's dtype and
+    reads another's memory as that dtype (published CPU crash: quantize_per_channel to qint32
+    with floating zero points) dies where it must refuse or convert. The first WRONG_SIZE_INPUTS
+    such inputs, in argument order; not bools, not complex ones."""
+    made = []
+    for where, spec in _sized_inputs(case, out_names, lists=True, scalars=True):
+        dtype = spec.torch_dtype
+        if dtype is torch.bool or dtype.is_complex:
+            continue
+        other = "int64" if dtype.is_floating_point else "float32"
+        kind = "an integer" if other == "int64" else "a floating"
+        made.append(
+            (f"{input_label(where)} of {kind} dtype ({other})", _with_value(case, where, _as_dtype(spec, other)))
+        )
+    return made
+
+
+def _as_dtype(spec: TensorSpec, dtype: str) -> TensorSpec:
+    """`spec` of `dtype` with the values it drew (converted: integers exactly, floats truncated
+    toward zero), contiguous."""
+    values = spec.materialize(lambda t: t).detach().to(getattr(torch, dtype)).reshape(-1).tolist()
+    return dataclasses.replace(
+        spec, dtype=dtype, data=tuple(values), values="real", layout="contiguous", stride=None, storage_offset=0
+    )
 
 
 # the MALFORMED_SHAPES given to every input at once: kernels that check one argument against

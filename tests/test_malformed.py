@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import torch
+
 import opdb
 from cli_helpers import conform, conform_env
 from conform.backends import CPUBackend
@@ -24,6 +26,7 @@ from generators.variants import (
     EXTREME_INTEGERS,
     JOINT_MALFORMED_SHAPES,
     MALFORMED_SHAPES,
+    malformed_dtypes,
     malformed_inputs,
     malformed_numbers,
 )
@@ -55,6 +58,60 @@ def test_the_first_tensor_of_a_list_is_malformed_too():
     tensors = found["the first tensor of argument 1 empty in its first dim"].args[0]
     assert isinstance(tensors, list) and [t.shape for t in tensors] == [(0, 3), (2, 3)]
     assert tensors[1] is case.args[0][1]
+
+
+def test_a_0d_input_is_malformed_as_an_empty_vector_and_as_two_numbers():
+    case = Case("aten::mul.Tensor", (TensorSpec((), "float32"), TensorSpec((2, 3), "float32")))
+    found = dict(malformed_inputs(case))
+    assert found["argument 1 empty, of shape (0,) in place of 0-d"].args[0].shape == (0,)
+    assert found["argument 1 of shape (2,) in place of 0-d"].args[0].shape == (2,)
+    # nothing longer or with fewer dims than 0-d; the 0-d one in the joint variants too
+    assert not [w for w in found if w.startswith("argument 1") and ("longer" in w or "fewer" in w)]
+    assert [a.shape for a in found["every input empty in its first dim"].args] == [(0,), (0, 3)]
+    assert len(found) == 2 + len(MALFORMED_SHAPES) + len(JOINT_MALFORMED_SHAPES)
+
+
+def test_each_input_is_given_the_other_kind_of_number_with_its_values():
+    index = TensorSpec((3,), "int64", values="index", high=4, seed=3)
+    case = Case(
+        "aten::index_select",
+        (TensorSpec((4, 2), "float32"), 0, index),
+        {"flag": TensorSpec((2,), "bool"), "z": TensorSpec((2,), "complex64")},
+    )
+    found = dict(malformed_dtypes(case))
+    assert sorted(found) == ["argument 1 of an integer dtype (int64)", "argument 3 of a floating dtype (float32)"]
+    floated = found["argument 3 of a floating dtype (float32)"].args[2]
+    assert floated.dtype == "float32" and floated.shape == (3,)
+    assert list(floated.data) == index.materialize(lambda t: t).tolist()  # the values the case drew
+    assert found["argument 1 of an integer dtype (int64)"].args[0].materialize(lambda t: t).dtype == torch.int64
+
+
+def test_an_empty_gradient_in_place_of_a_0d_one_kills_a_real_kernel(tmp_path):
+    """The real kernel (pytorch#146790): multi_margin_loss_backward reads an empty grad_output
+    where its reduction makes a 0-d one due; the first case hypothesis draws has a 0-d one."""
+    db = tmp_path / "m.db"
+    op = "aten::multi_margin_loss_backward"
+    proc = conform("run", "--ops", op, "--dtypes", "float32", "--db", db, "-q", "--no-bench", cwd=tmp_path)
+    assert proc.returncode != 2, proc.stderr
+    with sqlite3.connect(db) as c:
+        outcome, message = c.execute("SELECT outcome, message FROM results").fetchone()
+    assert outcome == "crash", message
+    assert "in place of 0-d" in message, message
+
+
+def test_malformed_arguments_run_again_on_the_first_case_past_the_simplest_sizes(monkeypatch):
+    from conform.run import cell
+    from conform.run.cell import CellSettings
+
+    seen = []
+    monkeypatch.setattr(cell.execute, "run_malformed", lambda op, case, backend, **kw: seen.append(case) or 0)
+    r = cell.run_cell(
+        opdb.lookup("aten::replication_pad2d"), "float32", CPUBackend(), CellSettings(seed=11, hypothesis_db=None)
+    )
+    assert r.outcome == "pass", r.message
+    assert len(seen) == 2, [c.describe() for c in seen]
+    assert not cell._wide(seen[0]) and cell._wide(seen[1])
+    assert min(seen[1].args[0].shape[-2:]) >= cell.MALFORMED_WIDE
 
 
 def test_integer_arguments_are_set_to_their_extremes_one_at_a_time():
@@ -128,7 +185,8 @@ def test_malformed_calls_run_on_the_plain_cpu_in_an_isolated_process_only(monkey
     op = opdb.lookup("aten::sum.dim_IntList")
     case = Case(op.qualname, (TensorSpec((2, 3), "float32"), [1], False))
     announced.clear()
-    assert execute.run_malformed(op, case, CPUBackend(), numbers=True) == len(MALFORMED_SHAPES) + 6
+    # six numbers (the dim list's extremes and lengths) and the input of an integer dtype
+    assert execute.run_malformed(op, case, CPUBackend(), numbers=True) == len(MALFORMED_SHAPES) + 7
     assert len(announced) == 2 * len(MALFORMED_SHAPES)  # each shape, then the drawn case again
 
     class Other(CPUBackend):
@@ -156,3 +214,12 @@ def test_a_kernel_that_dies_on_an_empty_argument_is_a_crash_with_that_call(tmp_p
     script.write_text(repro)
     replay = subprocess.run([sys.executable, script], capture_output=True, text=True, env=conform_env(), timeout=120)
     assert replay.returncode < 0 or replay.returncode > 128, (replay.returncode, replay.stdout[-500:])
+
+
+def test_a_structured_matrix_loses_its_edge_pattern_where_its_shape_is_no_longer_square():
+    # an entry of a square invertible matrix at an extreme: the malformed shapes are not square
+    a = TensorSpec((3, 3), "float32", values="invertible", edges=1)
+    found = dict(malformed_inputs(Case("aten::linalg_inv", (a,))))
+    assert found["argument 1 one longer in its last dim"].args[0].edges is None
+    assert found["argument 1 with one more leading dim"].args[0].edges == 1  # (2, 3, 3): still square
+    assert all(c.args[0].values == "invertible" for c in found.values())

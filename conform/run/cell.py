@@ -62,6 +62,7 @@ class _Progress:
     out_variants_checked: int = 0  # passing out= cases whose out variants ran
     overlaps_checked: int = 0  # passing in-place cases run again with a self whose elements share memory
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
+    malformed_wide: bool = False  # whether the malformed arguments ran on a case past the simplest sizes
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
     differenced: bool = False  # a valid case's gradients were held against finite differences
@@ -277,11 +278,18 @@ def run_cell(
             and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
         ):
             progress.sizes_checked = True
+            progress.malformed_wide = progress.malformed_wide or _wide(case)
             execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
             failure = execute.run_wrong_sizes(op, case, backend)
             if failure is not None:
                 progress.wrong_size_failed = True
                 r, case = failure, failure.variant_case
+        # the malformed arguments again on the first passing example past the simplest sizes,
+        # where the first was not (see _wide)
+        elif r.outcome == Outcome.PASS and not r.invalid and not progress.failing and not progress.malformed_wide:
+            if _wide(case):
+                progress.malformed_wide = True
+                execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
         return r, case
 
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:
@@ -692,6 +700,27 @@ SECOND_ORDER_DTYPES = ("float32", "complex64")
 # (where the integer tensors are the op's data too) and the single cell of an op without tensor
 # inputs or dtype, once per op rather than in each of its ~11 cells
 MALFORMED_NUMBER_CELLS = ("float32", "int64", "none")
+
+
+# the malformed arguments (conform.run.execute.run_malformed) run on the first passing example,
+# hypothesis's simplest (sizes of 1 and 2), and again on the first whose largest tensor is at
+# least MALFORMED_WIDE long in each of its last two dims (its only dim) and of at most
+# RELATABLE_NUMEL's elements: size arithmetic that overflows, or a read past the end, only
+# beyond the smallest sizes (published CPU crash: replication_pad2d with a padding near 2**63
+# dies on an input 3 or more high and wide, and computes on one 2 high)
+MALFORMED_WIDE = 3
+
+
+def _wide(case) -> bool:
+    """The case's largest tensor is at least MALFORMED_WIDE long in each of its last two dims
+    (its only dim), and of at most RELATABLE_NUMEL's elements."""
+    largest = max(case.tensor_specs(), key=lambda s: s.numel, default=None)
+    return (
+        largest is not None
+        and bool(largest.shape)
+        and min(largest.shape[-2:]) >= MALFORMED_WIDE
+        and largest.numel <= RELATABLE_NUMEL[1]
+    )
 
 
 def _relatable(case) -> bool:

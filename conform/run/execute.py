@@ -68,6 +68,7 @@ from generators.variants import (
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
     input_label,
+    malformed_dtypes,
     malformed_inputs,
     malformed_numbers,
     other_dtype_out_case,
@@ -2046,10 +2047,12 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
     """The process-death contract on the plain CPU: each malformed variant of a passing case is
     called once, and the op must compute or raise. The variants
     (generators.variants.malformed_inputs): each input one longer, empty, of one more or one fewer
-    dim, and every input empty or of one more dim at once; with `numbers`, also each number the
-    case passes at its extremes (generators.variants.malformed_numbers: an int at 0, -1 and int64's
-    extremes, a float at 0, -1, NaN and the infinities, lists of them of another length, integer
-    tensors all at their dtype's limits). Nothing but a death is judged (a shape the op accepts is
+    dim (a 0-d one empty or of two elements), and every input empty or of one more dim at once;
+    with `numbers`, also each number the case passes at its extremes
+    (generators.variants.malformed_numbers: an int at 0, -1 and int64's extremes, a float at 0,
+    -1, NaN and the infinities, lists of them of another length, integer tensors all at their
+    dtype's limits) and each input of the other kind of number (malformed_dtypes: an integer
+    tensor as float32, a floating one as int64). Nothing but a death is judged (a shape the op accepts is
     another valid case, drawn elsewhere; a loop over 2**63 - 1 terms is a hang, the caller's).
 
     The numbers run first in a disposable fork (conform.run.contained), where a hang is skipped and
@@ -2065,14 +2068,15 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
     variants made."""
     if not is_plain_cpu(backend) or "unsafe" in op.qualname or on_variant is None:
         return 0
-    shapes = malformed_inputs(case, {a.name for a in op.out_args})
+    outs = {a.name for a in op.out_args}
+    shapes = malformed_inputs(case, outs)
     for what, variant in shapes:
         _running_variant(variant, f"a malformed argument: {what}")
         try:
             _cpu_call(op, variant)
         finally:
             _running_variant(None)
-    numbers = malformed_numbers(op, case) if numbers and contained.AVAILABLE else []
+    numbers = malformed_numbers(op, case) + malformed_dtypes(case, outs) if numbers and contained.AVAILABLE else []
     global _disposable
     if numbers and _disposable is None:
         _disposable = contained.Disposable(_disposable_call, _quiet_hooks)
