@@ -296,8 +296,9 @@ def malformed_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
 def malformed_dtypes(case: Case, out_names=()) -> list[tuple[str, Case]]:
     """(what, case) for each tensor input (not an out; 0-d ones too), one at a time, of the other
     kind of number: an integer one (an index, a count, a zero point) as float32, a floating one
-    as int64, with the values the case drew. A kernel that dispatches on one argument's dtype and
-    reads another's memory as that dtype (published CPU crash: quantize_per_channel to qint32
+    as int64, with the values the case drew; and an int64 one as int32 (an index tensor of the
+    narrower integer type many APIs also take). A kernel that dispatches on one argument's dtype
+    and reads another's memory as that dtype (published CPU crash: quantize_per_channel to qint32
     with floating zero points) dies where it must refuse or convert. The first WRONG_SIZE_INPUTS
     such inputs, in argument order; not bools, not complex ones."""
     made = []
@@ -305,11 +306,13 @@ def malformed_dtypes(case: Case, out_names=()) -> list[tuple[str, Case]]:
         dtype = spec.torch_dtype
         if dtype is torch.bool or dtype.is_complex:
             continue
-        other = "int64" if dtype.is_floating_point else "float32"
-        kind = "an integer" if other == "int64" else "a floating"
-        made.append(
-            (f"{input_label(where)} of {kind} dtype ({other})", _with_value(case, where, _as_dtype(spec, other)))
-        )
+        others = ["int64"] if dtype.is_floating_point else ["float32"]
+        if dtype is torch.int64:
+            others.append("int32")
+        for other in others:
+            kind = "a floating" if other == "float32" else "an integer"
+            what = f"{input_label(where)} of {kind} dtype ({other})"
+            made.append((what, _with_value(case, where, _as_dtype(spec, other))))
     return made
 
 
@@ -398,6 +401,29 @@ def _schema_places(op, case: Case):
     places = [(str(i), positional[i], v) for i, v in enumerate(case.args[: len(positional)])]
     places += [(k, by_name[k], v) for k, v in case.kwargs.items() if k in by_name]
     return places
+
+
+def contiguous_inputs(case: Case) -> Case:
+    """`case` with each strided tensor (inputs and outs, in lists too) contiguous, of the same
+    shape (its values follow from its seed in the new layout: for the malformed arguments, whose
+    only verdict is a death): the layout every kernel has, where an argument's checks and size
+    arithmetic run before any layout's own path. A spec object in two places stays one object."""
+    made: dict[int, TensorSpec] = {}
+
+    def swap(v):
+        if isinstance(v, TensorSpec):
+            if v.layout in STRIDELESS_LAYOUTS or (v.layout == "contiguous" and v.stride is None):
+                return v
+            if id(v) not in made:
+                made[id(v)] = dataclasses.replace(v, layout="contiguous", stride=None, storage_offset=0)
+            return made[id(v)]
+        if isinstance(v, (list, tuple)):
+            return type(v)(swap(x) for x in v)
+        return v
+
+    return dataclasses.replace(
+        case, args=tuple(swap(a) for a in case.args), kwargs={k: swap(v) for k, v in case.kwargs.items()}
+    )
 
 
 def _with_value(case: Case, where: str, value) -> Case:

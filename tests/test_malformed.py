@@ -79,7 +79,12 @@ def test_each_input_is_given_the_other_kind_of_number_with_its_values():
         {"flag": TensorSpec((2,), "bool"), "z": TensorSpec((2,), "complex64")},
     )
     found = dict(malformed_dtypes(case))
-    assert sorted(found) == ["argument 1 of an integer dtype (int64)", "argument 3 of a floating dtype (float32)"]
+    assert sorted(found) == [
+        "argument 1 of an integer dtype (int64)",
+        "argument 3 of a floating dtype (float32)",
+        "argument 3 of an integer dtype (int32)",
+    ]
+    assert list(found["argument 3 of an integer dtype (int32)"].args[2].data) == index.materialize(lambda t: t).tolist()
     floated = found["argument 3 of a floating dtype (float32)"].args[2]
     assert floated.dtype == "float32" and floated.shape == (3,)
     assert list(floated.data) == index.materialize(lambda t: t).tolist()  # the values the case drew
@@ -112,6 +117,19 @@ def test_malformed_arguments_run_again_on_the_first_case_past_the_simplest_sizes
     assert len(seen) == 2, [c.describe() for c in seen]
     assert not cell._wide(seen[0]) and cell._wide(seen[1])
     assert min(seen[1].args[0].shape[-2:]) >= cell.MALFORMED_WIDE
+    assert all(t.layout == "contiguous" for c in seen for t in c.tensor_specs())  # the path every layout shares
+
+
+def test_contiguous_inputs_keep_shapes_and_shared_specs():
+    from generators.variants import contiguous_inputs
+
+    a = TensorSpec((2, 3), "float32", layout="transposed", seed=4)
+    case = Case("aten::cat", ([a, a, TensorSpec((2, 3), "float32")], 0), {"out": TensorSpec((0,), "float32")})
+    made = contiguous_inputs(case)
+    first, second, third = made.args[0]
+    assert first.layout == "contiguous" and first is second  # one object in two places stays one
+    assert third is case.args[0][2] and made.kwargs["out"] is case.kwargs["out"]  # already contiguous
+    assert first.materialize(lambda t: t).is_contiguous() and first.shape == a.shape
 
 
 def test_integer_arguments_are_set_to_their_extremes_one_at_a_time():

@@ -285,11 +285,12 @@ def run_cell(
                 progress.wrong_size_failed = True
                 r, case = failure, failure.variant_case
         # the malformed arguments again on the first passing example past the simplest sizes,
-        # where the first was not (see _wide)
+        # where the first was not (see _wide), contiguous as the first is
         elif r.outcome == Outcome.PASS and not r.invalid and not progress.failing and not progress.malformed_wide:
             if _wide(case):
                 progress.malformed_wide = True
-                execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
+                wide = variants.contiguous_inputs(case)
+                execute.run_malformed(op, wide, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
         return r, case
 
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:
@@ -703,11 +704,12 @@ MALFORMED_NUMBER_CELLS = ("float32", "int64", "none")
 
 
 # the malformed arguments (conform.run.execute.run_malformed) run on the first passing example,
-# hypothesis's simplest (sizes of 1 and 2), and again on the first whose largest tensor is at
-# least MALFORMED_WIDE long in each of its last two dims (its only dim) and of at most
-# RELATABLE_NUMEL's elements: size arithmetic that overflows, or a read past the end, only
-# beyond the smallest sizes (published CPU crash: replication_pad2d with a padding near 2**63
-# dies on an input 3 or more high and wide, and computes on one 2 high)
+# hypothesis's simplest (sizes of 1 and 2, contiguous), and again on the first whose largest
+# tensor is at least MALFORMED_WIDE long in each of its last two dims (its only dim) and of at
+# most RELATABLE_NUMEL's elements, its tensors made contiguous: size arithmetic that overflows,
+# or a read past the end, only beyond the smallest sizes, in the path every layout shares before
+# its own (published CPU crash: replication_pad2d with a padding near 2**63 dies on a contiguous
+# input 3 or more high, and computes on one 2 high or channels_last)
 MALFORMED_WIDE = 3
 
 

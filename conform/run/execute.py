@@ -2052,7 +2052,7 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
     (generators.variants.malformed_numbers: an int at 0, -1 and int64's extremes, a float at 0,
     -1, NaN and the infinities, lists of them of another length, integer tensors all at their
     dtype's limits) and each input of the other kind of number (malformed_dtypes: an integer
-    tensor as float32, a floating one as int64). Nothing but a death is judged (a shape the op accepts is
+    tensor as float32, a floating one as int64, an int64 one as int32). Nothing but a death is judged (a shape the op accepts is
     another valid case, drawn elsewhere; a loop over 2**63 - 1 terms is a hang, the caller's).
 
     The numbers run first in a disposable fork (conform.run.contained), where a hang is skipped and
