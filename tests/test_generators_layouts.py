@@ -40,6 +40,25 @@ def test_ops_defined_on_sparse_tensors_get_them():
     assert valid, reason
 
 
+def test_sparse_coo_inputs_are_sometimes_uncoalesced_with_the_same_values():
+    op = lookup("aten::_sparse_sum.dim")
+    layouts = set()
+
+    @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(op, "float32"))
+    def check(case):
+        spec = case.args[0]
+        layouts.add(spec.layout)
+        if spec.layout == "sparse_coo_uncoalesced":
+            t = spec.materialize(lambda x: x)
+            assert not t.is_coalesced() or not t._nnz()  # (an empty tensor stores nothing twice)
+            dense = dataclasses.replace(spec, layout="contiguous").materialize(lambda x: x)
+            torch.testing.assert_close(t.to_dense(), dense, rtol=0, atol=0, equal_nan=True)
+
+    check()
+    assert {"sparse_coo", "sparse_coo_uncoalesced"} <= layouts
+
+
 def test_sparse_constructors_get_indices_of_one_pattern():
     op = lookup("aten::sparse_compressed_tensor.comp_plain_value_size")
 

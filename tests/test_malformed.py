@@ -199,6 +199,10 @@ def test_malformed_calls_run_on_the_plain_cpu_in_an_isolated_process_only(monkey
     assert execute.run_malformed(op, case, CPUBackend()) == 2 * len(MALFORMED_SHAPES) + len(JOINT_MALFORMED_SHAPES)
     assert "a malformed argument: argument 2 with one dim fewer" in announced
     assert "a malformed argument: every input empty in its first dim" in announced
+    # the second run's shapes go through the disposable fork: made here only where one died there
+    announced.clear()
+    made = execute.run_malformed(op, case, CPUBackend(), contain_shapes=True)
+    assert made == 2 * len(MALFORMED_SHAPES) + len(JOINT_MALFORMED_SHAPES) and announced == []
     # the numbers (none here) run in a disposable fork first: only a death there is made again here
     op = opdb.lookup("aten::sum.dim_IntList")
     case = Case(op.qualname, (TensorSpec((2, 3), "float32"), [1], False))

@@ -186,6 +186,35 @@ class _IndicesPastTheInput(TorchDispatchMode):
         return out
 
 
+def test_a_sparse_result_that_breaks_its_layouts_invariants_fails():
+    """The real kernel: _spdiags places a diagonal past the rows of a (1, 4) result, whose COO
+    indices then name row 2 of 1 (golden's too: the same kernel); its dense values read out of
+    bounds."""
+    op = opdb.lookup("aten::_spdiags")
+    offsets = TensorSpec((2,), "int64", data=(0, 1))
+    case = Case(op.qualname, (TensorSpec((2, 4), "float32", seed=3), offsets, [1, 4], None))
+    r = run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "sparse result breaks its layout's invariants" in r.message and "found index" in r.message
+    # within the size: nothing to say
+    fits = Case(op.qualname, (TensorSpec((2, 4), "float32", seed=3), offsets, [4, 4], None))
+    assert run_case(op, fits, CPUBackend(), grad=False).outcome is Outcome.PASS
+
+
+def test_the_sparse_invariants_leave_a_result_the_caller_vouches_for():
+    from conform.judge import invariants
+
+    i = torch.tensor([[0, 0]])
+    flagged = torch.sparse_coo_tensor(i, torch.ones(2), (2,))._coalesced_(True)  # says coalesced: it is not
+    assert "uncoalesced" in invariants.broken_layout(flagged)
+    assert invariants.sparse_records(opdb.lookup("aten::coalesce"), (), flagged)
+    # _coalesced_ sets the flag the caller gives; an input already broken makes the result the caller's
+    assert not invariants.sparse_records(opdb.lookup("aten::_coalesced_"), (), flagged)
+    assert not invariants.sparse_records(opdb.lookup("aten::coalesce"), ((flagged,), {}), flagged)
+    coalesced = torch.sparse_coo_tensor(i, torch.ones(2), (2,)).coalesce()
+    assert coalesced.is_coalesced() and not invariants.sparse_records(opdb.lookup("aten::coalesce"), (), coalesced)
+
+
 def test_indices_outside_the_input_fail_even_where_golden_shares_them():
     op = opdb.lookup("aten::max_pool2d_with_indices")
     case = Case(op.qualname, (TensorSpec((1, 4, 4), "float32", seed=3), [2, 2]), {}, seed=1)

@@ -4,6 +4,15 @@ holds whatever golden says, so a bug golden shares (its own kernel in float64) i
 Indices within the input: the indices an op returns (argmax, topk, sort, max.dim, cummax, the
 max-pooling family) point into its input, along the op's dim or into the flattened window
 plane of a pooling op. An index past the input reads memory that is not the tensor's.
+
+A sparse result keeps its layout's invariants (torch.sparse's documentation; torch checks them
+with `_validate_sparse_coo_tensor_args` and `_validate_sparse_compressed_tensor_args`): indices
+within the size, compressed indices that start at 0 and never decrease, and a COO tensor flagged
+coalesced holds no repeated index. A result that breaks them from inputs that keep them is wrong
+whatever its dense values are (pytorch#162482: _sparse_broadcast_to of an uncoalesced tensor
+repeats indices yet says coalesced, and the ops that trust the flag then sum nothing), and golden
+breaks them too: it is the same kernel. Not for ops whose contract is to trust the caller (an
+`unsafe` constructor, an `is_coalesced` or `coalesced` argument that sets the flag).
 """
 
 from __future__ import annotations
@@ -104,3 +113,69 @@ def index_records(op, inputs, result) -> list[Record]:
                     )
                 )
     return records
+
+
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def broken_layout(t: torch.Tensor) -> str:
+    """Why a sparse tensor breaks its layout's invariants (torch's own message), or ""."""
+    try:
+        if t.layout == torch.sparse_coo:
+            torch._validate_sparse_coo_tensor_args(
+                t._indices().detach().cpu(), t._values().detach().cpu(), t.shape, t.is_coalesced()
+            )
+        elif t.layout in (torch.sparse_csr, torch.sparse_bsr):
+            torch._validate_sparse_compressed_tensor_args(
+                t.crow_indices().cpu(), t.col_indices().cpu(), t.values().detach().cpu(), t.shape, t.layout
+            )
+        elif t.layout in (torch.sparse_csc, torch.sparse_bsc):
+            torch._validate_sparse_compressed_tensor_args(
+                t.ccol_indices().cpu(), t.row_indices().cpu(), t.values().detach().cpu(), t.shape, t.layout
+            )
+    except Exception as e:  # noqa: BLE001 - torch's validators raise RuntimeError or ValueError
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return ""
+
+
+def _trusts_caller(op) -> bool:
+    """The op's contract takes the caller's word for its result's invariants."""
+    return "unsafe" in op.base_name or any(a.name in ("is_coalesced", "coalesced") for a in op.arguments)
+
+
+def sparse_records(op, inputs, result) -> list[Record]:
+    """A failing record for each sparse output that breaks its layout's invariants while every
+    sparse input keeps them, else []."""
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    found = [
+        (i, t)
+        for i, out in enumerate(outs)
+        for t in leaves(out)
+        if isinstance(t, torch.Tensor) and t.layout in SPARSE_LAYOUTS and t.device.type != "meta"
+    ]
+    if not found or _trusts_caller(op):
+        return []
+    if any(
+        isinstance(t, torch.Tensor) and t.layout in SPARSE_LAYOUTS and broken_layout(t) for t in leaves(inputs or ())
+    ):
+        return []  # an input that breaks them already (built unchecked): the result's are the caller's
+    records = []
+    for i, t in found:
+        why = broken_layout(t)
+        if why:
+            path = f"output[{i}]" if len(outs) > 1 else "output"
+            records.append(
+                Record(
+                    path,
+                    "values",
+                    f"documented invariant: the sparse result breaks its layout's invariants: {why} [{path}]",
+                    mismatched=1,
+                    total=1,
+                )
+            )
+    return records
+
+
+def records(op, inputs, result) -> list[Record]:
+    """The failing records of every documented invariant the result breaks."""
+    return index_records(op, inputs, result) + sparse_records(op, inputs, result)

@@ -290,7 +290,7 @@ def run_cell(
             if _wide(case):
                 progress.malformed_wide = True
                 wide = variants.contiguous_inputs(case)
-                execute.run_malformed(op, wide, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
+                execute.run_malformed(op, wide, backend, numbers=dtype in MALFORMED_NUMBER_CELLS, contain_shapes=True)
         return r, case
 
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:

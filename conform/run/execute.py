@@ -2043,7 +2043,7 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     return None
 
 
-def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
+def run_malformed(op, case, backend, *, numbers: bool = False, contain_shapes: bool = False) -> int:
     """The process-death contract on the plain CPU: each malformed variant of a passing case is
     called once, and the op must compute or raise. The variants
     (generators.variants.malformed_inputs): each input one longer, empty, of one more or one fewer
@@ -2060,7 +2060,9 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
     process, where the in-flight record names it: the cell is a `crash` whose script replays that
     call, and a death that does not happen again here (a heap an earlier call corrupted) is not
     recorded. The shapes, in every cell, run here at once (a call through the fork costs twice
-    one made here, and no shape of a small case has hung a kernel in a sweep). Not for ops that
+    one made here, and no shape of a small case has hung a kernel in a sweep); with
+    `contain_shapes` (the cell's second run, on a wider case) they go through the fork too,
+    where a call that corrupts the heap without dying leaves this process's heap alone. Not for ops that
     say they skip their checks (`unsafe` in the name), nor, elsewhere than on the plain CPU, at
     all: a device's refusals are held to the CPU's by run_wrong_sizes, and a process that touched
     a device must not fork. Only in an isolated process (`on_variant` set: conform.run.cell's
@@ -2070,13 +2072,18 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
         return 0
     outs = {a.name for a in op.out_args}
     shapes = malformed_inputs(case, outs)
-    for what, variant in shapes:
+    contain_shapes = contain_shapes and contained.AVAILABLE
+    for what, variant in () if contain_shapes else shapes:
         _running_variant(variant, f"a malformed argument: {what}")
         try:
             _cpu_call(op, variant)
         finally:
             _running_variant(None)
+    made = len(shapes)
     numbers = malformed_numbers(op, case) + malformed_dtypes(case, outs) if numbers and contained.AVAILABLE else []
+    made += len(numbers)
+    if contain_shapes:
+        numbers = shapes + numbers
     global _disposable
     if numbers and _disposable is None:
         _disposable = contained.Disposable(_disposable_call, _quiet_hooks)
@@ -2093,7 +2100,7 @@ def run_malformed(op, case, backend, *, numbers: bool = False) -> int:
         finally:
             _running_variant(None)
         start += fatal + 1
-    return len(shapes) + len(numbers)
+    return made
 
 
 # the fork that makes run_malformed's calls first (made at its first use in a cell process)
