@@ -210,6 +210,7 @@ def test_the_sparse_invariants_leave_a_result_the_caller_vouches_for():
     assert invariants.sparse_records(opdb.lookup("aten::coalesce"), (), flagged)
     # _coalesced_ sets the flag the caller gives; an input already broken makes the result the caller's
     assert not invariants.sparse_records(opdb.lookup("aten::_coalesced_"), (), flagged)
+    assert not invariants.sparse_records(opdb.lookup("aten::_gather_sparse_backward"), (), flagged)
     assert not invariants.sparse_records(opdb.lookup("aten::coalesce"), ((flagged,), {}), flagged)
     coalesced = torch.sparse_coo_tensor(i, torch.ones(2), (2,)).coalesce()
     assert coalesced.is_coalesced() and not invariants.sparse_records(opdb.lookup("aten::coalesce"), (), coalesced)

@@ -12,7 +12,8 @@ coalesced holds no repeated index. A result that breaks them from inputs that ke
 whatever its dense values are (pytorch#162482: _sparse_broadcast_to of an uncoalesced tensor
 repeats indices yet says coalesced, and the ops that trust the flag then sum nothing), and golden
 breaks them too: it is the same kernel. Not for ops whose contract is to trust the caller (an
-`unsafe` constructor, an `is_coalesced` or `coalesced` argument that sets the flag).
+`unsafe` constructor, an `is_coalesced` or `coalesced` argument that sets the flag, a backward
+whose indices a forward checked).
 """
 
 from __future__ import annotations
@@ -139,8 +140,15 @@ def broken_layout(t: torch.Tensor) -> str:
 
 
 def _trusts_caller(op) -> bool:
-    """The op's contract takes the caller's word for its result's invariants."""
-    return "unsafe" in op.base_name or any(a.name in ("is_coalesced", "coalesced") for a in op.arguments)
+    """The op's contract takes the caller's word for its result's invariants: an unsafe
+    constructor, an argument that sets the coalesced flag, or a backward, whose indices come
+    from a forward that checked them (a gradient of gather with sparse_grad scatters to the
+    indices it is given: one past the end is the caller's, not a break of the kernel's)."""
+    return (
+        "unsafe" in op.base_name
+        or "_backward" in op.base_name
+        or any(a.name in ("is_coalesced", "coalesced") for a in op.arguments)
+    )
 
 
 def sparse_records(op, inputs, result) -> list[Record]:

@@ -18,6 +18,7 @@ import dataclasses
 import math
 import re
 import traceback as _traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -565,6 +566,9 @@ def _run_case(
         unsafe = _unsafe_cast_written(op, case) or _accepted_past_end(op, case) or _overlap_written(op, case, dev)
         if unsafe:
             return CaseResult(Outcome.MISSING_ERROR, "forward", unsafe)
+        unwritten = _unwritten_elements(op, case, dev) if relations and not nondet else ""
+        if unwritten:
+            return CaseResult(Outcome.MISMATCH, "forward", unwritten)
 
     fallback = dev.fallback or []
 
@@ -2229,6 +2233,66 @@ def _other_dtype_out(op, case, backend) -> CaseResult | None:
     r.message = f"[out= other dtype] an out of another dtype ({dtypes}): {r.message}"
     r.variant_case = other
     return r
+
+
+@contextlib.contextmanager
+def _filled_memory():
+    """torch's deterministic mode with its fill of uninitialized memory: every tensor an op
+    allocates (at::empty, a resized out) starts as NaN (floating, complex) or its dtype's largest
+    value (integer). Warn-only: an op without a deterministic implementation runs its own."""
+    import torch.utils.deterministic  # here, not at the top: the submodule torch does not import itself
+
+    was = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+    )
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        torch.utils.deterministic.fill_uninitialized_memory = was[2]
+
+
+def _unwritten_elements(op, case, dev) -> str:
+    """On the plain CPU, the op run again with every allocation filled (_filled_memory): an
+    output element that holds the fill there (NaN; an integer dtype's largest value) and not in
+    the first run, where the allocator's memory was whatever it was, is one the kernel never
+    wrote: its value there is the allocator's garbage. The first run and golden agree only by the
+    allocator's luck (fresh pages are zeros), golden being the same kernel: the fill is the
+    evidence. "" where every element was written, or the second run raised."""
+    again = _run_side(op, case, to_device=_cpu_copy, device=torch.device("cpu"), ctx=_filled_memory())
+    if again.error is not None:
+        return ""
+    first = [t for t in leaves((dev.result, dev.written)) if isinstance(t, torch.Tensor)]
+    filled = [t for t in leaves((again.result, again.written)) if isinstance(t, torch.Tensor)]
+    if len(first) != len(filled):
+        return ""
+    for i, (a, b) in enumerate(zip(first, filled)):
+        if a.layout != torch.strided or b.layout != torch.strided or a.shape != b.shape or a.dtype != b.dtype:
+            continue
+        if a.is_quantized or a.dtype == torch.bool or a.device.type != "cpu" or not a.numel():
+            continue
+        a, b = a.detach().resolve_conj().resolve_neg(), b.detach().resolve_conj().resolve_neg()
+        if a.is_floating_point() or a.is_complex():
+            holes = torch.isnan(b) & ~torch.isnan(a)
+            fill = "NaN"
+        else:
+            top = torch.iinfo(a.dtype).max
+            holes = (b == top) & (a != top)
+            fill = f"{top}"
+        if bool(holes.any()):
+            n, where = int(holes.sum()), tuple(int(x) for x in holes.nonzero()[0])
+            return (
+                f"[unwritten output] the kernel leaves {n} of {a.numel()} elements of output leaf {i} unwritten: "
+                f"with every allocation filled ({fill}) they read the fill, first at index {where}, where the "
+                f"first run read {a[where].item()!r} (the allocator's memory)"
+            )
+    return ""
 
 
 def _cpu_call(op, case) -> dict | None:
