@@ -2083,11 +2083,9 @@ def run_malformed(op, case, backend, *, numbers: bool = False, contain_shapes: b
             _cpu_call(op, variant)
         finally:
             _running_variant(None)
-    made = len(shapes)
     numbers = malformed_numbers(op, case) + malformed_dtypes(case, outs) if numbers and contained.AVAILABLE else []
-    made += len(numbers)
-    if contain_shapes:
-        numbers = shapes + numbers
+    made = len(shapes) + len(numbers)
+    numbers = shapes + numbers if contain_shapes else numbers  # the calls the fork makes first
     global _disposable
     if numbers and _disposable is None:
         _disposable = contained.Disposable(_disposable_call, _quiet_hooks)
