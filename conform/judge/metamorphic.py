@@ -16,7 +16,10 @@ device under test and holds the result against the drawn case's, so they hold on
 * alias: an out= op handed one of its own inputs as the out, or an in-place op handed self as
   another input, either raises (TensorIterator's overlap check) or gives what it gives with
   memory of its own; reading an input it has begun to overwrite is the silent wrong result of
-  pytorch#85852 (mm) and #48900 (addmm).
+  pytorch#85852 (mm) and #48900 (addmm);
+* threads: a CPU kernel gives with several intra-op threads what it gives with one, and raises
+  with both or neither (at::parallel_for cuts a kernel's rows, channels or batch items into
+  chunks, one a thread: a chunk that reads or writes past its own range races or skips rows).
 
 Special values (NaN, +-inf, and for elementwise real results the sign of zero) must match
 exactly; finite values within the case's tolerance, never bitwise: a vectorised and a scalar
@@ -49,7 +52,7 @@ from conform.judge.trees import bind_arguments
 from generators.case import STRIDELESS_LAYOUTS, Case, TensorSpec
 from generators.tensor import EXPLICIT_LAYOUT, dtype_name
 
-LAYOUT, POSITION, OUT_LAYOUT, FORMS, ALIAS = "layout", "position", "out_layout", "forms", "alias"
+LAYOUT, POSITION, OUT_LAYOUT, FORMS, ALIAS, THREADS = "layout", "position", "out_layout", "forms", "alias", "threads"
 
 # elements a position relation picks from the drawn case, and how often each is repeated so
 # that it fills whole vector blocks of every CPU ISA and dtype (64 bytes x 2 unrolled, in
@@ -98,6 +101,7 @@ class Violation:
     kinds: frozenset = frozenset()
     tolerance: tuple[float, float] | None = None  # (rtol, atol) of the leaf that broke it
     sign: bool = False  # signed zeros told apart
+    threads: int = 0  # the intra-op threads the other case ran with (the threads relation), 0: as the first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +111,7 @@ class Violation:
             "index": self.index,
             "first": self.first.to_json() if self.first is not None else None,
             "other_op": self.other_op,
+            **({"threads": self.threads} if self.threads else {}),
         }
 
 
@@ -287,15 +292,26 @@ def _first_diff(records: list[Record]) -> str:
 
 
 def _confirmed(
-    op, sides: Sides, first: Case, first_obs, other: Case, other_obs, compare_fn, mapped, decided=("values",)
+    op,
+    sides: Sides,
+    first: Case,
+    first_obs,
+    other: Case,
+    other_obs,
+    compare_fn,
+    mapped,
+    decided=("values",),
+    other_sides: Sides | None = None,
 ) -> bool:
     """Whether a difference between two runs of the device is the kernel's and not the case's
     rounding: float64 golden shows the same dependence (a difference of a kind in `decided`), or
     the other run is off its own golden beyond the case's conditioning (the verdict rule's
-    excuses). `mapped(obs)` takes a value of `first`'s shape to the other's."""
+    excuses). `mapped(obs)` takes a value of `first`'s shape to the other's. `other_sides`: how
+    the other case runs, where that differs from the first's (another thread count)."""
+    osides = other_sides or sides
     g_first = sides.cpu(first, torch.float64)
-    g_other = sides.cpu(other, torch.float64)
-    ref_first, ref_other = sides.cpu(first, None), sides.cpu(other, None)
+    g_other = osides.cpu(other, torch.float64)
+    ref_first, ref_other = sides.cpu(first, None), osides.cpu(other, None)
     if g_first is None or g_other is None or ref_first is None or ref_other is None:
         return True  # no float64 opinion (integer results are exact): the difference stands
     expect_first = oracle.golden_pair(g_first, ref_first)
@@ -315,13 +331,13 @@ def _confirmed(
         other,
         ref_other,
         compare_fn,
-        run_cpu=lambda c, dt, tx=None: sides.cpu(c, dt),
+        run_cpu=lambda c, dt, tx=None: osides.cpu(c, dt),
         expect=lambda raw: oracle.golden_pair(raw, ref_other),
     )
     phase.preset_golden(g_other)
 
     def rerun(c, tx=None, scribble=False):
-        obs, err = sides.device(c)
+        obs, err = osides.device(c)
         return None if err is not None else obs
 
     j = oracle.against_golden(phase, other_obs, rerun)
@@ -899,6 +915,53 @@ def check_alias(op, case: Case, sides: Sides, compare_fn) -> Violation | None:
             tolerance=_tolerance(records),
         )
     return None
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+
+def check_threads(
+    op, case: Case, observed, sides: Sides, threaded: Sides, compare_fn, threads: int, unsteady: Callable
+) -> Violation | None:
+    """The threads relation: `case` run again through `threaded` (the device with `threads`
+    intra-op threads; `sides`, with one, ran it as `observed`) gives the same result within the
+    case's tolerance (a parallel sum adds in another order), and raises only where one thread
+    raises too. A difference stands only where one thread gives its own result again however its
+    memory lies (`unsteady(observed)` is "": a kernel reading memory it does not own, an expanded
+    input's neighbours, varies with the allocator, not the threads, and is the verdict's and the
+    layout relation's to judge) and float64 depends on the threads too or the threaded run is off
+    golden beyond the case's conditioning."""
+    if not _hint(op, "threads_relation"):
+        return None
+    other, err = threaded.device(case)
+    if err is not None:
+        return Violation(
+            THREADS,
+            "device_error",
+            f"with {threads} intra-op threads the op raises {type(err).__name__}: {first_line(err)}; "
+            "with one it computes",
+            case,
+            traceback=_tb(err),
+            threads=threads,
+        )
+    if identical(observed, other):
+        return None
+    bad = failures(compare_fn(other, observed))
+    if not bad:
+        return None
+    if unsteady(observed):
+        return None
+    if not _confirmed(op, sides, case, observed, case, other, compare_fn, None, other_sides=threaded):
+        return None
+    return Violation(
+        THREADS,
+        "mismatch",
+        f"with {threads} intra-op threads the result differs from one thread's (same inputs): {_first_diff(bad)}",
+        case,
+        kinds=frozenset(r.kind for r in bad),
+        tolerance=_tolerance(bad),
+        threads=threads,
+    )
 
 
 def describe(v: Violation) -> str:

@@ -617,6 +617,8 @@ def relation_verdict():
         return infinity_verdict()
     if RELATION["relation"] == "widened":
         return widened_verdict()
+    if RELATION["relation"] == "threads":
+        return threads_verdict()
     first = call_first if RELATION.get("first") else call
     a, a_err = attempt(run, DEVICE, using=first)
     b, b_err = attempt(run, DEVICE, using=call_other)
@@ -641,6 +643,36 @@ def relation_verdict():
         a, b = (a[0], {}), (b[0], {})
     show("drawn", a[0])
     show("other", b[0])
+    bad, meta = differ(b, a)
+    return "mismatch" if bad or meta else "pass"
+
+
+def with_threads(n, fn, *a, **k):
+    """fn(*a, **k) with torch's intra-op thread count set to n."""
+    was = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        return fn(*a, **k)
+    finally:
+        torch.set_num_threads(was)
+
+
+def threads_verdict():
+    """The CPU kernel with one intra-op thread and with several, on the same inputs: the same
+    result, and an error with both or neither."""
+    n = RELATION["threads"]
+    a, a_err = attempt(with_threads, 1, run, DEVICE)
+    b, b_err = attempt(with_threads, n, run, DEVICE)
+    print(f"relation: threads (1 and {n} intra-op threads)")
+    for name, err in (("one thread", a_err), (f"{n} threads", b_err)):
+        if err is not None:
+            print(f"with {name} it raised {type(err).__name__}: {err}")
+    if (a_err is None) != (b_err is None):
+        return "device_error"
+    if a_err is not None:
+        return "pass (both raise)"
+    show("one thread", a[0])
+    show(f"{n} threads", b[0])
     bad, meta = differ(b, a)
     return "mismatch" if bad or meta else "pass"
 
@@ -936,6 +968,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
             "index": relation.get("index"),
             "first": bool(relation.get("first")),
             **({"dtype": relation["dtype"], "top": relation.get("top")} if relation.get("dtype") else {}),
+            **({"threads": relation["threads"]} if relation.get("threads") else {}),
         },
         sign=bool(relation and relation.get("sign")),
         past_end=next(

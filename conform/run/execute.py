@@ -734,6 +734,18 @@ def _run_case(
             broken = batching.check_batch(op, case, observed, sides, by_value)
         if broken is None and not nondet and op.variant == "inplace":
             broken = metamorphic.check_alias(op, case, sides, by_value)
+        if broken is None and not nondet and is_plain_cpu(backend):
+            threaded = relation_sides(op, backend, threads=RELATION_THREADS)
+            broken = metamorphic.check_threads(
+                op,
+                case,
+                observed,
+                sides,
+                threaded,
+                by_value,
+                RELATION_THREADS,
+                unsteady=lambda first: _cpu_unsteady(op, case, first, by_value),
+            )
         functional = _functional_spec(op) if broken is None and (not nondet or _seeded_alike(op)) else None
         if (
             functional is not None
@@ -1832,20 +1844,40 @@ def hints_of(op) -> dict:
     return getattr(op.rules, "hints", None) or {}
 
 
-def relation_sides(op, backend, *, cpu_kernels: bool = False) -> metamorphic.Sides:
+# The intra-op threads of the threads relation (the device process computes with one): more than
+# this machine's cores is no matter, and four cut a kernel's few drawn rows or channels in more
+# places than two
+RELATION_THREADS = 4
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """torch's intra-op thread count set to `n` while the block runs (None: left as it is)."""
+    was = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n is not None:
+            torch.set_num_threads(was)
+
+
+def relation_sides(op, backend, *, cpu_kernels: bool = False, threads: int | None = None) -> metamorphic.Sides:
     """How conform.judge.metamorphic runs a case: on the device under test (on the CPU's kernels
-    instead with `cpu_kernels`), and on the CPU."""
+    instead with `cpu_kernels`), and on the CPU; with `threads`, the CPU's kernels run with that
+    many intra-op threads."""
     cpu = torch.device("cpu")
 
     def device(c):
         if cpu_kernels or is_plain_cpu(backend):
-            side = _run_side(op, c, to_device=_cpu_copy, device=cpu)
+            side = _run_side(op, c, to_device=_cpu_copy, device=cpu, ctx=intra_op_threads(threads))
         else:
             side = _run_side(op, c, **_on_device(backend))
         return ((side.result, side.written) if side.error is None else None), side.error
 
     def on_cpu(c, dtype):
-        return _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dtype))
+        return _observed(_run_side(op, c, to_device=_cpu_copy, device=cpu, dtype=dtype, ctx=intra_op_threads(threads)))
 
     return metamorphic.Sides(device, on_cpu)
 
