@@ -155,3 +155,98 @@ def unreduce(grad, x, dim, keepdim):
     if not keepdim and numpy.ndim(x):
         grad = numpy.expand_dims(grad, _axes(numpy.asarray(x), dim))
     return numpy.broadcast_to(grad, numpy.shape(x))
+
+
+# -- pooling, as aten/src/ATen/native/Pool.h and its CPU kernels define the windows ----------------
+
+
+def _per_dim(value, dims: int, default=None) -> list[int]:
+    """A pooling argument (an int, or a list of one or `dims` ints; empty: `default`) per dim."""
+    if value is None or (not isinstance(value, (int, numpy.integer)) and len(value) == 0):
+        return list(default)
+    values = [int(value)] if isinstance(value, (int, numpy.integer)) else [int(v) for v in value]
+    return values * dims if len(values) == 1 else values
+
+
+def pooled_size(size: int, kernel: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
+    """Pool.h's pooling_output_shape: the windows that fit, with ceil_mode one more where it
+    starts inside the input or its left padding."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, dims: int):
+    """The largest element of each window (NaN where the window holds one: the CPU kernels take a
+    NaN as the maximum), padding taking no part (a window of padding alone: -inf)."""
+    x = numpy.asarray(x)
+    k = _per_dim(kernel_size, dims)
+    s, p, d = _per_dim(stride, dims, k), _per_dim(padding, dims, [0]), _per_dim(dilation, dims, [1])
+    spatial = x.shape[x.ndim - dims :]
+    outs = [pooled_size(spatial[i], k[i], p[i], s[i], d[i], ceil_mode) for i in range(dims)]
+    # a window of padding alone (a dilated one can skip the input) keeps the kernel's start: -inf
+    lowest = -numpy.inf if numpy.issubdtype(x.dtype, numpy.floating) else numpy.iinfo(x.dtype).min
+    result = numpy.full(x.shape[: x.ndim - dims] + tuple(outs), lowest, dtype=x.dtype)
+    for o in numpy.ndindex(*outs):
+        reads = [
+            [q for q in (o[i] * s[i] - p[i] + j * d[i] for j in range(k[i])) if 0 <= q < spatial[i]]
+            for i in range(dims)
+        ]
+        window = x[(Ellipsis, *numpy.ix_(*reads))].reshape(x.shape[: x.ndim - dims] + (-1,))
+        if window.shape[-1]:
+            result[(Ellipsis, *o)] = window.max(axis=-1)
+    return result
+
+
+def avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, dims: int):
+    """The mean of each window as the CPU kernel (AvgPoolKernel.cpp) divides it: by the window's
+    size up to the padded input's end with count_include_pad, by the input elements it covers
+    without, or by divisor_override; a window wholly in the padding is 0. Integer inputs divide
+    as C++ does, toward zero."""
+    x = numpy.asarray(x)
+    k = _per_dim(kernel_size, dims)
+    s, p = _per_dim(stride, dims, k), _per_dim(padding, dims, [0])
+    spatial = x.shape[x.ndim - dims :]
+    outs = [pooled_size(spatial[i], k[i], p[i], s[i], 1, ceil_mode) for i in range(dims)]
+    result = numpy.zeros(x.shape[: x.ndim - dims] + tuple(outs), dtype=x.dtype)
+    for o in numpy.ndindex(*outs):
+        starts = [o[i] * s[i] - p[i] for i in range(dims)]
+        ends = [min(starts[i] + k[i], spatial[i] + p[i]) for i in range(dims)]
+        padded = int(numpy.prod([ends[i] - starts[i] for i in range(dims)]))
+        lo = [max(starts[i], 0) for i in range(dims)]
+        hi = [min(ends[i], spatial[i]) for i in range(dims)]
+        if any(lo[i] >= hi[i] for i in range(dims)):
+            continue
+        window = x[(Ellipsis, *(slice(lo[i], hi[i]) for i in range(dims)))].reshape(x.shape[: x.ndim - dims] + (-1,))
+        divisor = divisor_override or (padded if count_include_pad else window.shape[-1])
+        total = window.sum(axis=-1)
+        if numpy.issubdtype(x.dtype, numpy.integer):
+            floor = total // divisor  # C++ truncates: one more toward zero where a negative sum leaves a remainder
+            result[(Ellipsis, *o)] = floor + ((total < 0) & (total % divisor != 0))
+        else:
+            result[(Ellipsis, *o)] = total / divisor
+    return result
+
+
+def adaptive_pool(x, output_size, dims: int, how: str):
+    """Each output element the mean ("avg") or the largest ("max", NaN first) of its window:
+    input positions floor(o * in / out) up to ceil((o + 1) * in / out)."""
+    x = numpy.asarray(x)
+    spatial = x.shape[x.ndim - dims :]
+    outs = _per_dim(output_size, dims)
+    result = numpy.zeros(
+        x.shape[: x.ndim - dims] + tuple(outs),
+        dtype=numpy.result_type(x.dtype, numpy.float64) if how == "avg" else x.dtype,
+    )
+    for o in numpy.ndindex(*outs):
+        window = x[
+            (
+                Ellipsis,
+                *(slice(o[i] * spatial[i] // outs[i], -(-(o[i] + 1) * spatial[i] // outs[i])) for i in range(dims)),
+            )
+        ].reshape(x.shape[: x.ndim - dims] + (-1,))
+        if window.shape[-1]:
+            result[(Ellipsis, *o)] = window.mean(axis=-1) if how == "avg" else window.max(axis=-1)
+    return result

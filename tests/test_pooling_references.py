@@ -1,0 +1,142 @@
+"""Pooling's independent references (conform.judge.formulas): the windows as Pool.h sizes them,
+against torch's kernels where they are right, and a kernel golden shares a bug with."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import opdb
+from conform.backends import CPUBackend
+from conform.judge import formulas
+from conform.outcomes import Outcome
+from conform.run.execute import run_case
+from generators.case import Case, TensorSpec
+
+aten = torch.ops.aten
+MAX = (F.max_pool1d, F.max_pool2d, F.max_pool3d)
+AVG = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)
+ADAPTIVE = {"avg": (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d),
+            "max": (F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d)}  # fmt: skip
+
+
+def _config(rng):
+    dims = rng.choice([1, 2, 3])
+    k = [rng.randint(1, 4) for _ in range(dims)]
+    return (
+        dims,
+        k,
+        [rng.randint(1, 3) for _ in range(dims)],
+        [rng.randint(0, k[i] // 2) for i in range(dims)],
+        [rng.randint(1, 2) for _ in range(dims)],
+        rng.random() < 0.5,
+        [rng.randint(1, 6) for _ in range(dims)],
+    )
+
+
+def _input(rng, dims, size, dtype):
+    x = torch.randn(rng.choice([(2,), (1, 3)]) + tuple(size), dtype=torch.float64) * 10
+    if dtype == torch.int64:
+        return x.round().to(dtype)
+    if rng.random() < 0.4:  # a NaN or an infinity the window must carry
+        x.view(-1)[rng.randrange(x.numel())] = rng.choice([float("nan"), float("inf"), -float("inf")])
+    return x
+
+
+@pytest.mark.parametrize("kind", ["max", "avg", "adaptive avg", "adaptive max"])
+def test_the_formulas_are_the_cpu_kernels_where_they_are_right(kind):
+    rng, compared = random.Random(kind), 0
+    for _ in range(150):
+        dims, k, s, p, d, ceil, size = _config(rng)
+        dtype = rng.choice([torch.float64, torch.int64]) if kind in ("max", "avg") else torch.float64
+        x = _input(rng, dims, size, dtype)
+        try:
+            if kind == "max":
+                want, got = (
+                    MAX[dims - 1](x, k, s, p, d, ceil_mode=ceil),
+                    formulas.max_pool(x.numpy(), k, s, p, d, ceil, dims),
+                )
+            elif kind == "avg":
+                include, override = rng.random() < 0.5, rng.choice([None, 3]) if dims > 1 else None
+                extra = (override,) if dims > 1 else ()
+                want = AVG[dims - 1](x, k, s, p, ceil, include, *extra)
+                got = formulas.avg_pool(x.numpy(), k, s, p, ceil, include, override, dims)
+            else:
+                how = kind.split()[1]
+                want, got = (
+                    ADAPTIVE[how][dims - 1](x, size[::-1]),
+                    formulas.adaptive_pool(x.numpy(), size[::-1], dims, how),
+                )
+        except RuntimeError:  # a window larger than the padded input: the kernel refuses it
+            continue
+        want = want[0] if isinstance(want, tuple) else want
+        got = torch.from_numpy(np.asarray(got))
+        assert got.shape == want.shape and torch.equal(got.isnan(), want.isnan()), (dims, k, s, p, d, ceil, size)
+        assert torch.allclose(got.double(), want.double(), rtol=1e-12, atol=1e-12, equal_nan=True), (
+            dims,
+            k,
+            s,
+            p,
+            ceil,
+        )
+        compared += 1
+    assert compared > 60
+
+
+def test_a_window_of_padding_alone_is_minus_infinity_as_the_kernel_starts_it():
+    x = torch.tensor([[[5.0]]], dtype=torch.float64)  # dilation 2 steps over the one element
+    assert torch.equal(
+        torch.from_numpy(formulas.max_pool(x.numpy(), [2], [1], [1], [2], False, 1)), F.max_pool1d(x, 2, 1, 1, 2)
+    )
+
+
+class _PaddingNotCounted(TorchDispatchMode):
+    """avg_pool2d dividing by the input elements a window covers even with count_include_pad:
+    the float64 golden run goes through it too."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.avg_pool2d.default:
+            args = list(args) + [None] * (7 - len(args))
+            args[5] = False
+            return func(*args[:6])
+        return func(*args, **(kwargs or {}))
+
+
+class _NaNSkipped(TorchDispatchMode):
+    """max_pool2d that takes the largest number of each window, passing over its NaNs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (
+            aten.max_pool2d.default,
+            aten.max_pool2d_with_indices.default,
+        ):  # (the CPU's max_pool2d calls the latter)
+            x = args[0]
+            return func(torch.nan_to_num(x, nan=-torch.inf), *args[1:], **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def _case(qualname, x, *args):
+    return Case(qualname, (TensorSpec(tuple(x.shape), "float32", data=tuple(x.flatten().tolist())), *args), seed=1)
+
+
+@pytest.mark.parametrize(
+    "qualname, mode, args",
+    [
+        ("aten::avg_pool2d", _PaddingNotCounted, ([2, 2], [2, 2], [1, 1], False, True)),
+        ("aten::max_pool2d", _NaNSkipped, ([2, 2], [2, 2])),
+    ],
+)
+def test_a_pooling_bug_golden_shares_is_found_on_the_cpu(qualname, mode, args):
+    x = torch.arange(1.0, 17.0).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = float("nan") if qualname == "aten::max_pool2d" else x[0, 0, 0, 1]
+    op = opdb.lookup(qualname)
+    assert run_case(op, _case(qualname, x, *args), CPUBackend()).outcome is Outcome.PASS
+    with mode():
+        r = run_case(op, _case(qualname, x, *args), CPUBackend())
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (formulas." in r.message and "disagrees with the CPU kernel" in r.message
