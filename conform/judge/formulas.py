@@ -250,3 +250,89 @@ def adaptive_pool(x, output_size, dims: int, how: str):
         if window.shape[-1]:
             result[(Ellipsis, *o)] = window.mean(axis=-1) if how == "avg" else window.max(axis=-1)
     return result
+
+
+# -- indexing and selection, as torch's documentation defines them ----------------------------------
+
+
+def _within(index, size: int):
+    """`index` as int64, or ValueError where an entry lies outside [0, size): the kernel refuses
+    such an index (and an accepted one is judged elsewhere), numpy would wrap it."""
+    index = numpy.asarray(index, dtype=numpy.int64)
+    if index.size and (index.min() < 0 or index.max() >= size):
+        raise ValueError("an index outside the dim")
+    return index
+
+
+def gather(x, dim, index):
+    """out[i][j] = x[index[i][j]][j] (dim 0): index may be shorter than x in the other dims."""
+    x = numpy.asarray(x)
+    if x.ndim == 0:
+        return numpy.broadcast_to(x, numpy.shape(_within(index, 1))).copy()
+    dim = dim % x.ndim
+    index = _within(index, x.shape[dim])
+    part = tuple(slice(None) if d == dim else slice(0, index.shape[d]) for d in range(x.ndim))
+    return numpy.take_along_axis(x[part], index, axis=dim)
+
+
+def scatter_add(x, dim, index, src):
+    """x with src[i][j] added at x[index[i][j]][j] (dim 0), repeated indices adding up; src is
+    read over index's shape."""
+    x, src = numpy.asarray(x), numpy.asarray(src)
+    if x.ndim == 0:
+        return x + src.reshape(-1)[: numpy.size(_within(index, 1))].sum(dtype=x.dtype)
+    dim = dim % x.ndim
+    index = _within(index, x.shape[dim])
+    where = list(numpy.indices(index.shape, sparse=True))
+    where[dim] = index
+    out = x.copy()
+    numpy.add.at(out, tuple(where), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+def masked_select(x, mask):
+    """The elements of x where the mask, both broadcast, is true: a vector in row-major order."""
+    values, mask = numpy.broadcast_arrays(numpy.asarray(x), numpy.asarray(mask, dtype=bool))
+    return values[mask]
+
+
+def kthvalue(x, k, dim, keepdim):
+    """The k-th smallest element along dim (NaN the largest, as torch.sort puts it)."""
+    x = numpy.asarray(x)
+    if x.ndim == 0:
+        return x.copy()
+    picked = numpy.take(numpy.sort(x, axis=dim), [k - 1], axis=dim)
+    return picked if keepdim else numpy.squeeze(picked, axis=dim)
+
+
+def median(x, dim, keepdim, ignore_nan: bool):
+    """The lower of the two middle elements along dim (torch.median's); NaN where the slice holds
+    one, or with ignore_nan (nanmedian) the lower middle of its other elements, NaN if none."""
+    x = numpy.asarray(x)
+    if x.ndim == 0:
+        return x.copy()
+    moved = numpy.moveaxis(x, dim, -1)
+    out = numpy.empty(moved.shape[:-1], dtype=x.dtype)
+    for i in numpy.ndindex(*out.shape):
+        row = moved[i]
+        nan = numpy.isnan(row) if numpy.issubdtype(x.dtype, numpy.inexact) else numpy.zeros(row.shape, dtype=bool)
+        kept = row[~nan] if ignore_nan else row
+        if not kept.size or (not ignore_nan and nan.any()):
+            out[i] = numpy.nan
+        else:
+            out[i] = numpy.sort(kept)[(kept.size - 1) // 2]
+    return numpy.expand_dims(out, dim) if keepdim else out
+
+
+def topk(x, k, dim, largest, is_sorted):
+    """The k largest (smallest) elements along dim, from the largest (smallest) on; NaN the
+    largest, as torch.sort puts it. In no defined order when not sorted: ValueError."""
+    if not is_sorted:
+        raise ValueError("topk's order is unspecified when not sorted")
+    x = numpy.asarray(x)
+    if x.ndim == 0:
+        return x.copy()
+    ordered = numpy.sort(x, axis=dim)
+    if largest:
+        ordered = numpy.flip(ordered, axis=dim)
+    return numpy.take(ordered, range(k), axis=dim)

@@ -42,6 +42,7 @@ from conform.judge import invariants
 from conform.judge import verdict as oracle
 from conform.judge.compare import Record, _spacing, bind_arguments, failures, leaves
 from conform.judge.tolerances import is_inexact, leaf_scale, tolerance_at
+from generators.case import TensorSpec
 
 DECOMPOSITION = "decomposition"
 
@@ -681,6 +682,20 @@ def _as_the_kernel_reads(case, result_dtype):
     return tx
 
 
+def _promoted(case, promote, args, kwargs):
+    """`promote` (_as_the_kernel_reads) applied to the arguments, except the tensors the case draws
+    as indices: the kernel reads an index as the integer it is, where a value would be promoted to
+    the result's dtype (index 746 is 744 in bfloat16)."""
+
+    def index(spec) -> bool:
+        return isinstance(spec, TensorSpec) and spec.values == "index"
+
+    args = tuple(
+        a if i < len(case.args) and index(case.args[i]) else oracle._map_tensors(a, promote) for i, a in enumerate(args)
+    )
+    return args, {k: v if index(case.kwargs.get(k)) else oracle._map_tensors(v, promote) for k, v in kwargs.items()}
+
+
 def _upcast(t):
     if isinstance(t, torch.Tensor) and is_inexact(t.dtype) and t.layout == torch.strided and not t.is_quantized:
         return t.detach().to(torch.complex128 if t.is_complex() else torch.float64)
@@ -707,17 +722,14 @@ def opinion(
             )
         else:
             args, kwargs = case.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-        args, kwargs = (
-            oracle._map_tensors(args, promote),
-            {k: oracle._map_tensors(v, promote) for k, v in kwargs.items()},
-        )
+        args, kwargs = _promoted(case, promote, args, kwargs)
         result, mask = evaluate(ref, op, args, kwargs)
     except Exception:  # noqa: BLE001 - a case the reference cannot be run on: no opinion, never a crash
         return None
 
     def run(c, tx=None):
         a2, k2 = c.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-        a2, k2 = oracle._map_tensors(a2, promote), {k: oracle._map_tensors(v, promote) for k, v in k2.items()}
+        a2, k2 = _promoted(c, promote, a2, k2)
         if tx is not None:
             a2, k2 = oracle._map_tensors(a2, tx), {k: oracle._map_tensors(v, tx) for k, v in k2.items()}
         return evaluate(ref, op, a2, k2)[0]

@@ -1,5 +1,6 @@
-"""Pooling's independent references (conform.judge.formulas): the windows as Pool.h sizes them,
-against torch's kernels where they are right, and a kernel golden shares a bug with."""
+"""Independent references written as formulas (conform.judge.formulas): pooling's windows as Pool.h
+sizes them, indexing and selection as torch documents them; against torch's kernels where they
+are right, and a kernel golden shares a bug with."""
 
 from __future__ import annotations
 
@@ -140,3 +141,56 @@ def test_a_pooling_bug_golden_shares_is_found_on_the_cpu(qualname, mode, args):
         r = run_case(op, _case(qualname, x, *args), CPUBackend())
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "independent reference (formulas." in r.message and "disagrees with the CPU kernel" in r.message
+
+
+def _selection(rng, kind):
+    nd = rng.randint(1, 3)
+    shape = tuple(rng.randint(1, 4) for _ in range(nd))
+    dtype = rng.choice([torch.float64, torch.int64])
+    x = torch.randn(shape, dtype=torch.float64) * 5
+    if dtype == torch.int64:
+        x = x.round().long()
+    elif rng.random() < 0.4:
+        x.view(-1)[rng.randrange(x.numel())] = float("nan")
+    dim = rng.randrange(-nd, nd)
+    n = shape[dim]
+    if kind == "gather":
+        ish = tuple(rng.randint(0, s) if d != dim % nd else rng.randint(0, 4) for d, s in enumerate(shape))
+        index = torch.randint(0, n, ish)
+        return torch.gather(x, dim, index), formulas.gather(x.numpy(), dim, index.numpy())
+    if kind == "scatter_add":
+        index = torch.randint(0, n, tuple(rng.randint(0, s) for s in shape))
+        src = torch.randint(-5, 5, shape).to(x.dtype)
+        return x.scatter_add(dim, index, src), formulas.scatter_add(x.numpy(), dim, index.numpy(), src.numpy())
+    if kind == "masked_select":
+        mask = torch.rand(shape[rng.randint(0, nd - 1) :]) > 0.5
+        return torch.masked_select(x, mask), formulas.masked_select(x.numpy(), mask.numpy())
+    if kind == "kthvalue":
+        k, keep = rng.randint(1, n), rng.random() < 0.5
+        return torch.kthvalue(x, k, dim, keep)[0], formulas.kthvalue(x.numpy(), k, dim, keep)
+    if kind in ("median", "nanmedian"):
+        keep = rng.random() < 0.5
+        return getattr(torch, kind)(x, dim, keep)[0], formulas.median(x.numpy(), dim, keep, kind == "nanmedian")
+    k, largest = rng.randint(0, n), rng.random() < 0.5
+    return torch.topk(x, k, dim, largest)[0], formulas.topk(x.numpy(), k, dim, largest, True)
+
+
+@pytest.mark.parametrize("kind", ["gather", "scatter_add", "masked_select", "kthvalue", "median", "nanmedian", "topk"])
+def test_the_selection_formulas_are_the_cpu_kernels_where_they_are_right(kind):
+    rng = random.Random(kind)
+    for _ in range(120):
+        want, got = _selection(rng, kind)
+        got = torch.from_numpy(np.asarray(got))
+        assert got.shape == want.shape, kind
+        assert torch.allclose(got.double(), want.double(), rtol=0, atol=0, equal_nan=True), kind
+
+
+def test_an_index_is_read_as_the_integer_it_is_in_a_low_precision_cell():
+    # the sweep's case: index 746 is 744 in bfloat16; promoted as a value would be, the reference
+    # added src's NaN at 744, not at 746 where the kernel rightly put it
+    op = opdb.lookup("aten::scatter_add_")
+    x = TensorSpec((1176,), "bfloat16", magnitude="moderate")
+    index = TensorSpec((62,), "int64", values="index", low=0, high=1176)
+    src = TensorSpec((1176,), "bfloat16", values="special")
+    r = run_case(op, Case(op.qualname, (x, 0, index, src)), CPUBackend(), grad=False)
+    assert r.outcome is Outcome.PASS, r.message
