@@ -20,8 +20,9 @@ braces, as shells do: "aten::log{,_}{,.*}" is "aten::log", "aten::log.*", "aten:
 # ```
 #
 # `reason` explains the entry; it becomes the `untestable` text when `untestable = true`, and is
-# kept as `hints["reasons"][field]` for the other fields it set (`{"domain": "log is ..."}`), so a
-# report can say why a domain or a nondeterminism was chosen.
+# kept as `hints["reasons"][field]` for the other fields it set (`{"domain": "log is ..."}`), and
+# as `hints["reasons"]["hints.<name>"]` for each hint it set, so a report can say why a domain, a
+# nondeterminism or a reference was chosen.
 #
 # Precedence: files are read in name order, entries in file order. For each field, the most
 # specific matching key wins: an exact qualname beats any glob, and among globs the one with more
@@ -289,6 +290,9 @@ def merge_rules(
             elif k == "reason":
                 for explained in e.fields.keys() - {"reason", "untestable"}:
                     reasons[explained] = v
+                # and each hint's own, since several files set hints of one op ("hints" keeps the last)
+                for name in e.fields.get("hints", {}):
+                    reasons[f"hints.{name}"] = v
             else:
                 merged[k] = v
     if reasons:

@@ -195,7 +195,8 @@ def reference_for(op) -> Reference | None:
         expr = hints["reference"]
         if not expr:
             return None  # an entry that says no reference applies, with its reason
-        why = (hints.get("reasons") or {}).get("hints", "")
+        reasons = hints.get("reasons") or {}
+        why = reasons.get("hints.reference", reasons.get("hints", ""))
         origin = "torch._decomp" if expr == DECOMPOSITION else _origin(expr)
         if expr == DECOMPOSITION and not _independent(op.qualname):
             return None
