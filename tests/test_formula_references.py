@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import opdb
 from conform.backends import CPUBackend
-from conform.judge import formulas
+from conform.judge import formulas, references
 from conform.outcomes import Outcome
 from conform.run.execute import run_case
 from generators.case import Case, TensorSpec
@@ -194,3 +194,74 @@ def test_an_index_is_read_as_the_integer_it_is_in_a_low_precision_cell():
     src = TensorSpec((1176,), "bfloat16", values="special")
     r = run_case(op, Case(op.qualname, (x, 0, index, src)), CPUBackend(), grad=False)
     assert r.outcome is Outcome.PASS, r.message
+
+
+def test_a_reference_gives_its_own_reason_where_other_files_set_hints_of_the_op():
+    # shapes.toml sets scatter_add_'s int32 index hint after references.toml sets its reference
+    why = references.reference_for(opdb.lookup("aten::scatter_add_")).why
+    assert "repeated indices adding up" in why and "int32" not in why
+
+
+def _conv_config(rng):
+    dims, groups = rng.choice([1, 2, 3]), rng.choice([1, 2])
+    cin, cout = groups * rng.randint(1, 2), groups * rng.randint(1, 2)
+    k = [rng.randint(1, 3) for _ in range(dims)]
+    s, d = [rng.randint(1, 2) for _ in range(dims)], [rng.randint(1, 2) for _ in range(dims)]
+    batch = (2,) if rng.random() < 0.7 else ()
+    x = torch.randn(batch + (cin,) + tuple(rng.randint(1, 5) for _ in range(dims)), dtype=torch.float64)
+    bias = torch.randn(cout, dtype=torch.float64) if rng.random() < 0.5 else None
+    return dims, groups, cin, cout, k, s, d, x, bias
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")
+def test_the_convolution_formulas_are_the_cpu_kernels_where_they_are_right():
+    rng, compared = random.Random("conv"), 0
+    for _ in range(200):
+        dims, groups, cin, cout, k, s, d, x, bias = _conv_config(rng)
+        b = None if bias is None else bias.numpy()
+        try:
+            if rng.random() < 0.5:
+                w = torch.randn((cout, cin // groups, *k), dtype=torch.float64)
+                pad = rng.choice(["same", "valid", [rng.randint(0, 2) for _ in range(dims)]])
+                s = [1] * dims if pad == "same" else s
+                want = (F.conv1d, F.conv2d, F.conv3d)[dims - 1](x, w, bias, s, pad, d, groups)
+                got = formulas.conv(x.numpy(), w.numpy(), b, s, pad, d, groups, dims)
+            else:
+                w = torch.randn((cin, cout // groups, *k), dtype=torch.float64)
+                p, extra = (
+                    [rng.randint(0, 2) for _ in range(dims)],
+                    [rng.randint(0, max(s[i], d[i]) - 1) for i in range(dims)],
+                )
+                want = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1](
+                    x, w, bias, s, p, extra, groups, d
+                )
+                got = formulas.conv_transpose(x.numpy(), w.numpy(), b, s, p, extra, groups, d, dims)
+        except RuntimeError:  # a kernel larger than the padded input: the op refuses it
+            continue
+        assert torch.allclose(torch.from_numpy(np.asarray(got)), want, rtol=1e-10, atol=1e-10), (dims, groups, k, s, d)
+        compared += 1
+    assert compared > 100
+
+
+class _DilationIgnored(TorchDispatchMode):
+    """A convolution kernel that reads its kernel's taps next to each other whatever the dilation."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.convolution.default:
+            args = list(args)
+            args[5] = [1] * len(args[5])  # the test's kernel is two taps dilated by 2: one element too many
+            out = func(*args)
+            return out[..., : out.shape[-1] - 1]
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_convolution_bug_golden_shares_is_found_on_the_cpu():
+    op = opdb.lookup("aten::conv1d")
+    x = TensorSpec((1, 1, 8), "float32", data=tuple(float(i) for i in range(8)))
+    w = TensorSpec((1, 1, 2), "float32", data=(1.0, -1.0))
+    case = Case(op.qualname, (x, w, None, [1], [0], [2]), seed=1)
+    assert run_case(op, case, CPUBackend()).outcome is Outcome.PASS
+    with _DilationIgnored():
+        r = run_case(op, case, CPUBackend())
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (formulas.conv)" in r.message and "disagrees with the CPU kernel" in r.message

@@ -336,3 +336,75 @@ def topk(x, k, dim, largest, is_sorted):
     if largest:
         ordered = numpy.flip(ordered, axis=dim)
     return numpy.take(ordered, range(k), axis=dim)
+
+
+# -- convolution, as torch.nn.Conv{1,2,3}d and ConvTranspose{1,2,3}d document it ---------------
+
+
+def _conv_padding(padding, kernel: list[int], dilation: list[int], dims: int) -> list[tuple[int, int]]:
+    """(before, after) per spatial dim: "valid" none, "same" dilation * (kernel - 1) split with
+    the odd one after (Convolution.cpp's _convolution_mode), numbers on both sides."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * dims
+        total = [dilation[i] * (kernel[i] - 1) for i in range(dims)]
+        return [(t // 2, t - t // 2) for t in total]
+    return [(p, p) for p in _per_dim(padding, dims, [0])]
+
+
+def conv(x, weight, bias, stride, padding, dilation, groups, dims: int):
+    """out[n, o] = bias[o] + sum over the group's input channels c and kernel offsets k of
+    x[n, c, s * i + d * k - p] * weight[o, c, k] (cross-correlation), an unbatched input as a
+    batch of one."""
+    x, weight = numpy.asarray(x), numpy.asarray(weight)
+    unbatched = x.ndim == dims + 1
+    if unbatched:
+        x = x[None]
+    kernel = list(weight.shape[2:])
+    s, d = _per_dim(stride, dims, [1]), _per_dim(dilation, dims, [1])
+    x = numpy.pad(x, [(0, 0), (0, 0)] + _conv_padding(padding, kernel, d, dims))
+    outs = [(x.shape[2 + i] - d[i] * (kernel[i] - 1) - 1) // s[i] + 1 for i in range(dims)]
+    n, cin = x.shape[:2]
+    cout, per_group = weight.shape[0], cin // groups
+    xg = x.reshape((n, groups, per_group) + x.shape[2:])
+    wg = weight.reshape((groups, cout // groups, per_group) + tuple(kernel))
+    out = numpy.zeros((n, groups, cout // groups) + tuple(outs), dtype=numpy.result_type(x, weight))
+    for k in numpy.ndindex(*kernel):
+        window = xg[
+            (slice(None), slice(None), slice(None))
+            + tuple(slice(k[i] * d[i], k[i] * d[i] + s[i] * (outs[i] - 1) + 1, s[i]) for i in range(dims))
+        ]
+        out += numpy.einsum("ngc...,goc->ngo...", window, wg[(Ellipsis, *k)])
+    out = out.reshape((n, cout) + tuple(outs))
+    if bias is not None:
+        out = out + numpy.asarray(bias).reshape((1, cout) + (1,) * dims)
+    return out[0] if unbatched else out
+
+
+def conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, dims: int):
+    """The adjoint of conv: each x[n, c, i] times weight[c, o, k] added at s * i + d * k - p,
+    output_padding more at the end of each dim, an unbatched input as a batch of one."""
+    x, weight = numpy.asarray(x), numpy.asarray(weight)
+    unbatched = x.ndim == dims + 1
+    if unbatched:
+        x = x[None]
+    kernel = list(weight.shape[2:])
+    s, d = _per_dim(stride, dims, [1]), _per_dim(dilation, dims, [1])
+    p, extra = _per_dim(padding, dims, [0]), _per_dim(output_padding, dims, [0])
+    n, cin = x.shape[:2]
+    per_group, cout_g = cin // groups, weight.shape[1]
+    full = [(x.shape[2 + i] - 1) * s[i] + d[i] * (kernel[i] - 1) + 1 + extra[i] for i in range(dims)]
+    out = numpy.zeros((n, groups, cout_g) + tuple(full), dtype=numpy.result_type(x, weight))
+    xg = x.reshape((n, groups, per_group) + x.shape[2:])
+    wg = weight.reshape((groups, per_group, cout_g) + tuple(kernel))
+    for k in numpy.ndindex(*kernel):
+        at = (slice(None), slice(None), slice(None)) + tuple(
+            slice(k[i] * d[i], k[i] * d[i] + s[i] * (x.shape[2 + i] - 1) + 1, s[i]) for i in range(dims)
+        )
+        out[at] += numpy.einsum("ngc...,gco->ngo...", xg, wg[(Ellipsis, *k)])
+    sizes = [full[i] - 2 * p[i] for i in range(dims)]
+    out = out[(slice(None), slice(None), slice(None)) + tuple(slice(p[i], p[i] + sizes[i]) for i in range(dims))]
+    out = out.reshape((n, groups * cout_g) + tuple(sizes))
+    if bias is not None:
+        out = out + numpy.asarray(bias).reshape((1, groups * cout_g) + (1,) * dims)
+    return out[0] if unbatched else out
