@@ -180,23 +180,25 @@ def pooled_size(size: int, kernel: int, pad: int, stride: int, dilation: int, ce
 
 def max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, dims: int):
     """The largest element of each window (NaN where the window holds one: the CPU kernels take a
-    NaN as the maximum), padding taking no part (a window of padding alone: -inf)."""
+    NaN as the maximum), padding taking no part; ValueError (no opinion) where a window reads
+    padding alone."""
     x = numpy.asarray(x)
     k = _per_dim(kernel_size, dims)
     s, p, d = _per_dim(stride, dims, k), _per_dim(padding, dims, [0]), _per_dim(dilation, dims, [1])
     spatial = x.shape[x.ndim - dims :]
     outs = [pooled_size(spatial[i], k[i], p[i], s[i], d[i], ceil_mode) for i in range(dims)]
-    # a window of padding alone (a dilated one can skip the input) keeps the kernel's start: -inf
-    lowest = -numpy.inf if numpy.issubdtype(x.dtype, numpy.floating) else numpy.iinfo(x.dtype).min
-    result = numpy.full(x.shape[: x.ndim - dims] + tuple(outs), lowest, dtype=x.dtype)
+    result = numpy.zeros(x.shape[: x.ndim - dims] + tuple(outs), dtype=x.dtype)
     for o in numpy.ndindex(*outs):
         reads = [
             [q for q in (o[i] * s[i] - p[i] + j * d[i] for j in range(k[i])) if 0 <= q < spatial[i]]
             for i in range(dims)
         ]
+        if not all(reads):
+            # a dilated window can read padding alone: the CPU gives its start, -inf, where the op
+            # should refuse the arguments (a published bug): no opinion on such a case
+            raise ValueError("a window of padding alone")
         window = x[(Ellipsis, *numpy.ix_(*reads))].reshape(x.shape[: x.ndim - dims] + (-1,))
-        if window.shape[-1]:
-            result[(Ellipsis, *o)] = window.max(axis=-1)
+        result[(Ellipsis, *o)] = window.max(axis=-1)
     return result
 
 
