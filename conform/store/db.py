@@ -19,6 +19,7 @@ import json
 import math
 import os
 import sqlite3
+import time
 import uuid as uuidlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,6 +124,18 @@ def _json_dumps(obj) -> str:
 # PostgreSQL text cannot hold NUL characters (SQLite can); a traceback or message may carry one.
 def _text(value):
     return value.replace("\x00", "\\x00") if isinstance(value, str) else value
+
+
+# How long a SQLite writer keeps trying a transaction that found the database locked. busy_timeout
+# waits for a lock only where SQLite may wait: a WAL transaction whose snapshot another writer
+# made stale (SQLITE_BUSY_SNAPSHOT), a journal-mode switch and WAL recovery answer "database is
+# locked" at once (sqlite.org/rescode.html#busy_snapshot, sqlite.org/wal.html). The whole
+# transaction, rolled back, runs again.
+_LOCKED_RETRY_S = 60.0
+
+
+def _locked(e: BaseException) -> bool:
+    return "database is locked" in str(e) or "database table is locked" in str(e)
 
 
 # An arbitrary constant: the key of the advisory lock that serialises schema changes on PostgreSQL.
@@ -255,7 +268,7 @@ class Store:
 
     def _guard(self, fn):
         try:
-            return fn()
+            return self._locked_retrying(fn)
         except OperationalError as e:
             msg = _driver_message(e)
             if "disk" in msg.lower() and "full" in msg.lower():
@@ -267,6 +280,20 @@ class Store:
             if _is_damage(e):
                 raise StoreError(f"{self.where} is damaged: {_driver_message(e)}") from None
             raise StoreError(f"database error on {self.where}: {_driver_message(e)}") from None
+
+    def _locked_retrying(self, fn):
+        """fn(), again while SQLite answers "database is locked" (see _LOCKED_RETRY_S)."""
+        if not self.is_sqlite:
+            return fn()
+        deadline, pause = time.monotonic() + _LOCKED_RETRY_S, 0.01
+        while True:
+            try:
+                return fn()
+            except OperationalError as e:
+                if not _locked(e) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     # -- sessions ----------------------------------------------------------------------------
 
