@@ -265,3 +265,164 @@ def test_a_convolution_bug_golden_shares_is_found_on_the_cpu():
         r = run_case(op, case, CPUBackend())
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "independent reference (formulas.conv)" in r.message and "disagrees with the CPU kernel" in r.message
+
+
+# -- linear algebra --------------------------------------------------------------------------------
+
+
+def _spd(rng, batch, n, dtype=torch.float64):
+    a = torch.randn(batch + (n, n), dtype=dtype)
+    return a @ a.mH + n * torch.eye(n, dtype=dtype)
+
+
+def _linalg(rng, kind):
+    """(torch's float64 result, the formula's) for a random case of `kind`."""
+    batch = rng.choice([(), (2,), (2, 1)])
+    n = rng.randint(1, 4)
+    dtype = rng.choice([torch.float64, torch.complex128])
+    if kind == "cholesky":
+        upper = rng.random() < 0.5
+        a = _spd(rng, batch, n, dtype)
+        a = a + torch.randn_like(a).tril(-1) if upper else a + torch.randn_like(a).triu(1)  # the unread triangle
+        return torch.linalg.cholesky(a, upper=upper), formulas.cholesky(a.numpy(), upper)
+    if kind in ("cholesky_solve", "cholesky_inverse"):
+        upper = rng.random() < 0.5
+        f = torch.linalg.cholesky(_spd(rng, batch, n, dtype), upper=upper)
+        f = f + torch.randn_like(f).tril(-1) if upper else f + torch.randn_like(f).triu(1)
+        if kind == "cholesky_inverse":
+            return torch.cholesky_inverse(f, upper), formulas.cholesky_inverse(f.numpy(), upper)
+        b = torch.randn(batch + (n, rng.randint(1, 3)), dtype=dtype)
+        return torch.cholesky_solve(b, f, upper), formulas.cholesky_solve(b.numpy(), f.numpy(), upper)
+    if kind == "solve_triangular":
+        upper, left, unit = (rng.random() < 0.5 for _ in range(3))
+        a = torch.randn(batch + (n, n), dtype=dtype) + 3 * torch.eye(n, dtype=dtype)
+        b = torch.randn(batch + ((n, 2) if left else (2, n)), dtype=dtype)
+        got = torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)
+        return got, formulas.solve_triangular(a.numpy(), b.numpy(), upper, left, unit)
+    if kind == "triangular_solve":
+        upper, transpose, unit = (rng.random() < 0.5 for _ in range(3))
+        a = torch.randn(batch + (n, n), dtype=dtype) + 3 * torch.eye(n, dtype=dtype)
+        b = torch.randn(batch + (n, 2), dtype=dtype)
+        got = torch.triangular_solve(b, a, upper, transpose, unit).solution
+        return got, formulas.solve_triangular(a.numpy(), b.numpy(), upper, True, unit, transpose)
+    # not 1e200: torch's float64 norms square in float64 and overflow there
+    x = torch.randn(batch + (n, rng.randint(1, 4)), dtype=dtype) * 10.0 ** rng.choice([0, 30])
+    keep = rng.random() < 0.5
+    if kind == "matrix_norm":
+        ord_ = rng.choice(["fro", "nuc", 1, -1, 2, -2, float("inf"), -float("inf")])
+        return torch.linalg.matrix_norm(x, ord_, keepdim=keep), formulas.matrix_norm(x.numpy(), ord_, (-2, -1), keep)
+    if kind == "linalg_norm":
+        ord_, dim = rng.choice(
+            [(None, None), (None, [-1]), (3.0, [-1]), (0.5, [-2]), ("nuc", [-2, -1]), (2.0, [-1, -2])]
+        )
+        return torch.linalg.norm(x, ord_, dim, keep), formulas.linalg_norm(x.numpy(), ord_, dim, keep)
+    if kind == "cdist":
+        y = torch.randn(x.shape[:-2] + (3, x.shape[-1]), dtype=torch.float64)
+        p = rng.choice([0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+        return torch.cdist(x.real, y, p), formulas.cdist(x.real.numpy(), y.numpy(), p)
+    if kind == "cosine_similarity":
+        y = torch.randn(x.shape[-1:], dtype=torch.float64)
+        return F.cosine_similarity(x.real, y, -1, 1e-8), formulas.cosine_similarity(x.real.numpy(), y.numpy(), -1, 1e-8)
+    if kind == "addbmm":
+        b1, b2 = torch.randn(3, n, 2, dtype=dtype), torch.randn(3, 2, 4, dtype=dtype)
+        s = torch.full((n, 4), float("nan"), dtype=dtype)  # never read where beta is 0
+        beta, alpha = rng.choice([0.0, 0.5]), rng.choice([1.0, -2.0])
+        if beta:
+            s = torch.randn_like(s)
+        return torch.addbmm(s, b1, b2, beta=beta, alpha=alpha), formulas.addbmm(
+            s.numpy(), b1.numpy(), b2.numpy(), beta, alpha
+        )
+    if kind in NORMS:
+        return _norm(rng, kind)
+    assert kind == "matrix_exp"
+    a = torch.randn(batch + (n, n), dtype=dtype)
+    return torch.linalg.matrix_exp(a), formulas.matrix_exp(a.numpy())
+
+
+NORMS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
+
+
+def _norm(rng, kind):
+    c, spatial = rng.choice([2, 4, 6]), tuple(rng.randint(2, 4) for _ in range(rng.randint(1, 2)))
+    x = torch.randn((rng.randint(1, 3), c) + spatial, dtype=torch.float64) * 10.0 ** rng.choice([0, 3, -3])
+    w, b = torch.randn(c, dtype=torch.float64), torch.randn(c, dtype=torch.float64)
+    eps = rng.choice([1e-5, 1e-3])
+    if kind in ("layer_norm", "rms_norm"):
+        shape = list(x.shape[-rng.randint(1, x.ndim - 1) :])
+        lw = torch.randn(shape, dtype=torch.float64)
+        if kind == "rms_norm":
+            return aten.rms_norm(x, shape, lw, None), formulas.rms_norm(x.numpy(), shape, lw.numpy(), None)
+        return aten.layer_norm(x, shape, lw, lw, eps), formulas.layer_norm(
+            x.numpy(), shape, lw.numpy(), lw.numpy(), eps
+        )
+    if kind == "group_norm":
+        return aten.group_norm(x, 2, w, b, eps), formulas.group_norm(x.numpy(), 2, w.numpy(), b.numpy(), eps)
+    stats = rng.random() < 0.5  # the batch's (the sample's) statistics, or running ones
+    rm, rv = (None, None) if stats else (b, w.abs())
+    np_rm, np_rv = (None, None) if stats else (rm.numpy(), rv.numpy())
+    if kind == "batch_norm":
+        got = aten.batch_norm(x, w, b, rm, rv, stats, 0.1, eps, False)
+        return got, formulas.batch_norm(x.numpy(), w.numpy(), b.numpy(), np_rm, np_rv, stats, eps)
+    got = aten.instance_norm(x, w, b, rm, rv, stats, 0.1, eps, False)
+    return got, formulas.instance_norm(x.numpy(), w.numpy(), b.numpy(), np_rm, np_rv, stats, eps)
+
+
+LINALG = ["cholesky", "cholesky_solve", "cholesky_inverse", "solve_triangular", "triangular_solve", "matrix_norm",
+          "linalg_norm", "cdist", "cosine_similarity", "addbmm", "matrix_exp", *NORMS]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("kind", LINALG)
+def test_the_linear_algebra_and_normalization_formulas_are_the_cpu_kernels_where_they_are_right(kind):
+    rng = random.Random(kind)
+    for _ in range(40):
+        got, want = _linalg(rng, kind)
+        want = torch.as_tensor(np.asarray(want)).to(got.dtype)
+        assert got.shape == want.shape, (kind, got.shape, want.shape)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True, msg=kind)
+
+
+def test_an_integer_einsum_is_summed_as_the_kernel_sums_it():
+    """A one-operand int32 einsum is a sum (int64 in torch); two operands wrap in int32."""
+    x = torch.tensor([[2**31 - 1, 1], [-5, 2]], dtype=torch.int32)
+    assert torch.einsum("ca->a", x).tolist() == formulas.einsum("ca->a", [x.numpy()]).tolist()
+    op = opdb.lookup("aten::einsum")
+    case = Case(op.qualname, ("ca->a", [TensorSpec((2, 2), "int32", data=tuple(x.flatten().tolist()))]), seed=1)
+    assert run_case(op, case, CPUBackend()).outcome is Outcome.PASS
+
+
+def test_a_non_finite_input_leaves_a_lapack_reference_without_opinion():
+    """A NaN in B reaches other rows through a general solver's zeros (0 * NaN) and not through a
+    triangular one: where NaN and infinity land is the algorithm's, so the reference says nothing."""
+    op = opdb.lookup("aten::linalg_solve_triangular")
+    ref = references.reference_for(op)
+    assert ref.finite
+    a = torch.tensor([[1.0, 0.5], [0.0, 1.0]], dtype=torch.float64)
+    b = torch.tensor([[float("nan")], [1.5]], dtype=torch.float64)
+    with pytest.raises(references._NoOpinion):
+        references.evaluate(ref, op, (a, b), {"upper": True})
+    got, _ = references.evaluate(ref, op, (a, b.nan_to_num(2.0)), {"upper": True})
+    assert got.tolist() == [[1.25], [1.5]]
+
+
+class _LowerRead(TorchDispatchMode):
+    """linalg_cholesky(upper=True) that reads the lower triangle: the float64 golden run too."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.linalg_cholesky_ex.default and (kwargs or {}).get("upper", args[1] if len(args) > 1 else False):
+            a = args[0]
+            low = a.tril(-1)
+            herm = low + low.mH + torch.diag_embed(a.diagonal(dim1=-2, dim2=-1))
+            return func(herm, *args[1:], **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_linear_algebra_bug_golden_shares_is_found_on_the_cpu():
+    op = opdb.lookup("aten::linalg_cholesky")
+    a = [4.0, 1.0, 0.5, 2.0, 5.0, 1.0, 0.25, 3.0, 6.0]  # the upper and lower triangles differ
+    case = Case(op.qualname, (TensorSpec((3, 3), "float32", data=tuple(a)),), {"upper": True}, seed=1)
+    assert run_case(op, case, CPUBackend()).outcome is Outcome.PASS
+    with _LowerRead():
+        r = run_case(op, case, CPUBackend())
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (formulas.cholesky)" in r.message and "disagrees with the CPU kernel" in r.message

@@ -1,4 +1,5 @@
-"""Losses and activations as their documentation writes them, evaluated stably in float64.
+"""Ops as their documentation writes them, in NumPy and float64: losses, activations, pooling,
+convolution, selection, linear algebra and normalization.
 
 The independent references of opdb/rules/references.toml name these where no library function
 computes the op: each is the documented formula (torch.nn's page of the loss), with every log of
@@ -9,7 +10,7 @@ scale (softplus's beta) whose product with the input overflows exp. `indetermina
 elements where the formula itself is 0 * inf or inf - inf at inputs that hold no NaN: the
 reference decides nothing there.
 
-NumPy (and scipy.special inside a function): reproduction scripts embed this module's source.
+NumPy (and SciPy inside a function): reproduction scripts embed this module's source.
 """
 
 from __future__ import annotations
@@ -410,3 +411,242 @@ def conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dil
     if bias is not None:
         out = out + numpy.asarray(bias).reshape((1, groups * cout_g) + (1,) * dims)
     return out[0] if unbatched else out
+
+
+# -- linear algebra, in NumPy's own LAPACK (not torch's calls into its BLAS and LAPACK) ---------------
+
+
+def _mT(a):
+    return numpy.swapaxes(a, -1, -2)
+
+
+def _from_triangle(a, upper: bool):
+    """The Hermitian matrix that one triangle of `a` and its real diagonal define: what LAPACK's
+    potrf and syevd read of their input (the other triangle is never touched)."""
+    a = numpy.asarray(a)
+    tri = numpy.triu(a, 1) if upper else numpy.tril(a, -1)
+    diag = numpy.real(numpy.diagonal(a, axis1=-2, axis2=-1))
+    return tri + numpy.conj(_mT(tri)) + diag[..., None] * numpy.eye(a.shape[-1])
+
+
+def cholesky(a, upper: bool):
+    """The Cholesky factor of the Hermitian positive-definite matrix of `a`'s lower (upper)
+    triangle: L with A = L L^H, or U = L^H with A = U^H U. numpy raises on an indefinite matrix
+    (torch raises too, or reports it in `info`): no opinion there."""
+    low = numpy.linalg.cholesky(_from_triangle(a, upper))
+    return numpy.conj(_mT(low)) if upper else low
+
+
+def cholesky_solve(b, factor, upper: bool):
+    """X with A X = B, A = L L^H (U^H U) of the triangular factor as given; torch reads only the
+    factor's own triangle."""
+    f = numpy.triu(factor) if upper else numpy.tril(factor)
+    a = numpy.conj(_mT(f)) @ f if upper else f @ numpy.conj(_mT(f))
+    return numpy.linalg.solve(a, b)
+
+
+def cholesky_inverse(factor, upper: bool):
+    """The inverse of A = L L^H (U^H U) of the triangular factor."""
+    n = numpy.shape(factor)[-1]
+    return cholesky_solve(numpy.broadcast_to(numpy.eye(n), numpy.shape(factor)), factor, upper)
+
+
+def solve_triangular(a, b, upper: bool, left: bool = True, unitriangular: bool = False, transpose: bool = False):
+    """X with T X = B (X T = B where not `left`), T the upper (lower) triangle of `a`, its diagonal
+    taken as ones where `unitriangular`, transposed first where `transpose`. numpy raises on a
+    zero on the diagonal: no opinion."""
+    a = numpy.asarray(a)
+    t = numpy.triu(a) if upper else numpy.tril(a)
+    if unitriangular:
+        t = t - numpy.diagonal(t, axis1=-2, axis2=-1)[..., None] * numpy.eye(a.shape[-1]) + numpy.eye(a.shape[-1])
+    if transpose:
+        t = _mT(t)
+    if left:
+        return numpy.linalg.solve(t, b)
+    return _mT(numpy.linalg.solve(_mT(t), _mT(numpy.asarray(b))))
+
+
+def logdet(a):
+    """log(det(A)): -inf for a zero determinant, NaN for a negative real one (torch.logdet's
+    documentation), the complex log of a complex one."""
+    a = numpy.asarray(a)
+    if numpy.iscomplexobj(a):
+        return numpy.log(numpy.linalg.det(a))
+    sign, log = numpy.linalg.slogdet(a)
+    return numpy.where(sign > 0, log, numpy.where(sign == 0, -numpy.inf, numpy.nan))
+
+
+def _scaled(a, axes):
+    """`a` divided by its largest absolute value over `axes` (kept), and that scale: a norm of the
+    scaled matrix neither overflows nor underflows where the norm itself fits."""
+    m = numpy.max(numpy.abs(a), axis=axes, keepdims=True) if numpy.size(a) else numpy.ones((1,) * numpy.ndim(a))
+    m = numpy.where(numpy.isfinite(m) & (m > 0), m, 1.0)
+    return a / m, m
+
+
+def matrix_norm(a, ord, dim, keepdim: bool):
+    """The matrix norm of `ord` ('fro', 'nuc', ±1, ±2, ±inf) over the two dims `dim`, as
+    numpy.linalg.norm computes it, on the matrix scaled by its largest absolute value (and
+    scaled back): numpy squares in float64, which overflows for entries beyond 1e154."""
+    a = numpy.asarray(a)
+    dim = tuple(int(d) % a.ndim for d in dim)
+    if len(dim) != 2 or dim[0] == dim[1]:
+        raise ValueError("a matrix norm needs two distinct dims")
+    scaled, m = _scaled(a, dim)
+    n = numpy.linalg.norm(scaled, ord=ord, axis=dim, keepdims=True) * m
+    return n if keepdim else numpy.squeeze(n, axis=dim)
+
+
+def vector_norm(a, ord, dim, keepdim: bool):
+    """The vector norm of order `ord` over `dim` (every dim where None), scaled as matrix_norm."""
+    a = numpy.abs(numpy.asarray(a))
+    if a.ndim == 0:
+        return vector_norm(a.reshape(1), ord, None, False).reshape(())
+    axes = tuple(range(a.ndim)) if dim is None or len(dim) == 0 else tuple(int(d) % a.ndim for d in dim)
+    ord = 2.0 if ord is None else float(ord)
+    if ord == 0:
+        n = numpy.sum(a != 0, axis=axes, keepdims=True).astype(numpy.float64)
+    elif ord == numpy.inf:
+        n = numpy.max(a, axis=axes, keepdims=True)
+    elif ord == -numpy.inf:
+        n = numpy.min(a, axis=axes, keepdims=True)
+    else:
+        scaled, m = _scaled(a, axes)
+        n = numpy.sum(scaled**ord, axis=axes, keepdims=True) ** (1.0 / ord) * m
+    return n if keepdim else numpy.squeeze(n, axis=axes) if numpy.ndim(n) else n
+
+
+def linalg_norm(a, ord, dim, keepdim: bool):
+    """torch.linalg.norm: a vector norm over one dim (or of the flattened input where neither
+    `ord` nor `dim` is given), a matrix norm over two; a 2-D input's default dims with an `ord`."""
+    a = numpy.asarray(a)
+    if dim is None and ord is None:
+        n = vector_norm(a.reshape(-1), 2.0, None, False)
+        return numpy.reshape(n, (1,) * a.ndim) if keepdim else n
+    if dim is None:
+        dim = list(range(a.ndim))
+    if isinstance(ord, str) or len(dim) == 2:
+        return matrix_norm(a, "fro" if ord is None else ord, dim, keepdim)
+    return vector_norm(a, ord, dim, keepdim)
+
+
+def cdist(x1, x2, p: float):
+    """The p-norm distance of every row of x1 to every row of x2, batch dims broadcast."""
+    d = numpy.abs(numpy.asarray(x1)[..., :, None, :] - numpy.asarray(x2)[..., None, :, :])
+    return vector_norm(d, p, [-1], False)
+
+
+def cosine_similarity(x1, x2, dim: int, eps: float):
+    """x1 · x2 / (max(|x1|, eps) max(|x2|, eps)) along dim, both broadcast (the formula of
+    torch.nn.functional.cosine_similarity's documentation), each norm scaled as matrix_norm."""
+    x1, x2 = numpy.broadcast_arrays(numpy.asarray(x1), numpy.asarray(x2))
+    n1 = numpy.maximum(vector_norm(x1, 2.0, [dim], True), eps)
+    n2 = numpy.maximum(vector_norm(x2, 2.0, [dim], True), eps)
+    return numpy.sum((x1 / n1) * (x2 / n2), axis=dim)
+
+
+def addbmm(x, batch1, batch2, beta, alpha):
+    """beta x + alpha Σ_b batch1[b] @ batch2[b]; x is not read where beta is 0 (no NaN from it)."""
+    product = alpha * numpy.sum(numpy.matmul(batch1, batch2), axis=0)
+    return product if beta == 0 else beta * numpy.asarray(x) + product
+
+
+def einsum(equation: str, tensors):
+    """numpy.einsum with integer operands summed in int64: the comparison wraps the sum to the
+    kernel's integer dtype, which is int64 where torch reduces one operand with sum."""
+    wide = [numpy.asarray(t, dtype=numpy.int64) if numpy.asarray(t).dtype.kind in "biu" else t for t in tensors]
+    return numpy.einsum(equation, *wide)
+
+
+def matrix_exp(a):
+    """exp(A) by scipy's Padé approximation with scaling and squaring (Al-Mohy and Higham).
+    Where exp(A) overflows float64 the squarings meet inf - inf in any algorithm: no opinion."""
+    import scipy.linalg  # here: only the matrix exponential's cells pay its import
+
+    a = numpy.asarray(a)
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = numpy.stack([scipy.linalg.expm(m) for m in flat]).reshape(a.shape) if flat.shape[0] else a.copy()
+    if not numpy.isfinite(out).all():
+        raise ValueError("exp(A) overflows float64")
+    return out
+
+
+# -- normalization, as torch.nn's pages write it ---------------------------------------------------
+
+
+def _normalized(x, axes, eps: float):
+    """(x - mean) / sqrt(var + eps) over `axes`, the variance biased (divided by the count)."""
+    mean = numpy.mean(x, axis=axes, keepdims=True)
+    var = numpy.mean(numpy.square(x - mean), axis=axes, keepdims=True)
+    return (x - mean) / numpy.sqrt(var + eps)
+
+
+def _affine(y, weight, bias, shape):
+    """y * weight + bias, each reshaped to `shape` (broadcast over the other dims)."""
+    if weight is not None:
+        y = y * numpy.reshape(weight, shape)
+    if bias is not None:
+        y = y + numpy.reshape(bias, shape)
+    return y
+
+
+def _per_channel(x) -> tuple:
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def layer_norm(x, normalized_shape, weight, bias, eps: float):
+    """Normalized over the last len(normalized_shape) dims, then the elementwise affine."""
+    x = numpy.asarray(x)
+    k = len(normalized_shape)
+    if k == 0 or tuple(x.shape[x.ndim - k :]) != tuple(normalized_shape):
+        raise ValueError("normalized_shape is not the input's last dims")
+    return _affine(_normalized(x, tuple(range(x.ndim - k, x.ndim)), eps), weight, bias, tuple(normalized_shape))
+
+
+def rms_norm(x, normalized_shape, weight, eps):
+    """x / sqrt(mean(x^2) + eps) over the last len(normalized_shape) dims, times weight; eps by
+    default the machine epsilon of the input's dtype (float64's here, as golden's)."""
+    x = numpy.asarray(x)
+    k = len(normalized_shape)
+    if k == 0 or tuple(x.shape[x.ndim - k :]) != tuple(normalized_shape):
+        raise ValueError("normalized_shape is not the input's last dims")
+    eps = numpy.finfo(x.dtype).eps if eps is None else eps
+    ms = numpy.mean(numpy.square(x), axis=tuple(range(x.ndim - k, x.ndim)), keepdims=True)
+    return _affine(x / numpy.sqrt(ms + eps), weight, None, tuple(normalized_shape))
+
+
+def group_norm(x, num_groups: int, weight, bias, eps: float):
+    """The channels (dim 1) in num_groups groups, each normalized over its channels and the
+    spatial dims, then the per-channel affine."""
+    x = numpy.asarray(x)
+    n, c = x.shape[0], x.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ValueError("the channels do not split into the groups")
+    grouped = x.reshape(n, num_groups, -1)
+    return _affine(_normalized(grouped, (2,), eps).reshape(x.shape), weight, bias, _per_channel(x))
+
+
+def batch_norm(x, weight, bias, running_mean, running_var, training: bool, eps: float):
+    """Each channel (dim 1) normalized by the batch's statistics over every other dim (training),
+    or by the running ones, then the per-channel affine. The running statistics' update is a
+    side effect, not the result."""
+    x = numpy.asarray(x)
+    shape = _per_channel(x)
+    if training:
+        y = _normalized(x, tuple(d for d in range(x.ndim) if d != 1), eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("evaluation mode needs the running statistics")
+        y = (x - numpy.reshape(running_mean, shape)) / numpy.sqrt(numpy.reshape(running_var, shape) + eps)
+    return _affine(y, weight, bias, shape)
+
+
+def instance_norm(x, weight, bias, running_mean, running_var, use_input_stats: bool, eps: float):
+    """Each (sample, channel) normalized over the spatial dims (use_input_stats), or every
+    sample by the running statistics, then the per-channel affine."""
+    x = numpy.asarray(x)
+    if not use_input_stats:
+        return batch_norm(x, weight, bias, running_mean, running_var, False, eps)
+    if x.ndim < 3:
+        raise ValueError("instance_norm needs spatial dims")
+    return _affine(_normalized(x, tuple(range(2, x.ndim)), eps), weight, bias, _per_channel(x))

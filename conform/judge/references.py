@@ -135,6 +135,7 @@ class Reference:
     sign_of_zero: bool = False
     output: int | None = None  # compare this output of a tuple result only
     why: str = ""  # the reason of the entry (its documented semantic difference)
+    finite: bool = False  # speaks only where every floating input is finite
     discovered: bool = False  # found by name, not written in references.toml
 
     @functools.cached_property
@@ -207,6 +208,7 @@ def reference_for(op) -> Reference | None:
             sign_of_zero=bool(hints.get("reference_sign_of_zero", False)),
             output=hints.get("reference_output"),
             why=why,
+            finite=bool(hints.get("reference_finite_inputs", False)),
         )
     return discovered(op) or decomposition_found(op)
 
@@ -380,6 +382,8 @@ def evaluate(ref: Reference, op, args, kwargs):
             bound[a.name] = _default(a)
     for a in op.out_args:
         bound.pop(a.name, None)
+    if ref.finite and not _all_finite(bound.values()):
+        raise _NoOpinion("a non-finite input: where NaN and infinity land is the algorithm's")
     if ref.expression == DECOMPOSITION:
         fn = _decomposition(op.qualname)
         if fn is None:
@@ -422,6 +426,17 @@ def evaluate(ref: Reference, op, args, kwargs):
             raise _NoOpinion("one output where several were expected")
         result = result[ref.output]
     return result, mask
+
+
+def _all_finite(values) -> bool:
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            if not _all_finite(v):
+                return False
+        elif isinstance(v, torch.Tensor) and is_inexact(v.dtype) and v.layout == torch.strided:
+            if not bool(torch.isfinite(v).all()):
+                return False
+    return True
 
 
 def _default(arg):
