@@ -65,14 +65,11 @@ def test_slow_calls_are_timed_one_per_block_and_stop_at_max_run_time():
 
 
 def test_median_of_a_sleeping_function_is_its_duration():
-    # real clock: a logic check with a generous bound, not a speed test
+    # real clock: only what load cannot break (a sleep never returns early, load only lengthens
+    # it); calibration and the spread have their fake-clock tests
     m = measure(lambda: time.sleep(0.002), min_run_time=0.03, warmup=0.0)
-    assert 0.0019 <= m.median <= 0.02
     assert min(m.times) >= 0.0019  # every block slept, none was cut short
-    assert m.iqr <= m.median  # the middle half of the blocks lie within one sleep of each other
-    fast = measure(lambda: time.sleep(0.0001), min_run_time=0.03, warmup=0.0)
-    assert fast.number > 1  # calibration grew the block past the target length
-    assert fast.median < m.median
+    assert 0.0019 <= m.median < 0.5
 
 
 def test_iqr_is_the_spread_of_the_middle_half_of_the_blocks():
