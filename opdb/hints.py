@@ -144,6 +144,9 @@ HINTS: dict[str, Hint] = {
         "bool", False, "the op defines the sign of a zero result, and the reference computes it"
     ),
     "reference_output": Hint("any", None, "compare only this output of a tuple result"),
+    "reference_floating_inputs": Hint(
+        "bool", False, "the reference speaks only where every tensor of values is floating or complex"
+    ),
     "reference_finite_inputs": Hint(
         "bool", False, "the reference speaks only where every floating input is finite (LAPACK, BLAS)"
     ),

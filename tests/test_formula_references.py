@@ -371,17 +371,6 @@ LINALG = ["cholesky", "cholesky_solve", "cholesky_inverse", "solve_triangular", 
           "linalg_norm", "cdist", "cosine_similarity", "addbmm", "matrix_exp", *NORMS]  # fmt: skip
 
 
-@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
-@pytest.mark.parametrize("kind", LINALG)
-def test_the_linear_algebra_and_normalization_formulas_are_the_cpu_kernels_where_they_are_right(kind):
-    rng = random.Random(kind)
-    for _ in range(40):
-        got, want = _linalg(rng, kind)
-        want = torch.as_tensor(np.asarray(want)).to(got.dtype)
-        assert got.shape == want.shape, (kind, got.shape, want.shape)
-        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True, msg=kind)
-
-
 def test_an_integer_einsum_is_summed_as_the_kernel_sums_it():
     """A one-operand int32 einsum is a sum (int64 in torch); two operands wrap in int32."""
     x = torch.tensor([[2**31 - 1, 1], [-5, 2]], dtype=torch.int32)
@@ -426,3 +415,88 @@ def test_a_linear_algebra_bug_golden_shares_is_found_on_the_cpu():
         r = run_case(op, case, CPUBackend())
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "independent reference (formulas.cholesky)" in r.message and "disagrees with the CPU kernel" in r.message
+
+
+# -- losses, integrals and selections ----------------------------------------------------------------
+
+
+def _other(rng, kind):
+    n, c = rng.randint(1, 4), rng.randint(2, 5)
+    if kind == "cross_entropy":
+        x = torch.randn((n, c) + (rng.randint(1, 3),) * rng.randint(0, 1), dtype=torch.float64) * 3
+        w = torch.rand(c, dtype=torch.float64) if rng.random() < 0.5 else None
+        red, smooth = rng.choice([0, 1, 2]), rng.choice([0.0, 0.1, 1.0])
+        if rng.random() < 0.5:  # class indices, some ignored
+            t, ignore = torch.randint(0, c, x.shape[:1] + x.shape[2:]), rng.choice([-100, 0])
+            t.view(-1)[0] = 1 % c  # at least one counted target for the mean
+        else:  # probabilities
+            t, ignore = torch.softmax(torch.randn_like(x), 1), -100
+        got = aten.cross_entropy_loss(x, t, w, red, ignore, smooth)
+        return got, formulas.cross_entropy(x.numpy(), t.numpy(), None if w is None else w.numpy(), red, ignore, smooth)
+    if kind == "triplet_margin_loss":
+        a, p, neg = (torch.randn(n, 4, dtype=torch.float64) for _ in range(3))
+        norm, swap, red = rng.choice([1.0, 2.0, 3.0]), rng.random() < 0.5, rng.choice([0, 1, 2])
+        got = aten.triplet_margin_loss(a, p, neg, 1.0, norm, 1e-6, swap, red)
+        return got, formulas.triplet_margin_loss(a.numpy(), p.numpy(), neg.numpy(), 1.0, norm, 1e-6, swap, red)
+    if kind == "multilabel_margin_loss":
+        x, t = torch.randn(n, c, dtype=torch.float64), torch.full((n, c), -1)
+        for r in range(n):
+            k = rng.randint(0, c)
+            t[r, :k] = torch.randperm(c)[:k]
+        red = rng.choice([0, 1, 2])
+        return aten.multilabel_margin_loss(x, t, red), formulas.multilabel_margin_loss(x.numpy(), t.numpy(), red)
+    y, dim = torch.randn(3, rng.randint(1, 5), dtype=torch.float64), rng.choice([-1, 0, 1])
+    if kind == "cumulative_trapezoid":
+        x = torch.randn(y.shape[dim], dtype=torch.float64).cumsum(0) if rng.random() < 0.5 else torch.randn_like(y)
+        return aten.cumulative_trapezoid(y, x, dim=dim), formulas.cumulative_trapezoid(y.numpy(), x.numpy(), 1.0, dim)
+    if kind == "diff":
+        k, pre = rng.randint(0, 3), torch.randn(3, 2, dtype=torch.float64) if rng.random() < 0.5 else None
+        return aten.diff(y, k, -1, pre, None), formulas.diff(y.numpy(), k, -1, None if pre is None else pre.numpy())
+    if kind == "take_along_dim":
+        if rng.random() < 0.5:
+            i = torch.randint(0, y.numel(), (5,))
+            return aten.take_along_dim(y, i, None), formulas.take_along_dim(y.numpy(), i.numpy(), None)
+        i = torch.randint(0, y.shape[0], (rng.randint(1, 4), 1))  # broadcast along the other dim
+        return aten.take_along_dim(y, i, 0), formulas.take_along_dim(y.numpy(), i.numpy(), 0)
+    assert kind == "one_hot"
+    cls, classes = torch.randint(0, 4, (3, 2)), rng.choice([-1, 4, 6])
+    return aten.one_hot(cls, classes), formulas.one_hot(cls.numpy(), classes)
+
+
+OTHER = ["cross_entropy", "triplet_margin_loss", "multilabel_margin_loss", "cumulative_trapezoid", "diff",
+         "take_along_dim", "one_hot"]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("kind", LINALG + OTHER)
+def test_the_linear_algebra_normalization_loss_and_integral_formulas_are_the_cpu_kernels_where_they_are_right(kind):
+    rng = random.Random(kind)
+    for _ in range(40):
+        got, want = (_linalg if kind in LINALG else _other)(rng, kind)
+        want = torch.as_tensor(np.asarray(want)).to(got.dtype)
+        assert got.shape == want.shape, (kind, got.shape, want.shape)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True, msg=kind)
+
+
+def test_trapezoids_infinite_endpoint_is_found_on_the_cpu():
+    """torch.trapezoid(y, dx) is dx * (sum(y) - (y[0] + y[-1]) / 2): NaN at an infinite endpoint,
+    where the rule is inf; golden float64 computes the same rewrite."""
+    op = opdb.lookup("aten::trapezoid.dx")
+    case = Case(op.qualname, (TensorSpec((3,), "float32", data=(float("inf"), 1.0, 2.0)),), seed=1)
+    r = run_case(op, case, CPUBackend())
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (formulas.trapezoid)" in r.message
+    finite = Case(op.qualname, (TensorSpec((3,), "float32", data=(3.0, 1.0, 2.0)),), seed=1)
+    assert run_case(op, finite, CPUBackend()).outcome is Outcome.PASS
+
+
+def test_integer_inputs_leave_a_floating_only_reference_without_opinion():
+    """The kernel's int64 products wrap before its floating result: its rule, not the formula's."""
+    op = opdb.lookup("aten::trapezoid.x")
+    ref = references.reference_for(op)
+    assert ref.floating
+    y = TensorSpec((2,), "int64", data=(2**62, 2**62))
+    x = TensorSpec((2,), "int64", data=(0, 2**62))
+    assert references.opinion(op, Case(op.qualname, (y, x), seed=1), ref) is None
+    yf, xf = TensorSpec((2,), "float32", data=(1.0, 3.0)), TensorSpec((2,), "float32", data=(0.0, 2.0))
+    assert references.opinion(op, Case(op.qualname, (yf, xf), seed=1), ref) is not None

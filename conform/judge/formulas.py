@@ -650,3 +650,150 @@ def instance_norm(x, weight, bias, running_mean, running_var, use_input_stats: b
     if x.ndim < 3:
         raise ValueError("instance_norm needs spatial dims")
     return _affine(_normalized(x, tuple(range(2, x.ndim)), eps), weight, bias, _per_channel(x))
+
+
+# -- more losses, integrals and selections, as their documentation writes them ---------------------
+
+
+def _log_softmax(x, axis: int):
+    import scipy.special  # here: reproduction scripts embed this module
+
+    return scipy.special.log_softmax(x, axis=axis)
+
+
+def cross_entropy(x, target, weight, reduction, ignore_index: int, label_smoothing: float):
+    """torch.nn.CrossEntropyLoss: -sum_c w_c q_c log softmax(x)_c over the class dim (1, or 0 for
+    an unbatched input), q the target's one-hot (class indices, ignore_index contributing
+    nothing) or its probabilities, mixed with the uniform (label_smoothing); the mean of class
+    indices is divided by the summed weights of the counted targets, of probabilities by N."""
+    x, target = numpy.asarray(x, dtype=numpy.float64), numpy.asarray(target)
+    axis = 1 if x.ndim >= 2 else 0
+    c = x.shape[axis]
+    w = numpy.ones(c) if weight is None else numpy.asarray(weight, dtype=numpy.float64)
+    w_b = w.reshape((c,) + (1,) * (x.ndim - axis - 1))
+    logp = _log_softmax(x, axis)
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError("label_smoothing outside [0, 1], where the documentation defines it")
+    if target.dtype.kind in "iu":
+        valid = target != ignore_index
+        t = numpy.where(valid, target, 0).astype(numpy.int64)
+        if t.size and (t.min() < 0 or t.max() >= c):
+            raise ValueError("a target class outside [0, C)")
+        picked = numpy.squeeze(numpy.take_along_axis(logp, numpy.expand_dims(t, axis), axis), axis)
+        wt = w[t] * valid
+        loss = numpy.where(valid, -picked * w[t], 0.0)  # an ignored target is 0 whatever its logits
+        if eps:
+            smooth = numpy.where(valid, -numpy.sum(logp * w_b, axis=axis), 0.0)
+            loss = (1 - eps) * loss + eps / c * smooth
+        if reduction == 1:
+            return numpy.sum(loss) / numpy.sum(wt)
+        return _reduce(loss, reduction)
+    q = target * (1 - eps) + eps / c
+    return _reduce(-numpy.sum(logp * q * w_b, axis=axis), reduction)
+
+
+def cross_entropy_undecided(x, target, weight, reduction, ignore_index: int, label_smoothing: float):
+    """Where cross_entropy decides nothing: the formula's own 0 * inf or inf - inf
+    (`indeterminate`), and a sample with a logit of +inf, whose log_softmax torch computes as
+    inf - inf (NaN) and SciPy as its limit (undocumented, as for log_softmax)."""
+    value = cross_entropy(x, target, weight, reduction, ignore_index, label_smoothing)
+    x = numpy.asarray(x, dtype=numpy.float64)
+    top = numpy.isposinf(x).any(axis=1 if x.ndim >= 2 else 0)
+    mask = indeterminate(value, x, target, weight)
+    return mask | (top if reduction == 0 else top.any())
+
+
+def l1_loss(x, y, reduction=1):
+    """torch.nn.L1Loss: |x - y|."""
+    return _reduce(numpy.abs(numpy.asarray(x) - numpy.asarray(y)), reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction):
+    """torch.nn.TripletMarginLoss: max(d(a, p) - d(a, n) + margin, 0), d(x, y) = ||x - y + eps||_p
+    over the last dim (pairwise_distance), d(a, n) the smaller of it and d(p, n) with swap."""
+
+    def d(x, y):
+        return vector_norm(numpy.asarray(x) - numpy.asarray(y) + eps, p, [-1], False)
+
+    dn = d(anchor, negative)
+    if swap:
+        dn = numpy.minimum(dn, d(positive, negative))
+    return _reduce(numpy.maximum(d(anchor, positive) - dn + margin, 0.0), reduction)
+
+
+def multilabel_margin_loss(x, target, reduction=1):
+    """torch.nn.MultiLabelMarginLoss: sum over the target classes j (up to the first -1) and the
+    other classes i of max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    x, target = numpy.asarray(x, dtype=numpy.float64), numpy.asarray(target, dtype=numpy.int64)
+    rows, trows = numpy.atleast_2d(x), numpy.atleast_2d(target)
+    c = rows.shape[-1]
+    loss = numpy.zeros(rows.shape[0])
+    for n in range(rows.shape[0]):
+        labels = []
+        for t in trows[n]:
+            if t < 0:
+                break
+            if t >= c:
+                raise ValueError("a target class outside [0, C)")
+            labels.append(int(t))
+        others = [i for i in range(c) if i not in labels]
+        loss[n] = sum(max(0.0, 1 - (rows[n, j] - rows[n, i])) for j in labels for i in others) / c
+    return _reduce(loss if x.ndim > 1 else loss.reshape(()), reduction)
+
+
+def cumulative_trapezoid(y, x=None, dx=1.0, dim=-1):
+    """The running trapezoid rule along dim: one element fewer than y there."""
+    y = numpy.asarray(y)
+    n = y.shape[dim]
+    lo, hi = numpy.take(y, range(0, n - 1), axis=dim), numpy.take(y, range(1, n), axis=dim)
+    if x is None:
+        step = dx
+    else:
+        x = numpy.asarray(x)
+        step = numpy.diff(x, axis=dim if x.ndim == y.ndim else -1)
+        if x.ndim == 1 and y.ndim > 1:
+            step = step.reshape([-1 if d == dim % y.ndim else 1 for d in range(y.ndim)])
+    return numpy.cumsum((lo + hi) / 2 * step, axis=dim)
+
+
+def diff(x, n, dim, prepend=None, append=None):
+    """numpy.diff with prepend and append only where given (booleans by inequality, as torch);
+    n = 0 is the input itself, without them (numpy's and torch's rule)."""
+    if n == 0:
+        return numpy.asarray(x)
+    parts = [v for v in (prepend, x, append) if v is not None]
+    x = numpy.concatenate([numpy.asarray(v) for v in parts], axis=dim) if len(parts) > 1 else numpy.asarray(x)
+    return numpy.diff(x, n=n, axis=dim)
+
+
+def take_along_dim(x, indices, dim):
+    """x and indices broadcast except along dim, then numpy.take_along_axis (flattened where dim
+    is None); an index outside the dim has no opinion."""
+    x, indices = numpy.asarray(x), numpy.asarray(indices)
+    if dim is None:
+        return numpy.take_along_axis(x.reshape(-1), _within(indices.reshape(-1), x.size), axis=0)
+    dim = dim % max(x.ndim, 1)
+    shape = list(
+        numpy.broadcast_shapes(
+            x.shape[:dim] + (1,) + x.shape[dim + 1 :], indices.shape[:dim] + (1,) + indices.shape[dim + 1 :]
+        )
+    )
+    xs, js = list(shape), list(shape)
+    xs[dim], js[dim] = x.shape[dim], indices.shape[dim]
+    return numpy.take_along_axis(
+        numpy.broadcast_to(x, xs), _within(numpy.broadcast_to(indices, js), x.shape[dim]), axis=dim
+    )
+
+
+def one_hot(x, num_classes: int):
+    """A last dim of num_classes (the largest class + 1 where -1), 1 at each class."""
+    x = numpy.asarray(x, dtype=numpy.int64)
+    n = num_classes if num_classes >= 0 else (int(x.max()) + 1 if x.size else 0)
+    return numpy.eye(n, dtype=numpy.int64)[_within(x, n)]
+
+
+def trapezoid(y, x=None, dx=1.0, dim=-1):
+    """The trapezoid rule along dim (numpy.trapezoid, numpy.trapz before NumPy 2)."""
+    rule = getattr(numpy, "trapezoid", None) or numpy.trapz
+    return rule(y, x=x, axis=dim) if x is not None else rule(y, dx=dx, axis=dim)

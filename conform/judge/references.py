@@ -136,6 +136,7 @@ class Reference:
     output: int | None = None  # compare this output of a tuple result only
     why: str = ""  # the reason of the entry (its documented semantic difference)
     finite: bool = False  # speaks only where every floating input is finite
+    floating: bool = False  # speaks only where every tensor of values is floating (or complex)
     discovered: bool = False  # found by name, not written in references.toml
 
     @functools.cached_property
@@ -209,6 +210,7 @@ def reference_for(op) -> Reference | None:
             output=hints.get("reference_output"),
             why=why,
             finite=bool(hints.get("reference_finite_inputs", False)),
+            floating=bool(hints.get("reference_floating_inputs", False)),
         )
     return discovered(op) or decomposition_found(op)
 
@@ -725,6 +727,10 @@ def opinion(
     nothing to say about this case. The reference on moved inputs is computed on first use."""
     ref = ref if ref is not None else reference_for(op)
     if ref is None:
+        return None
+    if ref.floating and any(
+        sp.values != "index" and not is_inexact(sp.torch_dtype) for sp in case.tensor_specs()
+    ):  # the kernel's integer arithmetic (its wrap) before a floating result is its own
         return None
     cpu = torch.device("cpu")
     promote = _as_the_kernel_reads(case, result_dtype)
