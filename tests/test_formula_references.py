@@ -458,18 +458,82 @@ def _other(rng, kind):
             return aten.take_along_dim(y, i, None), formulas.take_along_dim(y.numpy(), i.numpy(), None)
         i = torch.randint(0, y.shape[0], (rng.randint(1, 4), 1))  # broadcast along the other dim
         return aten.take_along_dim(y, i, 0), formulas.take_along_dim(y.numpy(), i.numpy(), 0)
-    assert kind == "one_hot"
-    cls, classes = torch.randint(0, 4, (3, 2)), rng.choice([-1, 4, 6])
-    return aten.one_hot(cls, classes), formulas.one_hot(cls.numpy(), classes)
+    if kind == "one_hot":
+        cls, classes = torch.randint(0, 4, (3, 2)), rng.choice([-1, 4, 6])
+        return aten.one_hot(cls, classes), formulas.one_hot(cls.numpy(), classes)
+    if kind == "attention":
+        return _attention(rng)
+    if kind in ("rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell"):
+        return _cell(rng, kind)
+    if kind == "pad":
+        x, mode = (
+            torch.randn(2, 3, 4, 5, dtype=torch.float64),
+            rng.choice(["constant", "reflect", "replicate", "circular"]),
+        )
+        # reflect, replicate and circular pad the last 2 dims of a 4-d input (torch refuses others)
+        widths = [
+            rng.randint(-1 if mode == "constant" else 0, 2)
+            for _ in range(2 * (rng.randint(1, 3) if mode == "constant" else 2))
+        ]
+        value = rng.choice([None, 1.5]) if mode == "constant" else None
+        return aten.pad(x, widths, mode, value), formulas.pad(x.numpy(), widths, mode, value)
+    assert kind == "window"
+    length, periodic = rng.randint(0, 9), rng.random() < 0.5
+    name = rng.choice(["bartlett", "blackman", "hamming", "kaiser"])
+    got = getattr(torch, f"{name}_window")(length, periodic, dtype=torch.float64)
+    return got, formulas.window(name, length, periodic, *((12.0,) if name == "kaiser" else ()))
+
+
+def _attention(rng):
+    heads, kv_heads = rng.choice([(1, 1), (2, 2), (4, 2), (4, 1)])
+    length, keys, e = rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 4)
+    q = torch.randn(2, heads, length, e, dtype=torch.float64)
+    k = torch.randn(2, kv_heads, keys, e, dtype=torch.float64)
+    v = torch.randn(2, kv_heads, keys, rng.randint(1, 4), dtype=torch.float64)
+    causal, mask = rng.random() < 0.3, None
+    if not causal and rng.random() < 0.6:
+        mask = (
+            torch.rand(length, keys) > 0.3
+            if rng.random() < 0.5
+            else torch.randn(2, 1, length, keys, dtype=torch.float64)
+        )
+    scale, gqa = rng.choice([None, 0.3]), heads != kv_heads
+    got = aten.scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale=scale, enable_gqa=gqa)
+    args = (q.numpy(), k.numpy(), v.numpy(), None if mask is None else mask.numpy(), 0.0, causal, scale, gqa)
+    hidden = torch.from_numpy(np.ascontiguousarray(formulas.attention_undecided(*args)))
+    return got.masked_fill(hidden, 0.0), np.where(hidden.numpy(), 0.0, formulas.scaled_dot_product_attention(*args))
+
+
+def _cell(rng, kind):
+    n, inputs, hidden = rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 4)
+    gates = {"gru_cell": 3, "lstm_cell": 4}.get(kind, 1)
+    x, h, c = (torch.randn(n, size, dtype=torch.float64) for size in (inputs, hidden, hidden))
+    w_ih, w_hh = (
+        torch.randn(gates * hidden, inputs, dtype=torch.float64),
+        torch.randn(gates * hidden, hidden, dtype=torch.float64),
+    )
+    b = [torch.randn(gates * hidden, dtype=torch.float64) for _ in range(2)] if rng.random() < 0.7 else [None, None]
+    nb = [None if t is None else t.numpy() for t in b]
+    if kind == "lstm_cell":
+        got = aten.lstm_cell(x, [h, c], w_ih, w_hh, *b)
+        want = formulas.lstm_cell(x.numpy(), [h.numpy(), c.numpy()], w_ih.numpy(), w_hh.numpy(), *nb)
+        return torch.stack(got), np.stack(want)
+    if kind == "gru_cell":
+        return aten.gru_cell(x, h, w_ih, w_hh, *b), formulas.gru_cell(
+            x.numpy(), h.numpy(), w_ih.numpy(), w_hh.numpy(), *nb
+        )
+    got = getattr(aten, kind)(x, h, w_ih, w_hh, *b)
+    return got, formulas.rnn_cell(x.numpy(), h.numpy(), w_ih.numpy(), w_hh.numpy(), *nb, kind.split("_")[1])
 
 
 OTHER = ["cross_entropy", "triplet_margin_loss", "multilabel_margin_loss", "cumulative_trapezoid", "diff",
-         "take_along_dim", "one_hot"]  # fmt: skip
+         "take_along_dim", "one_hot", "attention", "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "pad",
+         "window"]  # fmt: skip
 
 
 @pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("kind", LINALG + OTHER)
-def test_the_linear_algebra_normalization_loss_and_integral_formulas_are_the_cpu_kernels_where_they_are_right(kind):
+def test_the_formulas_beyond_pooling_are_the_cpu_kernels_where_they_are_right(kind):
     rng = random.Random(kind)
     for _ in range(40):
         got, want = (_linalg if kind in LINALG else _other)(rng, kind)
@@ -500,3 +564,13 @@ def test_integer_inputs_leave_a_floating_only_reference_without_opinion():
     assert references.opinion(op, Case(op.qualname, (y, x), seed=1), ref) is None
     yf, xf = TensorSpec((2,), "float32", data=(1.0, 3.0)), TensorSpec((2,), "float32", data=(0.0, 2.0))
     assert references.opinion(op, Case(op.qualname, (yf, xf), seed=1), ref) is not None
+
+
+def test_a_polynomial_reference_has_no_opinion_where_scipy_or_the_degree_decides_nothing():
+    x = np.array([0.5, np.nan, np.inf, 0.5, 0.5])
+    n = np.array([3.0, 0.0, 3.0, 2.5, -1.0])
+    assert formulas.polynomial_undecided("eval_chebyt", n, x).tolist() == [False, True, True, True, True]
+    op = opdb.lookup("aten::special_chebyshev_polynomial_t")
+    xs = TensorSpec((3,), "float32", data=(0.25, -0.5, float("nan")))
+    ns = TensorSpec((3,), "float32", data=(4.0, 7.0, 0.0))
+    assert run_case(op, Case(op.qualname, (xs, ns), seed=1), CPUBackend()).outcome is Outcome.PASS

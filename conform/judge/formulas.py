@@ -797,3 +797,149 @@ def trapezoid(y, x=None, dx=1.0, dim=-1):
     """The trapezoid rule along dim (numpy.trapezoid, numpy.trapz before NumPy 2)."""
     rule = getattr(numpy, "trapezoid", None) or numpy.trapz
     return rule(y, x=x, axis=dim) if x is not None else rule(y, dx=dx, axis=dim)
+
+
+# -- attention, recurrent cells and padding, as torch.nn's pages write them -------------------------
+
+
+def _attention_bias(L: int, S: int, attn_mask, is_causal: bool):
+    bias = numpy.zeros((L, S))
+    if is_causal:
+        bias = numpy.where(numpy.tril(numpy.ones((L, S), dtype=bool)), 0.0, -numpy.inf)
+    if attn_mask is not None:
+        mask = numpy.asarray(attn_mask)
+        bias = numpy.where(mask, bias, -numpy.inf) if mask.dtype == bool else mask + bias
+    return bias
+
+
+def scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """softmax(q k^T * scale + bias) v, the bias -inf where a boolean mask (or causality) hides a
+    key and the float mask otherwise, keys and values repeated over query heads with enable_gqa
+    (the reference implementation on torch.nn.functional.scaled_dot_product_attention's page).
+    No opinion with dropout (random) or a non-finite query, key or value (where NaN and infinity
+    land is the fused kernel's order)."""
+    if dropout_p:
+        raise ValueError("dropout draws random numbers")
+    q, k, v = (numpy.asarray(t) for t in (q, k, v))
+    if not all(numpy.isfinite(t).all() for t in (q, k, v)):
+        raise ValueError("a non-finite query, key or value")
+    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k = numpy.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = numpy.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    factor = 1 / numpy.sqrt(q.shape[-1]) if scale is None else scale
+    weights = q @ _mT(k) * factor + _attention_bias(q.shape[-2], k.shape[-2], attn_mask, is_causal)
+    return softmax(weights, -1) @ v
+
+
+def attention_undecided(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """The query rows whose every key is masked: softmax of -inf alone is NaN in the formula, and
+    torch's kernels give 0 there (undocumented)."""
+    bias = _attention_bias(numpy.shape(q)[-2], numpy.shape(k)[-2], attn_mask, is_causal)
+    hidden = numpy.isneginf(bias).all(axis=-1, keepdims=True)
+    out = numpy.broadcast_shapes(numpy.shape(q)[:-1], hidden.shape[:-1]) + (numpy.shape(v)[-1],)
+    return numpy.broadcast_to(hidden, out)
+
+
+def _expit(x):
+    import scipy.special  # here: reproduction scripts embed this module
+
+    return scipy.special.expit(x)
+
+
+def _gates(x, h, w_ih, w_hh, b_ih, b_hh):
+    g = numpy.asarray(x) @ _mT(numpy.asarray(w_ih)) + numpy.asarray(h) @ _mT(numpy.asarray(w_hh))
+    return g + (0 if b_ih is None else b_ih) + (0 if b_hh is None else b_hh)
+
+
+def rnn_cell(x, h, w_ih, w_hh, b_ih, b_hh, nonlinearity: str):
+    """h' = tanh (relu) of x W_ih^T + b_ih + h W_hh^T + b_hh (torch.nn.RNNCell)."""
+    g = _gates(x, h, w_ih, w_hh, b_ih, b_hh)
+    return numpy.tanh(g) if nonlinearity == "tanh" else numpy.maximum(g, 0.0)
+
+
+def lstm_cell(x, hx, w_ih, w_hh, b_ih, b_hh):
+    """(h', c'): the gates i, f, g, o in that order, c' = f c + i g, h' = o tanh(c') (torch.nn.LSTMCell)."""
+    h, c = hx
+    i, f, g, o = numpy.split(_gates(x, h, w_ih, w_hh, b_ih, b_hh), 4, axis=-1)
+    c2 = _expit(f) * c + _expit(i) * numpy.tanh(g)
+    return _expit(o) * numpy.tanh(c2), c2
+
+
+def gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
+    """h' = (1 - z) n + z h, r and z sigmoid gates, n = tanh(W_in x + b_in + r (W_hn h + b_hn)),
+    the gates r, z, n in that order (torch.nn.GRUCell)."""
+    gi = numpy.asarray(x) @ _mT(numpy.asarray(w_ih)) + (0 if b_ih is None else b_ih)
+    gh = numpy.asarray(h) @ _mT(numpy.asarray(w_hh)) + (0 if b_hh is None else b_hh)
+    ir, iz, inn = numpy.split(gi, 3, axis=-1)
+    hr, hz, hn = numpy.split(gh, 3, axis=-1)
+    r, z = _expit(ir + hr), _expit(iz + hz)
+    n = numpy.tanh(inn + r * hn)
+    return (1 - z) * n + z * numpy.asarray(h)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def pad(x, widths, mode: str, value):
+    """torch.nn.functional.pad: (before, after) pairs from the last dim backwards; a negative
+    width crops (constant mode); reflect, replicate and circular as numpy.pad's reflect, edge and
+    wrap."""
+    x = numpy.asarray(x)
+    if len(widths) % 2 or len(widths) // 2 > x.ndim or mode not in _PAD_MODES:
+        raise ValueError("a padding torch refuses")
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(widths) // 2):
+        pairs[x.ndim - 1 - i] = (int(widths[2 * i]), int(widths[2 * i + 1]))
+    if any(p < 0 for pair in pairs for p in pair) and mode != "constant":
+        raise ValueError("a negative width outside constant mode")
+    grown = [(max(a, 0), max(b, 0)) for a, b in pairs]
+    if mode == "constant":
+        out = numpy.pad(x, grown, constant_values=0 if value is None else value)
+    else:
+        out = numpy.pad(x, grown, mode=_PAD_MODES[mode])
+    crop = tuple(slice(-min(a, 0), out.shape[d] + min(b, 0)) for d, (a, b) in enumerate(pairs))
+    return out[crop]
+
+
+def whole_degrees(n):
+    """n where it is a whole non-negative degree, 0 elsewhere (the elements `fractional_degrees` masks)."""
+    n = numpy.asarray(n, dtype=numpy.float64)
+    return numpy.where(fractional_degrees(n), 0, n).astype(numpy.int64)
+
+
+def fractional_degrees(n):
+    """Degrees torch's polynomial kernels truncate to an integer (or read as 0 below 0)."""
+    n = numpy.asarray(n, dtype=numpy.float64)
+    return ~numpy.isfinite(n) | (n != numpy.trunc(n)) | (n < 0) | (n > 2**20)
+
+
+def window(kind: str, length: int, periodic: bool, alpha: float = 0.54, beta: float = 0.46):
+    """A window of `length` points as torch's window functions document it: the symmetric window
+    of length + 1 points without its last where periodic; hamming's general alpha - beta cos,
+    kaiser's beta in `alpha`."""
+    n = length + 1 if periodic else length
+    if length <= 1:  # "if window_length = 1, the returned window contains a single value 1"
+        return numpy.ones(length)
+    i = numpy.arange(n)
+    if kind == "hamming":
+        w = alpha - beta * numpy.cos(2 * numpy.pi * i / (n - 1))
+    elif kind == "kaiser":
+        w = numpy.kaiser(n, alpha)
+    else:
+        w = {"bartlett": numpy.bartlett, "blackman": numpy.blackman}[kind](n)
+    return w[:length]
+
+
+def polynomial_undecided(name: str, n, x):
+    """Where scipy.special.`name` (an orthogonal polynomial) decides nothing: a fractional or
+    negative degree, degree 0 at a NaN (the constant 1 to torch, whose kernels return it before
+    reading x; NaN to SciPy), an infinite x (NaN in torch's recurrences and mostly in SciPy's,
+    the limit in a few of SciPy's), and SciPy's own NaN at a finite x and degree (its
+    hypergeometric forms far outside [-1, 1] or at a huge degree)."""
+    import scipy.special  # here: reproduction scripts embed this module
+
+    x = numpy.asarray(x, dtype=numpy.float64)
+    undecided = fractional_degrees(n) | (numpy.isnan(x) & (numpy.asarray(n) == 0)) | numpy.isinf(x)
+    with numpy.errstate(all="ignore"):
+        value = getattr(scipy.special, name)(whole_degrees(n), x)
+    return undecided | indeterminate(value, x, n)
