@@ -531,12 +531,16 @@ OTHER = ["cross_entropy", "triplet_margin_loss", "multilabel_margin_loss", "cumu
          "window"]  # fmt: skip
 
 
+INDEXING = ["index", "index_put", "scatter", "scatter_reduce", "put", "masked_scatter"]
+
+
 @pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
-@pytest.mark.parametrize("kind", LINALG + OTHER)
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+@pytest.mark.parametrize("kind", LINALG + OTHER + INDEXING)
 def test_the_formulas_beyond_pooling_are_the_cpu_kernels_where_they_are_right(kind):
     rng = random.Random(kind)
     for _ in range(40):
-        got, want = (_linalg if kind in LINALG else _other)(rng, kind)
+        got, want = (_linalg if kind in LINALG else _indexing if kind in INDEXING else _other)(rng, kind)
         want = torch.as_tensor(np.asarray(want)).to(got.dtype)
         assert got.shape == want.shape, (kind, got.shape, want.shape)
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True, msg=kind)
@@ -574,3 +578,52 @@ def test_a_polynomial_reference_has_no_opinion_where_scipy_or_the_degree_decides
     xs = TensorSpec((3,), "float32", data=(0.25, -0.5, float("nan")))
     ns = TensorSpec((3,), "float32", data=(4.0, 7.0, 0.0))
     assert run_case(op, Case(op.qualname, (xs, ns), seed=1), CPUBackend()).outcome is Outcome.PASS
+
+
+def _indexing(rng, kind):
+    dtype = rng.choice([torch.float64, torch.int64])
+    x = (torch.randn(3, 4, 5, dtype=torch.float64) * 5).to(dtype)
+    if kind in ("index", "index_put"):
+        idx = [None] * rng.randint(0, 1) + [torch.randint(-3, 3, (2,)), torch.randint(0, 4, (2,))][: rng.randint(1, 2)]
+        if rng.random() < 0.3:
+            idx = [torch.rand(3, 4) > 0.5]
+        np_idx = [None if i is None else i.numpy() for i in idx]
+        got = aten.index.Tensor(x, idx)
+        if kind == "index":
+            return got, formulas.index(x.numpy(), np_idx)
+        values = (torch.randn(got.shape, dtype=torch.float64) * 3).to(dtype)
+        return aten.index_put(x, idx, values, True), formulas.index_put(x.numpy(), np_idx, values.numpy(), True)
+    dim = rng.randrange(-3, 3)
+    shape = [rng.randint(1, s) for s in x.shape]
+    shape[dim % 3] = rng.randint(1, 6)
+    index, src = torch.randint(0, x.shape[dim % 3], shape), (torch.randn(6, 6, 6, dtype=torch.float64) * 3).to(dtype)
+    if kind == "scatter":
+        reduce = rng.choice(["add", "multiply"])
+        return aten.scatter.reduce(x, dim, index, src, reduce=reduce), formulas.scatter(
+            x.numpy(), dim, index.numpy(), src.numpy(), reduce
+        )
+    if kind == "scatter_reduce":
+        means = ["mean"] if dtype.is_floating_point else []  # an integer mean: no opinion (its sum wraps)
+        reduce, include = rng.choice(["sum", "prod", "amax", "amin", *means]), rng.random() < 0.5
+        got = aten.scatter_reduce.two(x, dim, index, src, reduce, include_self=include)
+        return got, formulas.scatter_reduce(x.numpy(), dim, index.numpy(), src.numpy(), reduce, include)
+    if kind == "put":
+        at = torch.randint(-x.numel(), x.numel(), (rng.randint(1, 6),))
+        source = src.reshape(-1)[: at.numel()]
+        return aten.put(x, at, source, True), formulas.put(x.numpy(), at.numpy(), source.numpy(), True)
+    assert kind == "masked_scatter"
+    mask = torch.rand(4, 5) > 0.5
+    return aten.masked_scatter(x, mask, src), formulas.masked_scatter(x.numpy(), mask.numpy(), src.numpy())
+
+
+def test_a_position_written_twice_has_no_opinion_without_accumulate():
+    x = np.zeros(4)
+    with pytest.raises(ValueError):
+        formulas.put(x, np.array([1, 1]), np.array([2.0, 3.0]), False)
+    assert formulas.put(x, np.array([1, 1]), np.array([2.0, 3.0]), True).tolist() == [0.0, 5.0, 0.0, 0.0]
+    with pytest.raises(ValueError):
+        formulas.scatter(np.zeros((2, 2)), 0, np.array([[0, 1], [0, 0]]), np.ones((2, 2)))
+    with pytest.raises(ValueError):  # an integer mean's sum wraps in the kernel's dtype
+        formulas.scatter_reduce(
+            np.zeros(2, dtype=np.int32), 0, np.array([0, 0]), np.ones(2, dtype=np.int32), "mean", True
+        )

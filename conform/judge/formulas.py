@@ -943,3 +943,149 @@ def polynomial_undecided(name: str, n, x):
     with numpy.errstate(all="ignore"):
         value = getattr(scipy.special, name)(whole_degrees(n), x)
     return undecided | indeterminate(value, x, n)
+
+
+# -- indexing writes and advanced indexing, as torch documents them ---------------------------------
+
+
+def _advanced(indices, ndim: int):
+    """Tensor?[] indices as a NumPy index: None a full slice, a bool (not uint8) tensor a mask, an
+    integer tensor positions (negative ones from the end, as both wrap them)."""
+    out = []
+    for i in indices:
+        if i is None:
+            out.append(slice(None))
+            continue
+        i = numpy.asarray(i)
+        if i.dtype == numpy.uint8:
+            raise ValueError("a uint8 index: torch reads it as a mask, numpy as positions")
+        out.append(i)
+    if len(out) > ndim:
+        raise ValueError("more indices than dims")
+    return tuple(out)
+
+
+def index(x, indices):
+    """x[indices] by NumPy's advanced indexing, which torch's follows (its dims first where the
+    index tensors are not adjacent)."""
+    x = numpy.asarray(x)
+    return x[_advanced(indices, x.ndim)]
+
+
+def _unique_targets(shape, where) -> bool:
+    positions = numpy.arange(int(numpy.prod(shape))).reshape(shape)[where]
+    return numpy.unique(positions).size == numpy.size(positions)
+
+
+def index_put(x, indices, values, accumulate: bool):
+    """x with x[indices] = values (+= with accumulate, repeated positions adding up). Without
+    accumulate a repeated position keeps an undefined one of its values: no opinion there."""
+    out = numpy.array(x, copy=True)
+    where = _advanced(indices, out.ndim)
+    if accumulate:
+        numpy.add.at(out, where, numpy.broadcast_to(values, out[where].shape))
+        return out
+    if not _unique_targets(out.shape, where):
+        raise ValueError("a position written twice")
+    out[where] = values
+    return out
+
+
+def _scatter_where(x, dim: int, index):
+    index = numpy.asarray(index, dtype=numpy.int64)
+    where = list(numpy.indices(index.shape, sparse=True))
+    where[dim] = _within(index, x.shape[dim])
+    return tuple(where)
+
+
+def scatter(x, dim, index, src, reduce=None):
+    """x with src[i][j] written at x[index[i][j]][j] (dim 0), src read over index's shape (a number
+    everywhere for the value overloads); with reduce 'add' or 'multiply' combined into x instead.
+    A position written twice without reduce keeps an undefined one: no opinion there."""
+    out = numpy.array(x, copy=True)
+    if out.ndim == 0:
+        raise ValueError("a 0-d self")
+    dim = dim % out.ndim
+    where = _scatter_where(out, dim, index)
+    shape = numpy.shape(index)
+    src = numpy.asarray(src)
+    values = src[tuple(slice(0, n) for n in shape)] if src.ndim else numpy.broadcast_to(src, shape)
+    if reduce is None:
+        if not _unique_targets(out.shape, where):
+            raise ValueError("a position written twice")
+        out[where] = values
+    else:
+        {"add": numpy.add, "multiply": numpy.multiply}[reduce].at(out, where, values)
+    return out
+
+
+def scatter_reduce(x, dim, index, src, reduce: str, include_self: bool):
+    """torch.Tensor.scatter_reduce_: each position of x that index names reduced ('sum', 'prod',
+    'mean', 'amax', 'amin') over the src values sent to it, and x's own value where include_self;
+    positions no index names keep x's value."""
+    out = numpy.array(x, dtype=numpy.float64 if numpy.asarray(x).dtype.kind == "f" else None, copy=True)
+    if out.ndim == 0:
+        raise ValueError("a 0-d self")
+    dim = dim % out.ndim
+    where = _scatter_where(out, dim, index)
+    values = numpy.asarray(src)[tuple(slice(0, n) for n in numpy.shape(index))]
+    hit = numpy.zeros(out.shape, dtype=bool)
+    hit[where] = True
+    ufunc = {"sum": numpy.add, "mean": numpy.add, "prod": numpy.multiply, "amax": numpy.maximum, "amin": numpy.minimum}[
+        reduce
+    ]
+    identity = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
+    acc = numpy.array(out, copy=True)
+    if not include_self:
+        if identity is None:  # amax/amin: start from the first value sent to each position
+            acc[where] = values
+        else:
+            acc[hit] = identity
+    ufunc.at(acc, where, values)
+    if reduce == "mean" and out.dtype.kind in "iu":
+        # the kernel sums in the case's integer dtype, which wraps; the reference may read the
+        # integers wider (int64) and cannot tell where that sum wrapped
+        raise ValueError("an integer mean: the kernel's accumulator decides")
+    if reduce == "mean":
+        count = numpy.zeros(out.shape, dtype=numpy.int64)  # an integer sum divides exactly
+        numpy.add.at(count, where, 1)
+        count = count + (1 if include_self else 0)
+        mean = acc / numpy.where(count == 0, 1, count)
+        acc = numpy.where(
+            hit, mean if out.dtype.kind in "fc" else numpy.floor_divide(acc, numpy.where(count == 0, 1, count)), out
+        )
+    return numpy.where(hit, acc, out).astype(
+        numpy.asarray(x).dtype if numpy.asarray(x).dtype.kind != "f" else numpy.float64
+    )
+
+
+def put(x, index, source, accumulate: bool):
+    """x with source put at the flat positions index (negative ones from the end), added with
+    accumulate; a position written twice without accumulate keeps an undefined one."""
+    out = numpy.array(x, copy=True)
+    flat = out.reshape(-1)
+    index = numpy.asarray(index, dtype=numpy.int64).reshape(-1)
+    if index.size and (index.min() < -flat.size or index.max() >= flat.size):
+        raise ValueError("an index outside the tensor")
+    index = numpy.where(index < 0, index + flat.size, index)
+    source = numpy.asarray(source).reshape(-1)[: index.size]
+    if accumulate:
+        numpy.add.at(flat, index, source)
+    else:
+        if numpy.unique(index).size != index.size:
+            raise ValueError("a position written twice")
+        flat[index] = source
+    return flat.reshape(out.shape)
+
+
+def masked_scatter(x, mask, source):
+    """x with source's leading elements, in row-major order, copied where the mask (broadcast to
+    x) is true."""
+    out = numpy.array(x, copy=True)
+    m = numpy.broadcast_to(numpy.asarray(mask, dtype=bool), out.shape)
+    n = int(m.sum())
+    source = numpy.asarray(source).reshape(-1)
+    if source.size < n:
+        raise ValueError("fewer source elements than true mask elements")
+    out[m] = source[:n]
+    return out
