@@ -477,11 +477,25 @@ def _other(rng, kind):
         ]
         value = rng.choice([None, 1.5]) if mode == "constant" else None
         return aten.pad(x, widths, mode, value), formulas.pad(x.numpy(), widths, mode, value)
+    if kind == "embedding_bag":
+        return _bag(rng)
     assert kind == "window"
     length, periodic = rng.randint(0, 9), rng.random() < 0.5
     name = rng.choice(["bartlett", "blackman", "hamming", "kaiser"])
     got = getattr(torch, f"{name}_window")(length, periodic, dtype=torch.float64)
     return got, formulas.window(name, length, periodic, *((12.0,) if name == "kaiser" else ()))
+
+
+def _bag(rng):
+    table, mode, pad = torch.randn(10, 3, dtype=torch.float64), rng.choice([0, 1, 2]), rng.choice([None, 2, -1])
+    n = rng.randint(0, 8)
+    indices, last = torch.randint(0, 10, (n,)), rng.random() < 0.5
+    cuts = sorted(rng.randint(0, n) for _ in range(rng.randint(0, 3)))
+    offsets = torch.tensor([0, *cuts] + ([n] if last else []), dtype=torch.int64)
+    weights = torch.rand(n, dtype=torch.float64) if mode == 0 and rng.random() < 0.5 else None
+    got = aten.embedding_bag.padding_idx(table, indices, offsets, False, mode, False, weights, last, pad)[0]
+    np_weights = None if weights is None else weights.numpy()
+    return got, formulas.embedding_bag(table.numpy(), indices.numpy(), offsets.numpy(), mode, np_weights, last, pad)
 
 
 def _attention(rng):
@@ -528,7 +542,7 @@ def _cell(rng, kind):
 
 OTHER = ["cross_entropy", "triplet_margin_loss", "multilabel_margin_loss", "cumulative_trapezoid", "diff",
          "take_along_dim", "one_hot", "attention", "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "pad",
-         "window"]  # fmt: skip
+         "window", "embedding_bag"]  # fmt: skip
 
 
 INDEXING = ["index", "index_put", "scatter", "scatter_reduce", "put", "masked_scatter"]

@@ -1089,3 +1089,43 @@ def masked_scatter(x, mask, source):
         raise ValueError("fewer source elements than true mask elements")
     out[m] = source[:n]
     return out
+
+
+def embedding_bag(weight, indices, offsets, mode: int, per_sample_weights, include_last_offset: bool, padding_idx=None):
+    """torch.nn.functional.embedding_bag's bags reduced: the rows of weight that each bag's
+    indices name (offsets[b] to offsets[b + 1], the last bag to the end unless include_last_offset;
+    each row of a 2-d indices a bag), summed (each times its per-sample weight), averaged or
+    maxed (0, 1, 2); padding_idx's rows left out of the bag; an empty bag is zeros."""
+    weight, indices = numpy.asarray(weight), numpy.asarray(indices, dtype=numpy.int64)
+    psw = None if per_sample_weights is None else numpy.asarray(per_sample_weights)
+    if indices.ndim == 2:
+        if offsets is not None and numpy.size(offsets):
+            raise ValueError("offsets with a 2-d input")
+        starts, flat = numpy.arange(indices.shape[0]) * indices.shape[1], indices.reshape(-1)
+        ends = starts + indices.shape[1]
+        psw = None if psw is None else psw.reshape(-1)
+    else:
+        flat, offsets = indices, numpy.asarray(offsets, dtype=numpy.int64)
+        if include_last_offset:
+            starts, ends = offsets[:-1], offsets[1:]
+        else:
+            starts, ends = offsets, numpy.append(offsets[1:], flat.size)
+    if (flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0])) or (starts.size and starts[0] != 0):
+        raise ValueError("an index outside the table, or a first offset other than 0")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    out = numpy.zeros((len(starts), weight.shape[1]))
+    for b, (lo, hi) in enumerate(zip(starts, ends)):
+        if hi < lo or hi > flat.size:
+            raise ValueError("offsets out of order")
+        keep = [i for i in range(lo, hi) if flat[i] != padding_idx]
+        if not keep:
+            continue
+        rows = weight[flat[keep]]
+        if mode == 0:
+            out[b] = (rows * (psw[keep][:, None] if psw is not None else 1)).sum(axis=0)
+        elif mode == 1:
+            out[b] = rows.mean(axis=0)
+        else:
+            out[b] = rows.max(axis=0)
+    return out
