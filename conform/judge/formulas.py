@@ -355,16 +355,20 @@ def _conv_padding(padding, kernel: list[int], dilation: list[int], dims: int) ->
     return [(p, p) for p in _per_dim(padding, dims, [0])]
 
 
+def _conv_operands(x, weight, stride, dilation, dims: int):
+    """x (an unbatched input as a batch of one) and weight as arrays, whether x was unbatched, the
+    kernel's spatial size, and stride and dilation per dim."""
+    x, weight = numpy.asarray(x), numpy.asarray(weight)
+    unbatched = x.ndim == dims + 1
+    s, d = _per_dim(stride, dims, [1]), _per_dim(dilation, dims, [1])
+    return (x[None] if unbatched else x), weight, unbatched, list(weight.shape[2:]), s, d
+
+
 def conv(x, weight, bias, stride, padding, dilation, groups, dims: int):
     """out[n, o] = bias[o] + sum over the group's input channels c and kernel offsets k of
     x[n, c, s * i + d * k - p] * weight[o, c, k] (cross-correlation), an unbatched input as a
     batch of one."""
-    x, weight = numpy.asarray(x), numpy.asarray(weight)
-    unbatched = x.ndim == dims + 1
-    if unbatched:
-        x = x[None]
-    kernel = list(weight.shape[2:])
-    s, d = _per_dim(stride, dims, [1]), _per_dim(dilation, dims, [1])
+    x, weight, unbatched, kernel, s, d = _conv_operands(x, weight, stride, dilation, dims)
     x = numpy.pad(x, [(0, 0), (0, 0)] + _conv_padding(padding, kernel, d, dims))
     outs = [(x.shape[2 + i] - d[i] * (kernel[i] - 1) - 1) // s[i] + 1 for i in range(dims)]
     n, cin = x.shape[:2]
@@ -387,12 +391,7 @@ def conv(x, weight, bias, stride, padding, dilation, groups, dims: int):
 def conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, dims: int):
     """The adjoint of conv: each x[n, c, i] times weight[c, o, k] added at s * i + d * k - p,
     output_padding more at the end of each dim, an unbatched input as a batch of one."""
-    x, weight = numpy.asarray(x), numpy.asarray(weight)
-    unbatched = x.ndim == dims + 1
-    if unbatched:
-        x = x[None]
-    kernel = list(weight.shape[2:])
-    s, d = _per_dim(stride, dims, [1]), _per_dim(dilation, dims, [1])
+    x, weight, unbatched, kernel, s, d = _conv_operands(x, weight, stride, dilation, dims)
     p, extra = _per_dim(padding, dims, [0]), _per_dim(output_padding, dims, [0])
     n, cin = x.shape[:2]
     per_group, cout_g = cin // groups, weight.shape[1]
@@ -1022,41 +1021,25 @@ def scatter(x, dim, index, src, reduce=None):
 def scatter_reduce(x, dim, index, src, reduce: str, include_self: bool):
     """torch.Tensor.scatter_reduce_: each position of x that index names reduced ('sum', 'prod',
     'mean', 'amax', 'amin') over the src values sent to it, and x's own value where include_self;
-    positions no index names keep x's value."""
-    out = numpy.array(x, dtype=numpy.float64 if numpy.asarray(x).dtype.kind == "f" else None, copy=True)
-    if out.ndim == 0:
+    positions no index names keep x's value. No opinion on an integer mean: the kernel sums in the
+    case's integer dtype, which wraps, and the reference may read the integers wider (int64)."""
+    x = numpy.asarray(x)
+    if x.ndim == 0:
         raise ValueError("a 0-d self")
-    dim = dim % out.ndim
-    where = _scatter_where(out, dim, index)
-    values = numpy.asarray(src)[tuple(slice(0, n) for n in numpy.shape(index))]
-    hit = numpy.zeros(out.shape, dtype=bool)
-    hit[where] = True
-    ufunc = {"sum": numpy.add, "mean": numpy.add, "prod": numpy.multiply, "amax": numpy.maximum, "amin": numpy.minimum}[
-        reduce
-    ]
-    identity = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
-    acc = numpy.array(out, copy=True)
-    if not include_self:
-        if identity is None:  # amax/amin: start from the first value sent to each position
-            acc[where] = values
-        else:
-            acc[hit] = identity
-    ufunc.at(acc, where, values)
-    if reduce == "mean" and out.dtype.kind in "iu":
-        # the kernel sums in the case's integer dtype, which wraps; the reference may read the
-        # integers wider (int64) and cannot tell where that sum wrapped
+    if reduce == "mean" and x.dtype.kind in "iu":
         raise ValueError("an integer mean: the kernel's accumulator decides")
+    acc = numpy.array(x, dtype=numpy.float64 if x.dtype.kind == "f" else None, copy=True)
+    where = _scatter_where(acc, dim % acc.ndim, index)
+    values = numpy.asarray(src)[tuple(slice(0, n) for n in numpy.shape(index))]
+    if not include_self:  # start from the identity, or from the first value sent (amax, amin)
+        acc[where] = values if reduce in ("amax", "amin") else (1 if reduce == "prod" else 0)
+    ufuncs = {"sum": numpy.add, "mean": numpy.add, "prod": numpy.multiply, "amax": numpy.maximum, "amin": numpy.minimum}
+    ufuncs[reduce].at(acc, where, values)
     if reduce == "mean":
-        count = numpy.zeros(out.shape, dtype=numpy.int64)  # an integer sum divides exactly
+        count = numpy.zeros(acc.shape, dtype=numpy.int64)
         numpy.add.at(count, where, 1)
-        count = count + (1 if include_self else 0)
-        mean = acc / numpy.where(count == 0, 1, count)
-        acc = numpy.where(
-            hit, mean if out.dtype.kind in "fc" else numpy.floor_divide(acc, numpy.where(count == 0, 1, count)), out
-        )
-    return numpy.where(hit, acc, out).astype(
-        numpy.asarray(x).dtype if numpy.asarray(x).dtype.kind != "f" else numpy.float64
-    )
+        acc = acc / numpy.maximum(count + include_self, 1)  # a position no index names: x / 1
+    return acc
 
 
 def put(x, index, source, accumulate: bool):

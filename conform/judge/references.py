@@ -431,14 +431,9 @@ def evaluate(ref: Reference, op, args, kwargs):
 
 
 def _all_finite(values) -> bool:
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            if not _all_finite(v):
-                return False
-        elif isinstance(v, torch.Tensor) and is_inexact(v.dtype) and v.layout == torch.strided:
-            if not bool(torch.isfinite(v).all()):
-                return False
-    return True
+    return all(
+        bool(torch.isfinite(t).all()) for t in leaves(list(values)) if is_inexact(t.dtype) and t.layout == torch.strided
+    )
 
 
 def _default(arg):
