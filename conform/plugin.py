@@ -478,6 +478,11 @@ def died_result(cell, inflight: InFlight | None, device: str | None, detail: str
             return _reference_died(r, inflight, detail)
         if inflight.functional and not inflight.failed:
             return _functional_died(r, inflight, detail)
+        if inflight.earlier:
+            # the death came after the cell's other checks (its malformed arguments run last):
+            # what they found stands beside it
+            r.further_failures = list(inflight.earlier.get("failures") or ())
+            r.findings = list(inflight.earlier.get("findings") or ())
         if r.case is not None:  # (none when the process hung while drawing a case)
             r.examples_run = 1
             # the case's own op: the functional an out= cell's generator was running, if that died

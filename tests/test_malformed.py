@@ -245,3 +245,45 @@ def test_a_structured_matrix_loses_its_edge_pattern_where_its_shape_is_no_longer
     assert found["argument 1 one longer in its last dim"].args[0].edges is None
     assert found["argument 1 with one more leading dim"].args[0].edges == 1  # (2, 3, 3): still square
     assert all(c.args[0].values == "invertible" for c in found.values())
+
+
+def test_a_death_on_a_malformed_argument_keeps_what_the_cell_found_before_it(tmp_path):
+    """The real kernels: the CPU's flash attention dies on an empty key and computes wrong values
+    for an input whose last dim is strided (pytorch PR #187506). The malformed arguments run last,
+    so the cell is a `crash` whose further failure is the layout relation's mismatch."""
+    row = _only_cell(tmp_path, "aten::_scaled_dot_product_flash_attention_for_cpu", "--seed", "2")
+    assert row["outcome"] == "crash" and "a malformed argument" in row["message"], row["message"]
+    kinds = [(f["outcome"], f["message"].split("]")[0]) for f in json.loads(row["further_failures"])]
+    assert ("mismatch", "[layout relation") in kinds, kinds
+
+
+def _only_cell(tmp_path, op: str, *options: str) -> dict:
+    """The one float32 cell of `op` that a run stores, its failure row's columns with it."""
+    db = tmp_path / "one.db"
+    proc = conform("run", "--ops", op, "--dtypes", "float32", *options, "--db", db, "-q", cwd=tmp_path)
+    assert proc.returncode != 2, proc.stderr
+    with sqlite3.connect(db) as c:
+        c.row_factory = sqlite3.Row
+        row = c.execute(
+            "SELECT r.outcome, r.message, f.further_failures FROM results r LEFT JOIN failures f ON f.result_id = r.id"
+        ).fetchone()
+    return dict(row)
+
+
+def test_the_malformed_arguments_run_after_the_cells_other_cases(monkeypatch):
+    from conform.run import cell
+    from conform.run.cell import CellSettings
+
+    order = []
+    monkeypatch.setattr(cell.execute, "run_malformed", lambda op, case, backend, **kw: order.append("malformed") or 0)
+    r = cell.run_cell(
+        opdb.lookup("aten::replication_pad2d"),
+        "float32",
+        CPUBackend(),
+        CellSettings(seed=11, hypothesis_db=None),
+        on_case=lambda case: order.append("case"),
+        on_malformed=lambda case, earlier: order.append(("armed", len(earlier["failures"]))),
+    )
+    assert r.outcome == "pass", r.message
+    first = order.index(("armed", 0))
+    assert "case" not in order[first:] and order[first:].count("malformed") == 2, order

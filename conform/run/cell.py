@@ -63,6 +63,9 @@ class _Progress:
     overlaps_checked: int = 0  # passing in-place cases run again with a self whose elements share memory
     sizes_checked: bool = False  # whether a passing case's wrongly sized inputs ran
     malformed_wide: bool = False  # whether the malformed arguments ran on a case past the simplest sizes
+    # (case, contain_shapes) the malformed arguments are due on: they run once the cell's verdict
+    # is in (_malformed_last), since a death ends the process and every check that would follow
+    malformed_due: list = field(default_factory=list)
     wrong_size_failed: bool = False  # the cell's failure came from them (its shrink steps run them too)
     relation_runs: int = 0  # valid cases whose metamorphic relations ran
     differenced: bool = False  # a valid case's gradients were held against finite differences
@@ -144,11 +147,14 @@ def run_cell(
     on_case: Callable | None = None,
     after_case: Callable | None = None,
     stop_if: Callable | None = None,
+    on_malformed: Callable | None = None,
 ) -> CellResult:
     """Run one cell. `on_case(case)` is called before each case runs and `after_case()` after
     (the worker uses them to record the case in flight and arm its hang watchdog). `stop_if(r)`
     sees each case's result; what it returns instead of None ends the cell as its verdict, with
-    no shrinking (the device process uses it when an error poisoned the device context)."""
+    no shrinking (the device process uses it when an error poisoned the device context).
+    `on_malformed(case, earlier)` is called before the malformed arguments of a passing case run,
+    last, with what the cell found until then (see _malformed_last)."""
     started = time.monotonic()
     result = CellResult(op=op.qualname, dtype=dtype)
     if op.rules.untestable:
@@ -279,7 +285,8 @@ def run_cell(
         ):
             progress.sizes_checked = True
             progress.malformed_wide = progress.malformed_wide or _wide(case)
-            execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS)
+            if not progress.failing:
+                progress.malformed_due.append((case, False))
             failure = execute.run_wrong_sizes(op, case, backend)
             if failure is not None:
                 progress.wrong_size_failed = True
@@ -289,8 +296,7 @@ def run_cell(
         elif r.outcome == Outcome.PASS and not r.invalid and not progress.failing and not progress.malformed_wide:
             if _wide(case):
                 progress.malformed_wide = True
-                wide = variants.contiguous_inputs(case)
-                execute.run_malformed(op, wide, backend, numbers=dtype in MALFORMED_NUMBER_CELLS, contain_shapes=True)
+                progress.malformed_due.append((variants.contiguous_inputs(case), True))
         return r, case
 
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:
@@ -511,8 +517,44 @@ def run_cell(
             result.message = f"no CPU kernel for {dtype}: the CPU reference has nothing to compare with; {reason}"
         else:
             result.message = f"no valid case: the CPU reference rejected all {result.invalid_examples} generated inputs; first: {reason}"
+    if not progress.stopped:
+        _malformed_last(op, dtype, backend, result, progress.malformed_due, on_malformed)
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _malformed_last(op, dtype: str, backend, result: CellResult, due: list, on_malformed: Callable | None) -> None:
+    """The malformed arguments (conform.run.execute.run_malformed) of the passing cases they are
+    due on, once everything else the cell judges is judged: a death there ends the process, and
+    made at the first passing case it hid what the cell's other cases would have shown (a private
+    attention kernel that dies on an empty key also computes wrong values for a query whose last
+    dim is strided: the death was all its cell said). The worker records what the cell found so
+    far with the case (`on_malformed`), and a death keeps it: the cell is a `crash`, its earlier
+    failures further failures of it (conform.plugin.died_result)."""
+    earlier = None
+    for case, wide in due:
+        if on_malformed is not None:
+            if earlier is None:
+                earlier = _found_so_far(result)
+            on_malformed(case, earlier)
+        execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS, contain_shapes=wide)
+
+
+def _found_so_far(result: CellResult) -> dict:
+    """A cell's failures (its verdict's, then the further ones) and findings, as the in-flight
+    record keeps them while its malformed arguments run."""
+    failures = []
+    if result.case is not None and result.outcome != Outcome.PASS.value:
+        failures.append(
+            {
+                "outcome": result.outcome,
+                "phase": result.phase,
+                "message": result.message,
+                "case": result.case,
+                "repro": result.repro,
+            }
+        )
+    return {"failures": failures + list(result.further_failures), "findings": list(result.findings)}
 
 
 def _hypothesis_settings(settings: CellSettings) -> hypothesis.settings:
@@ -641,7 +683,18 @@ def cell_process(setup: WorkerSetup, inflight: str):
         drawing()
         generators_backward.on_functional = functional
         try:
-            result = run_cell(op, dtype, backend, setup.config.cell, on_case=on_case, after_case=drawing, stop_if=tally)
+            result = run_cell(
+                op,
+                dtype,
+                backend,
+                setup.config.cell,
+                on_case=on_case,
+                after_case=drawing,
+                stop_if=tally,
+                on_malformed=lambda case, earlier: watchdog.arm(
+                    replace(current, case=case.to_json(), describe=case.describe(), earlier=earlier)
+                ),
+            )
         finally:
             generators_backward.on_functional = None
             watchdog.disarm()

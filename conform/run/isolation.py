@@ -271,6 +271,9 @@ class InFlight:
     timeout: bool = False  # a watchdog ended the case
     killed_at: float | None = None  # when the Monitor killed the process
     idle: bool = False  # no case in flight
+    # what the cell had found when this case ran ({"failures": [...], "findings": [...]}: its
+    # malformed arguments run last, conform.run.cell._malformed_last), kept if the process dies
+    earlier: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) != f.default}
