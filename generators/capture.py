@@ -204,6 +204,7 @@ def _captured_once(ctx, cases, names):
     # matrix's non-finite entry likewise (linalg_eigvals segfaults on it), and its NaNs would reach
     # this kernel as values, judged as values
     case = dataclasses.replace(case, args=_in_range(case.args), kwargs=_in_range(case.kwargs))
+    case = _windows_meet_the_input(caller, case)
     packet = getattr(torch.ops.aten, ctx.op.base_name)
     try:
         args, kwargs = case.materialize(_same, torch.device("cpu"))
@@ -230,6 +231,29 @@ def _in_range(v):
     if isinstance(v, dict):
         return {k: _in_range(x) for k, x in v.items()}
     return v
+
+
+def _windows_meet_the_input(caller, case):
+    """A max pooling's case with dilation 1 where a window could lie in the padding alone (an input
+    dim shorter than its dilation): the CPU kernel names a position past the input there and its
+    backward writes through it, corrupting the heap of the process drawing this kernel's case. The
+    caller's own cell reports that (an index outside the input, a death in its backward)."""
+    if not re.fullmatch(r"max_pool[123]d(_with_indices)?", caller.base_name):
+        return case
+    names = [a.name for a in caller.arguments]
+    bound = {**dict(zip(names, case.args)), **case.kwargs}
+    x, dilation = bound.get("self"), bound.get("dilation")
+    if not isinstance(x, TensorSpec) or not isinstance(dilation, (list, tuple)) or not dilation:
+        return case
+    k = int(caller.base_name[len("max_pool")])
+    dilations = list(dilation) * k if len(dilation) == 1 else list(dilation)
+    if len(x.shape) < k or all(n >= d for n, d in zip(x.shape[-k:], dilations)):
+        return case
+    ones = [1] * len(dilation)
+    if "dilation" in case.kwargs:
+        return dataclasses.replace(case, kwargs={**case.kwargs, "dilation": ones})
+    i = names.index("dilation")
+    return dataclasses.replace(case, args=(*case.args[:i], ones, *case.args[i + 1 :]))
 
 
 def _layout_of(t: torch.Tensor) -> str:

@@ -576,3 +576,30 @@ def test_a_device_that_drops_the_factorisations_status_is_a_missing_error():
     assert r.outcome == "missing_error", r.message
     assert "positive-definite" in r.message
     assert run_cell(op, "float32", CPUBackend(), CellSettings(seed=2, hypothesis_db=None)).outcome == "pass"
+
+
+def test_max_pooling_draws_dilated_windows_and_ones_in_the_padding_alone():
+    op = opdb.lookup("aten::max_pool2d_with_indices")
+    cases = _drawn(from_schema(op, "float32"), examples=150)
+    dilations = [c.args[4] for c in cases]
+    assert any(d != [1, 1] for d in dilations)
+    # an input dim shorter than its dilation, with padding: a window can miss the input entirely
+    alone = [c for c in cases if any(n < d and p > 0 for n, d, p in zip(c.args[0].shape[-2:], c.args[4], c.args[3]))]
+    assert alone, "no window in the padding alone"
+    # every drawn case is one the CPU accepts (the output is at least one element long)
+    for c in cases[:40]:
+        args, kwargs = c.materialize(lambda t: t, CPU)
+        torch.ops.aten.max_pool2d_with_indices(*args, **kwargs)
+
+
+def test_a_captured_max_pooling_keeps_its_windows_on_the_input():
+    from generators.capture import _windows_meet_the_input
+
+    op = opdb.lookup("aten::max_pool2d_with_indices")
+    x = TensorSpec((1, 1, 1, 4), "float32")
+    lone = Case(op.qualname, (x, [2, 1], [1, 1], [1, 0], [2, 1], False))
+    assert _windows_meet_the_input(op, lone).args[4] == [1, 1]
+    wide = Case(op.qualname, (TensorSpec((1, 1, 3, 4), "float32"), [2, 1], [1, 1], [1, 0], [2, 1], False))
+    assert _windows_meet_the_input(op, wide) is wide
+    other = Case("aten::avg_pool2d", (x, [2, 1]))
+    assert _windows_meet_the_input(opdb.lookup("aten::avg_pool2d"), other) is other

@@ -148,14 +148,22 @@ def pooling(ctx):
     k = [ctx.draw(memo.integers(1, 3), label=f"kernel[{i}]") for i in range(d)]
     stride = [ctx.draw(memo.integers(1, 2), label=f"stride[{i}]") for i in range(d)]
     padding = [ctx.draw(memo.integers(0, k[i] // 2), label=f"padding[{i}]") for i in range(d)]
-    spatial = [k[i] + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)]
+    # dilated windows, and inputs no longer than the window's reach less the padding: the edges
+    # where a window lies in the padding alone, whose index must still name an input element
+    # (a max-pooling index past the input, a divisor of 0 positions)
+    dilated = "dilation" in _arg_names(ctx)
+    dilation = [ctx.draw(memo.integers(1, 2), label=f"dilation[{i}]") if dilated else 1 for i in range(d)]
+    reach = [dilation[i] * (k[i] - 1) + 1 for i in range(d)]
+    spatial = [
+        max(1, reach[i] - 2 * padding[i]) + ctx.draw(memo.integers(0, 3), label=f"extent[{i}]") for i in range(d)
+    ]
     unbatched = ctx.draw(memo.integers(0, 3), label="unbatched") == 0
     ctx.shape = ((c,) if unbatched else (n, c)) + tuple(spatial)
     ctx.fixed["self"] = _tensor(ctx, ctx.shape, label="self")
     _list_arg(ctx, "kernel_size", k)
     _list_arg(ctx, "stride", stride)
     _list_arg(ctx, "padding", padding)
-    _list_arg(ctx, "dilation", [1] * d)
+    _list_arg(ctx, "dilation", dilation)
     if "divisor_override" in _arg_names(ctx):
         ctx.fixed["divisor_override"] = None
 
