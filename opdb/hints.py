@@ -161,6 +161,11 @@ HINTS: dict[str, Hint] = {
         None,
         "the range (generators.tensor.OP_RANGES) whose overflow edge the op's inputs are drawn below; none: no computed one",
     ),
+    "equal_values_defined": Hint(
+        "bool",
+        False,
+        "one value repeated is no 0 / 0 for the op (no mean subtracted): its finite values are judged there too",
+    ),
     # what golden computes
     "quotient_rounded_first": Hint(
         "str", None, "with this argument, the quotient rounded to the result dtype before rounding_mode is right too"

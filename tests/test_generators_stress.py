@@ -385,8 +385,23 @@ def test_one_value_repeated_is_judged_where_a_result_is_not_finite():
     # rows of 57: the CPU's own kernel is right there (on rows of 16 it is the NaN, pytorch#162489)
     x = TensorSpec((3, 57), "float32", seed=2, magnitude="equal_beyond_sqrt")
     case = Case(op.qualname, (x, [57], None, None, 1e-5))
-    assert execute.degenerate_data(case)
+    assert execute.degenerate_data(case, op)
     assert execute.run_case(op, case, OffByOne(), grad=False, relations=True).outcome is Outcome.PASS
     assert execute.run_case(op, case, NaNs(), grad=False).outcome is Outcome.MISMATCH
     plain = Case(op.qualname, (TensorSpec((3, 57), "float32", seed=2), [57], None, None, 1e-5))
     assert execute.run_case(op, plain, OffByOne(), grad=False).outcome is Outcome.MISMATCH
+
+
+def test_an_rms_norm_of_one_value_repeated_is_judged_in_its_values():
+    # no mean subtracted: x / sqrt(mean(x**2)) is +-1 there; the float32 kernel squares in
+    # float32 and returns 0 for values beyond the square root of the largest
+    from conform.backends import CPUBackend
+    from conform.outcomes import Outcome
+    from conform.run import execute
+
+    op = opdb.lookup("aten::rms_norm")
+    x = TensorSpec((3, 41), "float32", seed=2, magnitude="equal_beyond_sqrt")
+    case = Case(op.qualname, (x, [41], None, 1e-5))
+    assert not execute.degenerate_data(case, op)
+    r = execute.run_case(op, case, CPUBackend(), grad=False)
+    assert r.outcome is Outcome.MISMATCH, r.message

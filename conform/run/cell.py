@@ -224,7 +224,7 @@ def run_cell(
         grad = (
             settings.grad
             and not _near_max(case)
-            and not execute.degenerate_data(case)
+            and not execute.degenerate_data(case, op)
             and (
                 progress.failing
                 or progress.drawn < settings.grad_examples
