@@ -491,3 +491,14 @@ def test_an_lu_saved_for_the_backward_may_factor_the_transpose():
     assert (
         execute.run_case(op, Case(op.qualname, (a,)), CPUBackend(), grad=False, relations=True).outcome is Outcome.PASS
     )
+
+
+def test_the_wide_finite_difference_run_waits_for_a_factor_of_moderate_entries():
+    # a Cholesky factor is another op's result, given as values: one of entries near 3e10 does not
+    # take the wide run, which then reaches a factor where the forward-mode formula's error shows
+    from conform.run import cell
+
+    op = "aten::cholesky_inverse"
+    huge = Case(op, (TensorSpec((3, 3), "float32", data=(2.9e10, 0.0, 0.0) * 3),), {})
+    near_one = Case(op, (TensorSpec((3, 3), "float32", data=(2.0, 0.4, -0.4) * 3),), {})
+    assert not cell._moderate(huge) and cell._moderate(near_one)
