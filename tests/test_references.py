@@ -150,6 +150,18 @@ def test_the_angle_of_negative_zero_is_the_cpu_kernels_own_bug():
     assert r.outcome is Outcome.MISMATCH and "independent reference" in r.message, r.message
 
 
+def test_zeta_at_an_infinite_q_is_the_limit_zero():
+    # pytorch#187294: the kernel gives NaN at q = +inf, golden shares it; at q = -inf and NaN the
+    # libraries agree, so the reference speaks at every non-finite q
+    op = opdb.lookup("aten::special_zeta")
+    inf, nan = float("inf"), float("nan")
+    s = TensorSpec((4,), "float32", data=(2.0, 3.0, 0.5, 1.0))
+    r = run_case(op, Case(op.qualname, (s, TensorSpec((4,), "float32", data=(inf, 2.0, 1.0, 2.0))), {}), CPUBackend())
+    assert r.outcome is Outcome.MISMATCH and "independent reference" in r.message, r.message
+    r = run_case(op, Case(op.qualname, (s, TensorSpec((4,), "float32", data=(-inf, nan, -inf, 2.0))), {}), CPUBackend())
+    assert r.outcome is Outcome.PASS, r.message
+
+
 def test_the_repro_script_recomputes_the_reference(tmp_path):
     op = opdb.lookup("aten::atan2")
     with _ZeroQuadrantLost():
