@@ -603,3 +603,17 @@ def test_a_captured_max_pooling_keeps_its_windows_on_the_input():
     assert _windows_meet_the_input(op, wide) is wide
     other = Case("aten::avg_pool2d", (x, [2, 1]))
     assert _windows_meet_the_input(opdb.lookup("aten::avg_pool2d"), other) is other
+
+
+def test_embedding_bags_are_several_and_may_end_before_the_last_index():
+    op = opdb.lookup("aten::_embedding_bag")
+    cases = _drawn(from_schema(op, "float32"), examples=120)
+    bound = [dict(zip([a.name for a in op.arguments], c.args)) | c.kwargs for c in cases]
+    assert any(len(b["offsets"].data) >= 2 for b in bound if not b["include_last_offset"])
+    last = [b for b in bound if b["include_last_offset"]]
+    assert last and all(len(b["offsets"].data) >= 2 for b in last)
+    # the last offset ends the last bag: at the indices' count, or before it (indices in no bag)
+    assert any(b["offsets"].data[-1] < b["indices"].shape[0] for b in last)
+    for b in bound:
+        offsets = list(b["offsets"].data)
+        assert offsets[0] == 0 and offsets == sorted(offsets) and offsets[-1] <= b["indices"].shape[0]

@@ -12,11 +12,21 @@ from generators.strategies import draw_tensor
 
 @family("embedding_bag", "embedding_bag_forward_only")
 def embedding_bag(ctx):
-    """One bag starting at offset 0; include_last_offset stays False: with it, a lone offset [0]
-    and per-sample weights crash the CPU kernel (torch 2.13) instead of raising."""
-    symbolic(ctx, {"weight": "v d", "indices": "b:indexv", "offsets": "1:index1", "per_sample_weights": "?b"})
+    """One to three bags, at sorted offsets from 0 (empty bags too). With include_last_offset
+    (drawn where the op takes it, with two offsets or more: a lone offset [0] with it and
+    per-sample weights crash the CPU kernel, torch 2.13, instead of raising) the last offset ends
+    the last bag: the indices' count, or before it, where the indices after it belong to no bag
+    (the sum mode leaves them out, mean and max take them: pytorch#191965)."""
+    symbolic(ctx, {"weight": "v d", "indices": "b:indexv", "per_sample_weights": "?b"})
+    n = ctx.fixed["indices"].shape[0] if isinstance(ctx.fixed.get("indices"), TensorSpec) else 0
+    bags = ctx.draw(memo.integers(1, 3), label="bags")
+    offsets = [0, *sorted(ctx.draw(memo.integers(0, n), label=f"offset {i}") for i in range(bags - 1))]
+    last = "include_last_offset" in _arg_names(ctx) and ctx.draw(memo.booleans(), label="include_last_offset")
+    if last:
+        offsets.append(n - ctx.draw(memo.integers(0, min(1, n - offsets[-1])), label="trailing indices"))
+    ctx.fixed["offsets"] = _ints(offsets)
     if "include_last_offset" in _arg_names(ctx):
-        ctx.fixed["include_last_offset"] = False
+        ctx.fixed["include_last_offset"] = last
     if "mode" in _arg_names(ctx):
         ctx.fixed["mode"] = (
             0 if ctx.fixed.get("per_sample_weights") is not None else ctx.draw(memo.integers(0, 2), label="mode")
