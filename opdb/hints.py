@@ -150,6 +150,11 @@ HINTS: dict[str, Hint] = {
     "reference_finite_inputs": Hint(
         "bool", False, "the reference speaks only where every floating input is finite (LAPACK, BLAS)"
     ),
+    "documented_gradient": Hint(
+        "str",
+        None,
+        "an expression over the non-tensor arguments: where true, the documented gradient is not the derivative",
+    ),
     "gradient_equivalent": Hint(
         "table",
         None,

@@ -502,3 +502,19 @@ def test_the_wide_finite_difference_run_waits_for_a_factor_of_moderate_entries()
     huge = Case(op, (TensorSpec((3, 3), "float32", data=(2.9e10, 0.0, 0.0) * 3),), {})
     near_one = Case(op, (TensorSpec((3, 3), "float32", data=(2.0, 0.4, -0.4) * 3),), {})
     assert not cell._moderate(huge) and cell._moderate(near_one)
+
+
+def test_a_documented_gradient_is_not_held_to_finite_differences():
+    # embedding's padding_idx row "does not contribute to the gradient" though the forward reads it
+    from conform.judge import gradients
+
+    op = opdb.lookup("aten::embedding")
+    weight, indices = TensorSpec((2, 3), "float32", seed=1), TensorSpec((2,), "int64", data=(0, 1))
+    padded, plain = (
+        Case(op.qualname, (weight, indices, 0), {}, seed=3),
+        Case(op.qualname, (weight, indices, -1), {}, seed=3),
+    )
+    assert gradients._documented_gradient(op, padded) and not gradients._documented_gradient(op, plain)
+    assert gradients.check(op, padded) is None and gradients.check(op, plain) is not None
+    r = execute.run_case(op, padded, CPUBackend(), grad=True, finite_differences=True)
+    assert r.outcome is Outcome.PASS, r.message
