@@ -450,6 +450,93 @@ def cholesky_inverse(factor, upper: bool):
     return cholesky_solve(numpy.broadcast_to(numpy.eye(n), numpy.shape(factor)), factor, upper)
 
 
+def hermitian(a, upper: bool):
+    """The Hermitian matrix of `a`'s upper (lower) triangle, as LAPACK's heevd and potrf read it."""
+    return _from_triangle(a, upper)
+
+
+def householder_q(a, tau, m: int):
+    """H_1 ... H_k, H_i = I - tau_i v_i v_i^H with v_i 1 at row i, zero above it and `a`'s column
+    i below it: the m x m orthogonal (unitary) matrix that geqrf's (a, tau) represent (LAPACK's
+    ?orgqr; torch.linalg.householder_product's documentation)."""
+    a, tau = numpy.asarray(a), numpy.asarray(tau)
+    batch = numpy.broadcast_shapes(a.shape[:-2], tau.shape[:-1])
+    dtype = numpy.result_type(a, tau, numpy.float64)
+    q = numpy.broadcast_to(numpy.eye(m, dtype=dtype), (*batch, m, m)).copy()
+    for i in reversed(range(tau.shape[-1])):
+        v = numpy.zeros((*batch, m), dtype=dtype)
+        v[..., i] = 1
+        v[..., i + 1 :] = a[..., i + 1 : m, i]
+        w = numpy.einsum("...i,...ij->...j", numpy.conj(v), q)
+        q = q - tau[..., i, None, None] * v[..., :, None] * w[..., None, :]
+    return q
+
+
+def householder_product(a, tau):
+    """The first n columns of the product of the Householder reflectors (a: m x n, tau: k <= n)."""
+    m, n = numpy.shape(a)[-2:]
+    return householder_q(a, tau, m)[..., :, :n]
+
+
+def ormqr(a, tau, c, left: bool, transpose: bool):
+    """Q C (C Q where not `left`), Q^H in place of Q where `transpose`, Q the m x m product of the
+    reflectors of `a` and `tau` (m is C's rows where `left`, its columns otherwise)."""
+    c = numpy.asarray(c)
+    q = householder_q(a, tau, c.shape[-2] if left else c.shape[-1])
+    if transpose:
+        q = numpy.conj(_mT(q))
+    return q @ c if left else c @ q
+
+
+def pivots_permutation(pivots, m: int):
+    """P with A = P L U from LAPACK's 1-indexed row interchanges (row i swapped with pivots[i]
+    in turn); None where a pivot names no row at or below its own."""
+    pivots = numpy.asarray(pivots)
+    k = pivots.shape[-1]
+    if ((pivots < numpy.arange(1, k + 1)) | (pivots > m)).any():
+        return None
+    flat = pivots.reshape(-1, k)
+    ps = numpy.zeros((flat.shape[0], m, m))
+    for b, piv in enumerate(flat):
+        perm = list(range(m))
+        for i, p in enumerate(piv):
+            perm[i], perm[p - 1] = perm[p - 1], perm[i]
+        ps[b, perm, range(m)] = 1.0  # row perm[j] of A is row j of L U
+    return ps.reshape(*pivots.shape[:-1], m, m)
+
+
+def lu_unpack(lu, pivots, unpack_data: bool = True, unpack_pivots: bool = True):
+    """(P, L, U) of torch.linalg.lu_factor's compact form: L unit lower triangular (m x k), U upper
+    triangular (k x n), P from the pivots. Nothing where a part is not unpacked or a pivot is out of
+    range."""
+    if not (unpack_data and unpack_pivots):
+        return None
+    lu = numpy.asarray(lu)
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    p = pivots_permutation(pivots, m)
+    if p is None or numpy.shape(pivots)[-1] != k:
+        return None
+    lower = numpy.tril(lu, -1)[..., :, :k] + numpy.eye(m, k)
+    upper = numpy.triu(lu)[..., :k, :]
+    return numpy.broadcast_to(p, (*lu.shape[:-2], m, m)), lower, upper
+
+
+def lu_solve(lu, pivots, b, left: bool = True, adjoint: bool = False):
+    """X with A X = B (X A = B where not `left`), A^H in place of A where `adjoint`, A = P L U of
+    lu_factor's compact form; nothing where a pivot is out of range, and numpy raises on a
+    singular A: no opinion."""
+    unpacked = lu_unpack(lu, pivots)
+    if unpacked is None:
+        return None
+    p, lower, upper = unpacked
+    a = p @ lower @ upper
+    if adjoint:
+        a = numpy.conj(_mT(a))
+    b = numpy.asarray(b)
+    return numpy.linalg.solve(a, b) if left else _mT(numpy.linalg.solve(_mT(a), _mT(b)))
+
+
 def solve_triangular(a, b, upper: bool, left: bool = True, unitriangular: bool = False, transpose: bool = False):
     """X with T X = B (X T = B where not `left`), T the upper (lower) triangle of `a`, its diagonal
     taken as ones where `unitriangular`, transposed first where `transpose`. numpy raises on a

@@ -14,6 +14,9 @@ repeats indices yet says coalesced, and the ops that trust the flag then sum not
 breaks them too: it is the same kernel. Not for ops whose contract is to trust the caller (an
 `unsafe` constructor, an `is_coalesced` or `coalesced` argument that sets the flag, a backward
 whose indices a forward checked).
+
+A factorization's factors multiply back to its input and have their documented form
+(conform.judge.factorizations).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 
 import torch
 
+from conform.judge import factorizations
 from conform.judge.compare import Record, bind_arguments, index_outputs, leaves
 
 # pooling ops whose indices count positions in the last k dims of the input, flattened
@@ -186,4 +190,8 @@ def sparse_records(op, inputs, result) -> list[Record]:
 
 def records(op, inputs, result) -> list[Record]:
     """The failing records of every documented invariant the result breaks."""
-    return index_records(op, inputs, result) + sparse_records(op, inputs, result)
+    return (
+        index_records(op, inputs, result)
+        + sparse_records(op, inputs, result)
+        + factorizations.records(op, inputs, result)
+    )

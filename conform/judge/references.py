@@ -38,7 +38,7 @@ import numpy
 import torch
 
 import opdb
-from conform.judge import invariants
+from conform.judge import factorizations, invariants
 from conform.judge import verdict as oracle
 from conform.judge.compare import Record, _spacing, bind_arguments, failures, leaves
 from conform.judge.tolerances import is_inexact, leaf_scale, tolerance_at
@@ -911,9 +911,14 @@ def _floating_inputs(op, case, inputs) -> bool:
 
 @functools.cache
 def origin_of(qualname: str) -> str:
-    """The origin of `qualname`'s reference ("numpy.arctan2"), or "" (coverage's column)."""
+    """The origin of `qualname`'s reference ("numpy.arctan2"), or "" (coverage's column). A
+    factorization without one is held to its documented contract (conform.judge.factorizations),
+    a second opinion of its own."""
     try:
-        ref = reference_for(opdb.lookup(qualname))
+        op = opdb.lookup(qualname)
+        ref = reference_for(op)
     except Exception:  # noqa: BLE001 - an op of another torch: none known
         return ""
+    if ref is None and op.base_name in factorizations.NAMES:
+        return "factorizations (documented contract)"
     return ref.origin if ref is not None else ""
