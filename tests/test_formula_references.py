@@ -641,3 +641,80 @@ def test_a_position_written_twice_has_no_opinion_without_accumulate():
         formulas.scatter_reduce(
             np.zeros(2, dtype=np.int32), 0, np.array([0, 0]), np.ones(2, dtype=np.int32), "mean", True
         )
+
+
+# -- backwards that move gradients to indices or windows --------------------------------------
+
+
+def _backward_pairs(rng):
+    """(torch's backward, the formula's) for one random valid case of each backward."""
+    dims = rng.choice([2, 3])
+    k = [rng.randint(1, 3) for _ in range(dims)]
+    s, p = [rng.randint(1, 2) for _ in range(dims)], [rng.randint(0, k[i] // 2) for i in range(dims)]
+    x = torch.randn(2, 3, *[rng.randint(k[i], 5) for i in range(dims)], dtype=torch.float64)
+    ceil = rng.random() < 0.5
+    pool, pool_bw = (aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward) if dims == 2 else (
+        aten.max_pool3d_with_indices, aten.max_pool3d_with_indices_backward)  # fmt: skip
+    out, idx = pool(x, k, s, p, [1] * dims, ceil)
+    g = torch.randn_like(out)
+    yield (
+        "max_pool",
+        pool_bw(g, x, k, s, p, [1] * dims, ceil, idx),
+        formulas.pool_backward(g.numpy(), x.numpy(), idx.numpy(), dims),
+    )
+    avg, avg_bw = (
+        (aten.avg_pool2d, aten.avg_pool2d_backward) if dims == 2 else (aten.avg_pool3d, aten.avg_pool3d_backward)
+    )
+    cip, div = rng.random() < 0.5, rng.choice([None, 2])
+    g = torch.randn_like(avg(x, k, s, p, ceil, cip, div))
+    g.view(-1)[0] = rng.choice([1.0, float("inf")])  # an infinite gradient reaches its window only
+    want = formulas.avg_pool_backward(g.numpy(), x.numpy(), k, s, p, ceil, cip, div, dims)
+    yield "avg_pool", avg_bw(g, x, k, s, p, ceil, cip, div), want
+    y, dim, keep = torch.randn(3, 4, 5, dtype=torch.float64), rng.choice([0, 1, -1]), rng.random() < 0.5
+    v, i = y.max(dim, keep)
+    g = torch.randn_like(v)
+    got = aten.value_selecting_reduction_backward(g, dim, i, list(y.shape), keep)
+    yield "value_selecting", got, formulas.value_selecting_backward(g.numpy(), dim, i.numpy(), y.shape, keep)
+    index = torch.randint(0, y.shape[dim], (rng.randint(0, 6),))
+    g = torch.randn_like(y.index_select(dim, index))
+    got = aten.index_select_backward(g, list(y.shape), dim, index)
+    yield "index_select", got, formulas.index_select_backward(g.numpy(), y.shape, dim, index.numpy())
+    ind, g = torch.randint(0, 6, (2, 3)), torch.randn(2, 3, 4, dtype=torch.float64)
+    pad, freq = rng.choice([-1, 2]), rng.random() < 0.5
+    got = aten.embedding_backward(g, ind, 6, pad, freq, False)
+    yield "embedding", got, formulas.embedding_backward(g.numpy(), ind.numpy(), 6, pad, freq)
+
+
+def test_the_backward_formulas_are_the_cpu_kernels_where_they_are_right():
+    rng, seen = random.Random(5), set()
+    for _ in range(40):
+        for kind, got, want in _backward_pairs(rng):
+            assert np.allclose(got.numpy(), want), kind
+            seen.add(kind)
+    assert seen == {"max_pool", "avg_pool", "value_selecting", "index_select", "embedding"}
+    empty = formulas.value_selecting_backward(np.array(2.5), 0, np.zeros(0, np.int64), (), False)
+    assert empty == 0  # a scalar that no index selects keeps no gradient
+
+
+class _PoolGradientOverwritten(TorchDispatchMode):
+    """max_pool2d's backward on the CPU itself writing (not adding) each gradient at its index: two
+    windows that share a maximum keep one gradient. Golden shares it."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten.max_pool2d_with_indices_backward.default:
+            grad, x, indices = args[0], args[1], args[7]
+            flat = torch.zeros_like(x).flatten(-2)
+            return flat.scatter(-1, indices.flatten(-2), grad.flatten(-2)).view_as(x)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_pooling_gradient_bug_golden_shares_is_found_on_the_cpu():
+    op = opdb.lookup("aten::max_pool2d_with_indices_backward")
+    x = TensorSpec((1, 1, 3), "float32", data=(1.0, 5.0, 2.0))  # both windows of size 2, stride 1 pick 5.0
+    args = (TensorSpec((1, 1, 2), "float32", data=(0.5, 0.25)), x, [1, 2], [1, 1], [0, 0], [1, 1], False)
+    case = Case(op.qualname, (*args, TensorSpec((1, 1, 2), "int64", data=(1, 1))), seed=1)
+    assert run_case(op, case, CPUBackend()).outcome is Outcome.PASS
+    with _PoolGradientOverwritten():
+        r = run_case(op, case, CPUBackend())
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "independent reference (formulas.pool_backward)" in r.message

@@ -293,6 +293,95 @@ def scatter_add(x, dim, index, src):
     return out
 
 
+def _inexact(grad) -> bool:
+    """A floating or complex gradient: an integer one the kernel sums in its own dtype, wrapping
+    by its own rule, where these formulas add exactly."""
+    return numpy.asarray(grad).dtype.kind in "fc"
+
+
+def pool_backward(grad, x, indices, dims: int):
+    """The gradient of a max pooling (fixed, adaptive or fractional) at the indices its forward
+    returned: each output's gradient added at the input position its index names, the indices
+    counting positions in the flattened plane of x's last `dims` dims."""
+    if not _inexact(grad):
+        return None
+    x, grad = numpy.asarray(x), numpy.asarray(grad)
+    lead, plane = x.shape[: x.ndim - dims], int(numpy.prod(x.shape[x.ndim - dims :]))
+    rows = int(numpy.prod(lead))
+    index = _within(numpy.reshape(indices, (rows, -1)), plane)
+    out = numpy.zeros((rows, plane), dtype=numpy.result_type(grad.dtype, numpy.float64))
+    numpy.add.at(out, (numpy.arange(rows)[:, None], index), grad.reshape(rows, -1))
+    return out.reshape(x.shape)
+
+
+def avg_pool_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, dims: int):
+    """The gradient of avg_pool: the adjoint of the linear map `avg_pool` computes, each input
+    position receiving each window's gradient over that window's divisor. Built from the forward
+    formula applied to every basis image of the plane at once."""
+    if not _inexact(grad):
+        return None
+    x, grad = numpy.asarray(x), numpy.asarray(grad)
+    spatial = x.shape[x.ndim - dims :]
+    n = int(numpy.prod(spatial))
+    basis = numpy.eye(n).reshape((n, *spatial))
+    weights = avg_pool(basis, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, dims)
+    weights = weights.reshape(n, -1)  # input position -> output position
+    g = grad.reshape(grad.shape[: grad.ndim - dims] + (1, -1))
+    # a window's gradient reaches only the elements it covers (an inf or NaN gradient elsewhere none)
+    with numpy.errstate(invalid="ignore"):
+        terms = numpy.where(weights != 0, g * weights, 0)
+    return terms.sum(axis=-1).reshape(x.shape)
+
+
+def value_selecting_backward(grad, dim, indices, sizes, keepdim: bool):
+    """The gradient of a reduction that selects one element per slice (max.dim, min.dim,
+    kthvalue, mode, median.dim): each slice's gradient at the index it selected, zeros elsewhere."""
+    if not _inexact(grad):
+        return None
+    grad, indices = numpy.asarray(grad), numpy.asarray(indices)
+    out = numpy.zeros(tuple(sizes), dtype=numpy.result_type(grad.dtype, numpy.float64))
+    if out.ndim == 0:  # a scalar's one element, selected by index 0 (or by none)
+        return out + grad.reshape(-1)[0] if _within(indices, 1).size else out
+    dim = dim % out.ndim
+    if not keepdim:
+        grad, indices = numpy.expand_dims(grad, dim), numpy.expand_dims(indices, dim)
+    numpy.put_along_axis(out, _within(indices, out.shape[dim]), grad, axis=dim)
+    return out
+
+
+def index_select_backward(grad, sizes, dim, index):
+    """The gradient of index_select: the selected slices' gradients added back at their indices,
+    repeated indices adding up."""
+    if not _inexact(grad):
+        return None
+    grad = numpy.asarray(grad)
+    out = numpy.zeros(tuple(sizes), dtype=numpy.result_type(grad.dtype, numpy.float64))
+    if out.ndim == 0:
+        return out + grad.reshape(-1).sum()
+    dim = dim % out.ndim
+    index = _within(numpy.reshape(index, -1), out.shape[dim])
+    numpy.add.at(numpy.moveaxis(out, dim, 0), index, numpy.moveaxis(grad, dim, 0))
+    return out
+
+
+def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq: bool):
+    """The gradient of embedding's weight: each looked-up row's gradient added at its index, none
+    at padding_idx, each divided by how often its index occurs where scale_grad_by_freq
+    (torch.nn.functional.embedding's documentation)."""
+    if not _inexact(grad):
+        return None
+    grad = numpy.asarray(grad)
+    index = _within(numpy.reshape(indices, -1), num_weights)
+    rows = grad.reshape(index.size, -1).astype(numpy.result_type(grad.dtype, numpy.float64))
+    if scale_grad_by_freq:
+        counts = numpy.bincount(index, minlength=num_weights)
+        rows = rows / counts[index][:, None]
+    out = numpy.zeros((num_weights, rows.shape[-1]), dtype=rows.dtype)
+    keep = index != padding_idx if padding_idx is not None and padding_idx >= 0 else numpy.ones(index.size, bool)
+    numpy.add.at(out, index[keep], rows[keep])
+    return out
+
+
 def masked_select(x, mask):
     """The elements of x where the mask, both broadcast, is true: a vector in row-major order."""
     values, mask = numpy.broadcast_arrays(numpy.asarray(x), numpy.asarray(mask, dtype=bool))

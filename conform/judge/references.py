@@ -695,18 +695,30 @@ def _as_the_kernel_reads(case, result_dtype):
     return tx
 
 
-def _promoted(case, promote, args, kwargs):
-    """`promote` (_as_the_kernel_reads) applied to the arguments, except the tensors the case draws
-    as indices: the kernel reads an index as the integer it is, where a value would be promoted to
-    the result's dtype (index 746 is 744 in bfloat16)."""
+# integer arguments of these names are positions, whatever values kind the case drew them with
+# (a backward captured from its forward gets the forward's indices as plain integers)
+INDEX_ARGUMENTS = frozenset({"index", "indices", "offsets", "pivots", "LU_pivots"})
 
-    def index(spec) -> bool:
-        return isinstance(spec, TensorSpec) and spec.values == "index"
+
+def _promoted(case, promote, args, kwargs, op=None):
+    """`promote` (_as_the_kernel_reads) applied to the arguments, except the tensors the case draws
+    as indices or passes to an index argument: the kernel reads an index as the integer it is,
+    where a value would be promoted to the result's dtype (index 746 is 744 in bfloat16)."""
+    names = [a.name for a in op.arguments] if op is not None else []
+
+    def index(spec, name) -> bool:
+        if not isinstance(spec, TensorSpec):
+            return False
+        return spec.values == "index" or (name in INDEX_ARGUMENTS and not is_inexact(spec.torch_dtype))
+
+    def name_at(i):
+        return names[i] if i < len(names) else ""
 
     args = tuple(
-        a if i < len(case.args) and index(case.args[i]) else oracle._map_tensors(a, promote) for i, a in enumerate(args)
+        a if i < len(case.args) and index(case.args[i], name_at(i)) else oracle._map_tensors(a, promote)
+        for i, a in enumerate(args)
     )
-    return args, {k: v if index(case.kwargs.get(k)) else oracle._map_tensors(v, promote) for k, v in kwargs.items()}
+    return args, {k: v if index(case.kwargs.get(k), k) else oracle._map_tensors(v, promote) for k, v in kwargs.items()}
 
 
 def _upcast(t):
@@ -739,14 +751,14 @@ def opinion(
             )
         else:
             args, kwargs = case.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-        args, kwargs = _promoted(case, promote, args, kwargs)
+        args, kwargs = _promoted(case, promote, args, kwargs, op)
         result, mask = evaluate(ref, op, args, kwargs)
     except Exception:  # noqa: BLE001 - a case the reference cannot be run on: no opinion, never a crash
         return None
 
     def run(c, tx=None):
         a2, k2 = c.materialize(lambda t: t.clone(), cpu, dtype=torch.float64)
-        a2, k2 = _promoted(c, promote, a2, k2)
+        a2, k2 = _promoted(c, promote, a2, k2, op)
         if tx is not None:
             a2, k2 = oracle._map_tensors(a2, tx), {k: oracle._map_tensors(v, tx) for k, v in k2.items()}
         return evaluate(ref, op, a2, k2)[0]
