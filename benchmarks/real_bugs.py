@@ -12,7 +12,7 @@ the bug is present in the installed torch. The benchmark
    minimal case is of that kind (a norm layer's cell failing on a one-element precision edge
    is not its variance overflow); the cell's message is printed so a reader can check it.
 
-    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|eighth|ninth|all] [--only NAME,...] [--seed N] [--workers N]
+    python benchmarks/real_bugs.py [--set original|disjoint|heldout|fresh|fifth|sixth|seventh|eighth|ninth|tenth|all] [--only NAME,...] [--seed N] [--workers N]
     python benchmarks/real_bugs.py --set heldout --check-repros   # the repros only, no conform run
 
 docs/evaluation/real_bugs.md lists the bugs with their repros and the last measured table.
@@ -34,7 +34,10 @@ on it (docs/evaluation/real_bugs_seventh.md). BUGS_EIGHTH is an eighth, of ops n
 names, drawn in order from tracker searches by op family and by symptom that no earlier set used, fixed
 before conform ran on it (docs/evaluation/real_bugs_eighth.md). BUGS_NINTH is a ninth, of ops none of
 the other eight names, drawn in order from tracker searches by op family and by symptom that no earlier
-set used, fixed before conform ran on it (docs/evaluation/real_bugs_ninth.md).
+set used, fixed before conform ran on it (docs/evaluation/real_bugs_ninth.md). BUGS_TENTH is a tenth,
+of ops none of the other nine names, drawn in order from tracker searches no earlier set used and from
+the expected-failure entries of PyTorch's OpInfo database, fixed before conform ran on it
+(docs/evaluation/real_bugs_tenth.md).
 """
 
 from __future__ import annotations
@@ -2668,6 +2671,274 @@ BUGS_NINTH = [
 ]
 
 
+# A tenth set: ops none of the nine sets names, drawn in order from tracker searches by op family and
+# by symptom that no earlier set used (five groups of queries) and from the expected-failure entries of
+# PyTorch's OpInfo database walked in file order, fixed before conform ran on it
+# (docs/evaluation/real_bugs_tenth.md). `python benchmarks/real_bugs.py --set tenth`.
+
+
+def _isin_promotion_false_positive() -> bool:
+    """isin of int32 elements [4097, 4098] in float16 test_elements 1..20 (the sorting path):
+    [True, False] where [False, False] is right; both elements round to 4096 in float16 and the
+    deduplication, done before the promotion, takes the collapsed pair for a match."""
+    elements = torch.tensor([4097, 4098], dtype=torch.int32)
+    test_elements = torch.arange(1, 21, dtype=torch.float16)
+    return bool(torch.isin(elements, test_elements).any())
+
+
+def _upsample_nearest2d_meta_empty_batch() -> bool:
+    """upsample_nearest2d of a zero-batch (0, 3, 4, 4) input to 8 x 8 on meta raises a TypeError
+    ("cond must be a bool") where the CPU returns an empty (0, 3, 8, 8) result."""
+    x = torch.zeros(0, 3, 4, 4)
+    if torch.ops.aten.upsample_nearest2d(x, [8, 8]).shape != (0, 3, 8, 8):
+        return False
+    try:
+        torch.ops.aten.upsample_nearest2d(x.to("meta"), [8, 8])
+    except TypeError:
+        return True
+    return False
+
+
+_OPINFO_CMI = "https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py"
+_OPINFO_FFT = "https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/opinfo/definitions/fft.py"
+
+
+def _ceil_meta_complex_no_error() -> bool:
+    """ceil of a complex64 tensor [0.5+1.5j, -1.2-0.3j]: the CPU raises "ceil is not supported for
+    complex inputs" while the meta kernel returns a complex result where the same error is due."""
+    x = torch.tensor([0.5 + 1.5j, -1.2 - 0.3j], dtype=torch.complex64)
+    return _meta_returns_where_cpu_raises(torch.ops.aten.ceil.default, x)
+
+
+def _clamp_min_meta_complex_no_error() -> bool:
+    """clamp_min of a complex64 tensor [1+2j, 3-1j] by 0.5: the CPU raises "clamp is not supported for
+    complex types" while the meta kernel returns a complex result where the same error is due."""
+    x = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    return _meta_returns_where_cpu_raises(lambda t: torch.ops.aten.clamp_min(t, 0.5), x)
+
+
+def _max_dim_meta_complex_no_error() -> bool:
+    """max over dim 0 of a complex128 tensor [1+2j, 3-1j]: the CPU raises "max(): does not support
+    complex input" while the meta kernel returns (values, indices) where the same error is due."""
+    x = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex128)
+    return _meta_returns_where_cpu_raises(lambda t: torch.ops.aten.max.dim(t, 0), x)
+
+
+def _foreach_norm_meta_integer_no_error() -> bool:
+    """_foreach_norm of [int64 tensor [1, 2, 3]]: the CPU raises "Expected a floating point or complex
+    tensor as input. Got Long" while the meta kernel returns an int64 0-d norm where the error is due."""
+    x = torch.tensor([1, 2, 3])
+    return _meta_returns_where_cpu_raises(lambda t: torch.ops.aten._foreach_norm.Scalar([t], 2), x)
+
+
+def _binary_cross_entropy_meta_weight_broadcast() -> bool:
+    """binary_cross_entropy of a 0-d input and target with a (5, 5) weight (reduction none): the CPU
+    raises "output with shape [] doesn't match the broadcast shape [5, 5]" while the meta kernel
+    returns a (5, 5) result where the same error is due."""
+    x = torch.tensor(0.3)
+    y = torch.tensor(0.6)
+    w = torch.full((5, 5), 0.5)
+    return _meta_returns_where_cpu_raises(lambda a, b, c: torch.ops.aten.binary_cross_entropy(a, b, c, 0), x, y, w)
+
+
+def _view_copy_meta_transposed_raises() -> bool:
+    """view_copy of the transpose of a (3, 4) tensor to [12]: the CPU returns the 12 elements (a
+    copy, in the transposed tensor's logical order) while the meta kernel raises "view size is not
+    compatible with input tensor's size and stride" where a (12,) result is due."""
+    x = torch.arange(12.0).reshape(3, 4).t()
+    if not torch.equal(torch.ops.aten.view_copy(x, [12]), x.reshape(12)):
+        return False
+    try:
+        torch.ops.aten.view_copy(x.to("meta"), [12])
+    except RuntimeError:
+        return True
+    return False
+
+
+def _split_with_sizes_copy_out_requires_grad_no_error() -> bool:
+    """split_with_sizes_copy of a (3, 4) float32 tensor that requires grad, sizes [1, 2], into out=
+    tensors, with grad mode on: no error, where "functions with out=... arguments don't support
+    automatic differentiation" is due (as torch.add(x, x, out=...) raises)."""
+    x = torch.ones(3, 4, requires_grad=True)
+    outs = [torch.empty(1, 4), torch.empty(2, 4)]
+    try:
+        torch.ops.aten.split_with_sizes_copy.out(x, [1, 2], 0, out=outs)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _fft_ihfftn_out_one_dim_unwritten() -> bool:
+    """fft.ihfftn of the 1-d float32 arange(6) with out= a zeroed complex64 (4,) tensor: out stays all
+    zeros where [2.5, -0.5-0.866j, -0.5-0.289j, -0.5] (the result without out=) is right."""
+    x = torch.arange(6.0)
+    out = torch.zeros(4, dtype=torch.complex64)
+    torch.ops.aten.fft_ihfftn.out(x, None, None, None, out=out)
+    return not torch.allclose(out, torch.fft.ihfftn(x))
+
+
+def _fft_r2c_out_of_range_dim_crash() -> bool:
+    """_fft_r2c of a (2, 3) float tensor over dim [1250999896764] (far out of range): the process
+    dies by SIGSEGV (the dim is used unwrapped to index the sizes), where an IndexError ("Dimension
+    out of range") is due, as every other dim-taking op raises."""
+    return _dies_with_signal("torch._fft_r2c(torch.ones(2, 3, dtype=torch.float64), [1250999896764], 0, True)")
+
+
+BUGS_TENTH = [
+    Bug(
+        "isin_promotion_collapse_false_positive",
+        "aten::isin.Tensor_Tensor",
+        ("int16", "int32", "int64"),
+        "mismatch",
+        "https://github.com/pytorch/pytorch/issues/194725 (fix proposed in"
+        " https://github.com/pytorch/pytorch/pull/195425)",
+        _isin_promotion_false_positive,
+        "integer elements tested against a narrower floating test_elements (float16, bfloat16; int64 against"
+        " float32 or float64 with values past 2^24 or 2^53) on the sorting path (test_elements not tiny): distinct"
+        " elements that round to one value in the common dtype are reported present, where False is right",
+        category="edge",
+    ),
+    Bug(
+        "upsample_nearest2d_meta_empty_batch_type_error",
+        "aten::upsample_nearest2d",
+        ("float32", "float64", "float16", "bfloat16", "uint8"),
+        "device_error",
+        "https://github.com/pytorch/pytorch/pull/195376 (open, not in 2.13)",
+        _upsample_nearest2d_meta_empty_batch,
+        "a zero-element input (a batch of 0) to nearest upsampling: the meta kernel's non-empty check passes an"
+        " int to torch._check and raises TypeError, where the CPU returns an empty result of the upsampled shape",
+        also=(
+            "aten::upsample_nearest2d.vec",
+            "aten::upsample_nearest1d",
+            "aten::upsample_nearest3d",
+            "aten::_upsample_nearest_exact1d",
+            "aten::_upsample_nearest_exact2d",
+            "aten::_upsample_nearest_exact3d",
+        ),
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "ceil_meta_complex_no_error",
+        "aten::ceil",
+        ("complex64", "complex128"),
+        "missing_error",
+        _OPINFO_CMI + " (_foreach_ceil, ForeachFuncInfo 'ceil': expectedFailure TestMeta.test_meta_outplace,"
+        " dtypes=complex_types_and(torch.bool))",
+        _ceil_meta_complex_no_error,
+        "a complex input on the meta device: the meta kernel returns a complex result, where the CPU's error"
+        " 'ceil is not supported for complex inputs' is due",
+        also=("aten::_foreach_ceil",),
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "clamp_min_meta_complex_no_error",
+        "aten::clamp_min",
+        ("complex64", "complex128"),
+        "missing_error",
+        _OPINFO_CMI + " (_foreach_clamp_min, ForeachFuncInfo 'clamp_min': expectedFailure TestMeta.test_meta_outplace,"
+        " dtypes=complex_types_and(torch.bool))",
+        _clamp_min_meta_complex_no_error,
+        "a complex input with a scalar bound on the meta device: the meta kernel returns a complex result, where"
+        " the CPU's error 'clamp is not supported for complex types' is due (clamp_max behaves alike)",
+        also=("aten::_foreach_clamp_min.Scalar",),
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "max_meta_complex_no_error",
+        "aten::max.dim",
+        ("complex64", "complex128"),
+        "missing_error",
+        _OPINFO_CMI + " (_foreach_max, ForeachFuncInfo 'max': expectedFailure TestMeta.test_meta_outplace,"
+        " dtypes=(torch.complex128, torch.complex64), 'no complex support for ordering ops like max')",
+        _max_dim_meta_complex_no_error,
+        "a complex input on the meta device (full or per-dim max): the meta kernel returns a result, where the"
+        " CPU's error (complex numbers have no order: 'max(): does not support complex input') is due",
+        also=("aten::max", "aten::_foreach_max"),
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "foreach_norm_meta_integer_no_error",
+        "aten::_foreach_norm.Scalar",
+        ("int8", "int16", "int32", "int64", "uint8", "bool"),
+        "missing_error",
+        _OPINFO_CMI + " (_foreach_norm, ForeachFuncInfo 'norm': expectedFailure TestMeta.test_meta_outplace,"
+        " dtypes=integral_types_and(torch.bool))",
+        _foreach_norm_meta_integer_no_error,
+        "integer tensors on the meta device: the meta kernel returns integer 0-d norms, where the CPU's error"
+        " 'Expected a floating point or complex tensor as input' is due",
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "binary_cross_entropy_meta_weight_broadcast",
+        "aten::binary_cross_entropy",
+        ("float32", "float64", "bfloat16"),
+        "missing_error",
+        _OPINFO_CMI + " (nn.functional.binary_cross_entropy: expectedFailure TestMeta.test_dispatch_meta_outplace,"
+        " 'RuntimeError: output with shape [] doesn't match the broadcast shape [5, 5]')",
+        _binary_cross_entropy_meta_weight_broadcast,
+        "a weight of more elements (a larger broadcast shape) than input and target, e.g. 0-d input with a"
+        " (5, 5) or (5,) weight, any reduction: the meta kernel returns a result, where the CPU's error (the"
+        " weighted loss cannot be written into an input-shaped output) is due",
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "view_copy_meta_non_viewable_raises",
+        "aten::view_copy",
+        ("float32", "float64", "int64"),
+        "device_error",
+        _OPINFO_CMI + " (view_copy: expectedFailure TestMeta.test_dispatch_symbolic_meta_outplace_all_strides,"
+        " 'RuntimeError: view size is not compatible with input tensor's size and stride')",
+        _view_copy_meta_transposed_raises,
+        "a non-contiguous input (transposed, permuted) whose requested shape is not expressible as a view: the"
+        " meta kernel raises the view error, where the CPU returns the copied result",
+        category="meta",
+        device="meta",
+    ),
+    Bug(
+        "split_with_sizes_copy_out_requires_grad_no_error",
+        "aten::split_with_sizes_copy.out",
+        ("float32", "float64", "complex64", "complex128"),
+        "missing_error",
+        _OPINFO_CMI
+        + " (split_with_sizes_copy: expectedFailure TestCommon.test_out_requires_grad_error, 'No error raised')",
+        _split_with_sizes_copy_out_requires_grad_no_error,
+        "an input that requires grad with out= tensors (a list of outs) under grad mode: the op writes the outs"
+        " without the autograd error that every out= function must raise (split_copy.Tensor_out and"
+        " unbind_copy.int_out, the other list-out copy ops, behave alike)",
+        category="layout",
+    ),
+    Bug(
+        "fft_ihfftn_out_one_dim_unwritten",
+        "aten::fft_ihfftn.out",
+        ("float32", "float64", "int64", "bool"),
+        "mismatch",
+        _OPINFO_FFT + " (fft.ihfftn: expectedFailure TestCommon.test_out, 'Mismatched elements!')",
+        _fft_ihfftn_out_one_dim_unwritten,
+        "an out= tensor with a transform over a single dim (a 1-d input, or s/dim of length one): out keeps"
+        " its prior contents, where the transform's values are due; two or more dims are right",
+        category="layout",
+    ),
+    Bug(
+        "fft_r2c_out_of_range_dim_crash",
+        "aten::_fft_r2c",
+        ("float32", "float64"),
+        "crash",
+        "https://github.com/pytorch/pytorch/issues/141449",
+        _fft_r2c_out_of_range_dim_crash,
+        "a dim argument out of the input's range (huge positive or negative, e.g. 2^40 or 100000 on a 2-d input):"
+        " the CPU (MKL) kernel indexes the sizes with the unwrapped dim and the process dies, where a dimension"
+        " out of range error is right",
+        category="edge",
+    ),
+]
+
+
 SETS = {
     "original": BUGS,
     "disjoint": BUGS_DISJOINT,
@@ -2678,6 +2949,7 @@ SETS = {
     "seventh": BUGS_SEVENTH,
     "eighth": BUGS_EIGHTH,
     "ninth": BUGS_NINTH,
+    "tenth": BUGS_TENTH,
     "all": BUGS
     + BUGS_DISJOINT
     + BUGS_HELDOUT
@@ -2686,7 +2958,8 @@ SETS = {
     + BUGS_SIXTH
     + BUGS_SEVENTH
     + BUGS_EIGHTH
-    + BUGS_NINTH,
+    + BUGS_NINTH
+    + BUGS_TENTH,
 }
 
 FAILING = ("mismatch", "grad_mismatch", "crash", "timeout", "device_error", "missing_error", "meta_mismatch")
