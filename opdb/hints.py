@@ -102,6 +102,11 @@ HINTS: dict[str, Hint] = {
     "alias_relation": Hint(
         "bool", True, "an out= (or in-place self) given as another input too raises or gives what it gives unaliased"
     ),
+    "out_accumulates": Hint(
+        "bool",
+        False,
+        "the out= overload adds into the out it is given (by contract): an element it leaves is the out's own",
+    ),
     "overlap_check": Hint(
         "bool",
         True,

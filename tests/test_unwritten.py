@@ -52,3 +52,47 @@ def test_a_kernel_that_writes_everything_passes_and_the_mode_is_restored():
     )
     assert not torch.are_deterministic_algorithms_enabled()
     assert run_case(op, case, CPUBackend(), grad=False, relations=True).outcome is Outcome.PASS
+
+
+# -- out= tensors: the case draws their values, the same on every side --------------------------
+
+
+def test_an_out_of_the_right_size_the_kernel_leaves_in_part_is_found(monkeypatch):
+    def half_written(x, *, out):
+        held = out.reshape(-1)[0].clone() if out.numel() else None
+        torch.ops.aten.detach_copy.out(x, out=out)  # the kernel's checks and its resize
+        if held is not None and out.numel():
+            out.view(-1)[0] = held  # the first element keeps what the out held
+        return out
+
+    _with_kernel(monkeypatch, "aten::detach_copy.out", half_written)
+    op = opdb.lookup("aten::detach_copy.out")  # no independent reference: golden is the expectation
+    case = Case(op.qualname, (TensorSpec((2, 3), "float32", seed=1),), {"out": TensorSpec((2, 3), "float32")})
+    # the CPU reference and golden keep the same drawn value there: only a filled out tells
+    assert run_case(op, case, CPUBackend(), grad=False).outcome is Outcome.PASS
+    checked, failure = execute.run_out_variants(op, case, CPUBackend(), relations=True)
+    assert checked and failure is not None and failure.outcome is Outcome.MISMATCH
+    assert failure.message.startswith("[out= preallocated] [unwritten output]") and "1 of 6" in failure.message
+
+
+def test_an_out_that_accumulates_by_contract_is_not_unwritten():
+    # FunctionOfAMatrixUtils.cpp: out[i] += coefficients[i, j] * input[j]: the out's value is read
+    op = opdb.lookup("aten::_compute_linear_combination.out")
+    case = Case(
+        op.qualname,
+        (TensorSpec((3, 2), "float32", seed=1), TensorSpec((2, 3), "float32", seed=2)),
+        {"out": TensorSpec((2, 2), "float32")},
+    )
+    assert execute.run_out_variants(op, case, CPUBackend(), relations=True) == (True, None)
+
+
+def test_an_out_left_at_another_shape_than_the_functional_s_breaks_the_forms_relation(monkeypatch):
+    def not_resized(x, *, out):
+        return out  # an empty out stays empty
+
+    _with_kernel(monkeypatch, "aten::neg.out", not_resized)
+    op = opdb.lookup("aten::neg.out")
+    case = Case(op.qualname, (TensorSpec((2, 3), "float32", seed=1),), {"out": TensorSpec((0,), "float32")})
+    r = run_case(op, case, CPUBackend(), grad=False, relations=True)
+    assert r.outcome is Outcome.MISMATCH, r.message
+    assert "[forms relation] the out= overload's result has shape (0,)" in r.message and "(2, 3)" in r.message

@@ -999,7 +999,24 @@ def check_forms(op, case: Case, observed, functional, sides: Sides, tol, *, same
         return None  # the functional may reject what an out= accepts (another result dtype): no opinion
     mine = [t for t in leaves(observed[0]) if isinstance(t, torch.Tensor)]
     theirs = [t for t in leaves(other_obs[0]) if isinstance(t, torch.Tensor)]
-    if not mine or len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
+    if not mine or len(mine) != len(theirs):
+        return None
+    shaped = [(i, a, b) for i, (a, b) in enumerate(zip(mine, theirs)) if a.shape != b.shape]
+    if shaped and op.variant == "out":
+        # an out= is resized to the result's shape (torch's out= contract; one of zero elements
+        # always is): an out left at another shape holds no result
+        i, a, b = shaped[0]
+        return Violation(
+            FORMS,
+            "mismatch",
+            f"the out= overload's result has shape {tuple(a.shape)} where its functional {functional.qualname} "
+            f"gives {tuple(b.shape)} on the same inputs (output leaf {i}; expected: the out resized to the "
+            "functional's shape)",
+            other,
+            other_op=functional.qualname,
+            kinds=frozenset({"shape"}),
+        )
+    if shaped:
         return None
     if same_dtype and any(a.dtype != b.dtype for a, b in zip(mine, theirs)):
         return None

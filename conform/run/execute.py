@@ -214,9 +214,21 @@ def _announce(to_device, dtype=None, phase="forward") -> None:
 
 
 def _run_side(
-    op, case, *, to_device, device, dtype=None, to_cpu=lambda t: t, sync=None, ctx=None, grad=False, trace=None
+    op,
+    case,
+    *,
+    to_device,
+    device,
+    dtype=None,
+    to_cpu=lambda t: t,
+    sync=None,
+    ctx=None,
+    grad=False,
+    trace=None,
+    fill_outs=False,
 ):
-    """`trace`: a conform.run.dispatch.FallbackTrace, active while the op runs (not while inputs are made)."""
+    """`trace`: a conform.run.dispatch.FallbackTrace, active while the op runs (not while inputs are made).
+    `fill_outs`: the out= tensors filled as _filled_memory fills an allocation before the call."""
     _announce(to_device, dtype)
     side = _Side()
     try:
@@ -226,6 +238,8 @@ def _run_side(
             if not grad:
                 stack.enter_context(torch.no_grad())
             args, kwargs = case.materialize(to_device, device, dtype=dtype)
+            if fill_outs:
+                _fill_outs(op, args, kwargs)
             _seed(op, case.seed)
             with trace if trace is not None else contextlib.nullcontext():
                 result = _unbatched(op, op.resolve()(*args, **kwargs), args, kwargs)
@@ -1962,7 +1976,22 @@ def run_out_variants(
     if unsafe is not None:
         return True, unsafe
     nondet = _nondeterminism(op)
-    if relations and nondet != "uninitialized" and not degenerate_data(case, op):
+    if (
+        relations
+        and is_plain_cpu(backend)
+        and nondet not in ("seeded", "uninitialized")
+        and not hint(op, "out_accumulates")
+    ):
+        # an out of the right size that the kernel leaves (in part) as it was: the CPU reference and
+        # golden keep the same drawn values there, so only the fill tells (_unwritten_elements)
+        pre = variants["preallocated"]
+        first = _run_side(op, pre, to_device=_cpu_copy, device=torch.device("cpu"))
+        unwritten = _unwritten_elements(op, pre, first) if first.error is None else ""
+        if unwritten:
+            r = CaseResult(Outcome.MISMATCH, "forward", f"[out= preallocated] {unwritten}")
+            r.variant_case = pre
+            return True, r
+    if relations and nondet != "uninitialized" and not degenerate_data(case, op) and not hint(op, "out_accumulates"):
         # a metadata-only device (meta) holds no values: its outs agree or not in shape and dtype
         meta_only = bool(getattr(backend, "metadata_only", False)) or nonfinite_matrix(case)
 
@@ -2292,14 +2321,29 @@ def _filled_memory():
         torch.utils.deterministic.fill_uninitialized_memory = was[2]
 
 
+def _fill_outs(op, args, kwargs) -> None:
+    """Each out= tensor filled as _filled_memory fills an allocation (NaN; an integer dtype's
+    largest value): the case draws an out's values, the same on every side, so an element the
+    kernel never writes keeps them everywhere, golden included, and only the fill tells."""
+    for name, v in bind_arguments(op, args, kwargs).items():
+        if name not in {a.name for a in op.out_args}:
+            continue
+        for t in leaves(v):
+            if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_quantized or t.dtype == torch.bool:
+                continue
+            with torch.no_grad():
+                t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else torch.iinfo(t.dtype).max)
+
+
 def _unwritten_elements(op, case, dev) -> str:
-    """On the plain CPU, the op run again with every allocation filled (_filled_memory): an
-    output element that holds the fill there (NaN; an integer dtype's largest value) and not in
-    the first run, where the allocator's memory was whatever it was, is one the kernel never
-    wrote: its value there is the allocator's garbage. The first run and golden agree only by the
-    allocator's luck (fresh pages are zeros), golden being the same kernel: the fill is the
-    evidence. "" where every element was written, or the second run raised."""
-    again = _run_side(op, case, to_device=_cpu_copy, device=torch.device("cpu"), ctx=_filled_memory())
+    """On the plain CPU, the op run again with every allocation and every out= tensor filled
+    (_filled_memory, _fill_outs): an output element that holds the fill there (NaN; an integer
+    dtype's largest value) and not in the first run, where the allocator's memory was whatever it
+    was and an out held the values the case drew, is one the kernel never wrote. The first run and
+    golden agree only by the allocator's luck (fresh pages are zeros) or by the drawn out's values
+    reaching both, golden being the same kernel: the fill is the evidence. "" where every element
+    was written, or the second run raised."""
+    again = _run_side(op, case, to_device=_cpu_copy, device=torch.device("cpu"), ctx=_filled_memory(), fill_outs=True)
     if again.error is not None:
         return ""
     first = [t for t in leaves((dev.result, dev.written)) if isinstance(t, torch.Tensor)]
@@ -2324,7 +2368,7 @@ def _unwritten_elements(op, case, dev) -> str:
             return (
                 f"[unwritten output] the kernel leaves {n} of {a.numel()} elements of output leaf {i} unwritten: "
                 f"with every allocation filled ({fill}) they read the fill, first at index {where}, where the "
-                f"first run read {a[where].item()!r} (the allocator's memory)"
+                f"first run read {a[where].item()!r} (the allocator's memory, or the value drawn into the out)"
             )
     return ""
 
