@@ -201,6 +201,18 @@ def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
     return [(where, _with_input(case, where, spec, grow(spec.shape))) for where, spec in _sized_inputs(case, out_names)]
 
 
+def empty_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
+    """(argument name or position, case) for the first tensor input (not an out) of at least one
+    dim, its first dim emptied, contiguous: a batch of none, which a kernel that computes on the
+    batch must compute on too (an empty result) or refuse as the CPU does. At most one variant."""
+    empty = MALFORMED_SHAPES["empty in its first dim"]
+    return [
+        (where, _with_input(case, where, spec, empty(spec.shape)))
+        for where, spec in _sized_inputs(case, out_names)[:1]
+        if spec.shape[0] > 0
+    ]
+
+
 def input_label(where: str) -> str:
     """How a message names an input: "argument 2" for position 1, "'weight'" for a keyword, "the
     first tensor of argument 2" for the first of a list."""

@@ -677,6 +677,31 @@ def test_a_device_that_computes_with_a_wrongly_sized_input_is_a_missing_error():
         assert run_wrong_sizes(op, case, healthy) is None
 
 
+def test_a_device_that_refuses_an_empty_batch_the_cpu_computes_on_is_a_device_error():
+    from conform.run.execute import run_wrong_sizes
+
+    class EmptyRefused(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.relu.default and args[0].numel() == 0:
+                raise TypeError("cond must be a bool, but got <class 'int'>")
+            return func(*args, **(kwargs or {}))
+
+    class Refusing(CPUBackend):
+        name = "refuses-empty"
+
+        def device_context(self):
+            return EmptyRefused()
+
+    op = opdb.lookup("aten::relu")
+    case = Case(op.qualname, (f32(3, 4, seed=1),))
+    found = run_wrong_sizes(op, case, Refusing())
+    assert found is not None and found.outcome == O.DEVICE_ERROR, found
+    assert found.message.startswith("[empty input] argument 1 empty in its first dim: TypeError: cond must be a bool")
+    assert found.variant_case.args[0].shape == (0, 4)
+    for healthy in (BACKENDS["none"](), CPUBackend()):
+        assert run_wrong_sizes(op, case, healthy) is None
+
+
 def test_meta_is_not_asked_for_a_refusal_that_follows_the_values():
     # an index past the source: the CPU refuses its values, which meta does not hold
     op = opdb.lookup("aten::index_select")

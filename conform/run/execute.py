@@ -68,6 +68,7 @@ from generators.variants import (
     OVERLAPPING_LAYOUTS,
     STRIDED_OUT_VARIANTS,
     UNSAFE_OUT_DTYPE,
+    empty_inputs,
     input_label,
     malformed_dtypes,
     malformed_inputs,
@@ -2095,7 +2096,9 @@ _DATA_DEPENDENT = re.compile(
 
 def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     """Error parity for inputs of a wrong size (generators.variants.wrong_size_inputs): each
-    tensor input one longer in its last dim, in turn, on a device other than the plain CPU. An
+    tensor input one longer in its last dim, in turn, on a device other than the plain CPU; and
+    the first input empty in its first dim (generators.variants.empty_inputs), where the device
+    must compute where the CPU computes (`device_error` otherwise). An
     input the CPU refuses for its size and the device computes with is `missing_error`, the case
     that shows it kept as the cell's (DeepREL's rule: equivalent kernels agree in whether they
     raise). A refusal that follows the values (an index out of range) is not asked of the
@@ -2103,10 +2106,22 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     cell's: a size the CPU accepts (broadcasting) is another valid case, drawn elsewhere."""
     if is_plain_cpu(backend):
         return None
-    for where, variant in wrong_size_inputs(case, {a.name for a in op.out_args}):
+    outs = {a.name for a in op.out_args}
+    for where, variant in wrong_size_inputs(case, outs):
         r = run_case(op, variant, backend, grad=False)
         if r.outcome is Outcome.MISSING_ERROR and not _DATA_DEPENDENT.search(r.message):
             r.message = f"[wrong size] {input_label(where)} one longer in its last dim: {r.message}"
+            r.variant_case = variant
+            return r
+    # a batch of none: where the CPU computes (an empty result), the device must too (meta's checks
+    # raising a TypeError on an empty batch, pytorch#195376). Only that way round: where the CPU
+    # refuses an empty batch, or gives it another shape than the device, the CPU is as often the
+    # one wrong (MKL's FFT refuses a batch of none, pixel_unshuffle returns its input's shape).
+    # Not for ops that take the caller's word for their inputs (`unsafe` in the name)
+    for where, variant in () if "unsafe" in op.qualname else empty_inputs(case, outs):
+        r = run_case(op, variant, backend, grad=False)
+        if r.outcome is Outcome.DEVICE_ERROR and not r.invalid:
+            r.message = f"[empty input] {input_label(where)} empty in its first dim: {r.message}"
             r.variant_case = variant
             return r
     return None
