@@ -15,7 +15,7 @@ from conform.report.repro import _expr
 from conform.run.execute import CaseResult, run_case
 from generators.case import Case
 from generators.case import TensorSpec as T
-from tests.faulty import BACKENDS
+from tests.faulty import BACKENDS, FaultyBackend
 
 O = Outcome
 
@@ -680,21 +680,24 @@ def test_a_device_that_computes_with_a_wrongly_sized_input_is_a_missing_error():
 def test_a_device_that_refuses_an_empty_batch_the_cpu_computes_on_is_a_device_error():
     from conform.run.execute import run_wrong_sizes
 
-    class EmptyRefused(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten.relu.default and args[0].numel() == 0:
-                raise TypeError("cond must be a bool, but got <class 'int'>")
-            return func(*args, **(kwargs or {}))
+    def refuse_empty(func, args, kwargs):
+        if args[0].numel() == 0:
+            raise TypeError("cond must be a bool, but got <class 'int'>")
+        return func(*args, **kwargs)
 
-    class Refusing(CPUBackend):
-        name = "refuses-empty"
-
-        def device_context(self):
-            return EmptyRefused()
+    refusing = type(
+        "Refusing",
+        (FaultyBackend,),
+        {
+            "name": "faulty-refuses-empty",
+            "targets": frozenset({torch.ops.aten.relu.default}),
+            "bug": staticmethod(refuse_empty),
+        },
+    )
 
     op = opdb.lookup("aten::relu")
     case = Case(op.qualname, (f32(3, 4, seed=1),))
-    found = run_wrong_sizes(op, case, Refusing())
+    found = run_wrong_sizes(op, case, refusing())
     assert found is not None and found.outcome == O.DEVICE_ERROR, found
     assert found.message.startswith("[empty input] argument 1 empty in its first dim: TypeError: cond must be a bool")
     assert found.variant_case.args[0].shape == (0, 4)
