@@ -121,7 +121,7 @@ class _Judge:
 
 def _balanced(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(B, T^-1) with B = T^-1 A T balanced as LAPACK's ?gebal balances (permuted and scaled)."""
-    import scipy.linalg
+    import scipy.linalg  # here: only eig and eigvals cells need SciPy, which a run may never import otherwise
 
     flat = a.reshape(-1, *a.shape[-2:])
     bs, invs = [], []
