@@ -201,6 +201,11 @@ def wrong_size_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
     return [(where, _with_input(case, where, spec, grow(spec.shape))) for where, spec in _sized_inputs(case, out_names)]
 
 
+def has_sized_input(case: Case, out_names=()) -> bool:
+    """Whether the case has an input whose size can be made wrong (see wrong_size_inputs)."""
+    return bool(_sized_inputs(case, out_names))
+
+
 def empty_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
     """(argument name or position, case) for the first tensor input (not an out) of at least one
     dim, its first dim emptied, contiguous: a batch of none, which a kernel that computes on the
@@ -211,6 +216,45 @@ def empty_inputs(case: Case, out_names=()) -> list[tuple[str, Case]]:
         for where, spec in _sized_inputs(case, out_names)[:1]
         if spec.shape[0] > 0
     ]
+
+
+# Arguments that name a dim of a tensor input, and how far outside every input's rank the dim
+# out of range is set (beyond any rank a case draws, and beyond a dim one past the last, which
+# unsqueeze and stack accept)
+DIM_ARGUMENTS = ("dim", "dim0", "dim1", "dim2", "dims")
+DIM_BEYOND_RANK = 40
+
+
+def out_of_range_dims(op, case: Case, out_names=()) -> list[tuple[str, Case, str, Case]]:
+    """(what, case, where, empty case) for each dim argument the case passes (an int, or the last
+    element of a list of them): the case with that dim DIM_BEYOND_RANK past its largest input's
+    rank, and the same with its first tensor input empty in its first dim (empty_inputs; where
+    that input was drawn empty, the case is the empty one and the other has a batch of one). Whether
+    a dim is in range depends on ranks alone: a kernel that refuses it for the one must refuse it
+    for the other (cummin returned an empty result for dim -46, pytorch#188224: it returned early
+    for an empty input, before it wrapped the dim)."""
+    ranks = [len(spec.shape) for _, spec in _sized_inputs(case, out_names, lists=True, scalars=True)]
+    bad = max(ranks, default=0) + DIM_BEYOND_RANK
+    made = []
+    for where, arg, value in _schema_places(op, case):
+        if arg.name not in DIM_ARGUMENTS:
+            continue
+        if arg.base_type in ("int", "SymInt") and type(value) is int:
+            changed = bad
+        elif arg.base_type in ("int[]", "SymInt[]") and value and all(type(v) is int for v in value):
+            changed = [*value[:-1], bad]
+        else:
+            continue
+        drawn = _with_value(case, where, changed)
+        sized = _sized_inputs(drawn, out_names)[:1]
+        if sized and sized[0][1].shape[0] == 0:
+            # drawn with a batch of none already: the same with a batch of one is the other side
+            emptied, spec = sized[0]
+            full = _with_input(drawn, emptied, spec, (1, *spec.shape[1:]))
+            made.append((f"{input_label(where)} set to {changed}", full, emptied, drawn))
+        for emptied, empty in empty_inputs(drawn, out_names):
+            made.append((f"{input_label(where)} set to {changed}", drawn, emptied, empty))
+    return made
 
 
 def input_label(where: str) -> str:

@@ -677,6 +677,11 @@ def test_a_device_that_computes_with_a_wrongly_sized_input_is_a_missing_error():
         assert run_wrong_sizes(op, case, healthy) is None
 
 
+def _faulty(name: str, target, bug) -> type:
+    """A FaultyBackend class whose kernel for `target` is `bug(func, args, kwargs)`."""
+    return type(name, (FaultyBackend,), {"name": name, "targets": frozenset({target}), "bug": staticmethod(bug)})
+
+
 def test_a_device_that_refuses_an_empty_batch_the_cpu_computes_on_is_a_device_error():
     from conform.run.execute import run_wrong_sizes
 
@@ -685,15 +690,7 @@ def test_a_device_that_refuses_an_empty_batch_the_cpu_computes_on_is_a_device_er
             raise TypeError("cond must be a bool, but got <class 'int'>")
         return func(*args, **kwargs)
 
-    refusing = type(
-        "Refusing",
-        (FaultyBackend,),
-        {
-            "name": "faulty-refuses-empty",
-            "targets": frozenset({torch.ops.aten.relu.default}),
-            "bug": staticmethod(refuse_empty),
-        },
-    )
+    refusing = _faulty("faulty-refuses-empty", torch.ops.aten.relu.default, refuse_empty)
 
     op = opdb.lookup("aten::relu")
     case = Case(op.qualname, (f32(3, 4, seed=1),))
@@ -703,6 +700,59 @@ def test_a_device_that_refuses_an_empty_batch_the_cpu_computes_on_is_a_device_er
     assert found.variant_case.args[0].shape == (0, 4)
     for healthy in (BACKENDS["none"](), CPUBackend()):
         assert run_wrong_sizes(op, case, healthy) is None
+
+
+def _cummin_checks_its_dim_only_when_not_empty() -> bool:
+    try:
+        torch.cummin(torch.empty(0, 3), -46)
+    except IndexError:
+        return False
+    return True
+
+
+def test_a_dim_out_of_range_refused_as_drawn_and_computed_with_a_batch_of_none_is_a_missing_error():
+    from conform.run.execute import run_dim_range
+
+    cumsum = opdb.lookup("aten::cumsum")
+    case = Case(cumsum.qualname, (f32(3, 4, seed=1), 1))
+    # the plain CPU's cumsum checks its dim for any input; a device that returns early for an
+    # empty one does not (its refusal is held to the CPU's)
+    assert run_dim_range(cumsum, case, CPUBackend()) is None
+
+    def skip_the_check_when_empty(func, args, kwargs):
+        if args[0].numel() == 0:
+            return torch.empty_like(args[0])
+        return func(*args, **kwargs)
+
+    early = _faulty("faulty-early-return", torch.ops.aten.cumsum.default, skip_the_check_when_empty)
+    found = run_dim_range(cumsum, case, early())
+    assert found is not None and found.outcome == O.MISSING_ERROR, found
+    assert found.message.startswith("[dim out of range] argument 2 set to 42:")
+    assert found.variant_case.args[0].shape == (0, 4) and found.variant_case.args[1] == 42
+    assert run_dim_range(cumsum, case, BACKENDS["none"]()) is None
+    # torch 2.13's own cummin returns early for an empty input before it wraps its dim
+    # (pytorch#188224): on the plain CPU, the relation is the check
+    if _cummin_checks_its_dim_only_when_not_empty():
+        cummin = opdb.lookup("aten::cummin")
+        found = run_dim_range(cummin, Case(cummin.qualname, (f32(3, 4, seed=1), 0)), CPUBackend())
+        assert found is not None and found.outcome == O.MISSING_ERROR, found
+        assert "IndexError: Dimension out of range" in found.message
+        assert "argument 1 empty in its first dim" in found.message
+
+
+def test_a_case_drawn_with_a_batch_of_none_is_held_against_a_batch_of_one():
+    from generators.variants import out_of_range_dims
+
+    cumsum = opdb.lookup("aten::cumsum")
+    ((what, full, where, empty),) = out_of_range_dims(cumsum, Case(cumsum.qualname, (f32(0, 4, seed=1), -1)))
+    assert (what, where) == ("argument 2 set to 42", "0")
+    assert full.args[0].shape == (1, 4) and empty.args[0].shape == (0, 4)
+    assert full.args[1] == empty.args[1] == 42
+    # a 0-d input has no batch to empty; a dim list changes in its last element
+    assert out_of_range_dims(cumsum, Case(cumsum.qualname, (f32(seed=1), 0))) == []
+    total = opdb.lookup("aten::sum.dim_IntList")
+    ((_, drawn, _, _),) = out_of_range_dims(total, Case(total.qualname, (f32(2, 3, seed=1), [0, 1])))
+    assert drawn.args[1] == [0, 42]
 
 
 def test_meta_is_not_asked_for_a_refusal_that_follows_the_values():

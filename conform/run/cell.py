@@ -276,27 +276,30 @@ def run_cell(
             failure = execute.run_overlapping_self(op, case, backend)
             if failure is not None:
                 r, case = failure, failure.variant_case or case
-        # inputs of a wrong size, one at a time, on the first passing example and every
-        # shrink step: the device must refuse what the CPU refuses (not on the plain CPU)
+        passing = r.outcome == Outcome.PASS and not r.invalid
+        # the malformed arguments (run last, see _malformed_last) of the first passing example,
+        # and again of the first one past the simplest sizes where the first was not (see
+        # _wide), contiguous as the first is
+        if passing and not progress.failing and not progress.malformed_due:
+            progress.malformed_wide = _wide(case)
+            progress.malformed_due.append((case, False))
+        elif passing and not progress.failing and not progress.malformed_wide and _wide(case):
+            progress.malformed_wide = True
+            progress.malformed_due.append((variants.contiguous_inputs(case), True))
+        # inputs of a wrong size, one at a time, on the first passing example with an input of a
+        # dim or more (hypothesis draws 0-d ones first, where no size can be wrong) and every
+        # shrink step: the device must refuse what the CPU refuses (not on the plain CPU); and
+        # dims out of range, refused with a batch of none as without (the plain CPU too)
         if (
-            r.outcome == Outcome.PASS
-            and not r.invalid
+            passing
             and (progress.wrong_size_failed if progress.failing else not progress.sizes_checked)
+            and variants.has_sized_input(case, out_names)
         ):
             progress.sizes_checked = True
-            progress.malformed_wide = progress.malformed_wide or _wide(case)
-            if not progress.failing:
-                progress.malformed_due.append((case, False))
-            failure = execute.run_wrong_sizes(op, case, backend)
+            failure = execute.run_wrong_sizes(op, case, backend) or execute.run_dim_range(op, case, backend)
             if failure is not None:
                 progress.wrong_size_failed = True
                 r, case = failure, failure.variant_case
-        # the malformed arguments again on the first passing example past the simplest sizes,
-        # where the first was not (see _wide), contiguous as the first is
-        elif r.outcome == Outcome.PASS and not r.invalid and not progress.failing and not progress.malformed_wide:
-            if _wide(case):
-                progress.malformed_wide = True
-                progress.malformed_due.append((variants.contiguous_inputs(case), True))
         return r, case
 
     def checked(case, *, drawn: bool) -> tuple[CaseResult, object]:

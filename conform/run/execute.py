@@ -74,6 +74,7 @@ from generators.variants import (
     malformed_inputs,
     malformed_numbers,
     other_dtype_out_case,
+    out_of_range_dims,
     out_variants,
     overlapping_self_case,
     unsafe_out_case,
@@ -2118,12 +2119,72 @@ def run_wrong_sizes(op, case, backend) -> CaseResult | None:
     # refuses an empty batch, or gives it another shape than the device, the CPU is as often the
     # one wrong (MKL's FFT refuses a batch of none, pixel_unshuffle returns its input's shape).
     # Not for ops that take the caller's word for their inputs (`unsafe` in the name)
-    for where, variant in () if "unsafe" in op.qualname else empty_inputs(case, outs):
+    empty = () if "unsafe" in op.qualname else empty_inputs(case, outs)
+    return _first_failing(
+        op,
+        backend,
+        [(f"[empty input] {input_label(where)} empty in its first dim", variant) for where, variant in empty],
+        Outcome.DEVICE_ERROR,
+    )
+
+
+def _first_failing(op, backend, labelled: list, outcome: Outcome) -> CaseResult | None:
+    """The first of the (label, variant case) pairs whose run on the device is `outcome`, its
+    message prefixed with the label; None if none is."""
+    for label, variant in labelled:
         r = run_case(op, variant, backend, grad=False)
-        if r.outcome is Outcome.DEVICE_ERROR and not r.invalid:
-            r.message = f"[empty input] {input_label(where)} empty in its first dim: {r.message}"
+        if r.outcome is outcome and not r.invalid:
+            r.message = f"{label}: {r.message}"
             r.variant_case = variant
             return r
+    return None
+
+
+def run_dim_range(op, case, backend) -> CaseResult | None:
+    """Whether a dim is in range does not depend on the values (DeepREL's rule, within one
+    kernel: inputs alike in what the contract asks of them agree in whether they raise). Each dim
+    argument of a passing case set far past every input's rank (generators.variants
+    .out_of_range_dims): where the CPU refuses it for the case as drawn, the same dim with the
+    first input's batch emptied must be refused too; computing there is `missing_error` (a kernel
+    that returns early for an empty input before it checks its dim). On the plain CPU this is the
+    check; on a device, run_case holds each variant's refusal to the CPU's, and where the CPU
+    computes on the empty batch the device is not asked for more. Not for ops that take the
+    caller's word for their inputs (`unsafe` in the name)."""
+    if "unsafe" in op.qualname:
+        return None
+    outs = {a.name for a in op.out_args}
+    plain = is_plain_cpu(backend)
+    for what, drawn, emptied, empty in out_of_range_dims(op, case, outs):
+        if plain:
+            _running_variant(drawn, f"a dim out of range: {what}")
+            try:
+                refusal = _cpu_error(op, drawn)
+            finally:
+                _running_variant(None)
+            if refusal is None:
+                continue  # not a dim of a tensor here (or not checked at all): nothing to hold
+            _running_variant(empty, f"a dim out of range, a batch of none: {what}")
+            try:
+                computed = _cpu_error(op, empty) is None
+            finally:
+                _running_variant(None)
+            if computed:
+                r = CaseResult(
+                    Outcome.MISSING_ERROR,
+                    "forward",
+                    f"[dim out of range] {what}: the op refuses it for the case as drawn "
+                    f"({type(refusal).__name__}: {str(refusal).strip().splitlines()[0][:200]}) and computes with "
+                    f"{input_label(emptied)} empty in its first dim, where whether a dim is in range does not "
+                    "depend on the values",
+                )
+                r.variant_case = empty
+                return r
+            continue
+        found = _first_failing(
+            op, backend, [(f"[dim out of range] {what}", v) for v in (drawn, empty)], Outcome.MISSING_ERROR
+        )
+        if found is not None:
+            return found
     return None
 
 
@@ -2391,14 +2452,23 @@ def _unwritten_elements(op, case, dev) -> str:
 def _cpu_call(op, case) -> dict | None:
     """One call of `case` on the CPU, no grad: its keyword arguments after the call (the outs
     as written), or None where the CPU raises."""
+    return _cpu_attempt(op, case)[0]
+
+
+def _cpu_error(op, case) -> BaseException | None:
+    """The error the CPU raises on `case` (no grad), None where it computes."""
+    return _cpu_attempt(op, case)[1]
+
+
+def _cpu_attempt(op, case) -> tuple[dict | None, BaseException | None]:
     _announce(_cpu_copy)
     try:
         args, kwargs = case.materialize(_cpu_copy, torch.device("cpu"))
         with torch.no_grad():
             op.resolve()(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - the CPU refuses it
-        return None
-    return kwargs
+    except Exception as e:  # noqa: BLE001 - the CPU refuses it
+        return None, e
+    return kwargs, None
 
 
 def _cpu_writes(op, case) -> bool:

@@ -468,9 +468,33 @@ def _write(path: Path, record: InFlight) -> None:
 def _rewrite(fd: int, record: InFlight) -> None:
     """Rewrite a record in place. A reader that catches it half-written gets invalid JSON and
     reads again later (the monitor) or treats it as unknown (a crash report)."""
-    data = json.dumps(record.to_dict()).encode()
+    data = _encoded(record).encode()
     os.pwrite(fd, data, 0)
     os.ftruncate(fd, len(data))
+
+
+# The JSON of the last few cases and cell tallies a record held, by identity: a case's record is
+# rewritten as each side and variant of it runs, and encoding its case again each time was a
+# fiftieth of a sweep's work
+_ENCODED: dict[int, tuple[Any, str]] = {}
+_ENCODED_KEPT = 8
+_LARGE_FIELDS = ("case", "earlier")
+
+
+def _encoded(record: InFlight) -> str:
+    parts = []
+    for name, value in record.to_dict().items():
+        if name in _LARGE_FIELDS:
+            kept = _ENCODED.get(id(value))
+            if kept is None or kept[0] is not value:
+                if len(_ENCODED) >= _ENCODED_KEPT:
+                    del _ENCODED[next(iter(_ENCODED))]
+                kept = _ENCODED[id(value)] = (value, json.dumps(value))
+            text = kept[1]
+        else:
+            text = json.dumps(value)
+        parts.append(f"{json.dumps(name)}: {text}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def apply_memory_limit(limit: int | None) -> None:
