@@ -284,7 +284,7 @@ class Controller:
         (self.rundir / "inflight").mkdir(parents=True, exist_ok=True)
         (self.rundir / PLAN).write_text(json.dumps([list(c) for c in cells]))
         # ops that crashed a process in an earlier run on this torch and device run isolated from
-        # the start, each cell in a fresh clean process
+        # the start, in a clean process of the op's own
         crashers = workdir / re.sub(r"[^\w.-]", "_", f"crashers-{_torch_version()}-{self.backend.name}.txt")
         known = _read_lines(crashers)
         if known:
@@ -574,7 +574,7 @@ def pytest_configure(config):
 class WorkerContext:
     """A worker's side of running cells. The worker itself never touches the device: each cell
     runs in a clean child process (conform.run.isolation), the worker's long-lived device process for
-    most cells and a fresh one per cell for ops that are known to kill processes (opdb's isolate
+    most cells and one of the op's own for ops that are known to kill processes (opdb's isolate
     rules, and ops that crashed earlier). A crash, a hang or a poisoned device context costs that
     process only; the worker records the cell and goes on, so xdist never blames another cell."""
 
@@ -587,6 +587,7 @@ class WorkerContext:
         self.child_args = (setup, str(self.inflight))
         self.name = f"conform-device-{worker_id}"
         self.device = self._child(self.name)
+        self._own: tuple[str, CleanChild] | None = None  # (op base name, its process): see run
         self._crashed_mtime = None
         self._crashed: set[str] = set()
 
@@ -594,14 +595,22 @@ class WorkerContext:
         return CleanChild(cell_process, self.child_args, name=name)
 
     def run(self, cell) -> CellResult:
-        if _op_base(cell[0]) in self._crashed_ops() or _isolated(cell[0]):
-            # a process that has not touched the device before this cell, ended after it
-            once = self._child(f"{self.name}-isolated")
-            try:
-                return self._run_in(once, cell)
-            finally:
-                once.close()
+        base = _op_base(cell[0])
+        if base in self._crashed_ops() or _isolated(cell[0]):
+            # a process of the op's own, started clean: a death there costs that process only.
+            # The op's later cells (its other dtypes and overloads) reuse it while it lives, with
+            # the op's strategies and kernels warm: a fresh process's first cell cost six times
+            # a warm one's, and a sweep runs about a thousand such cells
+            if self._own is None or self._own[0] != base:
+                self._close_own()
+                self._own = (base, self._child(f"{self.name}-isolated"))
+            return self._run_in(self._own[1], cell)
         return self._run_in(self.device, cell)
+
+    def _close_own(self) -> None:
+        if self._own is not None:
+            self._own[1].close()
+            self._own = None
 
     # How often a cell whose CPU reference killed the process is drawn again without the case
     # that killed it: the device is not to blame, and the cell's remaining examples should still
@@ -688,6 +697,7 @@ class WorkerContext:
 
     def close(self) -> None:
         self.device.close()
+        self._close_own()
 
 
 def pytest_generate_tests(metafunc):
