@@ -30,7 +30,11 @@ from generators.case import Case, TensorSpec  # noqa: E402
 
 def _warm_up() -> None:
     """Pay the first-call costs (the catalog, dispatcher caches, hypothesis's first test: it
-    registers its random generators and collects garbage, half a second) once."""
+    registers its random generators and collects garbage, half a second) once; and the first
+    forward-mode derivative's import (torch/_decomp/decompositions_for_jvp.py scripts its
+    decompositions with TorchScript when first imported: a quarter of a second each process paid
+    at its first jvp, an import only, no autograd engine)."""
+    import torch._decomp.decompositions_for_jvp  # noqa: F401 - imported for its side effect, here only
     op = opdb.lookup("aten::add.Tensor")
     x = TensorSpec(shape=(2, 3), dtype="float32")
     execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend(), grad=False)
