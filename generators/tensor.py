@@ -881,3 +881,24 @@ _RANGES = {
     "nonzero": (-3.0, 3.0),
     "small": (-2.0, 2.0),
 }
+
+
+# Elements of guard band on either side of a guarded copy (see guarded_copy)
+GUARD_ELEMENTS = 64
+
+
+def guarded_copy(fill: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A `to_device` for TensorSpec.materialize on the CPU: each floating tensor copied into the
+    middle of a buffer whose GUARD_ELEMENTS on either side hold `fill`, so that a kernel reading
+    past its input's ends (a shape it did not check) reads the fill; two runs with two fills then
+    tell those reads apart from the values it was given. Other tensors are copied as they are."""
+
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        if t.layout != torch.strided or t.is_quantized or not (t.is_floating_point() or t.is_complex()):
+            return t.clone()
+        buf = torch.full((t.numel() + 2 * GUARD_ELEMENTS,), fill, dtype=t.dtype)
+        inner = buf[GUARD_ELEMENTS : GUARD_ELEMENTS + t.numel()].view(t.shape)
+        inner.copy_(t)
+        return inner
+
+    return copy

@@ -96,3 +96,47 @@ def test_an_out_left_at_another_shape_than_the_functional_s_breaks_the_forms_rel
     r = run_case(op, case, CPUBackend(), grad=False, relations=True)
     assert r.outcome is Outcome.MISMATCH, r.message
     assert "[forms relation] the out= overload's result has shape (0,)" in r.message and "(2, 3)" in r.message
+
+
+def _unfold_backward_leaves_a_0d_grad_unwritten() -> bool:
+    try:
+        torch.ops.aten.unfold_backward(torch.tensor(1.0), [4], 0, 2, 1)
+    except (RuntimeError, IndexError):
+        return False
+    return True
+
+
+def test_a_result_never_written_for_a_malformed_argument_is_a_missing_check(monkeypatch, tmp_path):
+    from conform.report.repro import repro_script
+    from script_runner import run_script
+
+    monkeypatch.setattr(execute, "on_variant", lambda case, name: None)  # as in an isolated process
+    # a kernel that writes every element of what it computes with, malformed or not: nothing found
+    mm = opdb.lookup("aten::mm")
+    found: list = []
+    execute.run_malformed(
+        mm,
+        Case(mm.qualname, (TensorSpec((2, 3), "float32"), TensorSpec((3, 4), "float32"))),
+        CPUBackend(),
+        unwritten=found,
+    )
+    assert found == []
+    if not _unfold_backward_leaves_a_0d_grad_unwritten():
+        return  # torch 2.13's unfold_backward takes a grad_in of the wrong rank unchecked (pytorch#194807)
+    op = opdb.lookup("aten::unfold_backward")
+    case = Case(op.qualname, (TensorSpec((3, 2), "float32", seed=1), [4], 0, 2, 1))
+    execute.run_malformed(op, case, CPUBackend(), unwritten=found)
+    ((what, variant, message),) = found
+    assert what == "argument 1 with one dim fewer" and variant.args[0].shape == (2,)
+    assert message.startswith("[unwritten output] 1 of 4 elements") and "read from past an input's end" in message
+    # its script runs the call on guarded inputs, then with every guard, allocation and out filled
+    r = execute.CaseResult(
+        Outcome.MISSING_ERROR,
+        "forward",
+        f"[malformed argument] {what}: the op computes with it and {message.partition('] ')[2]}",
+    )
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(op, variant, "cpu", result=r, golden_is_expectation=True))
+    done = run_script(path, cwd=tmp_path)
+    assert done.returncode == 0 and "verdict: missing_error" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "were never written or were read from past" in done.stdout

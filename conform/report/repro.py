@@ -47,6 +47,10 @@ PAST_END = {past_end!r}  # an index past the end of what it indexes, which the o
 # an in-place self whose elements share memory, which the op must refuse (else None), and its values
 OVERLAPPING_SELF = {overlapping!r}
 OVERLAPPING_BEFORE = lambda: {overlapping_before}  # noqa: E731
+# output elements the kernel never wrote, which conform found by filling every allocation and out
+UNWRITTEN = {unwritten!r}
+_FILLED = False  # True while the run with every allocation and out filled builds and runs the call
+_GUARD = None  # the value beside each floating input (guarded_copy) in the unwritten-element runs
 _GOLDEN = False  # True while the float64 golden run builds its inputs
 _WIDE = None  # the dtype narrow integer inputs take in a widened run (int64, or float64 to confirm it)
 NARROW = (torch.int8, torch.int16, torch.int32, torch.uint8)
@@ -61,6 +65,8 @@ def make(shape, dtype, device="cpu", **fields):
         up = torch.complex128 if spec.torch_dtype.is_complex else torch.float64
     if _WIDE is not None and spec.torch_dtype in NARROW:
         up = _WIDE
+    if _GUARD is not None and torch.device(device).type == "cpu":
+        return spec.materialize(guarded_copy(_GUARD), dtype=up)
     return spec.materialize(lambda t: t.to(device), dtype=up)
 
 
@@ -185,6 +191,57 @@ def run(device, golden=False, using=None):
             return (using or call)(device)
     finally:
         _GOLDEN = False
+
+
+def fill_outs(kwargs, names):
+    """In the filled run, each out filled as torch fills an allocation (NaN; an integer dtype's largest)."""
+    for t in leaves([kwargs.get(n) for n in names]) if _FILLED else ():
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.dtype != torch.bool and not t.is_quantized:
+            t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else torch.iinfo(t.dtype).max)
+
+
+def run_guarded(device, filled):
+    """run() on inputs with zeros beside them (guarded_copy); `filled`: NaN beside them instead,
+    with torch's fill of uninitialised memory on (every allocation NaN or its dtype's largest
+    value) and every out filled alike."""
+    global _FILLED, _GUARD
+    import torch.utils.deterministic
+
+    was = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+    )
+    if filled:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+    _FILLED, _GUARD = filled, math.nan if filled else 0.0
+    try:
+        return run(device)
+    finally:
+        _FILLED, _GUARD = False, None
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        torch.utils.deterministic.fill_uninitialized_memory = was[2]
+
+
+def unwritten_elements(first, filled):
+    """Elements that hold the fill in the filled run and not in the first: never written, or read
+    from past an input's end."""
+    a_all = [t for t in leaves(first) if isinstance(t, torch.Tensor)]
+    b_all = [t for t in leaves(filled) if isinstance(t, torch.Tensor)]
+    for i, (a, b) in enumerate(zip(a_all, b_all)):
+        if a.shape != b.shape or a.dtype != b.dtype or a.dtype == torch.bool or a.is_quantized or not a.numel():
+            continue
+        a, b = a.detach().cpu().resolve_conj().resolve_neg(), b.detach().cpu().resolve_conj().resolve_neg()
+        if a.is_floating_point() or a.is_complex():
+            holes = b.isnan() & ~a.isnan()
+        else:
+            top = torch.iinfo(a.dtype).max
+            holes = (b == top) & (a != top)
+        if bool(holes.any()):
+            n = int(holes.sum())
+            return f"{{n}} of {{a.numel()}} elements of output leaf {{i}} were never written or were read from past an input's end"
+    return ""
 
 
 def run_backward(device, golden=False, grad_outputs=None):
@@ -398,6 +455,12 @@ def parity_verdict():
     if PAST_END and MODE == "golden":
         print(f"the CPU returned a result though {{PAST_END}}, past the end of what they index")
         return "missing_error"
+    if UNWRITTEN and MODE == "golden":
+        (zeros, err), (filled, err2) = attempt(run_guarded, DEVICE, False), attempt(run_guarded, DEVICE, True)
+        holes = unwritten_elements(zeros, filled) if err is None and err2 is None else ""
+        if holes:
+            print(f"the CPU computed {{UNWRITTEN}}, and {{holes}}")
+            return CONFORM_VERDICT
     if OVERLAPPING_SELF and MODE == "golden" and wrote(OVERLAPPING_BEFORE(), next(iter(cpu[1].values()), None)):
         print(f"the CPU wrote into {{OVERLAPPING_SELF}} without an error: in-place ops refuse a self whose elements share memory")
         return "missing_error"
@@ -522,12 +585,14 @@ def _body_lines(op, case: Case) -> list[str]:
     args = ", ".join(_expr(a, names=shared) for a in case.args)
     kwargs = ", ".join(f"{k}={_expr(v, names=shared)}" for k, v in case.kwargs.items())
     written = [a.name for a in op.arguments if a.is_write or a.is_out] if not isinstance(op, str) else []
+    outs = [a.name for a in op.arguments if a.is_out] if not isinstance(op, str) else []
     names = [a.name for a in op.arguments] if not isinstance(op, str) else []
     return [
         f"    torch.manual_seed({case.seed})",
         *([f"    shared = [{', '.join(_expr(s) for s in shared_specs(case))}]"] if shared else []),
         f"    args = ({args}{',' if len(case.args) == 1 else ''})",
         f"    kwargs = dict({kwargs})",
+        *([f"    fill_outs(kwargs, {outs!r})"] if outs else []),
         "    if args_only:",
         "        return args, kwargs",
         "    if requires_grad:  # every floating input a leaf that requires grad, as conform's backward",
@@ -976,6 +1041,7 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         ),
         overlapping=overlapping.describe() if overlapping is not None else None,
         overlapping_before=_expr(overlapping, device_var="'cpu'") if overlapping is not None else "None",
+        unwritten=_unwritten_what(getattr(result, "message", "") or ""),
     )
     return (
         header
@@ -987,6 +1053,15 @@ def repro_script(op, case: Case, backend_name: str, *, result=None, golden_is_ex
         + _independent_prelude(op, case, result)
         + _EPILOGUE.format(relation_code=_relation_code(op, relation))
     )
+
+
+def _unwritten_what(message: str) -> str | None:
+    """What the unwritten-element run was given, where conform's verdict came from it (else None)."""
+    if "[unwritten output]" in message:
+        return "the out= given as drawn" if message.startswith("[out= preallocated]") else "the case"
+    if message.startswith("[malformed argument]") and "unwritten" in message:
+        return message.partition(":")[0].removeprefix("[malformed argument] ")
+    return None
 
 
 def _independent_prelude(op, case: Case, result) -> str:

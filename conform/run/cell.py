@@ -535,12 +535,31 @@ def _malformed_last(op, dtype: str, backend, result: CellResult, due: list, on_m
     far with the case (`on_malformed`), and a death keeps it: the cell is a `crash`, its earlier
     failures further failures of it (conform.plugin.died_result)."""
     earlier = None
+    unwritten: list = []
     for case, wide in due:
         if on_malformed is not None:
             if earlier is None:
                 earlier = _found_so_far(result)
             on_malformed(case, earlier)
-        execute.run_malformed(op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS, contain_shapes=wide)
+        execute.run_malformed(
+            op, case, backend, numbers=dtype in MALFORMED_NUMBER_CELLS, contain_shapes=wide, unwritten=unwritten
+        )
+    for what, variant, message in unwritten[:1]:
+        # a result the kernel never wrote, for an argument that does not fit: the cell's verdict
+        # where it passed, a further failure where it had failed otherwise
+        failure = {
+            "outcome": Outcome.MISSING_ERROR.value,
+            "phase": "forward",
+            "message": f"[malformed argument] {what}: the op computes with it and {message.partition('] ')[2]}",
+            "case": variant.to_json(),
+            "repro": _repro(op, variant, backend, CaseResult(Outcome.MISSING_ERROR, "forward", "")),
+        }
+        if result.outcome == Outcome.PASS.value:
+            result.outcome, result.phase, result.message = failure["outcome"], failure["phase"], failure["message"]
+            result.case, result.repro = failure["case"], failure["repro"]
+            result.skip_reason = skip_reason_of_case(result.outcome)
+        else:
+            result.further_failures.append(failure)
 
 
 def _found_so_far(result: CellResult) -> dict:

@@ -63,7 +63,7 @@ from conform.run import contained
 from conform.run.dispatch import fallback_message, tracer_for
 from generators.backward import functional_of, is_backward
 from generators.case import Case, TensorSpec
-from generators.tensor import EQUAL_PREFIX, STRUCTURED_KINDS
+from generators.tensor import EQUAL_PREFIX, GUARD_ELEMENTS, STRUCTURED_KINDS, guarded_copy
 from generators.variants import (
     OVERLAPPING_LAYOUTS,
     STRIDED_OUT_VARIANTS,
@@ -2188,7 +2188,9 @@ def run_dim_range(op, case, backend) -> CaseResult | None:
     return None
 
 
-def run_malformed(op, case, backend, *, numbers: bool = False, contain_shapes: bool = False) -> int:
+def run_malformed(
+    op, case, backend, *, numbers: bool = False, contain_shapes: bool = False, unwritten: list | None = None
+) -> int:
     """The process-death contract on the plain CPU: each malformed variant of a passing case is
     called once, and the op must compute or raise. The variants
     (generators.variants.malformed_inputs): each input one longer, empty, of one more or one fewer
@@ -2212,16 +2214,33 @@ def run_malformed(op, case, backend, *, numbers: bool = False, contain_shapes: b
     all: a device's refusals are held to the CPU's by run_wrong_sizes, and a process that touched
     a device must not fork. Only in an isolated process (`on_variant` set: conform.run.cell's
     worker); a caller that runs cells in its own process would die with them. Returns the
-    variants made."""
+    variants made.
+
+    With `unwritten` (a list), each shape runs on inputs guarded by zeros (their floating
+    tensors in the middle of a buffer: generators.tensor.guarded_copy), and one the op computes
+    with runs again with the guards, every allocation and every out filled with NaN
+    (_unwritten_elements): an element NaN only there was never written or was read from past
+    an input's end, for an argument that does not fit the others: a shape check missing
+    (unfold_backward of a one-dim-short grad_in reads past its end, pytorch#194807). The first
+    such (what, variant, message) is appended. Not for ops whose result is not a function of their inputs, nor for
+    outs that accumulate by contract."""
     if not is_plain_cpu(backend) or "unsafe" in op.qualname or on_variant is None:
         return 0
     outs = {a.name for a in op.out_args}
     shapes = malformed_inputs(case, outs)
     contain_shapes = contain_shapes and contained.AVAILABLE
+    if unwritten is not None and (_nondeterminism(op) or hint(op, "out_accumulates")):
+        unwritten = None
     for what, variant in () if contain_shapes else shapes:
         _running_variant(variant, f"a malformed argument: {what}")
         try:
-            _cpu_call(op, variant)
+            if unwritten is None or unwritten:
+                _cpu_call(op, variant)
+                continue
+            first = _run_side(op, variant, to_device=guarded_copy(0.0), device=torch.device("cpu"))
+            found = _unwritten_elements(op, variant, first, guard=True) if first.error is None else ""
+            if found:
+                unwritten.append((what, variant, found))
         finally:
             _running_variant(None)
     numbers = malformed_numbers(op, case) + malformed_dtypes(case, outs) if numbers and contained.AVAILABLE else []
@@ -2411,15 +2430,24 @@ def _fill_outs(op, args, kwargs) -> None:
                 t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else torch.iinfo(t.dtype).max)
 
 
-def _unwritten_elements(op, case, dev) -> str:
+def _unwritten_elements(op, case, dev, *, guard: bool = False) -> str:
     """On the plain CPU, the op run again with every allocation and every out= tensor filled
     (_filled_memory, _fill_outs): an output element that holds the fill there (NaN; an integer
     dtype's largest value) and not in the first run, where the allocator's memory was whatever it
     was and an out held the values the case drew, is one the kernel never wrote. The first run and
     golden agree only by the allocator's luck (fresh pages are zeros) or by the drawn out's values
     reaching both, golden being the same kernel: the fill is the evidence. "" where every element
-    was written, or the second run raised."""
-    again = _run_side(op, case, to_device=_cpu_copy, device=torch.device("cpu"), ctx=_filled_memory(), fill_outs=True)
+    was written, or the second run raised. With `guard`, `dev` ran on inputs guarded by zeros
+    (generators.tensor.guarded_copy) and the second run's guards hold NaN too: an element that
+    holds NaN only there was never written, or was read from past an input's end."""
+    again = _run_side(
+        op,
+        case,
+        to_device=guarded_copy(math.nan) if guard else _cpu_copy,
+        device=torch.device("cpu"),
+        ctx=_filled_memory(),
+        fill_outs=True,
+    )
     if again.error is not None:
         return ""
     first = [t for t in leaves((dev.result, dev.written)) if isinstance(t, torch.Tensor)]
@@ -2441,6 +2469,13 @@ def _unwritten_elements(op, case, dev) -> str:
             fill = f"{top}"
         if bool(holes.any()):
             n, where = int(holes.sum()), tuple(int(x) for x in holes.nonzero()[0])
+            if guard:
+                return (
+                    f"[unwritten output] {n} of {a.numel()} elements of output leaf {i} are unwritten or read from "
+                    f"past an input's end: with every allocation and the {GUARD_ELEMENTS} elements on either side "
+                    f"of each input filled ({fill}) they read the fill, first at index {where}, where with zeros "
+                    f"beside the inputs they read {a[where].item()!r}"
+                )
             return (
                 f"[unwritten output] the kernel leaves {n} of {a.numel()} elements of output leaf {i} unwritten: "
                 f"with every allocation filled ({fill}) they read the fill, first at index {where}, where the "

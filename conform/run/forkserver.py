@@ -35,6 +35,7 @@ def _warm_up() -> None:
     decompositions with TorchScript when first imported: a quarter of a second each process paid
     at its first jvp, an import only, no autograd engine)."""
     import torch._decomp.decompositions_for_jvp  # noqa: F401 - imported for its side effect, here only
+
     op = opdb.lookup("aten::add.Tensor")
     x = TensorSpec(shape=(2, 3), dtype="float32")
     execute.run_case(op, Case(op=op.qualname, args=(x, x)), CPUBackend(), grad=False)
