@@ -24,8 +24,10 @@ SEEDS = range(1, 11)
 @pytest.mark.parametrize(
     "bug,op,dtype,expected,at_least",
     [
-        # 1 seed of 10 before (9 now): a partner broadcast one draw in six, outside "edges" cases
-        ("wrong_on_broadcast", "aten::mul.Tensor", "float32", "mismatch", 7),
+        # 1 seed of 10 before (10 now): a partner broadcast one draw in six, outside "edges" cases;
+        # the device's broadcast also takes an operand one longer that it must refuse, which the
+        # wrongly sized inputs of the first sized passing case find first in half the seeds
+        ("wrong_on_broadcast", "aten::mul.Tensor", "float32", ("mismatch", "missing_error"), 7),
         # 3 of 10 before (5 now): every "edges" case (half of a cell's later examples) contiguous
         ("ignores_strides", "aten::add.Tensor", "float32", "mismatch", 5),
         # 2 of 10 before (5 now): the same; a huge self hides it (x + 3 rounds to x at 1e20)
@@ -41,10 +43,8 @@ def test_a_default_cell_finds_the_bug_class_in_most_seeds(bug, op, dtype, expect
     for seed in SEEDS:
         if len(found) >= at_least:  # the verdict is settled: the seeds left cannot change it
             break
-        if (
-            run_cell(opdb.lookup(op), dtype, BACKENDS[bug](), CellSettings(seed=seed, hypothesis_db=None)).outcome
-            == expected
-        ):
+        outcome = run_cell(opdb.lookup(op), dtype, BACKENDS[bug](), CellSettings(seed=seed, hypothesis_db=None)).outcome
+        if outcome in ((expected,) if isinstance(expected, str) else expected):
             found.append(seed)
     assert len(found) >= at_least, f"{bug}: found with seeds {found} of {list(SEEDS)}"
 
